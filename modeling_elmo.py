@@ -1,0 +1,325 @@
+"""ELMo (Peters et al., 2018, "Deep contextualized word representations") for transformers.
+
+The biLM: a char CNN with highway layers and a projection gives context-free token embeddings; forward and backward
+LSTM stacks with cell projection, cell/projection clipping and skip connections contextualise them; scalar mixes
+combine the layers into ELMo vectors. Numerics follow AllenNLP's `Elmo`/`_ElmoBiLm`, except that every call starts
+from a zero LSTM state (AllenNLP carries the previous batch's final state).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.utils import ModelOutput
+
+try:  # loaded as remote code, the three files are one package
+    from .configuration_elmo import ElmoConfig
+    from .tokenization_elmo import CHAR_VOCAB_SIZE, sentence_boundary_char_ids
+except ImportError:  # installed with pip, they are top-level modules
+    from configuration_elmo import ElmoConfig
+    from tokenization_elmo import CHAR_VOCAB_SIZE, sentence_boundary_char_ids
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch, words, 2 * projection_dim)`):
+            The first ELMo representation (`elmo_representations[0]`).
+        elmo_representations (`tuple(torch.FloatTensor)`):
+            `config.num_output_representations` scalar mixes of the biLM layers, each `(batch, words, 2 * P)`.
+        hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`):
+            The `n_layers + 1` biLM layers, each `(batch, words, 2 * P)`: layer 0 is the token embedding repeated
+            twice, layer l is `[forward_l ; backward_l]`. Zeros at padded positions; BOS/EOS removed.
+        mask (`torch.BoolTensor` of shape `(batch, words)`): True at real words.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    mask: torch.BoolTensor | None = None
+
+
+class ElmoHighway(nn.Module):
+    """One highway layer: `carry * relu(transform(x)) + (1 - carry) * x` with `carry = sigmoid(carry(x))`."""
+
+    def __init__(self, size):
+        super().__init__()
+        self.transform = nn.Linear(size, size)
+        self.carry = nn.Linear(size, size)
+
+    def forward(self, x):
+        carry = torch.sigmoid(self.carry(x))
+        return carry * F.relu(self.transform(x)) + (1 - carry) * x
+
+
+class ElmoCharacterEncoder(nn.Module):
+    """Char CNN + highway + projection: [words, max_characters_per_token] char ids -> [words, P] embeddings."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.char_embedding = nn.Embedding(CHAR_VOCAB_SIZE, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(nn.Conv1d(config.char_embedding_dim, n, width) for width, n in config.filters)
+        self.activation = torch.tanh if config.activation == "tanh" else F.relu
+        self.highways = nn.ModuleList(ElmoHighway(config.n_filters) for _ in range(config.n_highway))
+        self.projection = nn.Linear(config.n_filters, config.projection_dim)
+
+    def forward(self, char_ids):
+        chars = self.char_embedding(char_ids).transpose(1, 2)  # [words, char dim, chars]
+        # Max over character positions first, then the activation (the bilm-tf order).
+        x = torch.cat([self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        for highway in self.highways:
+            x = highway(x)
+        return self.projection(x)
+
+
+class ElmoLstmLayer(GradientCheckpointingLayer):
+    """One biLM layer: a forward and a backward LSTM with cell projection and clipping, advanced together.
+
+    Both directions' weights are stacked on dim 0 (0 = forward, 1 = backward) and kept in `x @ W` orientation, so
+    one batched matmul serves both directions. Gate blocks along 4H are ordered i, f, g, o (as `torch.nn.LSTM`);
+    `bias` already includes the +1 forget bias that TensorFlow adds at run time.
+    """
+
+    def __init__(self, config, input_size):
+        super().__init__()
+        hidden, proj = config.lstm_dim, config.projection_dim
+        self.input_weight = nn.Parameter(torch.empty(2, input_size, 4 * hidden))
+        self.state_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
+        self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
+        self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
+        self.cell_clip = config.cell_clip
+        self.proj_clip = config.proj_clip
+
+    def forward(self, inputs, batch_sizes):
+        """
+        inputs: [2, B, T, D], the forward stream and the per-sentence reversed backward stream, sentences sorted by
+            length (longest first) and left-aligned.
+        batch_sizes: Python ints, how many sentences are still running at each step (non-increasing).
+        Returns [2, B, T, P], zeros past each sentence's end. Finished sentences leave the batch, so padded steps are
+        never computed.
+        """
+        _, batch, steps, size = inputs.shape
+        hidden = self.state_weight.shape[-1] // 4
+        # Input-to-gates for all steps at once: one large GEMM instead of one per step.
+        gates_x = torch.baddbmm(self.bias, inputs.reshape(2, batch * steps, size), self.input_weight)
+        gates_x = gates_x.view(2, batch, steps, 4 * hidden)
+        h = inputs.new_zeros(2, batch, self.projection_weight.shape[-1])
+        c = inputs.new_zeros(2, batch, hidden)
+        outputs = []
+        for t, n in enumerate(batch_sizes):
+            h, c = h[:, :n], c[:, :n]
+            gates = torch.baddbmm(gates_x[:, :n, t], h, self.state_weight)
+            i, f, g, o = gates.chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            if self.cell_clip is not None:
+                c = c.clamp(-self.cell_clip, self.cell_clip)
+            h = torch.bmm(torch.sigmoid(o) * torch.tanh(c), self.projection_weight)
+            if self.proj_clip is not None:
+                h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
+        outputs += [inputs.new_zeros(2, batch, h.shape[-1])] * (steps - len(batch_sizes))
+        return torch.stack(outputs, dim=2)
+
+
+class ElmoBiLm(nn.Module):
+    """The biLM: char CNN token embeddings, then `n_layers` bidirectional LSTM layers."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.char_cnn = ElmoCharacterEncoder(config)
+        self.layers = nn.ModuleList(ElmoLstmLayer(config, config.projection_dim) for _ in range(config.n_layers))
+        self.use_skip_connections = config.use_skip_connections
+
+    def embed_tokens(self, char_ids, mask):
+        """Token embeddings [B, S, P], zeros where `mask` is False. Each distinct word is encoded once per call."""
+        words, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
+        embedded = self.char_cnn(words)[inverse]
+        out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
+        return out.masked_scatter(mask.unsqueeze(-1), embedded)
+
+    def forward(self, char_ids, lengths):
+        """
+        char_ids: [B, S, C] with BOS/EOS already added; lengths: [B] words per sentence including BOS/EOS.
+        Returns the n_layers + 1 biLM layers, each [B, S, 2P] with zeros past each sentence's end.
+        """
+        steps = char_ids.shape[1]
+        positions = torch.arange(steps, device=char_ids.device)
+        mask = positions < lengths.unsqueeze(1)
+        embedding = self.embed_tokens(char_ids, mask)
+
+        sorted_lengths, order = lengths.sort(descending=True)
+        batch_sizes = (sorted_lengths.unsqueeze(0) > positions[: int(sorted_lengths[0])].unsqueeze(1)).sum(1).tolist()
+        # reverse[b, t] reads sentence b backwards within its own length; padded positions map to themselves.
+        reverse = torch.where(mask[order], sorted_lengths.unsqueeze(1) - 1 - positions, positions)
+        stream = embedding[order]
+        stream = torch.stack([stream, stream.gather(1, reverse.unsqueeze(-1).expand_as(stream))])
+
+        layers = [torch.cat([embedding, embedding], dim=-1)]
+        unsort = order.argsort()
+        for index, layer in enumerate(self.layers):
+            output = layer(stream, batch_sizes)
+            if index > 0 and self.use_skip_connections:
+                output = output + stream
+            stream = output
+            backward = output[1].gather(1, reverse.unsqueeze(-1).expand_as(output[1]))
+            layers.append(torch.cat([output[0], backward], dim=-1)[unsort])
+        return layers
+
+
+class ElmoScalarMix(nn.Module):
+    """`gamma * sum_j softmax(w)_j * layer_j`, optionally layer-normalising each layer first (AllenNLP ScalarMix)."""
+
+    def __init__(self, num_layers, do_layer_norm, trainable=True):
+        super().__init__()
+        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
+        self.do_layer_norm = do_layer_norm
+
+    def forward(self, layers, mask):
+        weights = torch.softmax(self.scalar_parameters, dim=0)
+        if self.do_layer_norm:
+            layers = [self._layer_norm(layer, mask) for layer in layers]
+        return self.gamma * sum(w * layer for w, layer in zip(weights, layers))
+
+    @staticmethod
+    def _layer_norm(layer, mask):
+        """AllenNLP's rule: one mean and variance over all unmasked values of the whole batch."""
+        mask = mask.unsqueeze(-1).to(layer.dtype)
+        count = mask.sum() * layer.shape[-1]
+        mean = (layer * mask).sum() / count
+        variance = (((layer - mean) * mask) ** 2).sum() / count
+        return (layer - mean) / torch.sqrt(variance + 1e-13)
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    config_class = ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["ElmoLstmLayer", "ElmoCharacterEncoder"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """bilm-tf's initialisation, for training from scratch (converted and saved weights overwrite it)."""
+        config = self.config
+        if isinstance(module, ElmoCharacterEncoder):
+            init.uniform_(module.char_embedding.weight, -1.0, 1.0)
+            init.zeros_(module.char_embedding.weight[0])
+            for conv in module.convolutions:
+                width = conv.kernel_size[0]
+                std = (1.0 / (width * config.char_embedding_dim)) ** 0.5 if config.activation == "relu" else 0.05
+                init.normal_(conv.weight, std=std)
+                init.zeros_(conv.bias)
+            for highway in module.highways:
+                init.normal_(highway.transform.weight, std=(1.0 / config.n_filters) ** 0.5)
+                init.normal_(highway.carry.weight, std=(1.0 / config.n_filters) ** 0.5)
+                init.zeros_(highway.transform.bias)
+                init.constant_(highway.carry.bias, -2.0)
+            init.normal_(module.projection.weight, std=(1.0 / config.n_filters) ** 0.5)
+            init.zeros_(module.projection.bias)
+        elif isinstance(module, ElmoLstmLayer):
+            for weight in (module.input_weight, module.state_weight, module.projection_weight):
+                bound = (6.0 / (weight.shape[1] + weight.shape[2])) ** 0.5  # Glorot uniform, per direction
+                init.uniform_(weight, -bound, bound)
+            hidden = config.lstm_dim
+            init.zeros_(module.bias)
+            init.ones_(module.bias[..., hidden : 2 * hidden])  # forget bias
+        elif isinstance(module, ElmoScalarMix):
+            if config.scalar_mix_parameters is None:
+                init.zeros_(module.scalar_parameters)
+            else:
+                init.copy_(module.scalar_parameters, torch.tensor(config.scalar_mix_parameters))
+            init.ones_(module.gamma)
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The ELMo biLM and its scalar mixes: char ids [batch, words, chars] -> ELMo vectors [batch, words, 2P]."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bilm = ElmoBiLm(config)
+        trainable = config.scalar_mix_parameters is None
+        self.scalar_mixes = nn.ModuleList(
+            ElmoScalarMix(config.n_layers + 1, config.do_layer_norm, trainable)
+            for _ in range(config.num_output_representations)
+        )
+        self.dropout = nn.Dropout(config.dropout)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.bilm.char_cnn.char_embedding
+
+    def _add_sentence_boundaries(self, input_ids, mask):
+        """Checks the ids and adds BOS before and EOS after each sentence: returns ids [B, T + 2, C], lengths [B]."""
+        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                f"input_ids must have shape [batch, words, {self.config.max_characters_per_token}] (char ids from "
+                f"ElmoTokenizer), got {list(input_ids.shape)}"
+            )
+        if input_ids.shape[0] == 0:
+            raise ValueError("empty batch: input_ids has no sentences")
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+            raise ValueError(f"input_ids must hold integer char ids, got dtype {input_ids.dtype}")
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= CHAR_VOCAB_SIZE):
+            raise ValueError(f"input_ids must be char ids in [0, {CHAR_VOCAB_SIZE - 1}]")
+        lengths = mask.sum(dim=1)
+        positions = torch.arange(mask.shape[1], device=mask.device)
+        if not torch.equal(mask, positions < lengths.unsqueeze(1)):
+            raise ValueError("padding must be on the right: every sentence's words must come first, then padding")
+
+        batch, words, chars = input_ids.shape
+        bos, eos = (input_ids.new_tensor(ids) for ids in sentence_boundary_char_ids(chars))
+        with_boundaries = input_ids.new_zeros(batch, words + 2, chars)
+        with_boundaries[:, 1 : words + 1] = input_ids * mask.unsqueeze(-1)
+        with_boundaries[:, 0] = bos
+        with_boundaries[torch.arange(batch, device=input_ids.device), lengths + 1] = eos
+        return with_boundaries, lengths + 2
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
+            Char ids from `ElmoTokenizer` (AllenNLP's `batch_to_ids`); an all-zero row is padding.
+        attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
+            1 for words, 0 for padding. A word counts only where both its char ids and this mask say so.
+        """
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mask = (input_ids > 0).any(dim=-1)
+        if attention_mask is not None:
+            mask = mask & attention_mask.bool()
+        char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
+        layers = self.bilm(char_ids, lengths)
+
+        words = input_ids.shape[1]
+        boundary_mask = torch.arange(words + 2, device=mask.device) < lengths.unsqueeze(1)
+        keep = mask.unsqueeze(-1).to(layers[0].dtype)
+        representations = tuple(
+            self.dropout(mix(layers, boundary_mask)[:, 1 : words + 1] * keep) for mix in self.scalar_mixes
+        )
+        hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers) if output_hidden_states else None
+        output = ElmoModelOutput(
+            last_hidden_state=representations[0],
+            elmo_representations=representations,
+            hidden_states=hidden_states,
+            mask=mask,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+ElmoModel.register_for_auto_class("AutoModel")
+
+__all__ = ["ElmoModel", "ElmoPreTrainedModel"]
