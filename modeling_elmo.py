@@ -45,16 +45,20 @@ class ElmoModelOutput(ModelOutput):
 
 
 class ElmoHighway(nn.Module):
-    """One highway layer: `carry * relu(transform(x)) + (1 - carry) * x` with `carry = sigmoid(carry(x))`."""
+    """One highway layer: `carry * relu(transform(x)) + (1 - carry) * x` with `carry = sigmoid(carry(x))`.
+
+    `weight` stacks the transform rows over the carry rows (one GEMM for both), in `torch.nn.Linear` orientation.
+    """
 
     def __init__(self, size):
         super().__init__()
-        self.transform = nn.Linear(size, size)
-        self.carry = nn.Linear(size, size)
+        self.weight = nn.Parameter(torch.empty(2 * size, size))
+        self.bias = nn.Parameter(torch.empty(2 * size))
 
     def forward(self, x):
-        carry = torch.sigmoid(self.carry(x))
-        return carry * F.relu(self.transform(x)) + (1 - carry) * x
+        transform, carry = F.linear(x, self.weight, self.bias).chunk(2, dim=-1)
+        carry = torch.sigmoid(carry)
+        return carry * F.relu(transform) + (1 - carry) * x
 
 
 class ElmoCharacterEncoder(nn.Module):
@@ -172,19 +176,28 @@ class ElmoBiLm(nn.Module):
 
 
 class ElmoScalarMix(nn.Module):
-    """`gamma * sum_j softmax(w)_j * layer_j`, optionally layer-normalising each layer first (AllenNLP ScalarMix)."""
+    """`gamma * sum_j softmax(w)_j * layer_j`, optionally layer-normalising each layer first (AllenNLP ScalarMix).
 
-    def __init__(self, num_layers, do_layer_norm, trainable=True):
+    With `fixed_parameters` (AllenNLP's `scalar_mix_parameters`) the weights are those constants and gamma is 1,
+    neither trained nor stored.
+    """
+
+    def __init__(self, num_layers, do_layer_norm, fixed_parameters=None):
         super().__init__()
-        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
         self.do_layer_norm = do_layer_norm
+        self.fixed_parameters = fixed_parameters
+        if fixed_parameters is None:
+            self.scalar_parameters = nn.Parameter(torch.zeros(num_layers))
+            self.gamma = nn.Parameter(torch.ones(1))
 
     def forward(self, layers, mask):
-        weights = torch.softmax(self.scalar_parameters, dim=0)
+        if self.fixed_parameters is None:
+            weights, gamma = torch.softmax(self.scalar_parameters, dim=0), self.gamma
+        else:
+            weights, gamma = torch.softmax(layers[0].new_tensor(self.fixed_parameters), dim=0), 1.0
         if self.do_layer_norm:
             layers = [self._layer_norm(layer, mask) for layer in layers]
-        return self.gamma * sum(w * layer for w, layer in zip(weights, layers))
+        return gamma * sum(w * layer for w, layer in zip(weights, layers))
 
     @staticmethod
     def _layer_norm(layer, mask):
@@ -205,23 +218,29 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """bilm-tf's initialisation, for training from scratch (converted and saved weights overwrite it)."""
+        """bilm-tf's initialisation, for training from scratch (converted and saved weights overwrite it).
+
+        Dispatch is on modules that own parameters directly: transformers skips the others in remote code.
+        """
         config = self.config
-        if isinstance(module, ElmoCharacterEncoder):
-            init.uniform_(module.char_embedding.weight, -1.0, 1.0)
-            init.zeros_(module.char_embedding.weight[0])
-            for conv in module.convolutions:
-                width = conv.kernel_size[0]
-                std = (1.0 / (width * config.char_embedding_dim)) ** 0.5 if config.activation == "relu" else 0.05
-                init.normal_(conv.weight, std=std)
-                init.zeros_(conv.bias)
-            for highway in module.highways:
-                init.normal_(highway.transform.weight, std=(1.0 / config.n_filters) ** 0.5)
-                init.normal_(highway.carry.weight, std=(1.0 / config.n_filters) ** 0.5)
-                init.zeros_(highway.transform.bias)
-                init.constant_(highway.carry.bias, -2.0)
-            init.normal_(module.projection.weight, std=(1.0 / config.n_filters) ** 0.5)
-            init.zeros_(module.projection.bias)
+        if isinstance(module, nn.Embedding):
+            init.uniform_(module.weight, -1.0, 1.0)
+            init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Conv1d):
+            if config.activation == "relu":
+                init.normal_(module.weight, std=(1.0 / (module.kernel_size[0] * module.in_channels)) ** 0.5)
+            else:
+                init.uniform_(module.weight, -0.05, 0.05)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
+            init.normal_(module.weight, std=(1.0 / module.in_features) ** 0.5)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, ElmoHighway):
+            init.normal_(module.weight, std=(1.0 / module.weight.shape[1]) ** 0.5)
+            size = module.weight.shape[1]
+            init.zeros_(module.bias[:size])
+            init.constant_(module.bias[size:], -2.0)  # carry gates start mostly closed
         elif isinstance(module, ElmoLstmLayer):
             for weight in (module.input_weight, module.state_weight, module.projection_weight):
                 bound = (6.0 / (weight.shape[1] + weight.shape[2])) ** 0.5  # Glorot uniform, per direction
@@ -229,11 +248,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
             hidden = config.lstm_dim
             init.zeros_(module.bias)
             init.ones_(module.bias[..., hidden : 2 * hidden])  # forget bias
-        elif isinstance(module, ElmoScalarMix):
-            if config.scalar_mix_parameters is None:
-                init.zeros_(module.scalar_parameters)
-            else:
-                init.copy_(module.scalar_parameters, torch.tensor(config.scalar_mix_parameters))
+        elif isinstance(module, ElmoScalarMix) and module.fixed_parameters is None:
+            init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
 
 
@@ -243,9 +259,8 @@ class ElmoModel(ElmoPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.bilm = ElmoBiLm(config)
-        trainable = config.scalar_mix_parameters is None
         self.scalar_mixes = nn.ModuleList(
-            ElmoScalarMix(config.n_layers + 1, config.do_layer_norm, trainable)
+            ElmoScalarMix(config.n_layers + 1, config.do_layer_norm, config.scalar_mix_parameters)
             for _ in range(config.num_output_representations)
         )
         self.dropout = nn.Dropout(config.dropout)

@@ -15,6 +15,7 @@ Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVoc
 import functools
 import os
 
+import numpy as np
 from transformers import BatchEncoding
 from transformers.tokenization_python import PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
@@ -341,6 +342,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
                     encoded[key] = [list(s) + [pad_value] * (target - len(s)) for s in encoded[key]]
         if not is_batched and return_tensors is None:
             encoded = {k: v[0] for k, v in encoded.items()}
+        elif return_tensors is not None and not any(encoded["input_ids"]):
+            # No sentence has a word: nested empty lists would lose the character axis.
+            encoded["input_ids"] = np.zeros((len(lengths), 0, self.max_characters_per_token), dtype=np.int64)
         return ElmoBatchEncoding(encoded, tensor_type=return_tensors)
 
     # -- decoding -----------------------------------------------------------------------------------------------

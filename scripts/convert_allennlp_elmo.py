@@ -26,16 +26,15 @@ class ConversionError(ValueError):
     """The weight file does not match the options, or cannot be read."""
 
 
-def lstm_prefix(direction, layer, n_layers, hdf5):
-    """bilm-tf writes no MultiRNNCell/Cell{l} level for a single-layer LSTM; AllenNLP's dumps always have it."""
-    nested = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-    if n_layers == 1 and nested not in hdf5:
+def lstm_prefix(direction, layer, n_layers, flat):
+    """bilm-tf writes no MultiRNNCell/Cell{l} level for a single-layer LSTM (`flat`); AllenNLP's dumps have it."""
+    if n_layers == 1 and flat:
         return f"RNN_{direction}/RNN/LSTMCell"
-    return nested
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
-def expected_shapes(config, hdf5):
-    """Every dataset the options call for, with its shape."""
+def expected_shapes(config, flat=False):
+    """Every dataset the options call for, with its shape (`flat`: the single-layer layout without Cell0)."""
     d, F, P, H = config.char_embedding_dim, config.n_filters, config.projection_dim, config.lstm_dim
     shapes = {"char_embed": (261, d)}  # raw char ids 0..260, whatever n_characters says
     for i, (width, n) in enumerate(config.filters):
@@ -49,7 +48,7 @@ def expected_shapes(config, hdf5):
     shapes["CNN_proj/b_proj"] = (P,)
     for direction in range(2):
         for layer in range(config.n_layers):
-            prefix = lstm_prefix(direction, layer, config.n_layers, hdf5)
+            prefix = lstm_prefix(direction, layer, config.n_layers, flat)
             shapes[f"{prefix}/W_0"] = (2 * P, 4 * H)
             shapes[f"{prefix}/B"] = (4 * H,)
             shapes[f"{prefix}/W_P_0"] = (H, P)
@@ -73,7 +72,7 @@ def read_weights(config, weights_path):
                 found[name] = obj.shape
 
         hdf5.visititems(collect)
-        expected = expected_shapes(config, hdf5)
+        expected = expected_shapes(config, flat="RNN_0/RNN/MultiRNNCell" not in hdf5)
         problems = [f"missing dataset {name} (expected shape {shape})" for name, shape in expected.items() if name not in found]
         problems += [
             f"dataset {name} has shape {found[name]}, expected {shape} from the options"
@@ -109,10 +108,10 @@ def to_state_dict(config, arrays):
     for i in range(len(config.filters)):
         state[f"bilm.char_cnn.convolutions.{i}.weight"] = arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)
         state[f"bilm.char_cnn.convolutions.{i}.bias"] = arrays[f"CNN/b_cnn_{i}"]
-    for k in range(config.n_highway):
-        for name in ("transform", "carry"):
-            state[f"bilm.char_cnn.highways.{k}.{name}.weight"] = arrays[f"CNN_high_{k}/W_{name}"].T
-            state[f"bilm.char_cnn.highways.{k}.{name}.bias"] = arrays[f"CNN_high_{k}/b_{name}"]
+    for k in range(config.n_highway):  # transform rows over carry rows
+        high = f"CNN_high_{k}"
+        state[f"bilm.char_cnn.highways.{k}.weight"] = np.concatenate([arrays[f"{high}/W_transform"].T, arrays[f"{high}/W_carry"].T])
+        state[f"bilm.char_cnn.highways.{k}.bias"] = np.concatenate([arrays[f"{high}/b_transform"], arrays[f"{high}/b_carry"]])
     state["bilm.char_cnn.projection.weight"] = arrays["CNN_proj/W_proj"].T
     state["bilm.char_cnn.projection.bias"] = arrays["CNN_proj/b_proj"]
     for layer in range(config.n_layers):
@@ -165,6 +164,18 @@ def save_atomically(model, tokenizer, output, overwrite=False):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output
+
+
+def write_random_weights(config, path, seed=0, scale=1.0, flat=False):
+    """Write a weight file in the exact original layout with random values (for tests and benchmarks).
+
+    `scale` multiplies Glorot-sized values; around 3 makes cell and projection clipping happen, as in the fixtures.
+    """
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        for name, shape in expected_shapes(config, flat).items():
+            fan = sum(shape[-2:]) if len(shape) > 1 else shape[0]
+            f[name] = (rng.standard_normal(shape) * scale * (2.0 / fan) ** 0.5).astype(np.float32)
 
 
 def main(argv=None):

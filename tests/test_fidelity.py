@@ -1,0 +1,98 @@
+"""The converted fixtures reproduce AllenNLP's own outputs, and the NumPy reference covers what AllenNLP cannot run."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import FIXTURE_NAMES, FIXTURES, load_fixture
+from convert_allennlp_elmo import convert, write_random_weights
+from reference_elmo import load_hdf5, reference_sentence
+
+from configuration_elmo import ElmoConfig
+
+ATOL = 1e-5  # AllenNLP's own batch-vs-single noise reaches 6e-6 (fixtures README)
+
+
+def run(model, tokenizer, sentences):
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return enc, model(**enc, output_hidden_states=True)
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_char_ids_equal_batch_to_ids(tiny, name):
+    _, tokenizer = tiny
+    sentences, expected, _ = load_fixture(name)
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    np.testing.assert_array_equal(enc["input_ids"].numpy(), expected["char_ids"])
+    np.testing.assert_array_equal(enc["attention_mask"].numpy().astype(bool), expected["mask"])
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_layers_and_elmo_match_allennlp(tiny, name):
+    model, tokenizer = tiny
+    sentences, expected, _ = load_fixture(name)
+    _, out = run(model, tokenizer, sentences)
+    layers = torch.stack(out.hidden_states).numpy()
+    assert layers.shape == expected["bilm_activations"].shape
+    np.testing.assert_allclose(layers, expected["bilm_activations"], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(out.last_hidden_state.numpy(), expected["elmo_representation"], atol=ATOL, rtol=0)
+    assert out.elmo_representations[0] is out.last_hidden_state
+    np.testing.assert_array_equal(out.mask.numpy(), expected["mask"])
+    mix = model.scalar_mixes[0]
+    np.testing.assert_allclose(torch.softmax(mix.scalar_parameters, 0).detach(), expected["scalar_mix_normed_weights"])
+    np.testing.assert_allclose(mix.gamma.detach(), expected["scalar_mix_gamma"])
+    for i, n in enumerate(expected["n_tokens"]):  # the per-sentence, unpadded arrays
+        np.testing.assert_allclose(layers[:, i, :n], expected[f"sent_{i}_activations"], atol=ATOL, rtol=0)
+        assert not layers[:, i, n:].any(), "padding must be zeros"
+
+
+def test_clipping_really_happens_in_fixture():
+    """Guards the fixture's value as a test of clipping: AllenNLP clipped 20% of cells there."""
+    _, expected, _ = load_fixture("allennlp-tiny")
+    assert expected["clip_memory_clipped"].sum() > 1000 and expected["clip_proj_clipped"].sum() > 100
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_numpy_reference_matches_allennlp(name):
+    """Validates reference_elmo.py itself, so that it can stand in where AllenNLP cannot."""
+    sentences, expected, options = load_fixture(name)
+    arrays = load_hdf5(FIXTURES / name / "weights.hdf5")
+    for i, n in enumerate(expected["n_tokens"]):
+        if n == 0:
+            continue
+        ref = reference_sentence(arrays, options, expected["char_ids"][i, :n])
+        np.testing.assert_allclose(ref, expected[f"sent_{i}_activations"], atol=ATOL, rtol=0)
+
+
+VARIANTS = {
+    "no-skip-connections": dict(use_skip_connections=False),
+    "one-layer-flat-bilm-tf": dict(n_layers=1, flat=True),
+    "one-layer-nested": dict(n_layers=1),
+    "three-layers-tanh-no-clip": dict(n_layers=3, activation="tanh", cell_clip=None, proj_clip=None),
+    "n-characters-261-two-highway": dict(n_characters=261, n_highway=2),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_variants_match_numpy_reference(tmp_path, variant):
+    settings = dict(VARIANTS[variant])
+    flat = settings.pop("flat", False)
+    fields = dict(char_embedding_dim=4, filters=[[1, 4], [2, 8], [3, 16]], n_highway=1, lstm_dim=16,
+                  projection_dim=8, n_layers=2, cell_clip=3.0, proj_clip=3.0)
+    fields.update(settings)
+    options = ElmoConfig(**fields).to_allennlp_options()
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    write_random_weights(ElmoConfig(**fields), tmp_path / "weights.hdf5", seed=7, scale=3.0, flat=flat)
+
+    model, tokenizer = convert(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    sentences = [["A", "short", "one", "."], ["x"], ["Longer", "sentence", "with", "café", "and", "😀", "!"]]
+    enc, out = run(model, tokenizer, sentences)
+    layers = torch.stack(out.hidden_states).numpy()
+    assert layers.shape[0] == fields["n_layers"] + 1
+    arrays = load_hdf5(tmp_path / "weights.hdf5")
+    for i, words in enumerate(sentences):
+        ref = reference_sentence(arrays, options, enc["input_ids"][i, : len(words)].numpy())
+        # Random weights give token embeddings near 100, so float32 rounding also needs a relative term.
+        np.testing.assert_allclose(layers[:, i, : len(words)], ref, atol=ATOL, rtol=1e-6)

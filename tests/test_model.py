@@ -1,0 +1,197 @@
+"""Behaviour of ElmoModel beyond the reference numbers: statelessness, batching, empty input, bad input, loading."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import load_fixture
+
+from configuration_elmo import ElmoConfig
+from modeling_elmo import ElmoModel
+
+SENTENCES = [["The", "cat", "sat", "."], ["ELMo"], ["A", "much", "longer", "sentence", "than", "the", "others", "!"]]
+
+
+def encode(tokenizer, sentences):
+    return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+
+def test_same_batch_twice_is_identical(tiny):
+    """AllenNLP's second call differs by up to 3.9 (stateful LSTM); ours must not differ at all."""
+    model, tokenizer = tiny
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    enc = encode(tokenizer, sentences)
+    with torch.no_grad():
+        first, second = model(**enc).last_hidden_state, model(**enc).last_hidden_state
+    assert torch.equal(first, second)
+    assert np.abs(expected["elmo_representation_second_call"] - first.numpy()).max() > 1.0
+
+
+def test_sentence_alone_equals_sentence_in_padded_batch(tiny):
+    model, tokenizer = tiny
+    with torch.no_grad():
+        batch = model(**encode(tokenizer, SENTENCES), output_hidden_states=True)
+        for i, words in enumerate(SENTENCES):
+            alone = model(**encode(tokenizer, [words]), output_hidden_states=True)
+            for a, b in zip(alone.hidden_states, batch.hidden_states):
+                torch.testing.assert_close(a[0], b[i, : len(words)], atol=1e-5, rtol=0)
+            torch.testing.assert_close(alone.last_hidden_state[0], batch.last_hidden_state[i, : len(words)], atol=1e-5, rtol=0)
+
+
+def test_empty_sentence_in_batch_gives_zeros(tiny):
+    model, tokenizer = tiny
+    with torch.no_grad():
+        out = model(**encode(tokenizer, [["a", "b"], [], ["c"]]), output_hidden_states=True)
+        alone = model(**encode(tokenizer, [["a", "b"]]))
+    assert out.mask.tolist() == [[True, True], [False, False], [True, False]]
+    assert not out.last_hidden_state[1].any() and all(not h[1].any() for h in out.hidden_states)
+    torch.testing.assert_close(out.last_hidden_state[0], alone.last_hidden_state[0], atol=1e-5, rtol=0)
+
+
+def test_batch_of_only_empty_sentences_gives_empty_outputs(tiny):
+    """AllenNLP crashes here (IndexError); we return [batch, 0, 2P] outputs and an empty mask."""
+    model, tokenizer = tiny
+    enc = tokenizer(["", "   "], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_hidden_states=True)
+    assert out.last_hidden_state.shape == (2, 0, 16) and out.mask.shape == (2, 0)
+    assert len(out.hidden_states) == 3 and all(h.shape == (2, 0, 16) for h in out.hidden_states)
+
+
+def test_thousand_character_token_uses_first_48_bytes(tiny):
+    model, tokenizer = tiny
+    with torch.no_grad():
+        long = model(**encode(tokenizer, [["x" * 1000, "y"]])).last_hidden_state
+        cut = model(**encode(tokenizer, [["x" * 48, "y"]])).last_hidden_state
+    assert torch.equal(long, cut)
+
+
+@pytest.mark.parametrize(
+    "make_ids, match",
+    [
+        (lambda: torch.zeros(0, 3, 50, dtype=torch.long), "empty batch"),
+        (lambda: torch.zeros(2, 3, dtype=torch.long), r"shape \[batch, words, 50\]"),
+        (lambda: torch.zeros(2, 3, 49, dtype=torch.long), r"shape \[batch, words, 50\]"),
+        (lambda: torch.full((1, 2, 50), 300), r"char ids in \[0, 261\]"),
+        (lambda: torch.full((1, 2, 50), -1), r"char ids in \[0, 261\]"),
+        (lambda: torch.ones(1, 2, 50), "integer char ids"),
+    ],
+)
+def test_bad_input_ids_are_named(tiny, make_ids, match):
+    model, _ = tiny
+    with pytest.raises(ValueError, match=match):
+        model(make_ids())
+
+
+def test_left_padding_is_refused(tiny):
+    model, tokenizer = tiny
+    ids = encode(tokenizer, [["a", "b"], ["c"]])["input_ids"]
+    with pytest.raises(ValueError, match="padding must be on the right"):
+        model(ids.flip(1))
+
+
+def test_attention_mask_removes_words(tiny):
+    model, tokenizer = tiny
+    enc = encode(tokenizer, [["a", "b", "c"]])
+    with torch.no_grad():
+        masked = model(enc["input_ids"], attention_mask=torch.tensor([[1, 1, 0]])).last_hidden_state
+        short = model(**encode(tokenizer, [["a", "b"]])).last_hidden_state
+    torch.testing.assert_close(masked[0, :2], short[0], atol=1e-6, rtol=0)
+    assert not masked[0, 2].any()
+
+
+def test_tuple_output_and_field_names(tiny):
+    model, tokenizer = tiny
+    enc = encode(tokenizer, SENTENCES)
+    with torch.no_grad():
+        out = model(**enc)
+        as_tuple = model(**enc, return_dict=False)
+    assert set(out.keys()) == {"last_hidden_state", "elmo_representations", "mask"}
+    assert torch.equal(as_tuple[0], out.last_hidden_state)
+
+
+def test_several_representations_and_layer_norm(tiny_model_dir, tiny):
+    base, tokenizer = tiny
+    model = ElmoModel.from_pretrained(tiny_model_dir, num_output_representations=2, do_layer_norm=True).eval()
+    with torch.no_grad():
+        out = model(**encode(tokenizer, SENTENCES), output_hidden_states=True)
+    assert len(out.elmo_representations) == 2
+    torch.testing.assert_close(out.elmo_representations[0], out.elmo_representations[1])
+    # Hidden states do not depend on the mix settings.
+    with torch.no_grad():
+        plain = base(**encode(tokenizer, SENTENCES), output_hidden_states=True)
+    for a, b in zip(out.hidden_states, plain.hidden_states):
+        torch.testing.assert_close(a, b)
+
+
+def test_fixed_scalar_mix_parameters_are_frozen(tiny_model_dir, tiny):
+    _, tokenizer = tiny
+    model = ElmoModel.from_pretrained(tiny_model_dir, scalar_mix_parameters=[-30.0, 30.0, -30.0]).eval()
+    mix = model.scalar_mixes[0]
+    assert not list(mix.parameters())
+    with torch.no_grad():
+        out = model(**encode(tokenizer, SENTENCES), output_hidden_states=True)
+    torch.testing.assert_close(out.last_hidden_state, out.hidden_states[1], atol=1e-4, rtol=0)
+
+
+def test_dropout_only_in_training(tiny_model_dir, tiny):
+    _, tokenizer = tiny
+    model = ElmoModel.from_pretrained(tiny_model_dir)
+    enc = encode(tokenizer, SENTENCES)
+    model.train()
+    train_out = model(**enc).last_hidden_state
+    model.eval()
+    with torch.no_grad():
+        eval_out = model(**enc).last_hidden_state
+    zeroed = (train_out == 0) & (eval_out != 0)
+    assert 0.3 < zeroed.float().sum() / (eval_out != 0).sum() < 0.7
+
+
+def test_from_pretrained_has_no_garbage_and_honours_dtype(tiny_model_dir, tiny):
+    model, tokenizer = tiny
+    enc = encode(tokenizer, SENTENCES)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert not model.bilm.char_cnn.char_embedding.weight[0].any()
+    bf16 = ElmoModel.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).eval()
+    assert all(p.dtype == torch.bfloat16 for p in bf16.parameters())
+    with torch.no_grad():
+        out = bf16(**enc).last_hidden_state
+        ref = model(**enc).last_hidden_state
+    assert out.dtype == torch.bfloat16
+    cos = torch.nn.functional.cosine_similarity(out.float()[ref.abs().sum(-1) > 0], ref[ref.abs().sum(-1) > 0], dim=-1)
+    assert cos.min() > 0.99
+
+
+def test_random_init_is_trainable_and_follows_bilm_tf():
+    config = ElmoConfig(char_embedding_dim=4, filters=[[1, 4], [2, 4]], n_highway=1, lstm_dim=8, projection_dim=4)
+    model = ElmoModel(config)
+    layer = model.bilm.layers[0]
+    assert torch.equal(layer.bias[..., 8:16], torch.ones(2, 1, 8)) and not layer.bias[..., :8].any()
+    assert torch.equal(model.bilm.char_cnn.highways[0].bias, torch.tensor([0.0] * 8 + [-2.0] * 8))
+    assert model.bilm.char_cnn.char_embedding.weight[1:].abs().max() <= 1 and not model.bilm.char_cnn.char_embedding.weight[0].any()
+    ids = torch.randint(1, 262, (2, 3, 50))
+    model(ids).last_hidden_state.sum().backward()
+    assert all(p.grad is not None for p in model.bilm.parameters())
+
+
+def test_gradient_checkpointing_gives_same_gradients(tiny_model_dir, tiny):
+    _, tokenizer = tiny
+    enc = encode(tokenizer, SENTENCES)
+    grads = []
+    for checkpointing in (False, True):
+        model = ElmoModel.from_pretrained(tiny_model_dir, dropout=0.0)
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        model.train()
+        model(**enc).last_hidden_state.pow(2).sum().backward()
+        grads.append(model.bilm.layers[0].state_weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("activation", "gelu"), ("n_characters", 300), ("filters", [[60, 4]]), ("lstm_dim", 0),
+     ("cell_clip", -1.0), ("dropout", 1.5), ("scalar_mix_parameters", [0.0]), ("max_characters_per_token", 2)],
+)
+def test_invalid_config_is_named(field, value):
+    with pytest.raises(ValueError, match=field):
+        ElmoConfig(**{field: value})

@@ -1,0 +1,130 @@
+import numpy as np
+import pytest
+import torch
+from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
+
+from tokenization_elmo import ElmoTokenizer, char_ids_to_word, word_to_char_ids
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return ElmoTokenizer()
+
+
+def test_char_rules_by_hand(tok):
+    ids = word_to_char_ids("ab")
+    assert ids[:4] == (259, 98, 99, 260) and set(ids[4:]) == {261} and len(ids) == 50
+    assert word_to_char_ids("") == (259, 260) + (261,) * 48  # the empty string is a real word
+    assert word_to_char_ids("<S>")[:3] == (259, 257, 260)
+    assert word_to_char_ids("</S>")[:3] == (259, 258, 260)
+
+
+def test_48_byte_rule_and_lone_surrogate(tok):
+    long = "é" * 500  # 1000 UTF-8 bytes
+    ids = word_to_char_ids(long)
+    assert ids[1:49] == tuple(b + 1 for b in long.encode()[:48]) and ids[49] == 260
+    assert word_to_char_ids("x" * 1000) == word_to_char_ids("x" * 48)  # documented: cut, not rejected
+    assert word_to_char_ids("a\ud800b") == word_to_char_ids("ab")  # unencodable code points are dropped
+
+
+def test_raw_text_whitespace_split_and_shapes(tok):
+    single = tok("Hello   world\t!\n")
+    assert np.array(single["input_ids"]).shape == (3, 50) and single["attention_mask"] == [1, 1, 1]
+    pt = tok("Hello world !", return_tensors="pt")
+    assert pt["input_ids"].shape == (1, 3, 50) and pt["input_ids"].dtype == torch.long
+    batch = tok(["a b c", "d", "   "], padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (3, 3, 50)
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
+    assert not batch["input_ids"][1, 1:].any() and not batch["input_ids"][2].any()
+
+
+def test_pretokenized_equals_raw(tok):
+    a = tok([["Hello", "world"], ["x"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    b = tok(["Hello world", "x"], padding=True, return_tensors="pt")
+    assert torch.equal(a["input_ids"], b["input_ids"])
+    one = tok(["Hello", "world"], is_split_into_words=True)
+    assert one["input_ids"] == a["input_ids"][0].tolist()
+
+
+def test_padding_and_truncation_count_words(tok):
+    enc = tok(["a b c d e", "f"], padding="max_length", truncation=True, max_length=3, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 3, 50)
+    assert enc["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    enc = tok(["a b c", "f"], padding=True, pad_to_multiple_of=4, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 4, 50)
+    with pytest.raises(ValueError, match="right"):
+        tok(["a b", "c"], padding=True, padding_side="left")
+
+
+def test_word_ids_alignment(tok):
+    enc = tok(["a b c", "d"], padding=True, return_tensors="pt")
+    assert enc.word_ids(0) == [0, 1, 2] and enc.word_ids(1) == [0, None, None]
+    assert tok("x y").word_ids() == [0, 1]
+
+
+def test_pad_collators_with_3d_ids(tok):
+    features = [dict(tok(s)) for s in ["a b c", "d", "e f"]]
+    batch = DataCollatorWithPadding(tok)(features)
+    assert batch["input_ids"].shape == (3, 3, 50) and batch["attention_mask"].shape == (3, 3)
+    labelled = [dict(f, labels=list(range(len(f["attention_mask"])))) for f in features]
+    batch = DataCollatorForTokenClassification(tok)(labelled)
+    assert batch["labels"].tolist() == [[0, 1, 2], [0, -100, -100], [0, 1, -100]]
+    assert batch["input_ids"].shape == (3, 3, 50)
+    seq = [dict(f, label=i % 2) for i, f in enumerate(features)]
+    assert DataCollatorWithPadding(tok)(seq)["labels"].tolist() == [0, 1, 0]
+
+
+def test_pad_accepts_tensors(tok):
+    enc = tok("a b", return_tensors="pt")
+    padded = tok.pad({"input_ids": enc["input_ids"]}, padding="max_length", max_length=4)
+    assert padded["input_ids"].shape == (1, 4, 50) and padded["attention_mask"].tolist() == [[1, 1, 0, 0]]
+
+
+def test_decode_is_best_effort_inverse(tok):
+    enc = tok(["Hello café 😀", "<S> x </S>"], padding=True, return_tensors="pt")
+    assert tok.decode(enc["input_ids"][0]) == "Hello café 😀"
+    assert tok.batch_decode(enc["input_ids"], skip_special_tokens=True) == ["Hello café 😀", "x"]
+    assert tok.decode(enc["input_ids"][0, 0]) == "Hello"
+    cut = char_ids_to_word(word_to_char_ids("x" * 47 + "é"))  # the cut splits the two bytes of é
+    assert cut == "x" * 47 + "\ufffd"
+
+
+def test_save_and_load_with_vocabulary(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\n", encoding="utf-8")
+    tok = ElmoTokenizer(vocab_file=str(vocab), max_characters_per_token=20)
+    assert tok.convert_tokens_to_ids(["the", "dog", "<S>"]) == [3, 2, 0]
+    tok.save_pretrained(tmp_path / "saved")
+    again = ElmoTokenizer.from_pretrained(tmp_path / "saved")
+    assert again.get_vocab() == tok.get_vocab() and again.max_characters_per_token == 20
+    assert again("the cat", return_tensors="pt")["input_ids"].shape == (1, 2, 20)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("the\ncat\n")
+    with pytest.raises(ValueError, match="must start with"):
+        ElmoTokenizer(vocab_file=str(bad))
+
+
+@pytest.mark.parametrize(
+    "text, kwargs, error, match",
+    [
+        ([], {}, ValueError, "empty batch"),
+        (None, {}, ValueError, "text"),
+        ([["a", None]], {"is_split_into_words": True}, TypeError, "sentence 0, word 1 is None"),
+        (["a", 3], {}, TypeError, "sentence 1 is 3"),
+        ([["a", "b"]], {}, ValueError, "is_split_into_words=True"),
+        (["a", ["b"]], {"is_split_into_words": True}, TypeError, "sentence 0 is 'a'"),
+        ("a b", {"is_split_into_words": True}, TypeError, "expects a list of words"),
+        (12, {}, TypeError, "expects a str"),
+        ("a", {"text_pair": "b"}, ValueError, "pairs"),
+    ],
+)
+def test_bad_input_is_named(tok, text, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        tok(text, **kwargs)
+
+
+def test_empty_inputs_are_defined(tok):
+    assert tok("")["input_ids"] == [] and tok("   \t\n")["attention_mask"] == []
+    enc = tok(["", " "], padding=True, return_tensors="pt")
+    assert enc["input_ids"].shape == (2, 0, 50)
+    assert tok([], is_split_into_words=True)["input_ids"] == []  # one pre-tokenized sentence with no words
