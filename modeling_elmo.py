@@ -44,6 +44,13 @@ class ElmoModelOutput(ModelOutput):
     mask: torch.BoolTensor | None = None
 
 
+def masked_mean(vectors, mask):
+    """Mean of each sentence's word vectors [B, T, D] -> [B, D] over `mask` [B, T] (TF-Hub ELMo's `default`
+    output); an empty sentence gives zeros."""
+    weights = mask.unsqueeze(-1).to(vectors.dtype)
+    return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
+
+
 class ElmoHighway(nn.Module):
     """One highway layer: `carry * relu(transform(x)) + (1 - carry) * x` with `carry = sigmoid(carry(x))`.
 
@@ -337,4 +344,4 @@ class ElmoModel(ElmoPreTrainedModel):
 
 ElmoModel.register_for_auto_class("AutoModel")
 
-__all__ = ["ElmoModel", "ElmoPreTrainedModel"]
+__all__ = ["ElmoModel", "ElmoPreTrainedModel", "masked_mean"]
