@@ -1,0 +1,95 @@
+"""A converted folder works where this repository cannot be imported: only the folder's own copies of the modules."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, REPO
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, torch
+    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo"):
+        sys.modules[name] = None  # an installed copy of this repo must not be what gets used
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    folder, sentences_path, out_path = sys.argv[1:4]
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    assert type(tokenizer).__module__.startswith("transformers_modules."), type(tokenizer).__module__
+    sentences = json.load(open(sentences_path, encoding="utf-8"))
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_hidden_states=True)
+    np.savez(out_path, char_ids=enc["input_ids"].numpy(), layers=torch.stack(out.hidden_states).numpy(),
+             elmo=out.last_hidden_state.numpy(), config_type=type(config).__name__)
+    """
+)
+
+
+@pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
+def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_path, name):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
+    result = subprocess.run(
+        [sys.executable, "-I", str(script), str(tiny_model_dir), str(FIXTURES / name / "sentences.json"),
+         str(tmp_path / "out.npz")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = np.load(tmp_path / "out.npz")
+    expected = np.load(FIXTURES / name / "expected.npz")
+    assert str(got["config_type"]) == "ElmoConfig"
+    np.testing.assert_array_equal(got["char_ids"], expected["char_ids"])
+    np.testing.assert_allclose(got["layers"], expected["bilm_activations"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["elmo"], expected["elmo_representation"], atol=1e-5, rtol=0)
+
+
+def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
+    """Guards the test above: in `python -I` from another folder, the repo checkout itself is not on sys.path."""
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", "import sys; print(repr(sys.path))"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0 and "site-packages" in result.stdout and str(REPO) not in result.stdout
+
+
+INSTALLED_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, torch
+    import configuration_elmo, modeling_elmo, tokenization_elmo
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    folder, sentences_path, out_path = sys.argv[1:4]
+    print(modeling_elmo.__file__)
+    model, tokenizer = ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder)
+    enc = tokenizer(json.load(open(sentences_path, encoding="utf-8")), is_split_into_words=True, padding=True,
+                    return_tensors="pt")
+    with torch.no_grad():
+        np.save(out_path, model(**enc).last_hidden_state.numpy())
+    """
+)
+
+
+def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
+    """`pip install .` puts the three modules on the path as top-level modules (the README installs it first)."""
+    script = tmp_path / "child.py"
+    script.write_text(INSTALLED_CHILD)
+    result = subprocess.run(
+        [sys.executable, "-I", str(script), str(tiny_model_dir), str(FIXTURES / "allennlp-tiny" / "sentences.json"),
+         str(tmp_path / "out.npy")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
+    assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
+    assert str(REPO) not in result.stdout, "expected the installed copy, not the checkout"
+    expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
