@@ -308,7 +308,6 @@ class ElmoModel(ElmoPreTrainedModel):
         attention_mask=None,
         output_hidden_states=None,
         return_dict=None,
-        **kwargs,
     ):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):

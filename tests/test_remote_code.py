@@ -56,9 +56,12 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
 def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
     """Guards the test above: in `python -I` from another folder, the repo checkout itself is not on sys.path."""
     result = subprocess.run(
-        [sys.executable, "-I", "-c", "import sys; print(repr(sys.path))"], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-I", "-c", "import sys; print('\\n'.join(sys.path))"], cwd=tmp_path, capture_output=True,
+        text=True,
     )
-    assert result.returncode == 0 and "site-packages" in result.stdout and str(REPO) not in result.stdout
+    entries = result.stdout.splitlines()
+    assert result.returncode == 0 and entries, result.stderr
+    assert str(REPO) not in entries and str(REPO / "scripts") not in entries and "" not in entries
 
 
 INSTALLED_CHILD = textwrap.dedent(
@@ -90,6 +93,6 @@ def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"),
     )
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
-    assert str(REPO) not in result.stdout, "expected the installed copy, not the checkout"
+    assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
