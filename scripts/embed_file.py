@@ -68,10 +68,11 @@ class PartialRun:
         self.folder = output + ".partial"
 
     def exists(self):
-        return os.path.isdir(self.folder)
+        """Shards are written only after run.json, so a folder without it holds nothing to resume."""
+        return os.path.isfile(os.path.join(self.folder, "run.json"))
 
     def start(self, settings):
-        os.makedirs(self.folder)
+        os.makedirs(self.folder, exist_ok=True)
         self._write("run.json", lambda f: f.write(json.dumps(settings, indent=1).encode()))
 
     def check(self, settings):
@@ -167,13 +168,12 @@ def main(argv=None):
     }
     if run.exists():
         run.check(settings)
-    else:
-        run.start(settings)
-    done = run.done()
-
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=True)
     model = AutoModel.from_pretrained(args.model, trust_remote_code=True, dtype=DTYPES[args.dtype]).to(device).eval()
+    if not run.exists():  # only once the model loads, so that a bad --model leaves nothing behind
+        run.start(settings)
+    done = run.done()
 
     batches = [[i for i in batch if i not in done] for batch in length_batches(sentences, args.batch_size)]
     progress = tqdm(total=len(sentences), initial=len(done), unit="line", desc="embedding")

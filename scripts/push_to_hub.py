@@ -3,8 +3,9 @@
 
     python scripts/push_to_hub.py DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
 
-1. Builds the upload folder: DIR's files (hidden files, `_*` and `checkpoint-*` left out) plus README.md, the
-   model card from model_card.py (DIR's own README.md, if any, is kept instead).
+1. Builds the upload folder: DIR's files (hidden files, `_*` and `checkpoint-*` left out; subfolders such as
+   Trainer's runs/ left out with a note) plus README.md, the model card from model_card.py (DIR's own README.md,
+   if any, is kept instead).
 2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): it
    must load with AutoConfig/AutoTokenizer/AutoModel and `trust_remote_code=True` from its own code files and embed
    a sentence.
@@ -51,12 +52,13 @@ def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
     names = sorted(n for n in os.listdir(model_dir) if not n.startswith(SKIPPED))
     if "config.json" not in names:
         raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
+    folders = [n for n in names if os.path.isdir(os.path.join(model_dir, n))]
+    if folders:  # e.g. Trainer's runs/ logs: a model folder is flat
+        print(f"not uploading the subfolders {', '.join(folders)} of {model_dir}", file=sys.stderr)
     os.makedirs(staging, exist_ok=True)
     for name in names:
-        source = os.path.join(model_dir, name)
-        if os.path.isdir(source):
-            raise SystemExit(f"error: {source} is a folder; upload a saved model folder (files only)")
-        shutil.copy2(source, os.path.join(staging, name))
+        if name not in folders:
+            shutil.copy2(os.path.join(model_dir, name), os.path.join(staging, name))
     if "README.md" in names:
         print(f"keeping {model_dir}/README.md as the model card (delete it to generate one)", file=sys.stderr)
     else:
@@ -86,7 +88,7 @@ def upload(folder, repo_id, private):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (convert_allennlp_elmo.py or save_pretrained)")
+    parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained)")
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")

@@ -81,8 +81,15 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(SystemExit, match="exists"):
         main([str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--top"])
     os.makedirs(str(output) + "2.partial")
+    with open(str(output) + "2.partial/run.json", "w") as f:
+        f.write("{}")
     with pytest.raises(SystemExit, match="--resume"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
+    with pytest.raises(SystemExit, match="started with input_sha256=None"):
+        main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
+    (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
+    with pytest.raises(SystemExit, match="latin1.txt is not UTF-8"):
+        main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
 
 
 def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model_dir, one_thread):

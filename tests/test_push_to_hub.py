@@ -80,7 +80,12 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
     checked = []
     monkeypatch.setattr(push_to_hub, "check_loads", lambda folder: checked.append(folder) or "loads")  # run above
 
-    assert push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny", "--private", "--license", "mit"]) == 0
+    model_dir = tmp_path / "trained"
+    shutil.copytree(tiny_model_dir, model_dir)
+    (model_dir / "runs").mkdir()  # what a Trainer output folder also holds: not part of the model
+    (model_dir / "runs" / "events").write_text("log")
+    (model_dir / ".lock").write_text("")
+    assert push_to_hub.main([str(model_dir), "me/elmo-tiny", "--private", "--license", "mit"]) == 0
     assert calls["create_repo"] == ("me/elmo-tiny", {"private": True, "exist_ok": True})
     upload = calls["upload_folder"]
     assert upload["repo_id"] == "me/elmo-tiny" and checked == [upload["folder_path"]]
