@@ -88,6 +88,11 @@ class ElmoCharacterEncoder(nn.Module):
         return self.projection(x)
 
 
+# Input-to-gates GEMMs run for a block of time steps at once; the block is sized to hold about this many gate values,
+# so that memory stays bounded for long inputs and large batches while each GEMM stays large enough to run fast.
+GATES_BLOCK_ELEMENTS = 1 << 24
+
+
 class ElmoLstmLayer(GradientCheckpointingLayer):
     """One biLM layer: a forward and a backward LSTM with cell projection and clipping, advanced together.
 
@@ -106,35 +111,44 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.cell_clip = config.cell_clip
         self.proj_clip = config.proj_clip
 
-    def forward(self, inputs, batch_sizes):
+    def forward(self, inputs, batch_sizes, state=None):
         """
         inputs: [2, B, T, D], the forward stream and the per-sentence reversed backward stream, sentences sorted by
             length (longest first) and left-aligned.
         batch_sizes: Python ints, how many sentences are still running at each step (non-increasing).
-        Returns [2, B, T, P], zeros past each sentence's end. Finished sentences leave the batch, so padded steps are
-        never computed.
+        state: optional initial `(h [2, B, P], c [2, B, H])` in the same sentence order; zeros when None.
+        Returns the outputs [2, B, T, P] (zeros past each sentence's end) and each sentence's final `(h, c)`.
+        Finished sentences leave the batch, so padded steps are never computed. In bf16/fp16 the cell state is
+        kept in float32: it accumulates over all steps, the GEMMs do not.
         """
         _, batch, steps, size = inputs.shape
-        hidden = self.state_weight.shape[-1] // 4
-        # Input-to-gates for all steps at once: one large GEMM instead of one per step.
-        gates_x = torch.baddbmm(self.bias, inputs.reshape(2, batch * steps, size), self.input_weight)
-        gates_x = gates_x.view(2, batch, steps, 4 * hidden)
-        h = inputs.new_zeros(2, batch, self.projection_weight.shape[-1])
-        c = inputs.new_zeros(2, batch, hidden)
-        outputs = []
+        hidden, proj = self.projection_weight.shape[1:]
+        cell_dtype = torch.float32 if inputs.dtype in (torch.bfloat16, torch.float16) else inputs.dtype
+        if state is None:
+            h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
+        else:
+            h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
+        final_h, final_c = h.clone(), c.clone()
+        outputs = inputs.new_zeros(2, batch, steps, proj)
+        block = max(1, GATES_BLOCK_ELEMENTS // (2 * batch * 4 * hidden))
         for t, n in enumerate(batch_sizes):
-            h, c = h[:, :n], c[:, :n]
-            gates = torch.baddbmm(gates_x[:, :n, t], h, self.state_weight)
+            if t % block == 0:  # input-to-gates for the next block of steps, as one large GEMM
+                x = inputs[:, :n, t : t + block]
+                gates_x = torch.baddbmm(self.bias, x.reshape(2, -1, size), self.input_weight).view(2, n, -1, 4 * hidden)
+            if n < h.shape[1]:  # sentences n.. have ended: keep their final state
+                final_h[:, n : h.shape[1]], final_c[:, n : h.shape[1]] = h[:, n:], c[:, n:]
+                h, c = h[:, :n], c[:, :n]
+            gates = torch.baddbmm(gates_x[:, :n, t % block], h, self.state_weight)
             i, f, g, o = gates.chunk(4, dim=-1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             if self.cell_clip is not None:
                 c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = torch.bmm(torch.sigmoid(o) * torch.tanh(c), self.projection_weight)
+            h = torch.bmm((torch.sigmoid(o) * torch.tanh(c)).to(h.dtype), self.projection_weight)
             if self.proj_clip is not None:
                 h = h.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
-        outputs += [inputs.new_zeros(2, batch, h.shape[-1])] * (steps - len(batch_sizes))
-        return torch.stack(outputs, dim=2)
+            outputs[:, :n, t] = h
+        final_h[:, : h.shape[1]], final_c[:, : h.shape[1]] = h, c
+        return outputs, (final_h, final_c)
 
 
 class ElmoBiLm(nn.Module):
@@ -145,18 +159,35 @@ class ElmoBiLm(nn.Module):
         self.char_cnn = ElmoCharacterEncoder(config)
         self.layers = nn.ModuleList(ElmoLstmLayer(config, config.projection_dim) for _ in range(config.n_layers))
         self.use_skip_connections = config.use_skip_connections
+        self.token_cache = None  # (char-id row bytes -> index, embeddings [V, P]), see ElmoModel.cache_token_embeddings
 
     def embed_tokens(self, char_ids, mask):
-        """Token embeddings [B, S, P], zeros where `mask` is False. Each distinct word is encoded once per call."""
+        """Token embeddings [B, S, P], zeros where `mask` is False. Each distinct word is encoded once per call, or
+        looked up in the token cache (in eval mode) when one is attached."""
         words, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
-        embedded = self.char_cnn(words)[inverse]
+        if self.token_cache is not None and not self.training:
+            embedded = self._cached_char_cnn(words)[inverse]
+        else:
+            embedded = self.char_cnn(words)[inverse]
         out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
         return out.masked_scatter(mask.unsqueeze(-1), embedded)
 
-    def forward(self, char_ids, lengths):
+    def _cached_char_cnn(self, words):
+        """The char CNN of `words` [U, C], taking cached rows from the token cache and computing only the others."""
+        index, table = self.token_cache
+        found = [index.get(row.tobytes(), -1) for row in words.cpu().numpy()]
+        missing = [u for u, row in enumerate(found) if row < 0]
+        embedded = table[[max(row, 0) for row in found]].to(self.char_cnn.projection.weight.dtype)
+        if missing:
+            embedded[missing] = self.char_cnn(words[missing])
+        return embedded
+
+    def forward(self, char_ids, lengths, initial_state=None, return_state=False):
         """
         char_ids: [B, S, C] with BOS/EOS already added; lengths: [B] words per sentence including BOS/EOS.
-        Returns the n_layers + 1 biLM layers, each [B, S, 2P] with zeros past each sentence's end.
+        initial_state: optional per-layer `(h [2, B, P], c [2, B, H])` to start from (zeros when None).
+        Returns the n_layers + 1 biLM layers, each [B, S, 2P] with zeros past each sentence's end, and with
+        `return_state` also the per-layer final states (what `initial_state` takes for the next window).
         """
         steps = char_ids.shape[1]
         positions = torch.arange(steps, device=char_ids.device)
@@ -172,14 +203,17 @@ class ElmoBiLm(nn.Module):
 
         layers = [torch.cat([embedding, embedding], dim=-1)]
         unsort = order.argsort()
+        final_states = []
         for index, layer in enumerate(self.layers):
-            output = layer(stream, batch_sizes)
+            state = None if initial_state is None else tuple(s[:, order] for s in initial_state[index])
+            output, state = layer(stream, batch_sizes, state)
+            final_states.append(tuple(s[:, unsort] for s in state))
             if index > 0 and self.use_skip_connections:
                 output = output + stream
             stream = output
             backward = output[1].gather(1, reverse.unsqueeze(-1).expand_as(output[1]))
             layers.append(torch.cat([output[0], backward], dim=-1)[unsort])
-        return layers
+        return (layers, final_states) if return_state else layers
 
 
 class ElmoScalarMix(nn.Module):

@@ -1,0 +1,285 @@
+#!/usr/bin/env python
+"""ELMo inference and training speed on CPU, against an in-process baseline that follows AllenNLP's algorithm.
+
+    PYTHONPATH=.:scripts python scripts/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3
+
+Random weights in the original HDF5 layout are written once for the named published size and converted with the
+project's converter into `--cache` (default benchmarks/cache/, gitignored). Each configuration (implementation,
+dtype, batch size) runs in a fresh subprocess, so its peak memory is that process's `ru_maxrss` (model load
+included, the same for every configuration of a size). Per configuration: a warm-up call, then `--repeats` timed
+calls; the median is reported. Configurations of one batch size run back to back, so ratios compare like with like
+on a noisy shared machine.
+
+The baseline (`allennlp_algorithm`) is AllenNLP 2.10's `_ElmoCharacterEncoder` + `ElmoLstm` +
+`LstmCellWithProjection` algorithm written against the same weights: the char CNN for every position (padding and
+BOS/EOS included), then per layer and direction a Python loop over time steps with two GEMMs (input and state) and
+the projection at the current (shrinking) batch size, on the length-sorted batch.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The published sizes (https://allenai.org/allennlp/software/elmo); all share the 2048-filter char CNN.
+SIZES = {
+    "Small": dict(lstm_dim=1024, projection_dim=128, n_highway=1),  # 2x1024_128_2048cnn_1xhighway
+    "Medium": dict(lstm_dim=2048, projection_dim=256, n_highway=1),  # 2x2048_256_2048cnn_1xhighway
+    "Original": dict(lstm_dim=4096, projection_dim=512, n_highway=2),  # 2x4096_512_2048cnn_2xhighway
+}
+LM_VOCAB = 10_000  # stand-in softmax size for the training-throughput figure
+
+
+def converted_model_dir(size, cache):
+    """Random original-format weights for `size`, converted once; returns the converted folder."""
+    from configuration_elmo import ElmoConfig
+    from convert_allennlp_elmo import convert, save_atomically, write_random_weights
+
+    folder = Path(cache) / size
+    output = folder / "converted"
+    if (output / "config.json").exists():
+        return output
+    folder.mkdir(parents=True, exist_ok=True)
+    config = ElmoConfig(**SIZES[size])
+    (folder / "options.json").write_text(json.dumps(config.to_allennlp_options()))
+    write_random_weights(config, folder / "weights.hdf5", seed=0)
+    model, tokenizer = convert(folder / "options.json", folder / "weights.hdf5")
+    save_atomically(model, tokenizer, output, overwrite=True)
+    return output
+
+
+def sentences(batch_size, seed=0):
+    """`batch_size` sentences of 20-25 words drawn from a Zipfian 10k-word vocabulary (so words repeat as in text)."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocab = ["".join(rng.choice(letters, size=rng.integers(1, 12))) for _ in range(LM_VOCAB)]
+    probs = 1.0 / np.arange(1, LM_VOCAB + 1)
+    probs /= probs.sum()
+    return [[vocab[i] for i in rng.choice(LM_VOCAB, size=rng.integers(20, 26), p=probs)] for _ in range(batch_size)]
+
+
+# ----- The AllenNLP-algorithm baseline ------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def allennlp_algorithm(model, input_ids, attention_mask):
+    """AllenNLP's `Elmo` forward, step by step as `LstmCellWithProjection` does it; returns the biLM layers
+    [n_layers + 1, B, words, 2P] (BOS/EOS removed, zeros at padding)."""
+    mask = (input_ids > 0).any(-1) & attention_mask.bool()
+    char_ids, lengths = model._add_sentence_boundaries(input_ids, mask)
+    batch, steps, chars = char_ids.shape
+    # _ElmoCharacterEncoder: every position, padding included.
+    embedding = model.bilm.char_cnn(char_ids.view(-1, chars)).view(batch, steps, -1)
+    embedding = embedding * (torch.arange(steps) < lengths.unsqueeze(1)).unsqueeze(-1).to(embedding.dtype)
+    # _EncoderBase.sort_and_run_forward
+    sorted_lengths, order = lengths.sort(descending=True)
+    batch_lengths = sorted_lengths.tolist()
+    inputs = embedding[order]
+    layers = [torch.cat([inputs, inputs], -1)]
+    forward_input, backward_input = inputs, inputs
+    for index, layer in enumerate(model.bilm.layers):
+        outputs = []
+        for direction, layer_input in enumerate((forward_input, backward_input)):
+            weights = (layer.input_weight[direction], layer.state_weight[direction], layer.bias[direction, 0],
+                       layer.projection_weight[direction])
+            output = lstm_cell_with_projection(layer_input, batch_lengths, weights, direction == 0, layer.cell_clip,
+                                               layer.proj_clip)
+            if index > 0 and model.config.use_skip_connections:
+                output = output + layer_input
+            outputs.append(output)
+        forward_input, backward_input = outputs
+        layers.append(torch.cat(outputs, -1))
+    unsort = order.argsort()
+    words = input_ids.shape[1]
+    keep = mask.unsqueeze(-1).to(embedding.dtype)
+    return torch.stack([layer[unsort][:, 1 : words + 1] * keep for layer in layers])
+
+
+def lstm_cell_with_projection(inputs, batch_lengths, weights, go_forward, cell_clip, proj_clip):
+    """AllenNLP's `LstmCellWithProjection.forward`: one direction, one step at a time, input and state GEMMs per
+    step at the number of sentences still running."""
+    input_weight, state_weight, bias, projection_weight = weights
+    batch, total_timesteps, _ = inputs.shape
+    cell_size = state_weight.shape[1] // 4
+    output_accumulator = inputs.new_zeros(batch, total_timesteps, projection_weight.shape[1])
+    full_batch_previous_memory = inputs.new_zeros(batch, cell_size)
+    full_batch_previous_state = inputs.new_zeros(batch, projection_weight.shape[1])
+    current_length_index = batch - 1 if go_forward else 0
+    for timestep in range(total_timesteps):
+        index = timestep if go_forward else total_timesteps - timestep - 1
+        if go_forward:
+            while batch_lengths[current_length_index] <= index:
+                current_length_index -= 1
+        else:
+            while current_length_index < len(batch_lengths) - 1 and batch_lengths[current_length_index + 1] > index:
+                current_length_index += 1
+        previous_memory = full_batch_previous_memory[0 : current_length_index + 1].clone()
+        previous_state = full_batch_previous_state[0 : current_length_index + 1]
+        timestep_input = inputs[0 : current_length_index + 1, index]
+        projected_input = timestep_input @ input_weight
+        projected_state = torch.addmm(bias, previous_state, state_weight)
+        c = cell_size
+        input_gate = torch.sigmoid(projected_input[:, 0:c] + projected_state[:, 0:c])
+        forget_gate = torch.sigmoid(projected_input[:, c : 2 * c] + projected_state[:, c : 2 * c])
+        memory_init = torch.tanh(projected_input[:, 2 * c : 3 * c] + projected_state[:, 2 * c : 3 * c])
+        output_gate = torch.sigmoid(projected_input[:, 3 * c :] + projected_state[:, 3 * c :])
+        memory = input_gate * memory_init + forget_gate * previous_memory
+        if cell_clip is not None:
+            memory = torch.clamp(memory, -cell_clip, cell_clip)
+        timestep_output = (output_gate * torch.tanh(memory)) @ projection_weight
+        if proj_clip is not None:
+            timestep_output = torch.clamp(timestep_output, -proj_clip, proj_clip)
+        full_batch_previous_memory = full_batch_previous_memory.clone()
+        full_batch_previous_state = full_batch_previous_state.clone()
+        full_batch_previous_memory[0 : current_length_index + 1] = memory
+        full_batch_previous_state[0 : current_length_index + 1] = timestep_output
+        output_accumulator[0 : current_length_index + 1, index] = timestep_output
+    return output_accumulator
+
+
+# ----- One configuration, in its own process ------------------------------------------------------------------------
+
+
+def fast_path(model, input_ids, attention_mask):
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    return torch.stack(out.hidden_states)
+
+
+def lm_train_step(model, head, optimizer, enc, autocast):
+    """One step of the biLM + stand-in full softmax: forward predicts the next word, backward the previous one."""
+    mask = (enc["input_ids"] > 0).any(-1)
+    char_ids, lengths = model._add_sentence_boundaries(enc["input_ids"], mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        top = model.bilm(char_ids, lengths)[-1]
+        P = top.shape[-1] // 2
+        targets = enc["word_targets"]  # [B, words + 2] with -100 at BOS/EOS/padding
+        logits_fwd = head(top[:, :-1, :P])  # position t predicts t + 1
+        logits_bwd = head(top[:, 1:, P:])  # position t predicts t - 1
+        loss = F.cross_entropy(logits_fwd.flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=-100)
+        loss = loss + F.cross_entropy(logits_bwd.flatten(0, 1).float(), targets[:, :-1].flatten(), ignore_index=-100)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def worker(args):
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    torch.manual_seed(0)
+    model_dir = converted_model_dir(args.size, args.cache)
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    tokenizer = ElmoTokenizer.from_pretrained(model_dir)
+    batch = sentences(args.batch_size, seed=args.batch_size)
+    enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+    n_tokens = int(enc["attention_mask"].sum())
+    result = dict(impl=args.impl, dtype=args.dtype, batch_size=args.batch_size, tokens=n_tokens)
+
+    if args.impl == "train":
+        model = ElmoModel.from_pretrained(model_dir).train()  # fp32 master weights; bf16 through autocast
+        ids = {w: i for i, w in enumerate(dict.fromkeys(w for s in batch for w in s))}
+        targets = torch.full(enc["attention_mask"].shape[:1] + (enc["attention_mask"].shape[1] + 2,), -100)
+        for b, words in enumerate(batch):
+            targets[b, 1 : len(words) + 1] = torch.tensor([ids[w] for w in words])
+        enc["word_targets"] = targets
+        head = torch.nn.Linear(model.config.projection_dim, LM_VOCAB)
+        optimizer = torch.optim.Adagrad(list(model.bilm.parameters()) + list(head.parameters()), lr=0.2)
+        run = lambda: lm_train_step(model, head, optimizer, enc, autocast=args.dtype == "bf16")  # noqa: E731
+    else:
+        model = ElmoModel.from_pretrained(model_dir, dtype=dtype).eval()
+        impl = allennlp_algorithm if args.impl == "baseline" else fast_path
+        run = lambda: impl(model, enc["input_ids"], enc["attention_mask"])  # noqa: E731
+
+    output = run()  # warm-up
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    result["seconds"] = statistics.median(times)
+    result["tokens_per_s"] = n_tokens / result["seconds"]
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.impl != "train":
+        torch.save(output.float(), args.output)
+    print(json.dumps(result))
+
+
+# ----- Driver ---------------------------------------------------------------------------------------------------------
+
+
+def run_config(args, impl, dtype, batch_size, out_dir):
+    output = out_dir / f"{impl}-{dtype}-{batch_size}.pt"
+    command = [sys.executable, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
+               "--size", args.size, "--cache", str(args.cache), "--repeats", str(args.repeats), "--output", str(output),
+               "--threads", str(args.threads)]
+    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'scripts'}"))
+    if done.returncode:
+        sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["output"] = output
+    return result
+
+
+def cosine(a, b, mask):
+    a, b = a[:, mask], b[:, mask]
+    return F.cosine_similarity(a.flatten(0, 1), b.flatten(0, 1), dim=-1).min().item()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=sorted(SIZES), default="Original")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
+    parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / "cache")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--train-batch-size", type=int, default=32, help="0 skips the training figure")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--impl", choices=["baseline", "fast", "train"], help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.worker:
+        args.batch_size = args.batch_sizes[0]
+        return worker(args)
+
+    converted_model_dir(args.size, args.cache)
+    out_dir = Path(args.cache) / args.size / "outputs"
+    out_dir.mkdir(exist_ok=True)
+    print(f"ELMo {args.size}, {args.threads} threads, torch {torch.__version__}, median of {args.repeats} calls")
+    print("| batch | tokens | baseline fp32 tok/s | fast fp32 tok/s | ratio | max abs diff | fast bf16 tok/s | ratio "
+          "| bf16 cosine (min) | peak RSS MB baseline / fp32 / bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for batch_size in args.batch_sizes:
+        base = run_config(args, "baseline", "fp32", batch_size, out_dir)
+        fp32 = run_config(args, "fast", "fp32", batch_size, out_dir)
+        bf16 = run_config(args, "fast", "bf16", batch_size, out_dir)
+        ref, out32, out16 = (torch.load(r["output"]) for r in (base, fp32, bf16))
+        mask = ref.abs().sum(dim=(0, -1)) > 0
+        diff = (out32 - ref).abs().max().item()
+        print(f"| {batch_size} | {base['tokens']} | {base['tokens_per_s']:.0f} | {fp32['tokens_per_s']:.0f} "
+              f"| {fp32['tokens_per_s'] / base['tokens_per_s']:.2f}x | {diff:.1e} | {bf16['tokens_per_s']:.0f} "
+              f"| {bf16['tokens_per_s'] / base['tokens_per_s']:.2f}x | {cosine(out16, out32, mask):.5f} "
+              f"| {base['peak_rss_mb']:.0f} / {fp32['peak_rss_mb']:.0f} / {bf16['peak_rss_mb']:.0f} |", flush=True)
+    if args.train_batch_size:
+        print(f"\nbiLM + stand-in full softmax ({LM_VOCAB} words) training, batch {args.train_batch_size}, Adagrad:")
+        for dtype in ("fp32", "bf16"):
+            r = run_config(args, "train", dtype, args.train_batch_size, out_dir)
+            print(f"  {dtype}{' autocast' if dtype == 'bf16' else ''}: {r['tokens_per_s']:.0f} tokens/s, "
+                  f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+
+
+if __name__ == "__main__":
+    main()
