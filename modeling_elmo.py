@@ -18,10 +18,10 @@ from transformers.utils import ModelOutput
 
 try:  # loaded as remote code, the three files are one package
     from .configuration_elmo import ElmoConfig
-    from .tokenization_elmo import CHAR_VOCAB_SIZE, sentence_boundary_char_ids
+    from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 except ImportError:  # installed with pip, they are top-level modules
     from configuration_elmo import ElmoConfig
-    from tokenization_elmo import CHAR_VOCAB_SIZE, sentence_boundary_char_ids
+    from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 
 
 @dataclass
@@ -36,12 +36,16 @@ class ElmoModelOutput(ModelOutput):
             The `n_layers + 1` biLM layers, each `(batch, words, 2 * P)`: layer 0 is the token embedding repeated
             twice, layer l is `[forward_l ; backward_l]`. Zeros at padded positions; BOS/EOS removed.
         mask (`torch.BoolTensor` of shape `(batch, words)`): True at real words.
+        lstm_state (returned with `return_lstm_state=True`):
+            Per biLM layer, the final `(h [2, batch, P], c [2, batch, H])` of each sentence (dim 0: forward, backward),
+            to pass as `lstm_state` with the next window of the same texts.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
     elmo_representations: tuple[torch.FloatTensor, ...] | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     mask: torch.BoolTensor | None = None
+    lstm_state: tuple[tuple[torch.FloatTensor, torch.FloatTensor], ...] | None = None
 
 
 def masked_mean(vectors, mask):
@@ -175,7 +179,7 @@ class ElmoBiLm(nn.Module):
     def _cached_char_cnn(self, words):
         """The char CNN of `words` [U, C], taking cached rows from the token cache and computing only the others."""
         index, table = self.token_cache
-        found = [index.get(row.tobytes(), -1) for row in words.cpu().numpy()]
+        found = [index.get(row.tobytes(), -1) for row in words.long().cpu().numpy()]
         missing = [u for u, row in enumerate(found) if row < 0]
         embedded = table[[max(row, 0) for row in found]].to(self.char_cnn.projection.weight.dtype)
         if missing:
@@ -336,12 +340,31 @@ class ElmoModel(ElmoPreTrainedModel):
         with_boundaries[torch.arange(batch, device=input_ids.device), lengths + 1] = eos
         return with_boundaries, lengths + 2
 
+    @torch.no_grad()
+    def cache_token_embeddings(self, words, batch_size=2048):
+        """Precompute the context-free token embeddings (char CNN + highway + projection) of `words`, a list of
+        strings, so that inference looks them up instead of running the char CNN (AllenNLP's `vocab_to_cache`,
+        bilm-tf's `dump_token_embeddings`). Words outside the list are still encoded on the fly; results are the
+        same either way. Used in eval mode only (training ignores it); the cache is not saved with the model and
+        goes stale if the char CNN weights change. `words=None` drops it."""
+        if words is None:
+            self.bilm.token_cache = None
+            return
+        chars = self.config.max_characters_per_token
+        rows = list(dict.fromkeys([BOS_WORD, EOS_WORD, *words]))
+        char_ids = torch.tensor([word_to_char_ids(w, chars) for w in rows], device=self.device)
+        table = torch.cat([self.bilm.char_cnn(chunk) for chunk in char_ids.split(batch_size)])
+        index = {row.tobytes(): i for i, row in enumerate(char_ids.cpu().numpy())}
+        self.bilm.token_cache = (index, table)
+
     def forward(
         self,
         input_ids,
         attention_mask=None,
         output_hidden_states=None,
         return_dict=None,
+        lstm_state=None,
+        return_lstm_state=False,
         **kwargs,
     ):
         r"""
@@ -349,6 +372,10 @@ class ElmoModel(ElmoPreTrainedModel):
             Char ids from `ElmoTokenizer` (AllenNLP's `batch_to_ids`); an all-zero row is padding.
         attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
             1 for words, 0 for padding. A word counts only where both its char ids and this mask say so.
+        lstm_state (*optional*):
+            The `lstm_state` output of the previous window of the same texts: the biLM starts from it instead of
+            zeros (stateful mode, see `forward_windows`). The default is stateless.
+        return_lstm_state (`bool`, *optional*, defaults to `False`): also return the final LSTM states.
         """
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -358,7 +385,7 @@ class ElmoModel(ElmoPreTrainedModel):
         if attention_mask is not None:
             mask = mask & attention_mask.bool()
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
-        layers = self.bilm(char_ids, lengths)
+        layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
 
         words = input_ids.shape[1]
         boundary_mask = torch.arange(words + 2, device=mask.device) < lengths.unsqueeze(1)
@@ -372,8 +399,31 @@ class ElmoModel(ElmoPreTrainedModel):
             elmo_representations=representations,
             hidden_states=hidden_states,
             mask=mask,
+            lstm_state=tuple(final_state) if return_lstm_state else None,
         )
         return output if return_dict else output.to_tuple()
+
+    def forward_windows(self, input_ids, window_size, **kwargs):
+        """Stateful mode for one long text: yields one `ElmoModelOutput` per window of `window_size` words.
+
+        `input_ids` is `[words, C]` or `[1, words, C]`. Each window is a sentence of its own (with BOS/EOS), and
+        every LSTM starts from the previous window's final state, as bilm-tf's and AllenNLP's stateful inference
+        do: the forward LM continues exactly; the backward LM starts from where it stopped in the previous window
+        (a carried approximation, not the right-hand context). Memory depends on `window_size`, not on the text's
+        length; the first window equals a stateless call. Other keyword arguments go to `forward`.
+        """
+        if input_ids.dim() == 3 and input_ids.shape[0] == 1:
+            input_ids = input_ids[0]
+        if input_ids.dim() != 2:
+            raise ValueError(f"forward_windows takes one text, input_ids [words, C] or [1, words, C]; got {list(input_ids.shape)}")
+        if not (isinstance(window_size, int) and window_size > 0):
+            raise ValueError(f"window_size must be a positive int, got {window_size!r}")
+        state = None
+        for start in range(0, input_ids.shape[0], window_size):
+            out = self(input_ids[None, start : start + window_size], lstm_state=state, return_lstm_state=True,
+                       return_dict=True, **kwargs)
+            state = out.lstm_state
+            yield out
 
 
 ElmoModel.register_for_auto_class("AutoModel")
