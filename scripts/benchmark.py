@@ -2,12 +2,16 @@
 """ELMo inference and training speed on CPU, against an in-process baseline that follows AllenNLP's algorithm.
 
     PYTHONPATH=.:scripts python scripts/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3
+    PYTHONPATH=.:scripts python scripts/benchmark.py --size Small --batch-sizes --train-batch-size 0 \
+        --document-words 1000 10000 --window 200
 
 Random weights in the original HDF5 layout are written once for the named published size and converted with the
 project's converter into `--cache` (default benchmarks/cache/, gitignored). Each configuration (implementation,
-dtype, batch size) runs in a fresh subprocess, so its peak memory is that process's `ru_maxrss` (model load
-included, the same for every configuration of a size). Per configuration: a warm-up call, then `--repeats` timed
-calls; the median is reported. Configurations of one batch size run back to back, so ratios compare like with like
+dtype, batch size) runs in a fresh subprocess. Per configuration: a warm-up call (which also compiles), then
+`--repeats` timed calls; the median is reported. Memory, two figures per process: the peak RSS of the whole process
+(`ru_maxrss`: weights, loading, torch.compile and the calls), and the working memory of the timed calls: the Linux
+peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
+RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model. Configurations of one batch size run back to back, so ratios compare like with like
 on a noisy shared machine.
 
 The baseline (`allennlp_algorithm`) is AllenNLP 2.10's `_ElmoCharacterEncoder` + `ElmoLstm` +
@@ -17,6 +21,7 @@ the projection at the current (shrinking) batch size, on the length-sorted batch
 """
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -148,6 +153,20 @@ def lstm_cell_with_projection(inputs, batch_lengths, weights, go_forward, cell_c
     return output_accumulator
 
 
+def status_mb(field):
+    """A `VmRSS`/`VmHWM` figure from /proc/self/status, in MB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
+def reset_peak_rss():
+    """Resets the kernel's peak-RSS mark to the current RSS (Linux >= 4.0); returns that RSS in MB."""
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status_mb("VmRSS")
+
+
 # ----- One configuration, in its own process ------------------------------------------------------------------------
 
 
@@ -187,6 +206,24 @@ def worker(args):
     n_tokens = int(enc["attention_mask"].sum())
     result = dict(impl=args.impl, dtype=args.dtype, batch_size=args.batch_size, tokens=n_tokens)
 
+    if args.impl == "windows":  # one long text through forward_windows vs. its first window alone, fp32
+        words = [w for s in sentences(args.batch_size // 20 + 1, seed=1) for w in s][: args.batch_size]
+        ids = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
+        model = ElmoModel.from_pretrained(model_dir).eval()
+        result["tokens"] = n_tokens = len(words)
+        with torch.no_grad():
+            alone = model(ids[:, : args.window]).last_hidden_state  # also the warm-up
+            rss_before = reset_peak_rss()
+            start = time.perf_counter()
+            for index, out in enumerate(model.forward_windows(ids, args.window)):
+                first = out.last_hidden_state if index == 0 else first
+            result["seconds"] = time.perf_counter() - start
+            result["work_mb"] = status_mb("VmHWM") - rss_before
+        result["tokens_per_s"] = n_tokens / result["seconds"]
+        result["first_window_max_abs_diff"] = (first - alone).abs().max().item()
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result))
+        return
     if args.impl == "train":
         model = ElmoModel.from_pretrained(model_dir).train()  # fp32 master weights; bf16 through autocast
         ids = {w: i for i, w in enumerate(dict.fromkeys(w for s in batch for w in s))}
@@ -203,11 +240,14 @@ def worker(args):
         run = lambda: impl(model, enc["input_ids"], enc["attention_mask"])  # noqa: E731
 
     output = run()  # warm-up
+    del output
+    rss_before = reset_peak_rss()
     times = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        run()
+        output = run()
         times.append(time.perf_counter() - start)
+    result["work_mb"] = status_mb("VmHWM") - rss_before
     result["seconds"] = statistics.median(times)
     result["tokens_per_s"] = n_tokens / result["seconds"]
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -223,7 +263,7 @@ def run_config(args, impl, dtype, batch_size, out_dir):
     output = out_dir / f"{impl}-{dtype}-{batch_size}.pt"
     command = [sys.executable, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
                "--size", args.size, "--cache", str(args.cache), "--repeats", str(args.repeats), "--output", str(output),
-               "--threads", str(args.threads)]
+               "--threads", str(args.threads), "--window", str(args.window)]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'scripts'}"))
     if done.returncode:
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
@@ -240,28 +280,32 @@ def cosine(a, b, mask):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="Original")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--batch-sizes", type=int, nargs="*", default=[1, 8, 32, 128])
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
     parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / "cache")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--train-batch-size", type=int, default=32, help="0 skips the training figure")
+    parser.add_argument("--document-words", type=int, nargs="*", default=[],
+                        help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
+    parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--impl", choices=["baseline", "fast", "train"], help=argparse.SUPPRESS)
+    parser.add_argument("--impl", choices=["baseline", "fast", "train", "windows"], help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.worker:
-        args.batch_size = args.batch_sizes[0]
+        args.batch_size = args.batch_sizes[0]  # the number of words for --impl windows
         return worker(args)
 
     converted_model_dir(args.size, args.cache)
     out_dir = Path(args.cache) / args.size / "outputs"
     out_dir.mkdir(exist_ok=True)
     print(f"ELMo {args.size}, {args.threads} threads, torch {torch.__version__}, median of {args.repeats} calls")
-    print("| batch | tokens | baseline fp32 tok/s | fast fp32 tok/s | ratio | max abs diff | fast bf16 tok/s | ratio "
-          "| bf16 cosine (min) | peak RSS MB baseline / fp32 / bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    if args.batch_sizes:
+        print("| batch | tokens | baseline fp32 tok/s | fast fp32 tok/s | ratio | max abs diff | fast bf16 tok/s | ratio "
+              "| bf16 cosine (min) | working MB baseline / fp32 / bf16 | peak RSS MB baseline / fp32 / bf16 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
     for batch_size in args.batch_sizes:
         base = run_config(args, "baseline", "fp32", batch_size, out_dir)
         fp32 = run_config(args, "fast", "fp32", batch_size, out_dir)
@@ -272,13 +316,19 @@ def main():
         print(f"| {batch_size} | {base['tokens']} | {base['tokens_per_s']:.0f} | {fp32['tokens_per_s']:.0f} "
               f"| {fp32['tokens_per_s'] / base['tokens_per_s']:.2f}x | {diff:.1e} | {bf16['tokens_per_s']:.0f} "
               f"| {bf16['tokens_per_s'] / base['tokens_per_s']:.2f}x | {cosine(out16, out32, mask):.5f} "
+              f"| {base['work_mb']:.0f} / {fp32['work_mb']:.0f} / {bf16['work_mb']:.0f} "
               f"| {base['peak_rss_mb']:.0f} / {fp32['peak_rss_mb']:.0f} / {bf16['peak_rss_mb']:.0f} |", flush=True)
     if args.train_batch_size:
         print(f"\nbiLM + stand-in full softmax ({LM_VOCAB} words) training, batch {args.train_batch_size}, Adagrad:")
         for dtype in ("fp32", "bf16"):
             r = run_config(args, "train", dtype, args.train_batch_size, out_dir)
             print(f"  {dtype}{' autocast' if dtype == 'bf16' else ''}: {r['tokens_per_s']:.0f} tokens/s, "
-                  f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+                  f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    for words in args.document_words:
+        r = run_config(args, "windows", "fp32", words, out_dir)
+        print(f"\nforward_windows, {words}-word text, window {args.window}, fp32: {r['tokens_per_s']:.0f} tokens/s, "
+              f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB, first window vs stateless max abs diff "
+              f"{r['first_window_max_abs_diff']:.1e}", flush=True)
 
 
 if __name__ == "__main__":

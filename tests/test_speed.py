@@ -18,7 +18,7 @@ def encode(tokenizer, sentences):
 
 def test_fixture_runs_through_the_fast_path(tiny, monkeypatch):
     """The fidelity fixture goes through one input GEMM per layer and block, state GEMMs at the shrinking batch size
-    (padded steps never computed) and one char CNN call over distinct words only."""
+    (padded steps never computed), the compiled LSTM cell, and one char CNN call over distinct words only."""
     model, tokenizer = tiny
     sentences, expected, _ = load_fixture("allennlp-tiny")
     enc = encode(tokenizer, sentences)
@@ -29,6 +29,10 @@ def test_fixture_runs_through_the_fast_path(tiny, monkeypatch):
     monkeypatch.setattr(torch, "baddbmm", lambda *a: gemm_rows.append(a[1].shape[1]) or real_baddbmm(*a))
     model.bilm.char_cnn.register_forward_hook(lambda m, args, out: char_cnn_rows.append(args[0].shape[0]))
     monkeypatch.setattr(modeling_elmo, "GATES_BLOCK_ELEMENTS", 2 * len(sentences) * 4 * model.config.lstm_dim * 4)
+    monkeypatch.setattr(modeling_elmo, "COMPILED_CELL_MIN_DIM", model.config.lstm_dim)
+    cell_calls = []
+    real_cell = modeling_elmo.compiled_lstm_cell
+    monkeypatch.setattr(modeling_elmo, "compiled_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
     with torch.no_grad():
         out = model(**enc, output_hidden_states=True)
     np.testing.assert_allclose(torch.stack(out.hidden_states).numpy(), expected["bilm_activations"], atol=1e-5, rtol=0)
@@ -38,6 +42,8 @@ def test_fixture_runs_through_the_fast_path(tiny, monkeypatch):
     for start in range(0, steps, 4):  # an input GEMM over each block of 4 steps, then that block's state GEMMs
         per_layer += [running[start] * len(running[start : start + 4])] + running[start : start + 4]
     assert gemm_rows == per_layer * model.config.n_layers
+    assert len(cell_calls) == steps * model.config.n_layers
+    assert modeling_elmo._compiled_cell is not modeling_elmo.lstm_cell, "torch.compile failed: eager fallback used"
     distinct = {tuple(row) for s, n in zip(enc["input_ids"].tolist(), map(len, sentences)) for row in s[:n]}
     assert char_cnn_rows == [len(distinct) + 2]  # + BOS and EOS
 
