@@ -6,13 +6,15 @@
         --document-words 1000 10000 --window 200
 
 Random weights in the original HDF5 layout are written once for the named published size and converted with the
-project's converter into `--cache` (default benchmarks/cache/, gitignored). Each configuration (implementation,
-dtype, batch size) runs in a fresh subprocess. Per configuration: a warm-up call (which also compiles), then
-`--repeats` timed calls; the median is reported. Memory, two figures per process: the peak RSS of the whole process
-(`ru_maxrss`: weights, loading, torch.compile and the calls), and the working memory of the timed calls: the Linux
+project's converter into `--cache` (default benchmarks/cache/, gitignored).
+
+Speed: for each batch size one subprocess loads the model in fp32 and bf16, makes a warm-up call of each
+implementation (which also compiles), then calls baseline, fast fp32 and fast bf16 in turn `--repeats` times, so the
+three see the same load on a noisy shared machine; medians are reported. Memory: each (implementation, dtype, batch
+size) in a fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole process
+(`ru_maxrss`: weights, loading, torch.compile and the calls), and the working memory of the measured call: the Linux
 peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
-RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model. Configurations of one batch size run back to back, so ratios compare like with like
-on a noisy shared machine.
+RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
 The baseline (`allennlp_algorithm`) is AllenNLP 2.10's `_ElmoCharacterEncoder` + `ElmoLstm` +
 `LstmCellWithProjection` algorithm written against the same weights: the char CNN for every position (padding and
@@ -234,25 +236,41 @@ def worker(args):
         head = torch.nn.Linear(model.config.projection_dim, LM_VOCAB)
         optimizer = torch.optim.Adagrad(list(model.bilm.parameters()) + list(head.parameters()), lr=0.2)
         run = lambda: lm_train_step(model, head, optimizer, enc, autocast=args.dtype == "bf16")  # noqa: E731
-    else:
+    elif args.impl == "speed":  # the three implementations called in turn, so that all see the same machine load
+        model32 = ElmoModel.from_pretrained(model_dir).eval()
+        model16 = ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
+        runs = {
+            "baseline": lambda: allennlp_algorithm(model32, enc["input_ids"], enc["attention_mask"]),
+            "fp32": lambda: fast_path(model32, enc["input_ids"], enc["attention_mask"]),
+            "bf16": lambda: fast_path(model16, enc["input_ids"], enc["attention_mask"]),
+        }
+        outputs = {name: run().float() for name, run in runs.items()}  # warm-up (and compilation)
+        times = {name: [] for name in runs}
+        for _ in range(args.repeats):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+        for name in runs:
+            result[f"{name}_tokens_per_s"] = n_tokens / statistics.median(times[name])
+        torch.save(outputs, args.output)
+        print(json.dumps(result))
+        return
+    else:  # memory of one implementation: a warm-up call, then one measured call
         model = ElmoModel.from_pretrained(model_dir, dtype=dtype).eval()
         impl = allennlp_algorithm if args.impl == "baseline" else fast_path
         run = lambda: impl(model, enc["input_ids"], enc["attention_mask"])  # noqa: E731
 
-    output = run()  # warm-up
-    del output
+    run()  # warm-up
     rss_before = reset_peak_rss()
     times = []
-    for _ in range(args.repeats):
+    for _ in range(args.repeats if args.impl == "train" else 1):
         start = time.perf_counter()
-        output = run()
+        run()
         times.append(time.perf_counter() - start)
     result["work_mb"] = status_mb("VmHWM") - rss_before
-    result["seconds"] = statistics.median(times)
-    result["tokens_per_s"] = n_tokens / result["seconds"]
+    result["tokens_per_s"] = n_tokens / statistics.median(times)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if args.impl != "train":
-        torch.save(output.float(), args.output)
     print(json.dumps(result))
 
 
@@ -289,7 +307,7 @@ def main():
                         help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--impl", choices=["baseline", "fast", "train", "windows"], help=argparse.SUPPRESS)
+    parser.add_argument("--impl", choices=["speed", "baseline", "fast", "train", "windows"], help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -307,17 +325,20 @@ def main():
               "| bf16 cosine (min) | working MB baseline / fp32 / bf16 | peak RSS MB baseline / fp32 / bf16 |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
     for batch_size in args.batch_sizes:
-        base = run_config(args, "baseline", "fp32", batch_size, out_dir)
-        fp32 = run_config(args, "fast", "fp32", batch_size, out_dir)
-        bf16 = run_config(args, "fast", "bf16", batch_size, out_dir)
-        ref, out32, out16 = (torch.load(r["output"]) for r in (base, fp32, bf16))
+        speed = run_config(args, "speed", "fp32", batch_size, out_dir)
+        memory = [run_config(args, impl, dtype, batch_size, out_dir)
+                  for impl, dtype in (("baseline", "fp32"), ("fast", "fp32"), ("fast", "bf16"))]
+        outputs = torch.load(speed["output"])
+        ref, out32, out16 = outputs["baseline"], outputs["fp32"], outputs["bf16"]
         mask = ref.abs().sum(dim=(0, -1)) > 0
         diff = (out32 - ref).abs().max().item()
-        print(f"| {batch_size} | {base['tokens']} | {base['tokens_per_s']:.0f} | {fp32['tokens_per_s']:.0f} "
-              f"| {fp32['tokens_per_s'] / base['tokens_per_s']:.2f}x | {diff:.1e} | {bf16['tokens_per_s']:.0f} "
-              f"| {bf16['tokens_per_s'] / base['tokens_per_s']:.2f}x | {cosine(out16, out32, mask):.5f} "
-              f"| {base['work_mb']:.0f} / {fp32['work_mb']:.0f} / {bf16['work_mb']:.0f} "
-              f"| {base['peak_rss_mb']:.0f} / {fp32['peak_rss_mb']:.0f} / {bf16['peak_rss_mb']:.0f} |", flush=True)
+        base = speed["baseline_tokens_per_s"]
+        work = " / ".join(f"{m['work_mb']:.0f}" for m in memory)
+        peak = " / ".join(f"{m['peak_rss_mb']:.0f}" for m in memory)
+        print(f"| {batch_size} | {speed['tokens']} | {base:.0f} | {speed['fp32_tokens_per_s']:.0f} "
+              f"| {speed['fp32_tokens_per_s'] / base:.2f}x | {diff:.1e} | {speed['bf16_tokens_per_s']:.0f} "
+              f"| {speed['bf16_tokens_per_s'] / base:.2f}x | {cosine(out16, out32, mask):.5f} "
+              f"| {work} | {peak} |", flush=True)
     if args.train_batch_size:
         print(f"\nbiLM + stand-in full softmax ({LM_VOCAB} words) training, batch {args.train_batch_size}, Adagrad:")
         for dtype in ("fp32", "bf16"):
