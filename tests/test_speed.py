@@ -115,3 +115,7 @@ def test_forward_windows_refuses_batches(tiny):
         next(model.forward_windows(ids, 4))
     with pytest.raises(ValueError, match="window_size"):
         next(model.forward_windows(ids[0], 0))
+    with torch.no_grad():
+        state = model(ids[:1], return_lstm_state=True).lstm_state
+    with pytest.raises(ValueError, match="lstm_state"):
+        model(ids, lstm_state=state)
