@@ -15,6 +15,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 try:  # loaded as remote code, the three files are one package
@@ -275,6 +276,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         elif isinstance(module, ElmoScalarMix) and module.fixed_parameters is None:
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
+        elif isinstance(module, nn.LSTM):  # the task encoder: PyTorch's own default
+            bound = 1.0 / module.hidden_size**0.5
+            for weight in module.parameters():
+                init.uniform_(weight, -bound, bound)
 
 
 class ElmoModel(ElmoPreTrainedModel):
@@ -566,11 +571,121 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         return logits.logsumexp(dim=1) - logits[:, 0]
 
 
+class ElmoTaskEncoder(nn.Module):
+    """What task heads put on the ELMo vectors: nothing (`"linear"`) or a one-layer BiLSTM (`"lstm"`)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.lstm = None
+        self.output_size = config.hidden_size
+        if config.task_encoder == "lstm":
+            self.lstm = nn.LSTM(config.hidden_size, config.task_encoder_dim, batch_first=True, bidirectional=True)
+            self.output_size = 2 * config.task_encoder_dim
+
+    def forward(self, vectors, mask):
+        if self.lstm is None:
+            return vectors
+        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty sentence runs one (zero) step, then is masked
+        packed = nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
+        output, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                                     total_length=vectors.shape[1])
+        return output * mask.unsqueeze(-1).to(output.dtype)
+
+
+class ElmoTaskHeadModel(ElmoPreTrainedModel):
+    """Shared by the task heads, the ELMo recipe: biLM frozen unless `config.freeze_bilm` is False; trainable
+    scalar mix and gamma with dropout (`config.dropout`, in ElmoModel); a task encoder; a linear classifier; an
+    optional L2 penalty `config.mix_l2_lambda * sum(w ** 2)` on the mix weights, added to the training loss."""
+
+    accepts_loss_kwargs = False  # mean loss per batch; Trainer divides it by the accumulation steps
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.encoder = ElmoTaskEncoder(config)
+        self.classifier = nn.Linear(self.encoder.output_size, config.num_labels)
+        self.post_init()
+        self.apply_freezing()
+
+    def frozen_modules(self):
+        return [self.elmo.bilm] if self.config.freeze_bilm else []
+
+    def encode(self, input_ids, attention_mask):
+        """Task-encoded ELMo vectors [B, words, D] and the word mask."""
+        output = self.elmo(input_ids, attention_mask=attention_mask)
+        return self.encoder(output.last_hidden_state, output.mask), output.mask
+
+    def mix_penalty(self):
+        """The paper's `lambda * ||w||^2` on the (pre-softmax) mix weights: 0 means a uniform mix."""
+        weights = [mix.scalar_parameters for mix in self.elmo.scalar_mixes if mix.fixed_parameters is None]
+        if not self.training or self.config.mix_l2_lambda == 0 or not weights:
+            return 0.0
+        return self.config.mix_l2_lambda * sum((w**2).sum() for w in weights)
+
+
+class ElmoForTokenClassification(ElmoTaskHeadModel):
+    """One label per word (ELMo has no sub-words): logits [batch, words, num_labels]; labels -100 are ignored."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        vectors, mask = self.encode(input_ids, attention_mask)
+        logits = self.classifier(vectors)
+        loss = None
+        if labels is not None:
+            if labels.shape != mask.shape:
+                raise ValueError(f"labels must have shape [batch, words] = {list(mask.shape)}, got {list(labels.shape)}")
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            loss = loss + self.mix_penalty()
+        output = TokenClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+class ElmoForSequenceClassification(ElmoTaskHeadModel):
+    """One label per sentence. The sentence vector is the masked mean over its words of the (task-encoded) ELMo
+    vectors (`masked_mean`, TF-Hub ELMo's `default` pooling); an empty sentence gives zeros. `config.problem_type`
+    as in transformers: regression (num_labels 1), single- or multi-label classification."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
+            num_labels)` multi-hot floats for multi-label classification).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        vectors, mask = self.encode(input_ids, attention_mask)
+        logits = self.classifier(masked_mean(vectors, mask))
+        loss = None
+        if labels is not None:
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            elif self.config.problem_type == "single_label_classification":
+                loss = F.cross_entropy(logits.float(), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+            loss = loss + self.mix_penalty()
+        output = SequenceClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
 ElmoModel.register_for_auto_class("AutoModel")
 ElmoForLanguageModeling.register_for_auto_class("AutoModelForPreTraining")
+ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __all__ = [
     "ElmoForLanguageModeling",
+    "ElmoForSequenceClassification",
+    "ElmoForTokenClassification",
     "ElmoModel",
     "ElmoPreTrainedModel",
     "lm_perplexities",

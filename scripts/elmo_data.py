@@ -1,5 +1,5 @@
-"""Data helpers shared by the training scripts: loading text through `datasets`, the biLM word vocabulary, windows
-and the language-model collator."""
+"""Data helpers shared by the training scripts: loading local files (text, JSON, CSV, CoNLL) or Hub datasets through
+`datasets`, the biLM word vocabulary, windows and the language-model collator."""
 
 import collections
 import os
@@ -18,10 +18,33 @@ def data_format(path):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    formats = {"txt": "text", "text": "text", "json": "json", "jsonl": "json", "csv": "csv", "tsv": "csv"}
+    formats = {"txt": "text", "text": "text", "json": "json", "jsonl": "json", "csv": "csv", "tsv": "csv",
+               "conll": "conll"}
     if extension not in formats:
-        raise ValueError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv or .tsv")
+        raise ValueError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
     return formats[extension]
+
+
+def read_conll(paths):
+    """CoNLL files: one `token<TAB>tag` per line (the tag is the last column), a blank line between sentences.
+    Yields {"tokens": [...], "tags": [...]}; a line without a tag is an error naming the file and line."""
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            tokens, tags = [], []
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line.strip():
+                    if tokens:
+                        yield {"tokens": tokens, "tags": tags}
+                    tokens, tags = [], []
+                    continue
+                columns = line.split("\t") if "\t" in line else line.split()
+                if len(columns) < 2:
+                    raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
+                tokens.append(columns[0])
+                tags.append(columns[-1])
+            if tokens:
+                yield {"tokens": tokens, "tags": tags}
 
 
 def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, cache_dir=None):
@@ -34,6 +57,11 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     if len(formats) != 1:
         raise ValueError(f"all data files must have one format, got {sorted(formats)}")
     builder = formats.pop()
+    if builder == "conll":  # no `datasets` builder for CoNLL: one generator per split
+        return datasets.DatasetDict(
+            {split: datasets.Dataset.from_generator(read_conll, gen_kwargs={"paths": list(paths)}, cache_dir=cache_dir)
+             for split, paths in data_files.items()}
+        )
     kwargs = {"delimiter": "\t"} if any(p.endswith((".tsv", ".tsv.gz")) for ps in data_files.values() for p in ps) else {}
     return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
 
