@@ -513,8 +513,8 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         targets = torch.cat([forward_targets[valid], backward_targets[valid]])
         sampled = self.training and self.config.lm_n_negative_samples is not None
         nll = self._sampled_softmax_nll(hidden, targets) if sampled else self._full_softmax_nll(hidden, targets)
-        forward_nll, backward_nll = nll.chunk(2)
         sentence = valid.nonzero()[:, 0]
+        forward_nll, backward_nll = nll[: len(sentence)], nll[len(sentence) :]
         count = valid.sum(dim=1)
         denominator = num_items_in_batch if num_items_in_batch is not None else count.sum().clamp(min=1)
         loss = nll.sum() / (2 * denominator)

@@ -18,7 +18,7 @@ class HeadArguments:
                                                "output) or an already fine-tuned head of the same kind."})
     freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
                                                               "fine-tuning."})
-    task_encoder: str = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
+    task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
     task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
     mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
     dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})

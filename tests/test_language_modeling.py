@@ -1,6 +1,7 @@
 """ElmoForLanguageModeling: targets, full and sampled softmax, Trainer (perplexity, gradient accumulation, activation
 checkpointing, bf16, resume) and the train_bilm.py script, on tiny models."""
 
+import json
 import math
 import random
 
@@ -8,13 +9,13 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import FIXTURES, load_fixture
 from reference_elmo import load_hdf5, reference_sentence
 from transformers import AutoModelForPreTraining, Trainer, TrainingArguments
 
 from configuration_elmo import ElmoConfig
 from elmo_data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
-from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities, log_uniform_candidates
+from modeling_elmo import ElmoForLanguageModeling, lm_perplexities, log_uniform_candidates
 from tokenization_elmo import ElmoTokenizer
 from train_bilm import compute_metrics
 
@@ -100,7 +101,7 @@ def test_loss_matches_numpy_reference_with_boundaries(tiny_model_dir):
     with torch.no_grad():
         out = model(**enc, labels=labels)
 
-    arrays, options = load_hdf5(FIXTURES / "allennlp-tiny" / "weights.hdf5"), tiny_model_dir_options()
+    arrays, options = load_hdf5(FIXTURES / "allennlp-tiny" / "weights.hdf5"), load_fixture("allennlp-tiny")[2]
     weight = model.lm_softmax.weight.detach().double().numpy()
     bias = model.lm_softmax.bias.detach().double().numpy()
 
@@ -128,12 +129,6 @@ def test_loss_matches_numpy_reference_with_boundaries(tiny_model_dir):
         (math.exp(sum(total_forward) / count) + math.exp(sum(total_backward) / count)) / 2,
         rtol=1e-5,
     )
-
-
-def tiny_model_dir_options():
-    import json
-
-    return json.loads((FIXTURES / "allennlp-tiny" / "options.json").read_text())
 
 
 def test_head_loads_biLM_from_base_folder_with_new_softmax(tiny_model_dir, tiny):
@@ -174,6 +169,8 @@ def test_bad_labels_are_named(toy):
     wrong[1, 2] = tokenizer.vocab_size
     with pytest.raises(ValueError, match="word ids in"):
         model(input_ids=batch["input_ids"], labels=wrong)
+    ignored = model(input_ids=batch["input_ids"], labels=torch.full_like(batch["labels"], -100))
+    assert ignored.loss.item() == 0 and ignored.num_predictions.tolist() == [0, 0]  # nothing to predict: no NaN
     with pytest.raises(ValueError, match="lm_vocab_size"):
         ElmoForLanguageModeling(ElmoConfig(lstm_dim=16, projection_dim=8, filters=[[1, 4]]))
 
@@ -334,7 +331,7 @@ def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkey
     folder = tmp_path / "scratch"
     vocab = (folder / "vocab.txt").read_text().split("\n")
     assert vocab[:4] == ["<S>", "</S>", "<UNK>", "the"] and len(vocab) - 1 == scratch.model.config.lm_vocab_size
-    metrics = __import__("json").loads((folder / "eval_results.json").read_text())
+    metrics = json.loads((folder / "eval_results.json").read_text())
     assert {"eval_forward_perplexity", "eval_backward_perplexity", "eval_perplexity"} <= set(metrics)
 
     loaded = AutoModelForPreTraining.from_pretrained(folder, trust_remote_code=True).eval()

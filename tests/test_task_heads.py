@@ -16,7 +16,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel, masked_mean
+from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, masked_mean
 
 TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "dog": "NOUN", "bird": "NOUN", "sees": "VERB", "likes": "VERB",
         "and": "CONJ", ".": "PUNCT"}
