@@ -271,7 +271,7 @@ def test_activation_checkpointing_gives_the_same_gradients(toy, tmp_path):
     model = tiny_lm(tokenizer.vocab_size)
     trainer = trainer_for(model, tokenizer, train, tmp_path, max_steps=2, activation_checkpointing=True)
     trainer.train()
-    assert model.is_gradient_checkpointing and np.isfinite(trainer.state.log_history[-1]["train_loss"])
+    assert model.is_activation_checkpointing and np.isfinite(trainer.state.log_history[-1]["train_loss"])
 
 
 def test_bf16_training_on_cpu(toy, tmp_path):
