@@ -468,8 +468,8 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         super().__init__(config)
         if config.lm_vocab_size is None:
             raise ValueError(
-                "ElmoForLanguageModeling needs config.lm_vocab_size, the size of the word vocabulary (vocab.txt); "
-                "pass lm_vocab_size=len(tokenizer) to from_pretrained or to ElmoConfig"
+                "ElmoForLanguageModeling needs config.lm_vocab_size, the size of the word vocabulary: pass "
+                "lm_vocab_size=tokenizer.vocab_size (the lines of vocab.txt) to from_pretrained or to ElmoConfig"
             )
         self.elmo = ElmoModel(config)
         self.dropout = nn.Dropout(config.lm_dropout)
@@ -637,7 +637,9 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
         loss = None
         if labels is not None:
             if labels.shape != mask.shape:
-                raise ValueError(f"labels must have shape [batch, words] = {list(mask.shape)}, got {list(labels.shape)}")
+                raise ValueError(
+                    f"labels must have shape [batch, words] = {list(mask.shape)}, got {list(labels.shape)}"
+                )
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
             loss = loss + self.mix_penalty()
         output = TokenClassifierOutput(loss=loss, logits=logits)

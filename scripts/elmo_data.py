@@ -62,7 +62,8 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
             {split: datasets.Dataset.from_generator(read_conll, gen_kwargs={"paths": list(paths)}, cache_dir=cache_dir)
              for split, paths in data_files.items()}
         )
-    kwargs = {"delimiter": "\t"} if any(p.endswith((".tsv", ".tsv.gz")) for ps in data_files.values() for p in ps) else {}
+    tsv = any(p.endswith((".tsv", ".tsv.gz")) for paths in data_files.values() for p in paths)
+    kwargs = {"delimiter": "\t"} if tsv else {}
     return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
 
 

@@ -43,7 +43,8 @@ def make_compute_metrics(labels):
             for p, g, k in zip(predicted, gold, keep):
                 p_spans = spans([labels[i] for i in p[k]])
                 g_spans = spans([labels[i] for i in g[k]])
-                found, expected, correct = found + len(p_spans), expected + len(g_spans), correct + len(p_spans & g_spans)
+                found, expected = found + len(p_spans), expected + len(g_spans)
+                correct += len(p_spans & g_spans)
             precision, recall = correct / max(found, 1), correct / max(expected, 1)
             f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
             metrics.update(precision=precision, recall=recall, f1=f1)

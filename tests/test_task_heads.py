@@ -43,8 +43,8 @@ def tag_dataset(tokenizer, sentences):
 
 
 def head_kwargs(**kwargs):
-    labels = dict(num_labels=len(LABELS), id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
-    return {**labels, **kwargs}
+    label2id = {label: i for i, label in enumerate(LABELS)}
+    return dict(num_labels=len(LABELS), id2label=dict(enumerate(LABELS)), label2id=label2id, **kwargs)
 
 
 def train(model, tokenizer, dataset, tmp_path, **kwargs):
@@ -74,8 +74,8 @@ def test_token_classifier_from_base_folder_learns_rule_with_frozen_bilm(tiny_mod
     for name in before:
         if name.startswith("elmo.bilm."):
             assert torch.equal(after[name], before[name]), name
-    assert not torch.equal(after["elmo.scalar_mixes.0.scalar_parameters"], before["elmo.scalar_mixes.0.scalar_parameters"])
-    assert not torch.equal(after["elmo.scalar_mixes.0.gamma"], before["elmo.scalar_mixes.0.gamma"])
+    for name in ("elmo.scalar_mixes.0.scalar_parameters", "elmo.scalar_mixes.0.gamma"):
+        assert not torch.equal(after[name], before[name]), name
 
     held_out = toy_tagged(20, seed=1)
     enc = tokenizer(held_out, is_split_into_words=True, padding=True, return_tensors="pt")
@@ -138,7 +138,8 @@ def test_mix_l2_penalty_is_added_in_training_only(tiny_model_dir, tiny):
     labels = torch.tensor([0, 1])
     difference = penalised.train()(**enc, labels=labels).loss - plain.train()(**enc, labels=labels).loss
     assert difference.item() == pytest.approx(0.001 * (1 + 4 + 0.25), rel=1e-4)
-    assert penalised.eval()(**enc, labels=labels).loss.item() == pytest.approx(plain.eval()(**enc, labels=labels).loss.item())
+    evaluated = penalised.eval()(**enc, labels=labels).loss.item()
+    assert evaluated == pytest.approx(plain.eval()(**enc, labels=labels).loss.item())
 
 
 def test_labels_shape_is_checked(tiny_model_dir, tiny):
@@ -205,8 +206,9 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
     import finetune_sequence_classification as script
 
     rng = random.Random(0)
-    rows = [{"text": " ".join(rng.choice(["good", "fine", "great"]) for _ in range(3)), "label": "pos"} for _ in range(12)]
-    rows += [{"text": " ".join(rng.choice(["bad", "awful", "poor"]) for _ in range(3)), "label": "neg"} for _ in range(12)]
+    words = {"pos": ["good", "fine", "great"], "neg": ["bad", "awful", "poor"]}
+    rows = [{"text": " ".join(rng.choice(words[label]) for _ in range(3)), "label": label}
+            for label in ("pos", "neg") for _ in range(12)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     script.main(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.jsonl"),
                  "--validation_file", str(tmp_path / "train.jsonl"), "--test_file", str(tmp_path / "train.jsonl"),
