@@ -12,7 +12,12 @@ logger = logging.get_logger(__name__)
 ELMO_AUTO_MAP = {
     "AutoConfig": "configuration_elmo.ElmoConfig",
     "AutoModel": "modeling_elmo.ElmoModel",
+    "AutoModelForPreTraining": "modeling_elmo.ElmoForLanguageModeling",
+    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+    "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
 }
+
+TASK_ENCODERS = ("linear", "lstm")
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -43,6 +48,18 @@ class ElmoConfig(PretrainedConfig):
         scalar_mix_parameters (`list[float]`, *optional*): fixed, non-trainable mix weights (before softmax), one
             per biLM layer, as AllenNLP's `scalar_mix_parameters`. None: trainable weights initialised to 0.
         dropout (`float`, defaults to 0.5): dropout on each ELMo vector (training only), AllenNLP's default.
+        freeze_bilm (`bool`, defaults to `True`): task heads keep the biLM (char CNN, highway, LSTMs) frozen and
+            train only the scalar mix, gamma and the task layers, the ELMo recipe. False: full fine-tuning.
+        task_encoder (`str`, defaults to `"linear"`): what task heads put between the ELMo vectors and the
+            classifier: `"linear"` (nothing) or `"lstm"` (a one-layer BiLSTM of `task_encoder_dim` per direction).
+        task_encoder_dim (`int`, defaults to 128): hidden size per direction of the `"lstm"` task encoder.
+        mix_l2_lambda (`float`, defaults to 0.0): task heads add `mix_l2_lambda * sum(w ** 2)` over the scalar-mix
+            weights (before softmax) to the loss, pulling the mix toward uniform (the paper used 0.001).
+        lm_vocab_size (`int`, *optional*): size of the word vocabulary of the language-model softmax
+            (`ElmoForLanguageModeling`; bilm-tf's `n_tokens_vocab`). None: no LM head.
+        lm_n_negative_samples (`int`, *optional*): sampled softmax with this many negatives per batch in training
+            (bilm-tf's `n_negative_samples_batch`, 8192); None: full softmax. Evaluation always uses the full one.
+        lm_dropout (`float`, defaults to 0.0): dropout on the top biLM layer before the LM softmax (bilm-tf: 0.1).
     """
 
     model_type = "elmo"
@@ -65,6 +82,13 @@ class ElmoConfig(PretrainedConfig):
         do_layer_norm=False,
         scalar_mix_parameters=None,
         dropout=0.5,
+        freeze_bilm=True,
+        task_encoder="linear",
+        task_encoder_dim=128,
+        mix_l2_lambda=0.0,
+        lm_vocab_size=None,
+        lm_n_negative_samples=None,
+        lm_dropout=0.0,
         **kwargs,
     ):
         self.char_embedding_dim = char_embedding_dim
@@ -83,6 +107,13 @@ class ElmoConfig(PretrainedConfig):
         self.do_layer_norm = do_layer_norm
         self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
         self.dropout = dropout
+        self.freeze_bilm = freeze_bilm
+        self.task_encoder = task_encoder
+        self.task_encoder_dim = task_encoder_dim
+        self.mix_l2_lambda = mix_l2_lambda
+        self.lm_vocab_size = lm_vocab_size
+        self.lm_n_negative_samples = lm_n_negative_samples
+        self.lm_dropout = lm_dropout
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         super().__init__(**kwargs)
         self.validate_elmo()
@@ -112,8 +143,16 @@ class ElmoConfig(PretrainedConfig):
             "n_layers",
             "num_output_representations",
             "max_characters_per_token",
+            "task_encoder_dim",
         ):
             positive_int(name)
+        for name in ("lm_vocab_size", "lm_n_negative_samples"):
+            if getattr(self, name) is not None:
+                positive_int(name)
+        if self.lm_vocab_size is not None and self.lm_vocab_size < 4:
+            raise ValueError(
+                f"ElmoConfig.lm_vocab_size must be >= 4 (<S>, </S>, <UNK> and at least one word), got {self.lm_vocab_size}"
+            )
         if isinstance(self.n_highway, bool) or not isinstance(self.n_highway, int) or self.n_highway < 0:
             raise ValueError(f"ElmoConfig.n_highway must be a non-negative integer, got {self.n_highway!r}")
         if self.max_characters_per_token < 3:
@@ -148,8 +187,17 @@ class ElmoConfig(PretrainedConfig):
                 f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
                 f"{self.n_layers + 1}), got {len(self.scalar_mix_parameters)}"
             )
-        if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ValueError(f"ElmoConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        for name in ("dropout", "lm_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
+        if not isinstance(self.freeze_bilm, bool):
+            raise ValueError(f"ElmoConfig.freeze_bilm must be a bool, got {self.freeze_bilm!r}")
+        if self.task_encoder not in TASK_ENCODERS:
+            raise ValueError(f"ElmoConfig.task_encoder must be one of {TASK_ENCODERS}, got {self.task_encoder!r}")
+        value = self.mix_l2_lambda
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative number, got {value!r}")
 
     @classmethod
     def from_allennlp_options(cls, options, **kwargs):

@@ -6,6 +6,7 @@ combine the layers into ELMo vectors. Numerics follow AllenNLP's `Elmo`/`_ElmoBi
 from a zero LSTM state (AllenNLP carries the previous batch's final state).
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +15,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput, logging
 
 try:  # loaded as remote code, the three files are one package
@@ -166,26 +168,31 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
         else:
             h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
-        final_h, final_c = h.clone(), c.clone()
-        outputs = inputs.new_zeros(2, batch, steps, proj)
         block = max(1, GATES_BLOCK_ELEMENTS // (2 * batch * 4 * hidden))
         compiled = COMPILED_CELL_MIN_DIM is not None and hidden >= COMPILED_CELL_MIN_DIM and not torch.is_grad_enabled()
         cell = compiled_lstm_cell if compiled else lstm_cell
+        # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
+        # in-place write (or slice of one large tensor) would cost a full-size gradient buffer per step.
+        outputs, finished = [], []
         for t, n in enumerate(batch_sizes):
-            if t % block == 0:  # input-to-gates for the next block of steps, as one large GEMM
+            if t % block == 0:  # input-to-gates for the next block of steps, as one large GEMM, split per step
                 x = inputs[:, :n, t : t + block]
-                gates_x = torch.baddbmm(self.bias, x.reshape(2, -1, size), self.input_weight).view(2, n, -1, 4 * hidden)
+                gates_x = torch.baddbmm(self.bias, x.reshape(2, -1, size), self.input_weight)
+                gates_x = gates_x.view(2, n, -1, 4 * hidden).unbind(dim=2)
             if n < h.shape[1]:  # sentences n.. have ended: keep their final state
-                final_h[:, n : h.shape[1]], final_c[:, n : h.shape[1]] = h[:, n:], c[:, n:]
+                finished.append((h[:, n:], c[:, n:]))
                 h, c = h[:, :n], c[:, :n]
-            gates = torch.baddbmm(gates_x[:, :n, t % block], h, self.state_weight)
+            gates = torch.baddbmm(gates_x[t % block][:, :n], h, self.state_weight)
             c, cell_output = cell(gates, c, self.cell_clip)
             h = torch.bmm(cell_output, self.projection_weight)
             if self.proj_clip is not None:
                 h = h.clamp(-self.proj_clip, self.proj_clip)
-            outputs[:, :n, t] = h
-        final_h[:, : h.shape[1]], final_c[:, : h.shape[1]] = h, c
-        return outputs, (final_h, final_c)
+            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
+        finished.append((h, c))
+        final_h = torch.cat([h for h, _ in reversed(finished)], dim=1)  # back to sentence order
+        final_c = torch.cat([c for _, c in reversed(finished)], dim=1)
+        outputs += [h.new_zeros(2, batch, proj)] * (steps - len(batch_sizes))
+        return torch.stack(outputs, dim=2), (final_h, final_c)
 
 
 class ElmoBiLm(nn.Module):
@@ -294,6 +301,22 @@ class ElmoPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["ElmoLstmLayer", "ElmoCharacterEncoder"]
 
+    def frozen_modules(self):
+        """Submodules this model never trains (heads override it)."""
+        return []
+
+    def apply_freezing(self):
+        """Set `requires_grad=False` on `frozen_modules()`. Called at construction and again after loading."""
+        for module in self.frozen_modules():
+            module.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # Loading replaces the parameters by new, trainable ones: re-apply the freezing.
+        loaded = super().from_pretrained(*args, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded).apply_freezing()
+        return loaded
+
     @torch.no_grad()
     def _init_weights(self, module):
         """bilm-tf's initialisation, for training from scratch (converted and saved weights overwrite it).
@@ -329,6 +352,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         elif isinstance(module, ElmoScalarMix) and module.fixed_parameters is None:
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
+        elif isinstance(module, nn.LSTM):  # the task encoder: PyTorch's own default
+            bound = 1.0 / module.hidden_size**0.5
+            for weight in module.parameters():
+                init.uniform_(weight, -bound, bound)
 
 
 class ElmoModel(ElmoPreTrainedModel):
@@ -390,6 +417,25 @@ class ElmoModel(ElmoPreTrainedModel):
         index = {row.tobytes(): i for i, row in enumerate(char_ids.cpu().numpy())}
         self.bilm.token_cache = (index, table)
 
+    def bilm_layers(self, input_ids, attention_mask=None, lstm_state=None):
+        """The biLM layers with BOS and EOS kept, for heads that need the boundary positions (the LM head).
+
+        Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
+        `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
+        """
+        mask = (input_ids > 0).any(dim=-1)
+        if attention_mask is not None:
+            mask = mask & attention_mask.bool()
+        char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
+        if lstm_state is not None and (
+            len(lstm_state) != self.config.n_layers or lstm_state[0][0].shape[:2] != (2, input_ids.shape[0])
+        ):
+            raise ValueError(
+                "lstm_state must be the lstm_state output of a previous call of this model on the same number of texts"
+            )
+        layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
+        return layers, final_state, mask, lengths
+
     def forward(
         self,
         input_ids,
@@ -413,17 +459,7 @@ class ElmoModel(ElmoPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        mask = (input_ids > 0).any(dim=-1)
-        if attention_mask is not None:
-            mask = mask & attention_mask.bool()
-        char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
-        if lstm_state is not None and (
-            len(lstm_state) != self.config.n_layers or lstm_state[0][0].shape[:2] != (2, input_ids.shape[0])
-        ):
-            raise ValueError(
-                "lstm_state must be the lstm_state output of a previous call of this model on the same number of texts"
-            )
-        layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
+        layers, final_state, mask, lengths = self.bilm_layers(input_ids, attention_mask, lstm_state)
 
         words = input_ids.shape[1]
         boundary_mask = torch.arange(words + 2, device=mask.device) < lengths.unsqueeze(1)
@@ -464,6 +500,326 @@ class ElmoModel(ElmoPreTrainedModel):
             yield out
 
 
-ElmoModel.register_for_auto_class("AutoModel")
+# Word id of `<S>`, the first line of every bilm-tf vocabulary file (ElmoTokenizer checks the file).
+BOS_ID = 0
+# Rows of the full softmax computed at once: bounds the [rows, vocab] logits in evaluation.
+SOFTMAX_CHUNK = 2048
 
-__all__ = ["ElmoModel", "ElmoPreTrainedModel", "masked_mean"]
+
+@dataclass
+class ElmoLanguageModelingOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, returned with `labels`):
+            `0.5 * (forward NLL + backward NLL)` per prediction; sampled softmax in training when configured.
+        forward_nll, backward_nll (`torch.FloatTensor` of shape `(batch,)`, returned with `labels`):
+            Summed negative log-likelihood of each sentence's predictions, per direction (sum these and
+            `num_predictions` over a corpus for exact perplexities, see `lm_perplexities`).
+        num_predictions (`torch.LongTensor` of shape `(batch,)`, returned with `labels`):
+            Predictions per sentence and direction (labels other than -100).
+        forward_perplexity, backward_perplexity, perplexity (`torch.FloatTensor` of shape `()`):
+            This batch's perplexities (average = mean of the two, as the paper reports); only with the full softmax.
+        forward_logits, backward_logits (`torch.FloatTensor` of shape `(batch, words + 1, lm_vocab_size)`):
+            Full-softmax logits, returned without `labels`: position j of the forward LM predicts word j (word
+            `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`).
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_nll: torch.FloatTensor | None = None
+    backward_nll: torch.FloatTensor | None = None
+    num_predictions: torch.LongTensor | None = None
+    forward_perplexity: torch.FloatTensor | None = None
+    backward_perplexity: torch.FloatTensor | None = None
+    perplexity: torch.FloatTensor | None = None
+    forward_logits: torch.FloatTensor | None = None
+    backward_logits: torch.FloatTensor | None = None
+
+
+def lm_perplexities(forward_nll, backward_nll, num_predictions):
+    """Forward, backward and average perplexity (dict of floats) from summed NLLs and prediction counts."""
+    count = max(float(num_predictions.sum()), 1.0)
+    forward = math.exp(float(forward_nll.sum()) / count)
+    backward = math.exp(float(backward_nll.sum()) / count)
+    return {"forward_perplexity": forward, "backward_perplexity": backward, "perplexity": (forward + backward) / 2}
+
+
+def log_uniform_candidates(num_sampled, vocab_size, device=None):
+    """TensorFlow's `log_uniform_candidate_sampler(unique=True)`, the bilm-tf sampler.
+
+    Word k is drawn with probability `log((k + 2) / (k + 1)) / log(vocab_size + 1)` (Zipf over a vocabulary sorted
+    by descending frequency); draws with replacement continue until `num_sampled` distinct words are found.
+    Returns the words [num_sampled] (order of first draw) and `expected_count(ids)`, the expected number of times
+    a word appears among the draws (TF's formula; the log of this is subtracted from the logits). With
+    `num_sampled >= vocab_size` every word is returned with expected count 1: the sampled softmax is then exact.
+    """
+    if num_sampled >= vocab_size:
+        return torch.arange(vocab_size, device=device), lambda ids: torch.ones(ids.shape, device=device)
+    log_range = math.log(vocab_size + 1)
+    draws = torch.empty(0, dtype=torch.long, device=device)
+    while True:
+        new = (torch.rand(2 * num_sampled, device=device, dtype=torch.float64) * log_range).exp().long() - 1
+        draws = torch.cat([draws, new.clamp_(0, vocab_size - 1)])
+        distinct, inverse = torch.unique(draws, return_inverse=True)
+        if len(distinct) >= num_sampled:
+            break
+    positions = torch.arange(len(draws), device=device)
+    first = torch.full_like(distinct, len(draws)).scatter_reduce_(0, inverse, positions, "amin")
+    order = first.argsort()[:num_sampled]
+    num_tries = int(first[order[-1]]) + 1
+
+    def expected_count(ids):
+        p = torch.log1p(1.0 / (ids.double() + 1)) / log_range
+        if num_tries == num_sampled:
+            return (p * num_tries).float()
+        return (-torch.expm1(num_tries * torch.log1p(-p))).float()
+
+    return distinct[order], expected_count
+
+
+class ElmoForLanguageModeling(ElmoPreTrainedModel):
+    """The biLM with its word softmax, trained as in bilm-tf: `loss = 0.5 * (forward NLL + backward NLL)`.
+
+    Inputs stay characters; `labels` [batch, words + 1] are word ids (`ElmoTokenizer` vocabulary) of each sentence
+    followed by `</S>`, padded with -100: `labels[:, j]` is the forward target at position j (position 0 = `<S>`)
+    and, shifted by one with `<S>` in front, the backward targets. So each direction makes `words + 1`
+    predictions per sentence, the count Trainer's `num_items_in_batch` sees (hence exact gradient accumulation).
+    One softmax (`lm_softmax`, bilm-tf's softmax_W/softmax_b) is shared by both directions; training uses the sampled
+    softmax when `config.lm_n_negative_samples` is set, evaluation always the full softmax. The scalar mixes are
+    not used and are frozen.
+
+    Registered under `AutoModelForPreTraining`: the biLM objective is ELMo's pre-training; it is neither a causal
+    LM for generation (each direction sees only one side and the model cannot generate) nor a masked LM.
+    """
+
+    accepts_loss_kwargs = True  # the loss is normalised by Trainer's `num_items_in_batch` when given
+
+    def __init__(self, config):
+        super().__init__(config)
+        if config.lm_vocab_size is None:
+            raise ValueError(
+                "ElmoForLanguageModeling needs config.lm_vocab_size, the size of the word vocabulary: pass "
+                "lm_vocab_size=tokenizer.vocab_size (the lines of vocab.txt) to from_pretrained or to ElmoConfig"
+            )
+        self.elmo = ElmoModel(config)
+        self.dropout = nn.Dropout(config.lm_dropout)
+        self.lm_softmax = nn.Linear(config.projection_dim, config.lm_vocab_size)
+        self.post_init()
+        self.apply_freezing()
+
+    def frozen_modules(self):
+        return [self.elmo.scalar_mixes]  # not used by the LM objective
+
+    def get_output_embeddings(self):
+        return self.lm_softmax
+
+    def forward(self, input_ids, attention_mask=None, labels=None, num_items_in_batch=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch, words + 1)`, *optional*):
+            Word ids of each sentence's words then `</S>`, -100 after; see the class docstring.
+        num_items_in_batch (`int` or `torch.Tensor`, *optional*):
+            Predictions per direction in the whole (accumulated) batch, given by Trainer; the loss is divided by it.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        layers, _, mask, lengths = self.elmo.bilm_layers(input_ids, attention_mask)
+        top = self.dropout(layers[-1])
+        size, words = self.config.projection_dim, input_ids.shape[1]
+        forward_states = top[:, : words + 1, :size]  # <S>, w_0 .. w_{n-1}: predict w_0 .. w_{n-1}, </S>
+        backward_states = top[:, 1:, size:]  # w_0 .. w_{n-1}, </S>: predict <S>, w_0 .. w_{n-1}
+        if labels is None:
+            output = ElmoLanguageModelingOutput(
+                forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states)
+            )
+            return output if return_dict else output.to_tuple()
+
+        if labels.dim() != 2 or labels.shape != (input_ids.shape[0], words + 1):
+            raise ValueError(
+                f"labels must have shape [batch, words + 1] = {[input_ids.shape[0], words + 1]} (each sentence's word "
+                f"ids then </S>, -100 after), got {list(labels.shape)}"
+            )
+        forward_targets, backward_targets = self._targets(labels, lengths - 2)
+        valid = forward_targets != -100
+        hidden = torch.cat([forward_states[valid], backward_states[valid]])
+        targets = torch.cat([forward_targets[valid], backward_targets[valid]])
+        sampled = self.training and self.config.lm_n_negative_samples is not None
+        nll = self._sampled_softmax_nll(hidden, targets) if sampled else self._full_softmax_nll(hidden, targets)
+        sentence = valid.nonzero()[:, 0]
+        forward_nll, backward_nll = nll[: len(sentence)], nll[len(sentence) :]
+        count = valid.sum(dim=1)
+        denominator = num_items_in_batch if num_items_in_batch is not None else count.sum().clamp(min=1)
+        loss = nll.sum() / (2 * denominator)
+        output = ElmoLanguageModelingOutput(
+            loss=loss,
+            forward_nll=nll.new_zeros(len(labels)).index_add(0, sentence, forward_nll.detach()),
+            backward_nll=nll.new_zeros(len(labels)).index_add(0, sentence, backward_nll.detach()),
+            num_predictions=count,
+        )
+        if not sampled:
+            ppl = lm_perplexities(output.forward_nll, output.backward_nll, count)
+            output.forward_perplexity, output.backward_perplexity, output.perplexity = (
+                nll.new_tensor(ppl[k]) for k in ("forward_perplexity", "backward_perplexity", "perplexity")
+            )
+        return output if return_dict else output.to_tuple()
+
+    def _targets(self, labels, lengths):
+        """Check `labels` against the sentence lengths; return forward and backward targets [B, words + 1]."""
+        valid = labels != -100
+        if valid.any() and (labels[valid].min() < 0 or labels[valid].max() >= self.config.lm_vocab_size):
+            raise ValueError(f"labels must be word ids in [0, {self.config.lm_vocab_size - 1}] or -100")
+        positions = torch.arange(labels.shape[1], device=labels.device)
+        if (valid & (positions > lengths.unsqueeze(1))).any():
+            raise ValueError(
+                "labels has targets past a sentence's end: a sentence of n words has n + 1 targets (its words, then "
+                "</S>), at positions 0..n"
+            )
+        bos = labels.new_full((len(labels), 1), BOS_ID)
+        backward = torch.where(valid, torch.cat([bos, labels[:, :-1]], dim=1), -100)
+        return labels, backward
+
+    def _full_softmax_nll(self, hidden, targets):
+        """Per-prediction NLL under the full softmax, in row chunks so evaluation never holds [all rows, vocab]."""
+        chunks = [
+            F.cross_entropy(self.lm_softmax(h).float(), t, reduction="none")
+            for h, t in zip(hidden.split(SOFTMAX_CHUNK), targets.split(SOFTMAX_CHUNK))
+        ]
+        return torch.cat(chunks) if chunks else hidden.new_zeros(0, dtype=torch.float32)
+
+    def _sampled_softmax_nll(self, hidden, targets):
+        """TensorFlow's `sampled_softmax_loss` (bilm-tf): the true word against negatives shared by the batch.
+
+        Logits are corrected by subtracting the log expected count of each word under the sampler; a negative equal
+        to the row's true word (an accidental hit) is removed.
+        """
+        negatives, expected_count = log_uniform_candidates(
+            self.config.lm_n_negative_samples, self.config.lm_vocab_size, hidden.device
+        )
+        weight, bias = self.lm_softmax.weight, self.lm_softmax.bias
+        true_logits = (hidden * weight[targets]).sum(-1) + bias[targets] - expected_count(targets).log()
+        negative_logits = F.linear(hidden, weight[negatives], bias[negatives]) - expected_count(negatives).log()
+        negative_logits = negative_logits.masked_fill(negatives == targets.unsqueeze(1), float("-inf"))
+        logits = torch.cat([true_logits.unsqueeze(1), negative_logits], dim=1).float()
+        return logits.logsumexp(dim=1) - logits[:, 0]
+
+
+class ElmoTaskEncoder(nn.Module):
+    """What task heads put on the ELMo vectors: nothing (`"linear"`) or a one-layer BiLSTM (`"lstm"`)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.lstm = None
+        self.output_size = config.hidden_size
+        if config.task_encoder == "lstm":
+            self.lstm = nn.LSTM(config.hidden_size, config.task_encoder_dim, batch_first=True, bidirectional=True)
+            self.output_size = 2 * config.task_encoder_dim
+
+    def forward(self, vectors, mask):
+        if self.lstm is None:
+            return vectors
+        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty sentence runs one (zero) step, then is masked
+        packed = nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
+        output, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                                     total_length=vectors.shape[1])
+        return output * mask.unsqueeze(-1).to(output.dtype)
+
+
+class ElmoTaskHeadModel(ElmoPreTrainedModel):
+    """Shared by the task heads, the ELMo recipe: biLM frozen unless `config.freeze_bilm` is False; trainable
+    scalar mix and gamma with dropout (`config.dropout`, in ElmoModel); a task encoder; a linear classifier; an
+    optional L2 penalty `config.mix_l2_lambda * sum(w ** 2)` on the mix weights, added to the training loss."""
+
+    accepts_loss_kwargs = False  # mean loss per batch; Trainer divides it by the accumulation steps
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.encoder = ElmoTaskEncoder(config)
+        self.classifier = nn.Linear(self.encoder.output_size, config.num_labels)
+        self.post_init()
+        self.apply_freezing()
+
+    def frozen_modules(self):
+        return [self.elmo.bilm] if self.config.freeze_bilm else []
+
+    def encode(self, input_ids, attention_mask):
+        """Task-encoded ELMo vectors [B, words, D] and the word mask."""
+        output = self.elmo(input_ids, attention_mask=attention_mask)
+        return self.encoder(output.last_hidden_state, output.mask), output.mask
+
+    def mix_penalty(self):
+        """The paper's `lambda * ||w||^2` on the (pre-softmax) mix weights: 0 means a uniform mix."""
+        weights = [mix.scalar_parameters for mix in self.elmo.scalar_mixes if mix.fixed_parameters is None]
+        if not self.training or self.config.mix_l2_lambda == 0 or not weights:
+            return 0.0
+        return self.config.mix_l2_lambda * sum((w**2).sum() for w in weights)
+
+
+class ElmoForTokenClassification(ElmoTaskHeadModel):
+    """One label per word (ELMo has no sub-words): logits [batch, words, num_labels]; labels -100 are ignored."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        vectors, mask = self.encode(input_ids, attention_mask)
+        logits = self.classifier(vectors)
+        loss = None
+        if labels is not None:
+            if labels.shape != mask.shape:
+                raise ValueError(
+                    f"labels must have shape [batch, words] = {list(mask.shape)}, got {list(labels.shape)}"
+                )
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            loss = loss + self.mix_penalty()
+        output = TokenClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+class ElmoForSequenceClassification(ElmoTaskHeadModel):
+    """One label per sentence. The sentence vector is the masked mean over its words of the (task-encoded) ELMo
+    vectors (`masked_mean`, TF-Hub ELMo's `default` pooling); an empty sentence gives zeros. `config.problem_type`
+    as in transformers: regression (num_labels 1), single- or multi-label classification."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
+            num_labels)` multi-hot floats for multi-label classification).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        vectors, mask = self.encode(input_ids, attention_mask)
+        logits = self.classifier(masked_mean(vectors, mask))
+        loss = None
+        if labels is not None:
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            elif self.config.problem_type == "single_label_classification":
+                loss = F.cross_entropy(logits.float(), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+            loss = loss + self.mix_penalty()
+        output = SequenceClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+ElmoModel.register_for_auto_class("AutoModel")
+ElmoForLanguageModeling.register_for_auto_class("AutoModelForPreTraining")
+ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = [
+    "ElmoForLanguageModeling",
+    "ElmoForSequenceClassification",
+    "ElmoForTokenClassification",
+    "ElmoModel",
+    "ElmoPreTrainedModel",
+    "lm_perplexities",
+    "log_uniform_candidates",
+    "masked_mean",
+]

@@ -20,8 +20,9 @@ def _lstm_name(direction, layer):
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
-def reference_sentence(arrays, options, char_ids):
-    """char_ids: [n, 50] shifted ids of one sentence, BOS/EOS not included. Returns [L + 1, n, 2P]."""
+def reference_sentence(arrays, options, char_ids, keep_boundaries=False):
+    """char_ids: [n, 50] shifted ids of one sentence, BOS/EOS not included. Returns [L + 1, n, 2P] ([L + 1, n + 2, 2P]
+    with the BOS and EOS positions if `keep_boundaries`)."""
     cnn, lstm = options["char_cnn"], options["lstm"]
     max_chars = cnn["max_characters_per_token"]
     bos = [259, 257, 260] + [261] * (max_chars - 3)
@@ -67,7 +68,7 @@ def reference_sentence(arrays, options, char_ids):
         per_direction.append(outputs)
     layers = [np.concatenate([token, token], axis=-1)]
     layers += [np.concatenate([f, b], axis=-1) for f, b in zip(*per_direction)]
-    return np.stack(layers)[:, 1:-1]
+    return np.stack(layers) if keep_boundaries else np.stack(layers)[:, 1:-1]
 
 
 def load_hdf5(path):

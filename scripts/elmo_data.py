@@ -1,0 +1,144 @@
+"""Data helpers shared by the training scripts: loading local files (text, JSON, CSV, CoNLL) or Hub datasets through
+`datasets`, the biLM word vocabulary, windows and the language-model collator."""
+
+import collections
+import os
+from dataclasses import dataclass
+
+import datasets
+import torch
+
+from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
+
+
+def data_format(path):
+    """The `datasets` builder for a local file, from its extension (compressed files: the extension before .gz)."""
+    name = os.path.basename(path)
+    for suffix in (".gz", ".bz2", ".xz", ".zst"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    formats = {"txt": "text", "text": "text", "json": "json", "jsonl": "json", "csv": "csv", "tsv": "csv",
+               "conll": "conll"}
+    if extension not in formats:
+        raise ValueError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
+    return formats[extension]
+
+
+def read_conll(paths):
+    """CoNLL files: one `token<TAB>tag` per line (the tag is the last column), a blank line between sentences.
+    Yields {"tokens": [...], "tags": [...]}; a line without a tag is an error naming the file and line."""
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            tokens, tags = [], []
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line.strip():
+                    if tokens:
+                        yield {"tokens": tokens, "tags": tags}
+                    tokens, tags = [], []
+                    continue
+                columns = line.split("\t") if "\t" in line else line.split()
+                if len(columns) < 2:
+                    raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
+                tokens.append(columns[0])
+                tags.append(columns[-1])
+            if tokens:
+                yield {"tokens": tokens, "tags": tags}
+
+
+def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, cache_dir=None):
+    """A DatasetDict from a Hub dataset name or from local files ({split: [paths]}, all of one format)."""
+    if dataset_name is not None:
+        return datasets.load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
+    if not data_files:
+        raise ValueError("give a dataset name or local data files")
+    formats = {data_format(p) for paths in data_files.values() for p in paths}
+    if len(formats) != 1:
+        raise ValueError(f"all data files must have one format, got {sorted(formats)}")
+    builder = formats.pop()
+    if builder == "conll":  # no `datasets` builder for CoNLL: one generator per split
+        return datasets.DatasetDict(
+            {split: datasets.Dataset.from_generator(read_conll, gen_kwargs={"paths": list(paths)}, cache_dir=cache_dir)
+             for split, paths in data_files.items()}
+        )
+    tsv = any(p.endswith((".tsv", ".tsv.gz")) for paths in data_files.values() for p in paths)
+    kwargs = {"delimiter": "\t"} if tsv else {}
+    return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
+
+
+def split_into_windows(words, max_words):
+    """Cut a line of words into the fewest windows of at most `max_words`, of nearly equal size (no tiny tail)."""
+    count = -(-len(words) // max_words)
+    size, extra = divmod(len(words), count) if count else (0, 0)
+    windows, start = [], 0
+    for i in range(count):
+        end = start + size + (i < extra)
+        windows.append(words[start:end])
+        start = end
+    return windows
+
+
+def text_to_windows(dataset, text_column, max_words, num_proc=None):
+    """Lines of text -> rows {"words": window, "length": len(window)}; empty lines are dropped.
+
+    Each window is one biLM "sentence": the model wraps it in <S> ... </S> (stateless, unlike bilm-tf's windows
+    that carry the LSTM state over), so a paragraph cut in several windows has one artificial boundary per cut.
+    """
+    if text_column not in dataset.column_names:
+        raise ValueError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set --text_column")
+
+    def windows(batch):
+        out = [w for line in batch[text_column] if line for w in split_into_windows(line.split(), max_words)]
+        return {"words": out, "length": [len(w) for w in out]}
+
+    return dataset.map(windows, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc="windows")
+
+
+def build_vocabulary(dataset, path, vocab_size=None, min_count=1):
+    """Write a bilm-tf vocabulary file from the "words" column: `<S>`, `</S>`, `<UNK>`, then words by descending
+    count (ties in alphabetical order), at most `vocab_size` lines in all, each seen at least `min_count` times.
+    Returns the number of lines."""
+    counts = collections.Counter()
+    for batch in dataset.iter(batch_size=10_000):
+        for words in batch["words"]:
+            counts.update(words)
+    for special in (BOS_WORD, EOS_WORD, UNK_WORD):
+        counts.pop(special, None)
+    ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    if vocab_size is not None:
+        ranked = ranked[: max(vocab_size - 3, 0)]
+    if not ranked:
+        raise ValueError(f"no word occurs at least {min_count} times in the training data: empty vocabulary")
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(w + "\n" for w in [BOS_WORD, EOS_WORD, UNK_WORD, *ranked])
+    return len(ranked) + 3
+
+
+@dataclass
+class DataCollatorForElmoLanguageModeling:
+    """Rows {"words": [...]} -> `input_ids` (char ids), `attention_mask` and the LM `labels` (word ids, then `</S>`,
+    -100 after: one column more than the words, see `ElmoForLanguageModeling`).
+
+    Written because no standard collator fits: `DataCollatorForTokenClassification` pads labels to the number of
+    words, while the biLM has words + 1 targets per direction; and char ids are made here from the words (through
+    the tokenizer's cached word table) instead of being stored, since 50 ids per word would make a pre-training
+    corpus about 50 times larger on disk.
+    """
+
+    tokenizer: ElmoTokenizer
+
+    def __post_init__(self):
+        # The word vocabulary itself (`convert_tokens_to_ids` would give the added "<pad>" token an id past it).
+        self.vocab = self.tokenizer.get_vocab()
+        self.unk_id = self.vocab[UNK_WORD]
+
+    def __call__(self, features):
+        sentences = [list(f["words"]) for f in features]
+        batch = self.tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+        labels = torch.full((len(sentences), batch["input_ids"].shape[1] + 1), -100, dtype=torch.long)
+        for i, words in enumerate(sentences):
+            ids = [self.vocab.get(w, self.unk_id) for w in words + [EOS_WORD]]
+            labels[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        batch["labels"] = labels
+        return batch

@@ -1,0 +1,124 @@
+"""What the two fine-tuning scripts share: arguments, labels, loading the head, and the Trainer run."""
+
+import logging
+import sys
+from dataclasses import dataclass, field
+
+import datasets
+from transformers import Trainer, TrainingArguments, set_seed
+
+from elmo_data import load_splits
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HeadArguments:
+    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, train_bilm.py "
+                                               "output) or an already fine-tuned head of the same kind."})
+    freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
+                                                              "fine-tuning."})
+    task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
+    task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
+    mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
+    dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})
+
+
+@dataclass
+class DataArguments:
+    train_file: str | None = field(default=None, metadata={"help": "Local training file (.conll/.json/.jsonl/.csv)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Local evaluation file."})
+    test_file: str | None = field(default=None, metadata={"help": "Local test file (predicted at the end)."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
+    text_column: str | None = field(default=None, metadata={"help": "Column of the words or text."})
+    label_column: str | None = field(default=None, metadata={"help": "Column of the labels."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N eval/test examples."})
+    max_words: int | None = field(default=None, metadata={"help": "Truncate longer examples to this many words."})
+
+
+def setup(training_args):
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    set_seed(training_args.seed)
+
+
+def load_data(data_args):
+    """The splits (train / validation / test), limited to --max_*_samples."""
+    files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
+    files = {split: [path] for split, path in files.items() if path}
+    if data_args.dataset_name is None and not files:
+        raise ValueError("give --train_file / --validation_file / --test_file or --dataset_name")
+    raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
+    for split in raw:
+        limit = data_args.max_train_samples if split == "train" else data_args.max_eval_samples
+        if limit is not None:
+            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
+    return raw
+
+
+def label_names(raw, column, nested):
+    """Label names: the ClassLabel names when the data has them, else the sorted values seen in every split."""
+    feature = next(iter(raw.values())).features[column]
+    feature = feature.feature if nested and hasattr(feature, "feature") else feature
+    if isinstance(feature, datasets.ClassLabel):
+        return list(feature.names), True
+    values = set()
+    for split in raw.values():
+        for value in split[column]:
+            values.update(value if nested else [value])
+    return sorted(values), False
+
+
+def load_head(head_class, head_args, labels, default_encoder):
+    """The head from an ElmoModel (or same-head) folder, with the label mapping and the ELMo-recipe settings."""
+    return head_class.from_pretrained(
+        head_args.model_name_or_path,
+        num_labels=len(labels),
+        id2label={i: str(label) for i, label in enumerate(labels)},
+        label2id={str(label): i for i, label in enumerate(labels)},
+        freeze_bilm=head_args.freeze_bilm,
+        task_encoder=head_args.task_encoder or default_encoder,
+        task_encoder_dim=head_args.task_encoder_dim,
+        mix_l2_lambda=head_args.mix_l2_lambda,
+        dropout=head_args.dropout,
+    )
+
+
+def run(model, tokenizer, training_args, splits, collator, compute_metrics):
+    """Train, evaluate, predict the test split, save: the saved folder loads with the Auto classes and
+    trust_remote_code. Metrics are printed and saved ({train,eval,test}_results.json)."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info(f"{type(model).__name__}: {model.num_parameters():,} parameters, {trainable:,} trainable")
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=splits.get("train") if training_args.do_train else None,
+        eval_dataset=splits.get("validation") if training_args.do_eval else None,
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=compute_metrics,
+    )
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        trainer.save_model()
+        trainer.log_metrics("train", result.metrics)
+        trainer.save_metrics("train", result.metrics)
+        trainer.save_state()
+    if training_args.do_eval:
+        metrics = trainer.evaluate()
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+    if training_args.do_predict:
+        metrics = trainer.predict(splits["test"], metric_key_prefix="test").metrics
+        trainer.log_metrics("test", metrics)
+        trainer.save_metrics("test", metrics)
+    return trainer
+
+
+def check_training_args(training_args: TrainingArguments, splits):
+    for flag, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
+        if getattr(training_args, flag) and split not in splits:
+            raise ValueError(f"--{flag} needs a {split} split")
+

@@ -1,0 +1,57 @@
+"""Fine-tune an ELMo sentence classifier with Trainer: `ElmoForSequenceClassification`.
+
+The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropout 0.5; the sentence vector is the
+masked mean of the ELMo vectors over its words, then a linear classifier (`--task_encoder lstm` puts a BiLSTM
+before the mean). Data: local JSON Lines / JSON / CSV files with a text and a label column, or a Hub dataset.
+
+    PYTHONPATH=.:scripts python scripts/finetune_sequence_classification.py --model_name_or_path ELMO_FOLDER \\
+        --train_file train.jsonl --validation_file test.jsonl --output_dir out --do_train --do_eval
+
+Text is split into words on whitespace (`str.split`), as the tokenizer does. Metrics: accuracy and macro F1.
+"""
+
+import numpy as np
+from transformers import DataCollatorWithPadding, HfArgumentParser, TrainingArguments
+
+from elmo_finetuning import DataArguments, HeadArguments, check_training_args, label_names, load_data, load_head, run
+from elmo_finetuning import setup
+from modeling_elmo import ElmoForSequenceClassification
+from tokenization_elmo import ElmoTokenizer
+
+
+def compute_metrics(prediction):
+    predicted, gold = prediction.predictions.argmax(-1), prediction.label_ids
+    f1s = []
+    for label in np.union1d(predicted, gold):
+        tp = np.sum((predicted == label) & (gold == label))
+        denominator = np.sum(predicted == label) + np.sum(gold == label)
+        f1s.append(2 * tp / denominator if denominator else 0.0)
+    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(np.mean(f1s))}
+
+
+def main(argv=None):
+    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments))
+    head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    setup(training_args)
+    raw = load_data(data_args)
+    check_training_args(training_args, raw)
+    text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
+    labels, are_ids = label_names(raw, label_column, nested=False)
+    label2id = {label: i for i, label in enumerate(labels)}
+    tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
+
+    def encode(batch):
+        encoded = tokenizer(batch[text_column], truncation=data_args.max_words is not None,
+                            max_length=data_args.max_words)
+        encoded["labels"] = [label if are_ids else label2id[label] for label in batch[label_column]]
+        return encoded
+
+    with training_args.main_process_first(desc="tokenize"):
+        splits = {name: split.map(encode, batched=True, remove_columns=split.column_names, desc=f"tokenize {name}")
+                  for name, split in raw.items()}
+    model = load_head(ElmoForSequenceClassification, head_args, labels, default_encoder="linear")
+    return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), compute_metrics)
+
+
+if __name__ == "__main__":
+    main()
