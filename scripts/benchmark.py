@@ -45,7 +45,7 @@ SIZES = {
     "Medium": dict(lstm_dim=2048, projection_dim=256, n_highway=1),  # 2x2048_256_2048cnn_1xhighway
     "Original": dict(lstm_dim=4096, projection_dim=512, n_highway=2),  # 2x4096_512_2048cnn_2xhighway
 }
-LM_VOCAB = 10_000  # stand-in softmax size for the training-throughput figure
+LM_VOCAB = 10_000  # word vocabulary of the benchmark sentences and of the LM head's softmax
 
 
 def converted_model_dir(size, cache):
@@ -178,18 +178,10 @@ def fast_path(model, input_ids, attention_mask):
     return torch.stack(out.hidden_states)
 
 
-def lm_train_step(model, head, optimizer, enc, autocast):
-    """One step of the biLM + stand-in full softmax: forward predicts the next word, backward the previous one."""
-    mask = (enc["input_ids"] > 0).any(-1)
-    char_ids, lengths = model._add_sentence_boundaries(enc["input_ids"], mask)
+def lm_train_step(model, optimizer, batch, autocast):
+    """One training step of `ElmoForLanguageModeling` (loss, backward, optimizer step)."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        top = model.bilm(char_ids, lengths)[-1]
-        P = top.shape[-1] // 2
-        targets = enc["word_targets"]  # [B, words + 2] with -100 at BOS/EOS/padding
-        logits_fwd = head(top[:, :-1, :P])  # position t predicts t + 1
-        logits_bwd = head(top[:, 1:, P:])  # position t predicts t - 1
-        loss = F.cross_entropy(logits_fwd.flatten(0, 1).float(), targets[:, 1:].flatten(), ignore_index=-100)
-        loss = loss + F.cross_entropy(logits_bwd.flatten(0, 1).float(), targets[:, :-1].flatten(), ignore_index=-100)
+        loss = model(**batch).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -226,16 +218,20 @@ def worker(args):
         result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(result))
         return
-    if args.impl == "train":
-        model = ElmoModel.from_pretrained(model_dir).train()  # fp32 master weights; bf16 through autocast
-        ids = {w: i for i, w in enumerate(dict.fromkeys(w for s in batch for w in s))}
-        targets = torch.full(enc["attention_mask"].shape[:1] + (enc["attention_mask"].shape[1] + 2,), -100)
+    if args.impl == "train":  # the LM head over a LM_VOCAB-word vocabulary, sampled softmax as bilm-tf trains
+        from modeling_elmo import ElmoForLanguageModeling
+
+        bilm = ElmoModel.from_pretrained(model_dir)
+        bilm.config.update(dict(lm_vocab_size=LM_VOCAB, lm_n_negative_samples=LM_VOCAB // 8))
+        model = ElmoForLanguageModeling(bilm.config).train()  # fp32 master weights; bf16 through autocast
+        model.elmo.load_state_dict(bilm.state_dict())
+        ids = {w: i + 3 for i, w in enumerate(dict.fromkeys(w for s in batch for w in s))}
+        labels = torch.full((len(batch), enc["input_ids"].shape[1] + 1), -100)
         for b, words in enumerate(batch):
-            targets[b, 1 : len(words) + 1] = torch.tensor([ids[w] for w in words])
-        enc["word_targets"] = targets
-        head = torch.nn.Linear(model.config.projection_dim, LM_VOCAB)
-        optimizer = torch.optim.Adagrad(list(model.bilm.parameters()) + list(head.parameters()), lr=0.2)
-        run = lambda: lm_train_step(model, head, optimizer, enc, autocast=args.dtype == "bf16")  # noqa: E731
+            labels[b, : len(words) + 1] = torch.tensor([ids[w] for w in words] + [1])  # words, then </S>
+        train_batch = dict(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        run = lambda: lm_train_step(model, optimizer, train_batch, autocast=args.dtype == "bf16")  # noqa: E731
     elif args.impl == "speed":  # the three implementations called in turn, so that all see the same machine load
         model32 = ElmoModel.from_pretrained(model_dir).eval()
         model16 = ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
@@ -340,7 +336,7 @@ def main():
               f"| {speed['bf16_tokens_per_s'] / base:.2f}x | {cosine(out16, out32, mask):.5f} "
               f"| {work} | {peak} |", flush=True)
     if args.train_batch_size:
-        print(f"\nbiLM + stand-in full softmax ({LM_VOCAB} words) training, batch {args.train_batch_size}, Adagrad:")
+        print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with {LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
         for dtype in ("fp32", "bf16"):
             r = run_config(args, "train", dtype, args.train_batch_size, out_dir)
             print(f"  {dtype}{' autocast' if dtype == 'bf16' else ''}: {r['tokens_per_s']:.0f} tokens/s, "

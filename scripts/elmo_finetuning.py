@@ -1,5 +1,6 @@
 """What the two fine-tuning scripts share: arguments, labels, loading the head, and the Trainer run."""
 
+import json
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +23,11 @@ class HeadArguments:
     task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
     mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
     dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})
+    scalar_mix_parameters: str | None = field(
+        default=None,
+        metadata={"help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
+                  "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."},
+    )
 
 
 @dataclass
@@ -83,6 +89,7 @@ def load_head(head_class, head_args, labels, default_encoder):
         task_encoder_dim=head_args.task_encoder_dim,
         mix_l2_lambda=head_args.mix_l2_lambda,
         dropout=head_args.dropout,
+        scalar_mix_parameters=json.loads(head_args.scalar_mix_parameters) if head_args.scalar_mix_parameters else None,
     )
 
 

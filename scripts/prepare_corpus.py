@@ -6,7 +6,8 @@
 ELMo's tokenizer splits on whitespace, so punctuation must be separated first. The word rule is the one the shared
 evaluation data (word-sense pairs) was tokenised with: numbers with inner `.,:`, words of letters with inner
 apostrophes or hyphens, and every other non-space character as its own token. A sentence ends after `.`, `!` or
-`?` (and any closing quotes or brackets that follow). Lines are kept in order; nothing is dropped but whitespace.
+`?` (and any closing quotes or brackets that follow), abbreviations included ("Mr ." ends one): a simple, documented
+rule. Lines are kept in order; nothing is dropped but whitespace.
 """
 
 import argparse

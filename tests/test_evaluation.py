@@ -29,3 +29,18 @@ def test_ngram_baselines_hand_computed():
     assert figures["bigram"]["forward_perplexity"] == pytest.approx(p ** (-1 / 3))
     f, b = figures["bigram"]["forward_perplexity"], figures["bigram"]["backward_perplexity"]
     assert figures["bigram"]["perplexity"] == pytest.approx((f + b) / 2) and math.isfinite(b)
+
+
+def test_prepare_corpus_splits_words_and_sentences():
+    from prepare_corpus import sentences
+
+    paragraph = 'He said: "It\'s 4,096 lines!" Then, at 3.14, he left. Well-known co-op? Yes.'
+    assert list(sentences(paragraph)) == [
+        ["He", "said", ":", '"', "It's", "4,096", "lines", "!", '"'],
+        ["Then", ",", "at", "3.14", ",", "he", "left", "."],
+        ["Well-known", "co-op", "?"],
+        ["Yes", "."],
+    ]
+    assert list(sentences("no final stop")) == [["no", "final", "stop"]]
+    assert list(sentences("Mr. Smith")) == [["Mr", "."], ["Smith"]]  # the documented simple rule: no abbreviations
+    assert list(sentences("   ")) == []
