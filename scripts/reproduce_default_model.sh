@@ -16,10 +16,53 @@ done
 
 DEVICE_ARGS=$(python -c "import torch; print('' if torch.cuda.is_available() else '--use_cpu')")  # bf16 on CPU needs --use_cpu
 MAX_STEPS=${MAX_STEPS:-5000}
-time python scripts/train_bilm.py \
+OUT=${OUT:-models/elmo-pd-small}
+EVAL="$WORK/eval"
+mkdir -p "$EVAL"
+
+# 1. Pre-train the biLM (skipped when $WORK/lm already holds a finished run).
+[ -s "$WORK/lm/model.safetensors" ] || time python scripts/train_bilm.py \
   --train_file "$WORK/data/train.txt.gz" --validation_file "$WORK/data/valid.txt.gz" --max_eval_samples 2000 \
   --output_dir "$WORK/lm" --do_train --do_eval --max_steps "$MAX_STEPS" --per_device_train_batch_size 64 \
   --filters '[[1,32],[2,32],[3,64],[4,128],[5,256]]' --char_embedding_dim 16 --n_highway 1 \
   --lstm_dim 1024 --projection_dim 128 --n_layers 2 --n_negative_samples 2048 --vocab_size 32768 --max_words 20 \
   --bf16 $DEVICE_ARGS --learning_rate 2e-3 --lr_scheduler_type cosine --warmup_steps 200 --max_grad_norm 5.0 \
   --logging_steps 50 --save_strategy steps --save_steps 500 --save_total_limit 2 --report_to none --seed 0
+
+# 2. The shipped folder: bf16 storage (half the size), config dtype float32 so that loading restores fp32.
+python - "$WORK/lm" "$OUT" <<'PY'
+import json, sys, torch
+from modeling_elmo import ElmoForLanguageModeling
+from tokenization_elmo import ElmoTokenizer
+source, target = sys.argv[1:3]
+ElmoForLanguageModeling.from_pretrained(source).to(torch.bfloat16).save_pretrained(target)
+ElmoTokenizer.from_pretrained(source).save_pretrained(target)
+with open(f"{target}/config.json") as f:
+    config = json.load(f)
+config["dtype"] = "float32"
+with open(f"{target}/config.json", "w") as f:
+    json.dump(config, f, indent=2, sort_keys=True)
+PY
+
+# 3. Held-out perplexity (valid = Persuasion, test = Moby-Dick) next to unigram and bigram baselines.
+python scripts/evaluate_perplexity.py --model "$OUT" --train_file "$WORK/data/train.txt.gz" \
+  --eval_file "$WORK/data/valid.txt.gz" "$WORK/data/test.txt.gz" --max_words 20 --output "$EVAL/perplexity.json"
+
+# 4. Contextual word sense: ROC AUC per layer and for the mix.
+python scripts/evaluate_word_sense.py --model "$OUT" --pairs ../shared/data/eval/word-sense-pairs/pairs.jsonl \
+  --output "$EVAL/word_sense.json"
+
+# 5. Downstream with Trainer, frozen biLM, the same head and budget: the ELMo mix vs layer 0 only.
+LABELED=../shared/data/labeled
+for features in mix layer0; do
+  MIX=(); [ "$features" = layer0 ] && MIX=(--scalar_mix_parameters '[0, -1e4, -1e4]')
+  python scripts/finetune_token_classification.py --model_name_or_path "$OUT" "${MIX[@]}" \
+    --train_file $LABELED/pos-oanc/train.conll --validation_file $LABELED/pos-oanc/valid.conll \
+    --test_file $LABELED/pos-oanc/test.conll --max_train_samples 4000 --output_dir "$EVAL/pos-$features" \
+    --do_train --do_eval --do_predict --per_device_train_batch_size 32 --learning_rate 3e-3 --num_train_epochs 1 \
+    --report_to none --seed 0 --save_strategy no
+  python scripts/finetune_sequence_classification.py --model_name_or_path "$OUT" "${MIX[@]}" \
+    --train_file $LABELED/sentence-polarity/train.jsonl --validation_file $LABELED/sentence-polarity/test.jsonl \
+    --output_dir "$EVAL/polarity-$features" --do_train --do_eval --per_device_train_batch_size 32 \
+    --learning_rate 3e-3 --num_train_epochs 3 --report_to none --seed 0 --save_strategy no
+done

@@ -1,0 +1,260 @@
+"""ELMo configuration: the fields of the original options.json plus the scalar-mix settings of AllenNLP's `Elmo`."""
+
+import json
+import os
+
+from transformers import PretrainedConfig
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+# Every class this repository ships, so that any saved folder loads with every Auto class.
+ELMO_AUTO_MAP = {
+    "AutoConfig": "configuration_elmo.ElmoConfig",
+    "AutoModel": "modeling_elmo.ElmoModel",
+    "AutoModelForPreTraining": "modeling_elmo.ElmoForLanguageModeling",
+    "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
+    "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
+}
+
+TASK_ENCODERS = ("linear", "lstm")
+
+# The char CNN of every published ELMo model.
+DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+
+
+class ElmoConfig(PretrainedConfig):
+    r"""
+    Configuration of an ELMo biLM and its scalar mixes. Defaults are the Original model
+    (`2x4096_512_2048cnn_2xhighway`).
+
+    Args:
+        char_embedding_dim (`int`, defaults to 16): size of the character embeddings (`char_cnn.embedding.dim`).
+        filters (`list[list[int]]`): `[width, number]` of each char-CNN filter bank (`char_cnn.filters`).
+        n_highway (`int`, defaults to 2): highway layers after the char CNN.
+        activation (`str`, defaults to `"relu"`): char-CNN activation, `"relu"` or `"tanh"` (highway always uses relu).
+        n_characters (`int`, defaults to 262): 261 (bilm-tf training files) or 262 (published files). Kept for
+            round-tripping only: both give the same model, as in AllenNLP.
+        max_characters_per_token (`int`, defaults to 50): characters per token including begin/end-of-word markers.
+        lstm_dim (`int`, defaults to 4096): LSTM memory cell size.
+        projection_dim (`int`, defaults to 512): size of the token embedding and of each LSTM's projected output.
+        n_layers (`int`, defaults to 2): LSTM layers per direction.
+        cell_clip (`float`, *optional*, defaults to 3.0): memory cells are clipped to +-cell_clip (None: no clipping).
+        proj_clip (`float`, *optional*, defaults to 3.0): projected outputs are clipped to +-proj_clip (None: none).
+        use_skip_connections (`bool`, defaults to `True`): add each LSTM layer's input to its output (layers >= 1).
+        num_output_representations (`int`, defaults to 1): number of independent scalar mixes (ELMo vectors).
+        do_layer_norm (`bool`, defaults to `False`): layer-normalise each biLM layer before mixing (AllenNLP rule:
+            mean and variance over all unmasked positions of the batch).
+        scalar_mix_parameters (`list[float]`, *optional*): fixed, non-trainable mix weights (before softmax), one
+            per biLM layer, as AllenNLP's `scalar_mix_parameters`. None: trainable weights initialised to 0.
+        dropout (`float`, defaults to 0.5): dropout on each ELMo vector (training only), AllenNLP's default.
+        freeze_bilm (`bool`, defaults to `True`): task heads keep the biLM (char CNN, highway, LSTMs) frozen and
+            train only the scalar mix, gamma and the task layers, the ELMo recipe. False: full fine-tuning.
+        task_encoder (`str`, defaults to `"linear"`): what task heads put between the ELMo vectors and the
+            classifier: `"linear"` (nothing) or `"lstm"` (a one-layer BiLSTM of `task_encoder_dim` per direction).
+        task_encoder_dim (`int`, defaults to 128): hidden size per direction of the `"lstm"` task encoder.
+        mix_l2_lambda (`float`, defaults to 0.0): task heads add `mix_l2_lambda * sum(w ** 2)` over the scalar-mix
+            weights (before softmax) to the loss, pulling the mix toward uniform (the paper used 0.001).
+        lm_vocab_size (`int`, *optional*): size of the word vocabulary of the language-model softmax
+            (`ElmoForLanguageModeling`; bilm-tf's `n_tokens_vocab`). None: no LM head.
+        lm_n_negative_samples (`int`, *optional*): sampled softmax with this many negatives per batch in training
+            (bilm-tf's `n_negative_samples_batch`, 8192); None: full softmax. Evaluation always uses the full one.
+        lm_dropout (`float`, defaults to 0.0): dropout on the top biLM layer before the LM softmax (bilm-tf: 0.1).
+    """
+
+    model_type = "elmo"
+
+    def __init__(
+        self,
+        char_embedding_dim=16,
+        filters=None,
+        n_highway=2,
+        activation="relu",
+        n_characters=262,
+        max_characters_per_token=50,
+        lstm_dim=4096,
+        projection_dim=512,
+        n_layers=2,
+        cell_clip=3.0,
+        proj_clip=3.0,
+        use_skip_connections=True,
+        num_output_representations=1,
+        do_layer_norm=False,
+        scalar_mix_parameters=None,
+        dropout=0.5,
+        freeze_bilm=True,
+        task_encoder="linear",
+        task_encoder_dim=128,
+        mix_l2_lambda=0.0,
+        lm_vocab_size=None,
+        lm_n_negative_samples=None,
+        lm_dropout=0.0,
+        **kwargs,
+    ):
+        self.char_embedding_dim = char_embedding_dim
+        self.filters = [list(f) for f in (DEFAULT_FILTERS if filters is None else filters)]
+        self.n_highway = n_highway
+        self.activation = activation
+        self.n_characters = n_characters
+        self.max_characters_per_token = max_characters_per_token
+        self.lstm_dim = lstm_dim
+        self.projection_dim = projection_dim
+        self.n_layers = n_layers
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.use_skip_connections = use_skip_connections
+        self.num_output_representations = num_output_representations
+        self.do_layer_norm = do_layer_norm
+        self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        self.dropout = dropout
+        self.freeze_bilm = freeze_bilm
+        self.task_encoder = task_encoder
+        self.task_encoder_dim = task_encoder_dim
+        self.mix_l2_lambda = mix_l2_lambda
+        self.lm_vocab_size = lm_vocab_size
+        self.lm_n_negative_samples = lm_n_negative_samples
+        self.lm_dropout = lm_dropout
+        kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
+        super().__init__(**kwargs)
+        self.validate_elmo()
+
+    @property
+    def n_filters(self):
+        """Width of the char-CNN output (sum of the filter counts)."""
+        return sum(n for _, n in self.filters)
+
+    @property
+    def hidden_size(self):
+        """Size of an ELMo vector: forward and backward halves of `projection_dim` each."""
+        return 2 * self.projection_dim
+
+    def validate_elmo(self):
+        """Fail early, naming the field, instead of deep inside the model."""
+
+        def positive_int(name):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ElmoConfig.{name} must be a positive integer, got {value!r}")
+
+        for name in (
+            "char_embedding_dim",
+            "lstm_dim",
+            "projection_dim",
+            "n_layers",
+            "num_output_representations",
+            "max_characters_per_token",
+            "task_encoder_dim",
+        ):
+            positive_int(name)
+        for name in ("lm_vocab_size", "lm_n_negative_samples"):
+            if getattr(self, name) is not None:
+                positive_int(name)
+        if self.lm_vocab_size is not None and self.lm_vocab_size < 4:
+            raise ValueError(
+                f"ElmoConfig.lm_vocab_size must be >= 4 (<S>, </S>, <UNK> and at least one word), got {self.lm_vocab_size}"
+            )
+        if isinstance(self.n_highway, bool) or not isinstance(self.n_highway, int) or self.n_highway < 0:
+            raise ValueError(f"ElmoConfig.n_highway must be a non-negative integer, got {self.n_highway!r}")
+        if self.max_characters_per_token < 3:
+            raise ValueError(
+                "ElmoConfig.max_characters_per_token must be >= 3 (begin-of-word, at least one byte, end-of-word), "
+                f"got {self.max_characters_per_token!r}"
+            )
+        if not self.filters:
+            raise ValueError("ElmoConfig.filters must list at least one [width, number] filter bank")
+        for f in self.filters:
+            if len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f):
+                raise ValueError(f"ElmoConfig.filters entries must be [width, number] positive integers, got {f!r}")
+            if f[0] > self.max_characters_per_token:
+                raise ValueError(
+                    f"ElmoConfig.filters: width {f[0]} is wider than max_characters_per_token "
+                    f"({self.max_characters_per_token})"
+                )
+        if self.activation not in ("relu", "tanh"):
+            raise ValueError(f"ElmoConfig.activation must be 'relu' or 'tanh', got {self.activation!r}")
+        if self.n_characters not in (261, 262):
+            raise ValueError(f"ElmoConfig.n_characters must be 261 or 262, got {self.n_characters!r}")
+        for name in ("cell_clip", "proj_clip"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ValueError(f"ElmoConfig.{name} must be a positive number or None, got {value!r}")
+        if not isinstance(self.use_skip_connections, bool):
+            raise ValueError(f"ElmoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}")
+        if not isinstance(self.do_layer_norm, bool):
+            raise ValueError(f"ElmoConfig.do_layer_norm must be a bool, got {self.do_layer_norm!r}")
+        if self.scalar_mix_parameters is not None and len(self.scalar_mix_parameters) != self.n_layers + 1:
+            raise ValueError(
+                f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
+                f"{self.n_layers + 1}), got {len(self.scalar_mix_parameters)}"
+            )
+        for name in ("dropout", "lm_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
+        if not isinstance(self.freeze_bilm, bool):
+            raise ValueError(f"ElmoConfig.freeze_bilm must be a bool, got {self.freeze_bilm!r}")
+        if self.task_encoder not in TASK_ENCODERS:
+            raise ValueError(f"ElmoConfig.task_encoder must be one of {TASK_ENCODERS}, got {self.task_encoder!r}")
+        value = self.mix_l2_lambda
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative number, got {value!r}")
+
+    @classmethod
+    def from_allennlp_options(cls, options, **kwargs):
+        """Build a config from an AllenNLP / bilm-tf `options.json` (a path or the parsed dict).
+
+        Training-only keys (batch_size, n_epochs, ...) are ignored; `kwargs` set the fields options.json lacks
+        (num_output_representations, do_layer_norm, dropout, ...).
+        """
+        if isinstance(options, (str, os.PathLike)):
+            with open(options, encoding="utf-8") as f:
+                try:
+                    options = json.load(f)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{options} is not valid JSON: {e}") from e
+        try:
+            lstm, char_cnn = options["lstm"], options["char_cnn"]
+            fields = dict(
+                char_embedding_dim=char_cnn["embedding"]["dim"],
+                filters=char_cnn["filters"],
+                n_highway=char_cnn["n_highway"],
+                activation=char_cnn.get("activation", "relu"),
+                n_characters=char_cnn.get("n_characters", 262),
+                max_characters_per_token=char_cnn.get("max_characters_per_token", 50),
+                lstm_dim=lstm["dim"],
+                projection_dim=lstm["projection_dim"],
+                n_layers=lstm["n_layers"],
+                cell_clip=lstm.get("cell_clip"),
+                proj_clip=lstm.get("proj_clip"),
+            )
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"options are missing the required key {e} (expected the AllenNLP options.json layout)")
+        if "use_skip_connections" not in lstm:
+            logger.warning("options.json has no lstm.use_skip_connections; using true, as AllenNLP does")
+        fields["use_skip_connections"] = bool(lstm.get("use_skip_connections", True))
+        fields.update(kwargs)
+        return cls(**fields)
+
+    def to_allennlp_options(self):
+        """The options.json dict that describes this model's biLM."""
+        return {
+            "lstm": {
+                "dim": self.lstm_dim,
+                "projection_dim": self.projection_dim,
+                "n_layers": self.n_layers,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+                "use_skip_connections": self.use_skip_connections,
+            },
+            "char_cnn": {
+                "activation": self.activation,
+                "embedding": {"dim": self.char_embedding_dim},
+                "filters": self.filters,
+                "n_highway": self.n_highway,
+                "n_characters": self.n_characters,
+                "max_characters_per_token": self.max_characters_per_token,
+            },
+        }
+
+
+ElmoConfig.register_for_auto_class()

@@ -1,0 +1,825 @@
+"""ELMo (Peters et al., 2018, "Deep contextualized word representations") for transformers.
+
+The biLM: a char CNN with highway layers and a projection gives context-free token embeddings; forward and backward
+LSTM stacks with cell projection, cell/projection clipping and skip connections contextualise them; scalar mixes
+combine the layers into ELMo vectors. Numerics follow AllenNLP's `Elmo`/`_ElmoBiLm`, except that every call starts
+from a zero LSTM state (AllenNLP carries the previous batch's final state).
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+from transformers.utils import ModelOutput, logging
+
+try:  # loaded as remote code, the three files are one package
+    from .configuration_elmo import ElmoConfig
+    from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
+except ImportError:  # installed with pip, they are top-level modules
+    from configuration_elmo import ElmoConfig
+    from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
+
+logger = logging.get_logger(__name__)
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch, words, 2 * projection_dim)`):
+            The first ELMo representation (`elmo_representations[0]`).
+        elmo_representations (`tuple(torch.FloatTensor)`):
+            `config.num_output_representations` scalar mixes of the biLM layers, each `(batch, words, 2 * P)`.
+        hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`):
+            The `n_layers + 1` biLM layers, each `(batch, words, 2 * P)`: layer 0 is the token embedding repeated
+            twice, layer l is `[forward_l ; backward_l]`. Zeros at padded positions; BOS/EOS removed.
+        mask (`torch.BoolTensor` of shape `(batch, words)`): True at real words.
+        lstm_state (returned with `return_lstm_state=True`):
+            Per biLM layer, the final `(h [2, batch, P], c [2, batch, H])` of each sentence (dim 0: forward, backward),
+            to pass as `lstm_state` with the next window of the same texts.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    mask: torch.BoolTensor | None = None
+    lstm_state: tuple[tuple[torch.FloatTensor, torch.FloatTensor], ...] | None = None
+
+
+def masked_mean(vectors, mask):
+    """Mean of each sentence's word vectors [B, T, D] -> [B, D] over `mask` [B, T] (TF-Hub ELMo's `default`
+    output); an empty sentence gives zeros."""
+    weights = mask.unsqueeze(-1).to(vectors.dtype)
+    return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
+
+
+class ElmoHighway(nn.Module):
+    """One highway layer: `carry * relu(transform(x)) + (1 - carry) * x` with `carry = sigmoid(carry(x))`.
+
+    `weight` stacks the transform rows over the carry rows (one GEMM for both), in `torch.nn.Linear` orientation.
+    """
+
+    def __init__(self, size):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(2 * size, size))
+        self.bias = nn.Parameter(torch.empty(2 * size))
+
+    def forward(self, x):
+        transform, carry = F.linear(x, self.weight, self.bias).chunk(2, dim=-1)
+        carry = torch.sigmoid(carry)
+        return carry * F.relu(transform) + (1 - carry) * x
+
+
+class ElmoCharacterEncoder(nn.Module):
+    """Char CNN + highway + projection: [words, max_characters_per_token] char ids -> [words, P] embeddings."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.char_embedding = nn.Embedding(CHAR_VOCAB_SIZE, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(nn.Conv1d(config.char_embedding_dim, n, width) for width, n in config.filters)
+        self.activation = torch.tanh if config.activation == "tanh" else F.relu
+        self.highways = nn.ModuleList(ElmoHighway(config.n_filters) for _ in range(config.n_highway))
+        self.projection = nn.Linear(config.n_filters, config.projection_dim)
+
+    def forward(self, char_ids):
+        chars = self.char_embedding(char_ids).transpose(1, 2)  # [words, char dim, chars]
+        # Max over character positions first, then the activation (the bilm-tf order).
+        x = torch.cat([self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions], dim=-1)
+        for highway in self.highways:
+            x = highway(x)
+        return self.projection(x)
+
+
+def lstm_cell(gates, c, cell_clip):
+    """The LSTM cell update from the summed gate pre-activations (i, f, g, o): returns the new (clipped) cell state
+    and the cell output `o * tanh(c)` (in the dtype of `gates`) that the projection turns into h."""
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    if cell_clip is not None:
+        c = c.clamp(-cell_clip, cell_clip)
+    return c, (torch.sigmoid(o) * torch.tanh(c)).to(gates.dtype)
+
+
+# In inference with lstm_dim >= COMPILED_CELL_MIN_DIM, `lstm_cell` runs through torch.compile: its ten element-wise
+# operations become one kernel (6x faster than eager for the Original size's cell on our 2-core CPU); the one-off
+# compilation (about 30 s) pays only for real model sizes. Training and small models use eager mode; so does everything if compilation
+# fails (no C++ compiler, unsupported platform). Set to None to never compile.
+COMPILED_CELL_MIN_DIM = 1024
+_compiled_cell = None
+
+
+def compiled_lstm_cell(gates, c, cell_clip):
+    """`lstm_cell` through torch.compile, falling back to eager mode for good if compilation fails."""
+    global _compiled_cell
+    if _compiled_cell is None:
+        _compiled_cell = torch.compile(lstm_cell, dynamic=True)
+    if _compiled_cell is not lstm_cell:
+        try:
+            return _compiled_cell(gates, c, cell_clip)
+        except Exception as e:  # noqa: BLE001 - any compiler failure means: run eagerly
+            logger.warning_once(f"torch.compile of the LSTM cell failed, running it eagerly: {e}")
+            _compiled_cell = lstm_cell
+    return lstm_cell(gates, c, cell_clip)
+
+
+# Input-to-gates GEMMs run for a block of time steps at once; the block is sized to hold about this many gate values,
+# so that memory stays bounded for long inputs and large batches while each GEMM stays large enough to run fast.
+GATES_BLOCK_ELEMENTS = 1 << 24
+
+
+class ElmoLstmLayer(GradientCheckpointingLayer):
+    """One biLM layer: a forward and a backward LSTM with cell projection and clipping, advanced together.
+
+    Both directions' weights are stacked on dim 0 (0 = forward, 1 = backward) and kept in `x @ W` orientation, so
+    one batched matmul serves both directions. Gate blocks along 4H are ordered i, f, g, o (as `torch.nn.LSTM`);
+    `bias` already includes the +1 forget bias that TensorFlow adds at run time.
+    """
+
+    def __init__(self, config, input_size):
+        super().__init__()
+        hidden, proj = config.lstm_dim, config.projection_dim
+        self.input_weight = nn.Parameter(torch.empty(2, input_size, 4 * hidden))
+        self.state_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
+        self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
+        self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
+        self.cell_clip = config.cell_clip
+        self.proj_clip = config.proj_clip
+
+    def forward(self, inputs, batch_sizes, state=None):
+        """
+        inputs: [2, B, T, D], the forward stream and the per-sentence reversed backward stream, sentences sorted by
+            length (longest first) and left-aligned.
+        batch_sizes: Python ints, how many sentences are still running at each step (non-increasing).
+        state: optional initial `(h [2, B, P], c [2, B, H])` in the same sentence order; zeros when None.
+        Returns the outputs [2, B, T, P] (zeros past each sentence's end) and each sentence's final `(h, c)`.
+        Finished sentences leave the batch, so padded steps are never computed. In bf16/fp16 the cell state is
+        kept in float32: it accumulates over all steps, the GEMMs do not.
+        """
+        _, batch, steps, size = inputs.shape
+        hidden, proj = self.projection_weight.shape[1:]
+        cell_dtype = torch.float32 if inputs.dtype in (torch.bfloat16, torch.float16) else inputs.dtype
+        if state is None:
+            h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
+        else:
+            h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
+        block = max(1, GATES_BLOCK_ELEMENTS // (2 * batch * 4 * hidden))
+        compiled = COMPILED_CELL_MIN_DIM is not None and hidden >= COMPILED_CELL_MIN_DIM and not torch.is_grad_enabled()
+        cell = compiled_lstm_cell if compiled else lstm_cell
+        # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
+        # in-place write (or slice of one large tensor) would cost a full-size gradient buffer per step.
+        outputs, finished = [], []
+        for t, n in enumerate(batch_sizes):
+            if t % block == 0:  # input-to-gates for the next block of steps, as one large GEMM, split per step
+                x = inputs[:, :n, t : t + block]
+                gates_x = torch.baddbmm(self.bias, x.reshape(2, -1, size), self.input_weight)
+                gates_x = gates_x.view(2, n, -1, 4 * hidden).unbind(dim=2)
+            if n < h.shape[1]:  # sentences n.. have ended: keep their final state
+                finished.append((h[:, n:], c[:, n:]))
+                h, c = h[:, :n], c[:, :n]
+            gates = torch.baddbmm(gates_x[t % block][:, :n], h, self.state_weight)
+            c, cell_output = cell(gates, c, self.cell_clip)
+            h = torch.bmm(cell_output, self.projection_weight)
+            if self.proj_clip is not None:
+                h = h.clamp(-self.proj_clip, self.proj_clip)
+            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
+        finished.append((h, c))
+        final_h = torch.cat([h for h, _ in reversed(finished)], dim=1)  # back to sentence order
+        final_c = torch.cat([c for _, c in reversed(finished)], dim=1)
+        outputs += [h.new_zeros(2, batch, proj)] * (steps - len(batch_sizes))
+        return torch.stack(outputs, dim=2), (final_h, final_c)
+
+
+class ElmoBiLm(nn.Module):
+    """The biLM: char CNN token embeddings, then `n_layers` bidirectional LSTM layers."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.char_cnn = ElmoCharacterEncoder(config)
+        self.layers = nn.ModuleList(ElmoLstmLayer(config, config.projection_dim) for _ in range(config.n_layers))
+        self.use_skip_connections = config.use_skip_connections
+        self.token_cache = None  # (char-id row bytes -> index, embeddings [V, P]), see ElmoModel.cache_token_embeddings
+
+    def embed_tokens(self, char_ids, mask):
+        """Token embeddings [B, S, P], zeros where `mask` is False. Each distinct word is encoded once per call, or
+        looked up in the token cache (in eval mode) when one is attached."""
+        words, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
+        if self.token_cache is not None and not self.training:
+            embedded = self._cached_char_cnn(words)[inverse]
+        else:
+            embedded = self.char_cnn(words)[inverse]
+        out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
+        return out.masked_scatter(mask.unsqueeze(-1), embedded)
+
+    def _cached_char_cnn(self, words):
+        """The char CNN of `words` [U, C], taking cached rows from the token cache and computing only the others."""
+        index, table = self.token_cache
+        found = [index.get(row.tobytes(), -1) for row in words.long().cpu().numpy()]
+        missing = [u for u, row in enumerate(found) if row < 0]
+        embedded = table[[max(row, 0) for row in found]].to(self.char_cnn.projection.weight.dtype)
+        if missing:
+            embedded[missing] = self.char_cnn(words[missing])
+        return embedded
+
+    def forward(self, char_ids, lengths, initial_state=None, return_state=False):
+        """
+        char_ids: [B, S, C] with BOS/EOS already added; lengths: [B] words per sentence including BOS/EOS.
+        initial_state: optional per-layer `(h [2, B, P], c [2, B, H])` to start from (zeros when None).
+        Returns the n_layers + 1 biLM layers, each [B, S, 2P] with zeros past each sentence's end, and with
+        `return_state` also the per-layer final states (what `initial_state` takes for the next window).
+        """
+        steps = char_ids.shape[1]
+        positions = torch.arange(steps, device=char_ids.device)
+        mask = positions < lengths.unsqueeze(1)
+        embedding = self.embed_tokens(char_ids, mask)
+
+        sorted_lengths, order = lengths.sort(descending=True)
+        batch_sizes = (sorted_lengths.unsqueeze(0) > positions[: int(sorted_lengths[0])].unsqueeze(1)).sum(1).tolist()
+        # reverse[b, t] reads sentence b backwards within its own length; padded positions map to themselves.
+        reverse = torch.where(mask[order], sorted_lengths.unsqueeze(1) - 1 - positions, positions)
+        stream = embedding[order]
+        stream = torch.stack([stream, stream.gather(1, reverse.unsqueeze(-1).expand_as(stream))])
+
+        layers = [torch.cat([embedding, embedding], dim=-1)]
+        unsort = order.argsort()
+        final_states = []
+        for index, layer in enumerate(self.layers):
+            state = None if initial_state is None else tuple(s[:, order] for s in initial_state[index])
+            output, state = layer(stream, batch_sizes, state)
+            final_states.append(tuple(s[:, unsort] for s in state))
+            if index > 0 and self.use_skip_connections:
+                output = output + stream
+            stream = output
+            backward = output[1].gather(1, reverse.unsqueeze(-1).expand_as(output[1]))
+            layers.append(torch.cat([output[0], backward], dim=-1)[unsort])
+        return (layers, final_states) if return_state else layers
+
+
+class ElmoScalarMix(nn.Module):
+    """`gamma * sum_j softmax(w)_j * layer_j`, optionally layer-normalising each layer first (AllenNLP ScalarMix).
+
+    With `fixed_parameters` (AllenNLP's `scalar_mix_parameters`) the weights are those constants and gamma is 1,
+    neither trained nor stored.
+    """
+
+    def __init__(self, num_layers, do_layer_norm, fixed_parameters=None):
+        super().__init__()
+        self.do_layer_norm = do_layer_norm
+        self.fixed_parameters = fixed_parameters
+        if fixed_parameters is None:
+            self.scalar_parameters = nn.Parameter(torch.zeros(num_layers))
+            self.gamma = nn.Parameter(torch.ones(1))
+
+    def forward(self, layers, mask):
+        if self.fixed_parameters is None:
+            weights, gamma = torch.softmax(self.scalar_parameters, dim=0), self.gamma
+        else:
+            weights, gamma = torch.softmax(layers[0].new_tensor(self.fixed_parameters), dim=0), 1.0
+        if self.do_layer_norm:
+            layers = [self._layer_norm(layer, mask) for layer in layers]
+        return gamma * sum(w * layer for w, layer in zip(weights, layers))
+
+    @staticmethod
+    def _layer_norm(layer, mask):
+        """AllenNLP's rule: one mean and variance over all unmasked values of the whole batch."""
+        mask = mask.unsqueeze(-1).to(layer.dtype)
+        count = mask.sum() * layer.shape[-1]
+        mean = (layer * mask).sum() / count
+        variance = (((layer - mean) * mask) ** 2).sum() / count
+        return (layer - mean) / torch.sqrt(variance + 1e-13)
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    config_class = ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["ElmoLstmLayer", "ElmoCharacterEncoder"]
+
+    def frozen_modules(self):
+        """Submodules this model never trains (heads override it)."""
+        return []
+
+    def apply_freezing(self):
+        """Set `requires_grad=False` on `frozen_modules()`. Called at construction and again after loading."""
+        for module in self.frozen_modules():
+            module.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # Loading replaces the parameters by new, trainable ones: re-apply the freezing.
+        loaded = super().from_pretrained(*args, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded).apply_freezing()
+        return loaded
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """bilm-tf's initialisation, for training from scratch (converted and saved weights overwrite it).
+
+        Dispatch is on modules that own parameters directly: transformers skips the others in remote code.
+        """
+        config = self.config
+        if isinstance(module, nn.Embedding):
+            init.uniform_(module.weight, -1.0, 1.0)
+            init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Conv1d):
+            if config.activation == "relu":
+                init.normal_(module.weight, std=(1.0 / (module.kernel_size[0] * module.in_channels)) ** 0.5)
+            else:
+                init.uniform_(module.weight, -0.05, 0.05)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
+            init.normal_(module.weight, std=(1.0 / module.in_features) ** 0.5)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, ElmoHighway):
+            init.normal_(module.weight, std=(1.0 / module.weight.shape[1]) ** 0.5)
+            size = module.weight.shape[1]
+            init.zeros_(module.bias[:size])
+            init.constant_(module.bias[size:], -2.0)  # carry gates start mostly closed
+        elif isinstance(module, ElmoLstmLayer):
+            for weight in (module.input_weight, module.state_weight, module.projection_weight):
+                bound = (6.0 / (weight.shape[1] + weight.shape[2])) ** 0.5  # Glorot uniform, per direction
+                init.uniform_(weight, -bound, bound)
+            hidden = config.lstm_dim
+            init.zeros_(module.bias)
+            init.ones_(module.bias[..., hidden : 2 * hidden])  # forget bias
+        elif isinstance(module, ElmoScalarMix) and module.fixed_parameters is None:
+            init.zeros_(module.scalar_parameters)
+            init.ones_(module.gamma)
+        elif isinstance(module, nn.LSTM):  # the task encoder: PyTorch's own default
+            bound = 1.0 / module.hidden_size**0.5
+            for weight in module.parameters():
+                init.uniform_(weight, -bound, bound)
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The ELMo biLM and its scalar mixes: char ids [batch, words, chars] -> ELMo vectors [batch, words, 2P]."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bilm = ElmoBiLm(config)
+        self.scalar_mixes = nn.ModuleList(
+            ElmoScalarMix(config.n_layers + 1, config.do_layer_norm, config.scalar_mix_parameters)
+            for _ in range(config.num_output_representations)
+        )
+        self.dropout = nn.Dropout(config.dropout)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.bilm.char_cnn.char_embedding
+
+    def _add_sentence_boundaries(self, input_ids, mask):
+        """Checks the ids and adds BOS before and EOS after each sentence: returns ids [B, T + 2, C], lengths [B]."""
+        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                f"input_ids must have shape [batch, words, {self.config.max_characters_per_token}] (char ids from "
+                f"ElmoTokenizer), got {list(input_ids.shape)}"
+            )
+        if input_ids.shape[0] == 0:
+            raise ValueError("empty batch: input_ids has no sentences")
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+            raise ValueError(f"input_ids must hold integer char ids, got dtype {input_ids.dtype}")
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= CHAR_VOCAB_SIZE):
+            raise ValueError(f"input_ids must be char ids in [0, {CHAR_VOCAB_SIZE - 1}]")
+        lengths = mask.sum(dim=1)
+        positions = torch.arange(mask.shape[1], device=mask.device)
+        if not torch.equal(mask, positions < lengths.unsqueeze(1)):
+            raise ValueError("padding must be on the right: every sentence's words must come first, then padding")
+
+        batch, words, chars = input_ids.shape
+        bos, eos = (input_ids.new_tensor(ids) for ids in sentence_boundary_char_ids(chars))
+        with_boundaries = input_ids.new_zeros(batch, words + 2, chars)
+        with_boundaries[:, 1 : words + 1] = input_ids * mask.unsqueeze(-1)
+        with_boundaries[:, 0] = bos
+        with_boundaries[torch.arange(batch, device=input_ids.device), lengths + 1] = eos
+        return with_boundaries, lengths + 2
+
+    @torch.no_grad()
+    def cache_token_embeddings(self, words, batch_size=2048):
+        """Precompute the context-free token embeddings (char CNN + highway + projection) of `words`, a list of
+        strings, so that inference looks them up instead of running the char CNN (AllenNLP's `vocab_to_cache`,
+        bilm-tf's `dump_token_embeddings`). Words outside the list are still encoded on the fly; results are the
+        same either way. Used in eval mode only (training ignores it); the cache is not saved with the model and
+        goes stale if the char CNN weights change. `words=None` drops it."""
+        if words is None:
+            self.bilm.token_cache = None
+            return
+        chars = self.config.max_characters_per_token
+        rows = list(dict.fromkeys([BOS_WORD, EOS_WORD, *words]))
+        char_ids = torch.tensor([word_to_char_ids(w, chars) for w in rows], device=self.device)
+        table = torch.cat([self.bilm.char_cnn(chunk) for chunk in char_ids.split(batch_size)])
+        index = {row.tobytes(): i for i, row in enumerate(char_ids.cpu().numpy())}
+        self.bilm.token_cache = (index, table)
+
+    def bilm_layers(self, input_ids, attention_mask=None, lstm_state=None):
+        """The biLM layers with BOS and EOS kept, for heads that need the boundary positions (the LM head).
+
+        Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
+        `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
+        """
+        mask = (input_ids > 0).any(dim=-1)
+        if attention_mask is not None:
+            mask = mask & attention_mask.bool()
+        char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
+        if lstm_state is not None and (
+            len(lstm_state) != self.config.n_layers or lstm_state[0][0].shape[:2] != (2, input_ids.shape[0])
+        ):
+            raise ValueError(
+                "lstm_state must be the lstm_state output of a previous call of this model on the same number of texts"
+            )
+        layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
+        return layers, final_state, mask, lengths
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        output_hidden_states=None,
+        return_dict=None,
+        lstm_state=None,
+        return_lstm_state=False,
+    ):
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
+            Char ids from `ElmoTokenizer` (AllenNLP's `batch_to_ids`); an all-zero row is padding.
+        attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
+            1 for words, 0 for padding. A word counts only where both its char ids and this mask say so.
+        lstm_state (*optional*):
+            The `lstm_state` output of the previous window of the same texts: the biLM starts from it instead of
+            zeros (stateful mode, see `forward_windows`). The default is stateless.
+        return_lstm_state (`bool`, *optional*, defaults to `False`): also return the final LSTM states.
+        """
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        layers, final_state, mask, lengths = self.bilm_layers(input_ids, attention_mask, lstm_state)
+
+        words = input_ids.shape[1]
+        boundary_mask = torch.arange(words + 2, device=mask.device) < lengths.unsqueeze(1)
+        keep = mask.unsqueeze(-1).to(layers[0].dtype)
+        representations = tuple(
+            self.dropout(mix(layers, boundary_mask)[:, 1 : words + 1] * keep) for mix in self.scalar_mixes
+        )
+        hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers) if output_hidden_states else None
+        output = ElmoModelOutput(
+            last_hidden_state=representations[0],
+            elmo_representations=representations,
+            hidden_states=hidden_states,
+            mask=mask,
+            lstm_state=tuple(final_state) if return_lstm_state else None,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def forward_windows(self, input_ids, window_size, **kwargs):
+        """Stateful mode for one long text: yields one `ElmoModelOutput` per window of `window_size` words.
+
+        `input_ids` is `[words, C]` or `[1, words, C]`. Each window is a sentence of its own (with BOS/EOS), and
+        every LSTM starts from the previous window's final state, as bilm-tf's and AllenNLP's stateful inference
+        do: the forward LM continues exactly; the backward LM starts from where it stopped in the previous window
+        (a carried approximation, not the right-hand context). Memory depends on `window_size`, not on the text's
+        length; the first window equals a stateless call. Other keyword arguments go to `forward`.
+        """
+        if input_ids.dim() == 3 and input_ids.shape[0] == 1:
+            input_ids = input_ids[0]
+        if input_ids.dim() != 2:
+            raise ValueError(f"forward_windows takes one text, input_ids [words, C] or [1, words, C]; got {list(input_ids.shape)}")
+        if not (isinstance(window_size, int) and window_size > 0):
+            raise ValueError(f"window_size must be a positive int, got {window_size!r}")
+        state = None
+        for start in range(0, input_ids.shape[0], window_size):
+            out = self(input_ids[None, start : start + window_size], lstm_state=state, return_lstm_state=True,
+                       return_dict=True, **kwargs)
+            state = out.lstm_state
+            yield out
+
+
+# Word id of `<S>`, the first line of every bilm-tf vocabulary file (ElmoTokenizer checks the file).
+BOS_ID = 0
+# Rows of the full softmax computed at once: bounds the [rows, vocab] logits in evaluation.
+SOFTMAX_CHUNK = 2048
+
+
+@dataclass
+class ElmoLanguageModelingOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, returned with `labels`):
+            `0.5 * (forward NLL + backward NLL)` per prediction; sampled softmax in training when configured.
+        forward_nll, backward_nll (`torch.FloatTensor` of shape `(batch,)`, returned with `labels`):
+            Summed negative log-likelihood of each sentence's predictions, per direction (sum these and
+            `num_predictions` over a corpus for exact perplexities, see `lm_perplexities`).
+        num_predictions (`torch.LongTensor` of shape `(batch,)`, returned with `labels`):
+            Predictions per sentence and direction (labels other than -100).
+        forward_perplexity, backward_perplexity, perplexity (`torch.FloatTensor` of shape `()`):
+            This batch's perplexities (average = mean of the two, as the paper reports); only with the full softmax.
+        forward_logits, backward_logits (`torch.FloatTensor` of shape `(batch, words + 1, lm_vocab_size)`):
+            Full-softmax logits, returned without `labels`: position j of the forward LM predicts word j (word
+            `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`).
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_nll: torch.FloatTensor | None = None
+    backward_nll: torch.FloatTensor | None = None
+    num_predictions: torch.LongTensor | None = None
+    forward_perplexity: torch.FloatTensor | None = None
+    backward_perplexity: torch.FloatTensor | None = None
+    perplexity: torch.FloatTensor | None = None
+    forward_logits: torch.FloatTensor | None = None
+    backward_logits: torch.FloatTensor | None = None
+
+
+def lm_perplexities(forward_nll, backward_nll, num_predictions):
+    """Forward, backward and average perplexity (dict of floats) from summed NLLs and prediction counts."""
+    count = max(float(num_predictions.sum()), 1.0)
+    forward = math.exp(float(forward_nll.sum()) / count)
+    backward = math.exp(float(backward_nll.sum()) / count)
+    return {"forward_perplexity": forward, "backward_perplexity": backward, "perplexity": (forward + backward) / 2}
+
+
+def log_uniform_candidates(num_sampled, vocab_size, device=None):
+    """TensorFlow's `log_uniform_candidate_sampler(unique=True)`, the bilm-tf sampler.
+
+    Word k is drawn with probability `log((k + 2) / (k + 1)) / log(vocab_size + 1)` (Zipf over a vocabulary sorted
+    by descending frequency); draws with replacement continue until `num_sampled` distinct words are found.
+    Returns the words [num_sampled] (order of first draw) and `expected_count(ids)`, the expected number of times
+    a word appears among the draws (TF's formula; the log of this is subtracted from the logits). With
+    `num_sampled >= vocab_size` every word is returned with expected count 1: the sampled softmax is then exact.
+    """
+    if num_sampled >= vocab_size:
+        return torch.arange(vocab_size, device=device), lambda ids: torch.ones(ids.shape, device=device)
+    log_range = math.log(vocab_size + 1)
+    draws = torch.empty(0, dtype=torch.long, device=device)
+    while True:
+        new = (torch.rand(2 * num_sampled, device=device, dtype=torch.float64) * log_range).exp().long() - 1
+        draws = torch.cat([draws, new.clamp_(0, vocab_size - 1)])
+        distinct, inverse = torch.unique(draws, return_inverse=True)
+        if len(distinct) >= num_sampled:
+            break
+    positions = torch.arange(len(draws), device=device)
+    first = torch.full_like(distinct, len(draws)).scatter_reduce_(0, inverse, positions, "amin")
+    order = first.argsort()[:num_sampled]
+    num_tries = int(first[order[-1]]) + 1
+
+    def expected_count(ids):
+        p = torch.log1p(1.0 / (ids.double() + 1)) / log_range
+        if num_tries == num_sampled:
+            return (p * num_tries).float()
+        return (-torch.expm1(num_tries * torch.log1p(-p))).float()
+
+    return distinct[order], expected_count
+
+
+class ElmoForLanguageModeling(ElmoPreTrainedModel):
+    """The biLM with its word softmax, trained as in bilm-tf: `loss = 0.5 * (forward NLL + backward NLL)`.
+
+    Inputs stay characters; `labels` [batch, words + 1] are word ids (`ElmoTokenizer` vocabulary) of each sentence
+    followed by `</S>`, padded with -100: `labels[:, j]` is the forward target at position j (position 0 = `<S>`)
+    and, shifted by one with `<S>` in front, the backward targets. So each direction makes `words + 1`
+    predictions per sentence, the count Trainer's `num_items_in_batch` sees (hence exact gradient accumulation).
+    One softmax (`lm_softmax`, bilm-tf's softmax_W/softmax_b) is shared by both directions; training uses the sampled
+    softmax when `config.lm_n_negative_samples` is set, evaluation always the full softmax. The scalar mixes are
+    not used and are frozen.
+
+    Registered under `AutoModelForPreTraining`: the biLM objective is ELMo's pre-training; it is neither a causal
+    LM for generation (each direction sees only one side and the model cannot generate) nor a masked LM.
+    """
+
+    accepts_loss_kwargs = True  # the loss is normalised by Trainer's `num_items_in_batch` when given
+
+    def __init__(self, config):
+        super().__init__(config)
+        if config.lm_vocab_size is None:
+            raise ValueError(
+                "ElmoForLanguageModeling needs config.lm_vocab_size, the size of the word vocabulary: pass "
+                "lm_vocab_size=tokenizer.vocab_size (the lines of vocab.txt) to from_pretrained or to ElmoConfig"
+            )
+        self.elmo = ElmoModel(config)
+        self.dropout = nn.Dropout(config.lm_dropout)
+        self.lm_softmax = nn.Linear(config.projection_dim, config.lm_vocab_size)
+        self.post_init()
+        self.apply_freezing()
+
+    def frozen_modules(self):
+        return [self.elmo.scalar_mixes]  # not used by the LM objective
+
+    def get_output_embeddings(self):
+        return self.lm_softmax
+
+    def forward(self, input_ids, attention_mask=None, labels=None, num_items_in_batch=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch, words + 1)`, *optional*):
+            Word ids of each sentence's words then `</S>`, -100 after; see the class docstring.
+        num_items_in_batch (`int` or `torch.Tensor`, *optional*):
+            Predictions per direction in the whole (accumulated) batch, given by Trainer; the loss is divided by it.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        layers, _, mask, lengths = self.elmo.bilm_layers(input_ids, attention_mask)
+        top = self.dropout(layers[-1])
+        size, words = self.config.projection_dim, input_ids.shape[1]
+        forward_states = top[:, : words + 1, :size]  # <S>, w_0 .. w_{n-1}: predict w_0 .. w_{n-1}, </S>
+        backward_states = top[:, 1:, size:]  # w_0 .. w_{n-1}, </S>: predict <S>, w_0 .. w_{n-1}
+        if labels is None:
+            output = ElmoLanguageModelingOutput(
+                forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states)
+            )
+            return output if return_dict else output.to_tuple()
+
+        if labels.dim() != 2 or labels.shape != (input_ids.shape[0], words + 1):
+            raise ValueError(
+                f"labels must have shape [batch, words + 1] = {[input_ids.shape[0], words + 1]} (each sentence's word "
+                f"ids then </S>, -100 after), got {list(labels.shape)}"
+            )
+        forward_targets, backward_targets = self._targets(labels, lengths - 2)
+        valid = forward_targets != -100
+        hidden = torch.cat([forward_states[valid], backward_states[valid]])
+        targets = torch.cat([forward_targets[valid], backward_targets[valid]])
+        sampled = self.training and self.config.lm_n_negative_samples is not None
+        nll = self._sampled_softmax_nll(hidden, targets) if sampled else self._full_softmax_nll(hidden, targets)
+        sentence = valid.nonzero()[:, 0]
+        forward_nll, backward_nll = nll[: len(sentence)], nll[len(sentence) :]
+        count = valid.sum(dim=1)
+        denominator = num_items_in_batch if num_items_in_batch is not None else count.sum().clamp(min=1)
+        loss = nll.sum() / (2 * denominator)
+        output = ElmoLanguageModelingOutput(
+            loss=loss,
+            forward_nll=nll.new_zeros(len(labels)).index_add(0, sentence, forward_nll.detach()),
+            backward_nll=nll.new_zeros(len(labels)).index_add(0, sentence, backward_nll.detach()),
+            num_predictions=count,
+        )
+        if not sampled:
+            ppl = lm_perplexities(output.forward_nll, output.backward_nll, count)
+            output.forward_perplexity, output.backward_perplexity, output.perplexity = (
+                nll.new_tensor(ppl[k]) for k in ("forward_perplexity", "backward_perplexity", "perplexity")
+            )
+        return output if return_dict else output.to_tuple()
+
+    def _targets(self, labels, lengths):
+        """Check `labels` against the sentence lengths; return forward and backward targets [B, words + 1]."""
+        valid = labels != -100
+        if valid.any() and (labels[valid].min() < 0 or labels[valid].max() >= self.config.lm_vocab_size):
+            raise ValueError(f"labels must be word ids in [0, {self.config.lm_vocab_size - 1}] or -100")
+        positions = torch.arange(labels.shape[1], device=labels.device)
+        if (valid & (positions > lengths.unsqueeze(1))).any():
+            raise ValueError(
+                "labels has targets past a sentence's end: a sentence of n words has n + 1 targets (its words, then "
+                "</S>), at positions 0..n"
+            )
+        bos = labels.new_full((len(labels), 1), BOS_ID)
+        backward = torch.where(valid, torch.cat([bos, labels[:, :-1]], dim=1), -100)
+        return labels, backward
+
+    def _full_softmax_nll(self, hidden, targets):
+        """Per-prediction NLL under the full softmax, in row chunks so evaluation never holds [all rows, vocab]."""
+        chunks = [
+            F.cross_entropy(self.lm_softmax(h).float(), t, reduction="none")
+            for h, t in zip(hidden.split(SOFTMAX_CHUNK), targets.split(SOFTMAX_CHUNK))
+        ]
+        return torch.cat(chunks) if chunks else hidden.new_zeros(0, dtype=torch.float32)
+
+    def _sampled_softmax_nll(self, hidden, targets):
+        """TensorFlow's `sampled_softmax_loss` (bilm-tf): the true word against negatives shared by the batch.
+
+        Logits are corrected by subtracting the log expected count of each word under the sampler; a negative equal
+        to the row's true word (an accidental hit) is removed.
+        """
+        negatives, expected_count = log_uniform_candidates(
+            self.config.lm_n_negative_samples, self.config.lm_vocab_size, hidden.device
+        )
+        weight, bias = self.lm_softmax.weight, self.lm_softmax.bias
+        true_logits = (hidden * weight[targets]).sum(-1) + bias[targets] - expected_count(targets).log()
+        negative_logits = F.linear(hidden, weight[negatives], bias[negatives]) - expected_count(negatives).log()
+        negative_logits = negative_logits.masked_fill(negatives == targets.unsqueeze(1), float("-inf"))
+        logits = torch.cat([true_logits.unsqueeze(1), negative_logits], dim=1).float()
+        return logits.logsumexp(dim=1) - logits[:, 0]
+
+
+class ElmoTaskEncoder(nn.Module):
+    """What task heads put on the ELMo vectors: nothing (`"linear"`) or a one-layer BiLSTM (`"lstm"`)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.lstm = None
+        self.output_size = config.hidden_size
+        if config.task_encoder == "lstm":
+            self.lstm = nn.LSTM(config.hidden_size, config.task_encoder_dim, batch_first=True, bidirectional=True)
+            self.output_size = 2 * config.task_encoder_dim
+
+    def forward(self, vectors, mask):
+        if self.lstm is None:
+            return vectors
+        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty sentence runs one (zero) step, then is masked
+        packed = nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
+        output, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                                     total_length=vectors.shape[1])
+        return output * mask.unsqueeze(-1).to(output.dtype)
+
+
+class ElmoTaskHeadModel(ElmoPreTrainedModel):
+    """Shared by the task heads, the ELMo recipe: biLM frozen unless `config.freeze_bilm` is False; trainable
+    scalar mix and gamma with dropout (`config.dropout`, in ElmoModel); a task encoder; a linear classifier; an
+    optional L2 penalty `config.mix_l2_lambda * sum(w ** 2)` on the mix weights, added to the training loss."""
+
+    accepts_loss_kwargs = False  # mean loss per batch; Trainer divides it by the accumulation steps
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        self.encoder = ElmoTaskEncoder(config)
+        self.classifier = nn.Linear(self.encoder.output_size, config.num_labels)
+        self.post_init()
+        self.apply_freezing()
+
+    def frozen_modules(self):
+        return [self.elmo.bilm] if self.config.freeze_bilm else []
+
+    def encode(self, input_ids, attention_mask):
+        """Task-encoded ELMo vectors [B, words, D] and the word mask."""
+        output = self.elmo(input_ids, attention_mask=attention_mask)
+        return self.encoder(output.last_hidden_state, output.mask), output.mask
+
+    def mix_penalty(self):
+        """The paper's `lambda * ||w||^2` on the (pre-softmax) mix weights: 0 means a uniform mix."""
+        weights = [mix.scalar_parameters for mix in self.elmo.scalar_mixes if mix.fixed_parameters is None]
+        if not self.training or self.config.mix_l2_lambda == 0 or not weights:
+            return 0.0
+        return self.config.mix_l2_lambda * sum((w**2).sum() for w in weights)
+
+
+class ElmoForTokenClassification(ElmoTaskHeadModel):
+    """One label per word (ELMo has no sub-words): logits [batch, words, num_labels]; labels -100 are ignored."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        vectors, mask = self.encode(input_ids, attention_mask)
+        logits = self.classifier(vectors)
+        loss = None
+        if labels is not None:
+            if labels.shape != mask.shape:
+                raise ValueError(
+                    f"labels must have shape [batch, words] = {list(mask.shape)}, got {list(labels.shape)}"
+                )
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            loss = loss + self.mix_penalty()
+        output = TokenClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+class ElmoForSequenceClassification(ElmoTaskHeadModel):
+    """One label per sentence. The sentence vector is the masked mean over its words of the (task-encoded) ELMo
+    vectors (`masked_mean`, TF-Hub ELMo's `default` pooling); an empty sentence gives zeros. `config.problem_type`
+    as in transformers: regression (num_labels 1), single- or multi-label classification."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+        r"""
+        labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
+            num_labels)` multi-hot floats for multi-label classification).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        vectors, mask = self.encode(input_ids, attention_mask)
+        logits = self.classifier(masked_mean(vectors, mask))
+        loss = None
+        if labels is not None:
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            elif self.config.problem_type == "single_label_classification":
+                loss = F.cross_entropy(logits.float(), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+            loss = loss + self.mix_penalty()
+        output = SequenceClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+ElmoModel.register_for_auto_class("AutoModel")
+ElmoForLanguageModeling.register_for_auto_class("AutoModelForPreTraining")
+ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = [
+    "ElmoForLanguageModeling",
+    "ElmoForSequenceClassification",
+    "ElmoForTokenClassification",
+    "ElmoModel",
+    "ElmoPreTrainedModel",
+    "lm_perplexities",
+    "log_uniform_candidates",
+    "masked_mean",
+]

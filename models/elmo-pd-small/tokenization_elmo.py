@@ -1,0 +1,370 @@
+"""Character-level ELMo tokenizer: words to the 50 character ids of AllenNLP's `batch_to_ids`.
+
+Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVocabulary at inference):
+
+- Raw text is split into words with Python's `str.split()` (runs of Unicode whitespace); pre-tokenized input
+  (`is_split_into_words=True`) is used as given, and any `str`, even `""`, is a word.
+- A word becomes `[begin-of-word] + its UTF-8 bytes + [end-of-word]`, padded with the padding character to
+  `max_characters_per_token` (50), every id then shifted by +1 so that 0 means "no word".
+- **The 48-byte rule:** only the first `max_characters_per_token - 2` (48) UTF-8 bytes of a word are kept; the cut
+  is by bytes and may split a multi-byte character. Longer words are cut with a warning, never rejected.
+- Characters UTF-8 cannot encode (lone surrogates such as "\\ud800") are dropped, as `encode(errors="ignore")`.
+- The words `<S>` and `</S>` map to the sentence-boundary characters the model itself adds around every sentence.
+"""
+
+import functools
+import os
+
+import numpy as np
+from transformers import BatchEncoding
+from transformers.tokenization_python import PreTrainedTokenizer
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+# Raw character ids (before the +1 shift): bytes are 0-255, then these markers.
+BEGINNING_OF_SENTENCE_CHAR = 256
+END_OF_SENTENCE_CHAR = 257
+BEGINNING_OF_WORD_CHAR = 258
+END_OF_WORD_CHAR = 259
+PADDING_CHAR = 260
+# Ids after the shift run from 0 ("no word") to 261: the size of the character embedding table.
+CHAR_VOCAB_SIZE = 262
+
+BOS_WORD = "<S>"
+EOS_WORD = "</S>"
+UNK_WORD = "<UNK>"
+
+
+def _marker_word(marker, max_chars):
+    raw = [BEGINNING_OF_WORD_CHAR, marker, END_OF_WORD_CHAR] + [PADDING_CHAR] * (max_chars - 3)
+    return tuple(c + 1 for c in raw)
+
+
+def sentence_boundary_char_ids(max_chars=50):
+    """Shifted char ids of the BOS and EOS words the model adds around each sentence."""
+    return _marker_word(BEGINNING_OF_SENTENCE_CHAR, max_chars), _marker_word(END_OF_SENTENCE_CHAR, max_chars)
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def word_to_char_ids(word, max_chars=50):
+    """Shifted char ids (a tuple of `max_chars` ints) of one word; see the module docstring for the rules."""
+    if word == BOS_WORD:
+        return sentence_boundary_char_ids(max_chars)[0]
+    if word == EOS_WORD:
+        return sentence_boundary_char_ids(max_chars)[1]
+    encoded = word.encode("utf-8", errors="ignore")
+    if len(encoded) > max_chars - 2:
+        logger.warning_once(f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} bytes.")
+        encoded = encoded[: max_chars - 2]
+    raw = [BEGINNING_OF_WORD_CHAR, *encoded, END_OF_WORD_CHAR] + [PADDING_CHAR] * (max_chars - 2 - len(encoded))
+    return tuple(c + 1 for c in raw)
+
+
+def char_ids_to_word(char_ids):
+    """Best-effort inverse of `word_to_char_ids`; None for an all-zero (padding) row.
+
+    Lossy by design: bytes beyond the 48-byte cut and dropped surrogates are gone, and a multi-byte character split
+    by the cut decodes to U+FFFD.
+    """
+    raw = [c - 1 for c in char_ids]
+    if all(c == -1 for c in raw):
+        return None
+    max_chars = len(raw)
+    bos, eos = sentence_boundary_char_ids(max_chars)
+    if tuple(char_ids) == bos:
+        return BOS_WORD
+    if tuple(char_ids) == eos:
+        return EOS_WORD
+    end = raw.index(END_OF_WORD_CHAR) if END_OF_WORD_CHAR in raw else max_chars
+    return bytes(c for c in raw[1:end] if 0 <= c < 256).decode("utf-8", errors="replace")
+
+
+def _nesting_depth(ids):
+    """2 for one sentence ([words][chars]), 3 for a batch ([sentences][words][chars])."""
+    if len(ids) == 0:
+        return 2
+    if len(ids[0]) == 0 or isinstance(ids[0][0], (list, tuple)):
+        return 3
+    return 2
+
+
+class ElmoBatchEncoding(BatchEncoding):
+    """BatchEncoding with `word_ids()`: ELMo has one position per word, so position i is word i."""
+
+    def word_ids(self, batch_index=0):
+        ids = self["input_ids"]
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids
+        if _nesting_depth(ids) == 3:
+            ids = ids[batch_index]
+        return [i if any(chars) else None for i, chars in enumerate(ids)]
+
+
+class ElmoTokenizer(PreTrainedTokenizer):
+    """Character-level tokenizer for ELMo.
+
+    `input_ids` has shape [batch, words, max_characters_per_token] and `attention_mask` [batch, words]. Padding and
+    truncation count words (padding is always on the right, as the biLM reads sentences from their first position).
+    An optional word vocabulary (`vocab.txt`, bilm-tf format: `<S>`, `</S>`, `<UNK>`, then words by descending
+    frequency) maps words to ids for language-model targets; the model's inputs are always characters.
+    """
+
+    vocab_files_names = {"vocab_file": "vocab.txt"}
+    model_input_names = ["input_ids", "attention_mask"]
+    padding_side = "right"
+    truncation_side = "right"
+
+    def __init__(
+        self,
+        vocab_file=None,
+        max_characters_per_token=50,
+        bos_token=BOS_WORD,
+        eos_token=EOS_WORD,
+        unk_token=UNK_WORD,
+        pad_token="<pad>",
+        **kwargs,
+    ):
+        if max_characters_per_token < 3:
+            raise ValueError(f"max_characters_per_token must be >= 3, got {max_characters_per_token}")
+        self.max_characters_per_token = max_characters_per_token
+        self.vocab_file = vocab_file
+        words = [BOS_WORD, EOS_WORD, UNK_WORD]
+        if vocab_file is not None:
+            with open(vocab_file, encoding="utf-8") as f:
+                words = [line.rstrip("\n") for line in f if line.rstrip("\n")]
+            if words[:3] != [BOS_WORD, EOS_WORD, UNK_WORD]:
+                raise ValueError(f"{vocab_file} must start with the lines <S>, </S>, <UNK> (bilm-tf vocabulary format)")
+        self.vocab = {w: i for i, w in enumerate(words)}
+        if len(self.vocab) != len(words):
+            raise ValueError(f"{vocab_file} lists a word twice")
+        self.ids_to_words = words
+        if kwargs.setdefault("padding_side", "right") != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each sentence from position 0")
+        super().__init__(
+            vocab_file=vocab_file,
+            max_characters_per_token=max_characters_per_token,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            unk_token=unk_token,
+            pad_token=pad_token,
+            **kwargs,
+        )
+
+    # -- word vocabulary (language-model targets) -------------------------------------------------------------
+
+    @property
+    def vocab_size(self):
+        return len(self.vocab)
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+    def _convert_token_to_id(self, token):
+        return self.vocab.get(token, self.vocab[UNK_WORD])
+
+    def _convert_id_to_token(self, index):
+        return self.ids_to_words[index]
+
+    def save_vocabulary(self, save_directory, filename_prefix=None):
+        path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + "vocab.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(w + "\n" for w in self.ids_to_words)
+        return (path,)
+
+    # -- characters ---------------------------------------------------------------------------------------------
+
+    def tokenize(self, text, **kwargs):
+        """Whitespace split (`str.split()`); no special-token splitting."""
+        return text.split()
+
+    def _tokenize(self, text, **kwargs):
+        return text.split()
+
+    def _sentences(self, text, is_split_into_words):
+        """Normalise every accepted input form to (is_batched, list of word lists), rejecting the rest by name."""
+
+        def check_words(words, where):
+            for j, word in enumerate(words):
+                if not isinstance(word, str):
+                    raise TypeError(f"{where}word {j} is {word!r} ({type(word).__name__}); every word must be a str")
+            return list(words)
+
+        if isinstance(text, str):
+            if is_split_into_words:
+                raise TypeError("is_split_into_words=True expects a list of words (or a batch of them), got a str")
+            return False, [text.split()]
+        if not isinstance(text, (list, tuple)):
+            raise TypeError(f"ElmoTokenizer expects a str, a list of str or a list of word lists, got {type(text)}")
+        if is_split_into_words:
+            if all(isinstance(t, str) for t in text):
+                return False, [check_words(text, "")]
+            sentences = []
+            for i, words in enumerate(text):
+                if not isinstance(words, (list, tuple)):
+                    raise TypeError(
+                        f"sentence {i} is {words!r} ({type(words).__name__}); with is_split_into_words=True a "
+                        "batch must be a list of word lists"
+                    )
+                sentences.append(check_words(words, f"sentence {i}, "))
+            return True, sentences
+        if len(text) == 0:
+            raise ValueError("empty batch: pass at least one sentence (an empty string is a sentence with no words)")
+        sentences = []
+        for i, t in enumerate(text):
+            if isinstance(t, (list, tuple)):
+                raise ValueError(f"sentence {i} is a list: pass is_split_into_words=True for pre-tokenized input")
+            if not isinstance(t, str):
+                raise TypeError(f"sentence {i} is {t!r} ({type(t).__name__}); expected a str")
+            sentences.append(t.split())
+        return True, sentences
+
+    def _encode_plus(
+        self,
+        text,
+        text_pair=None,
+        add_special_tokens=True,
+        padding_strategy=PaddingStrategy.DO_NOT_PAD,
+        truncation_strategy=TruncationStrategy.DO_NOT_TRUNCATE,
+        max_length=None,
+        stride=0,
+        is_split_into_words=False,
+        pad_to_multiple_of=None,
+        padding_side=None,
+        return_tensors=None,
+        return_token_type_ids=None,
+        return_attention_mask=None,
+        return_overflowing_tokens=False,
+        return_special_tokens_mask=False,
+        return_offsets_mapping=False,
+        return_length=False,
+        verbose=True,
+        **kwargs,
+    ):
+        if text_pair is not None:
+            raise ValueError("ElmoTokenizer encodes single sentences; text pairs are not supported")
+        unsupported = {
+            "return_token_type_ids": return_token_type_ids,
+            "return_overflowing_tokens": return_overflowing_tokens,
+            "return_offsets_mapping": return_offsets_mapping,
+            "stride": stride,
+        }
+        for name, value in unsupported.items():
+            if value:
+                raise ValueError(f"ElmoTokenizer does not support {name}={value!r}")
+        is_batched, sentences = self._sentences(text, is_split_into_words)
+        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
+            sentences = [words[:max_length] for words in sentences]
+        encoded = {"input_ids": [[list(word_to_char_ids(w, self.max_characters_per_token)) for w in s] for s in sentences]}
+        if return_length:
+            encoded["length"] = [len(s) for s in sentences]
+        if return_special_tokens_mask:
+            encoded["special_tokens_mask"] = [[0] * len(s) for s in sentences]
+        if not is_batched:
+            encoded = {k: v[0] for k, v in encoded.items()}
+        return self.pad(
+            encoded,
+            padding=padding_strategy,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_attention_mask=return_attention_mask,
+            return_tensors=return_tensors,
+            verbose=verbose,
+        )
+
+    def pad(
+        self,
+        encoded_inputs,
+        padding=True,
+        max_length=None,
+        pad_to_multiple_of=None,
+        padding_side=None,
+        return_attention_mask=None,
+        return_tensors=None,
+        verbose=True,
+    ):
+        """Pad sentences with all-zero words (and `attention_mask` with 0) on the right.
+
+        Accepts one encoding, a dict of batched lists, a list of encodings (as data collators pass), and tensors.
+        A single sentence keeps no batch axis unless tensors are returned. Keys other than `input_ids`,
+        `attention_mask` and `special_tokens_mask` (labels, lengths...) pass through unchanged.
+        """
+        if isinstance(encoded_inputs, (list, tuple)):
+            if len(encoded_inputs) == 0:
+                raise ValueError("empty batch: nothing to pad")
+            encoded_inputs = {k: [example[k] for example in encoded_inputs] for k in encoded_inputs[0].keys()}
+        encoded = dict(encoded_inputs)
+        if "input_ids" not in encoded:
+            raise ValueError(f"pad needs input_ids, got the keys {list(encoded)}")
+        for key, value in encoded.items():
+            if hasattr(value, "tolist"):
+                if return_tensors is None:
+                    return_tensors = "pt" if hasattr(value, "detach") else "np"
+                encoded[key] = value.tolist()
+            elif isinstance(value, list) and value and hasattr(value[0], "tolist"):
+                if return_tensors is None:
+                    return_tensors = "pt" if hasattr(value[0], "detach") else "np"
+                encoded[key] = [v.tolist() for v in value]
+        if (padding_side or self.padding_side) != "right":
+            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each sentence from position 0")
+
+        is_batched = _nesting_depth(encoded["input_ids"]) == 3
+        if not is_batched:
+            encoded = {k: [v] for k, v in encoded.items()}
+        ids = encoded["input_ids"]
+        lengths = [len(s) for s in ids]
+        for i, sentence in enumerate(ids):
+            for j, chars in enumerate(sentence):
+                if len(chars) != self.max_characters_per_token:
+                    raise ValueError(
+                        f"sentence {i}, word {j} has {len(chars)} character ids; expected "
+                        f"{self.max_characters_per_token}"
+                    )
+        if "attention_mask" not in encoded and return_attention_mask is not False:
+            encoded["attention_mask"] = [[1] * n for n in lengths]
+
+        strategy, _, max_length, _ = self._get_padding_truncation_strategies(
+            padding=padding, max_length=max_length, verbose=verbose
+        )
+        target = None
+        if strategy == PaddingStrategy.LONGEST:
+            target = max(lengths)
+        elif strategy == PaddingStrategy.MAX_LENGTH:
+            target = max_length
+        if target is not None and pad_to_multiple_of:
+            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+        if target is not None:
+            pad_word = [0] * self.max_characters_per_token
+            pads = {"input_ids": pad_word, "attention_mask": 0, "special_tokens_mask": 1}
+            for key, pad_value in pads.items():
+                if key in encoded:
+                    encoded[key] = [list(s) + [pad_value] * (target - len(s)) for s in encoded[key]]
+        if not is_batched and return_tensors is None:
+            encoded = {k: v[0] for k, v in encoded.items()}
+        elif return_tensors is not None and not any(encoded["input_ids"]):
+            # No sentence has a word: nested empty lists would lose the character axis.
+            encoded["input_ids"] = np.zeros((len(lengths), 0, self.max_characters_per_token), dtype=np.int64)
+        return ElmoBatchEncoding(encoded, tensor_type=return_tensors)
+
+    # -- decoding -----------------------------------------------------------------------------------------------
+
+    def decode(self, token_ids, skip_special_tokens=False, **kwargs):
+        """Char ids back to text (best effort, see `char_ids_to_word`): one word [50] -> a word, one sentence
+        [words, 50] -> a space-joined string, a batch [batch, words, 50] -> a list of strings. Padding words are
+        skipped; `skip_special_tokens` also drops `<S>` and `</S>`."""
+        ids = token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids
+        if len(ids) and isinstance(ids[0], int):
+            return char_ids_to_word(ids) or ""
+        if _nesting_depth(ids) == 3:
+            return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in ids]
+        words = [char_ids_to_word(chars) for chars in ids]
+        skip = {None, BOS_WORD, EOS_WORD} if skip_special_tokens else {None}
+        return " ".join(w for w in words if w not in skip)
+
+    def batch_decode(self, sequences, skip_special_tokens=False, **kwargs):
+        ids = sequences.tolist() if hasattr(sequences, "tolist") else sequences
+        return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in ids]
+
+
+ElmoTokenizer.register_for_auto_class()

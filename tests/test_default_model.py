@@ -1,0 +1,67 @@
+"""The shipped default model (models/elmo-pd-small) loads offline, through the Auto classes, in a fresh process."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import REPO
+
+MODEL = REPO / "models" / "elmo-pd-small"
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, torch
+    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo"):
+        sys.modules[name] = None  # only the folder's own code may be used
+    from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
+
+    folder = sys.argv[1]
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+    lm = AutoModelForPreTraining.from_pretrained(folder, trust_remote_code=True).eval()
+    sentences = [["He", "sat", "on", "the", "bank", "of", "the", "river", "."],
+                 ["She", "put", "the", "money", "in", "the", "bank", "."]]
+    batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+        again = model(**batch, output_hidden_states=True)
+        lm_out = lm(**batch)
+    bank = [torch.cosine_similarity(h[0, 4], h[1, 6], dim=0).item() for h in out.hidden_states]
+    print(json.dumps({
+        "dtypes": sorted({str(p.dtype) for p in model.parameters()}),
+        "shape": list(out.last_hidden_state.shape),
+        "deterministic": torch.equal(out.last_hidden_state, again.last_hidden_state),
+        "bank_cosine_per_layer": bank,
+        "lm_logits": list(lm_out.forward_logits.shape),
+        "vocab": tokenizer.vocab_size,
+    }))
+    """
+)
+
+
+def test_default_model_loads_offline_in_a_fresh_process(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
+    result = subprocess.run([sys.executable, "-I", str(script), str(MODEL)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    config = json.loads((MODEL / "config.json").read_text())
+    assert got["dtypes"] == ["torch.float32"]  # stored in bf16, restored to fp32 on load
+    assert got["shape"] == [2, 9, 2 * config["projection_dim"]] and got["deterministic"]
+    assert got["vocab"] == config["lm_vocab_size"] and got["lm_logits"] == [2, 10, config["lm_vocab_size"]]
+    # Layer 0 is context-free: the same word has the same vector; the LSTM layers see the two contexts.
+    assert abs(got["bank_cosine_per_layer"][0] - 1.0) < 1e-5
+    assert max(got["bank_cosine_per_layer"][1:]) < 0.99
+
+
+def test_default_model_is_small_and_documented():
+    weights = MODEL / "model.safetensors"
+    assert weights.stat().st_size < 25 * 2**20
+    card = (MODEL / "README.md").read_text(encoding="utf-8")
+    for fragment in ("perplexity", "bigram", "ROC AUC", "reproduce_default_model.sh"):
+        assert fragment in card
