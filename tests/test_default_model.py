@@ -65,3 +65,9 @@ def test_default_model_is_small_and_documented():
     card = (MODEL / "README.md").read_text(encoding="utf-8")
     for fragment in ("perplexity", "bigram", "ROC AUC", "reproduce_default_model.sh"):
         assert fragment in card
+
+
+def test_default_model_code_is_the_repository_code():
+    """The folder carries copies of the modules (remote code needs them there); they must not drift from the root."""
+    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):
+        assert (MODEL / name).read_text() == (REPO / name).read_text(), f"models/elmo-pd-small/{name} is stale"
