@@ -16,7 +16,12 @@ size) in a fresh subprocess, a warm-up call and one measured call; two figures: 
 peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
 RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
-The baseline (`allennlp_algorithm`) is AllenNLP 2.10's `_ElmoCharacterEncoder` + `ElmoLstm` +
+With `--allennlp-python PYTHON` (an interpreter that can import AllenNLP 2.10, e.g. a separate venv made by
+`benchmarks/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
+of that interpreter run just before the one that times ours, and its output is compared with ours (first call: both
+start from zero LSTM states).
+
+The in-process baseline (`allennlp_algorithm`) is AllenNLP 2.10's `_ElmoCharacterEncoder` + `ElmoLstm` +
 `LstmCellWithProjection` algorithm written against the same weights: the char CNN for every position (padding and
 BOS/EOS included), then per layer and direction a Python loop over time steps with two GEMMs (input and state) and
 the projection at the current (shrinking) batch size, on the length-sorted batch.
@@ -155,6 +160,30 @@ def lstm_cell_with_projection(inputs, batch_lengths, weights, go_forward, cell_c
     return output_accumulator
 
 
+def bilm_flops(config, words, distinct_words, n_sentences):
+    """The fast path's arithmetic for one batch (2 x multiply-adds): the LSTMs over the words plus BOS/EOS of each
+    sentence, the char CNN + highway + projection once per distinct word (+ BOS, EOS)."""
+    hidden, proj, n_filters = config.lstm_dim, config.projection_dim, config.n_filters
+    lstm_step = proj * 4 * hidden + proj * 4 * hidden + hidden * proj  # input, state, projection GEMMs
+    lstm = (words + 2 * n_sentences) * config.n_layers * 2 * lstm_step
+    chars, char_dim = config.max_characters_per_token, config.char_embedding_dim
+    cnn = sum((chars - width + 1) * width * char_dim * n for width, n in config.filters)
+    token = cnn + config.n_highway * n_filters * 2 * n_filters + n_filters * proj
+    return 2 * (lstm + (distinct_words + 2) * token)
+
+
+def gemm_gflops(dtype, size=2048, repeats=5):
+    """GFLOP/s of one large square GEMM (median): about the best this machine's BLAS does with `dtype`."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times) / 1e9
+
+
 def status_mb(field):
     """A `VmRSS`/`VmHWM` figure from /proc/self/status, in MB."""
     with open("/proc/self/status") as f:
@@ -167,6 +196,28 @@ def reset_peak_rss():
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     return status_mb("VmRSS")
+
+
+def allennlp_worker(args):
+    """AllenNLP's own `Elmo` (num_output_representations=1, no dropout) on the benchmark's weights and sentences:
+    tokens/s (median of `--repeats` calls after a warm-up) and the first call's ELMo vectors, saved to --output."""
+    from allennlp.modules.elmo import Elmo, batch_to_ids
+
+    folder = Path(args.cache) / args.size
+    elmo = Elmo(str(folder / "options.json"), str(folder / "weights.hdf5"), num_output_representations=1,
+                dropout=0.0, requires_grad=False).eval()
+    batch = sentences(args.batch_size, seed=args.batch_size)
+    char_ids = batch_to_ids(batch)
+    times = []
+    with torch.no_grad():
+        first = elmo(char_ids)["elmo_representations"][0]  # warm-up; a fresh Elmo starts from zero states
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            elmo(char_ids)
+            times.append(time.perf_counter() - start)
+    torch.save(first, args.output)
+    n_tokens = sum(map(len, batch))
+    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / statistics.median(times))))
 
 
 # ----- One configuration, in its own process ------------------------------------------------------------------------
@@ -273,9 +324,9 @@ def worker(args):
 # ----- Driver ---------------------------------------------------------------------------------------------------------
 
 
-def run_config(args, impl, dtype, batch_size, out_dir):
+def run_config(args, impl, dtype, batch_size, out_dir, python=sys.executable):
     output = out_dir / f"{impl}-{dtype}-{batch_size}.pt"
-    command = [sys.executable, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
+    command = [python, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
                "--size", args.size, "--cache", str(args.cache), "--repeats", str(args.repeats), "--output", str(output),
                "--threads", str(args.threads), "--window", str(args.window)]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'scripts'}"))
@@ -302,15 +353,17 @@ def main():
     parser.add_argument("--document-words", type=int, nargs="*", default=[],
                         help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
+    parser.add_argument("--allennlp-python", help="also time AllenNLP's own Elmo with this Python interpreter")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--impl", choices=["speed", "baseline", "fast", "train", "windows"], help=argparse.SUPPRESS)
+    parser.add_argument("--impl", choices=["speed", "baseline", "fast", "train", "windows", "allennlp"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.worker:
         args.batch_size = args.batch_sizes[0]  # the number of words for --impl windows
-        return worker(args)
+        return allennlp_worker(args) if args.impl == "allennlp" else worker(args)
 
     converted_model_dir(args.size, args.cache)
     out_dir = Path(args.cache) / args.size / "outputs"
@@ -320,7 +373,10 @@ def main():
         print("| batch | tokens | baseline fp32 tok/s | fast fp32 tok/s | ratio | max abs diff | fast bf16 tok/s | ratio "
               "| bf16 cosine (min) | working MB baseline / fp32 / bf16 | peak RSS MB baseline / fp32 / bf16 |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
+    allennlp_rows = []
     for batch_size in args.batch_sizes:
+        if args.allennlp_python:
+            allennlp = run_config(args, "allennlp", "fp32", batch_size, out_dir, python=args.allennlp_python)
         speed = run_config(args, "speed", "fp32", batch_size, out_dir)
         memory = [run_config(args, impl, dtype, batch_size, out_dir)
                   for impl, dtype in (("baseline", "fp32"), ("fast", "fp32"), ("fast", "bf16"))]
@@ -335,6 +391,31 @@ def main():
               f"| {speed['fp32_tokens_per_s'] / base:.2f}x | {diff:.1e} | {speed['bf16_tokens_per_s']:.0f} "
               f"| {speed['bf16_tokens_per_s'] / base:.2f}x | {cosine(out16, out32, mask):.5f} "
               f"| {work} | {peak} |", flush=True)
+        if args.allennlp_python:
+            ours = out32.mean(dim=0)  # the default mix: softmax(0) weights, gamma 1
+            vectors_diff = (ours - torch.load(allennlp["output"])).abs().max().item()
+            allennlp_rows.append(f"| {batch_size} | {allennlp['tokens_per_s']:.0f} | {base / allennlp['tokens_per_s']:.2f}x "
+                                 f"| {speed['fp32_tokens_per_s'] / allennlp['tokens_per_s']:.2f}x "
+                                 f"| {speed['bf16_tokens_per_s'] / allennlp['tokens_per_s']:.2f}x | {vectors_diff:.1e} |")
+    if args.batch_sizes:
+        from configuration_elmo import ElmoConfig
+
+        config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
+        peak = {name: gemm_gflops(dtype) for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+        print(f"\nCeiling: a {2048}^3 GEMM runs at {peak['fp32']:.0f} GFLOP/s in fp32 and {peak['bf16']:.0f} in bf16 "
+              "here; the fast path's arithmetic at that rate would give at most:")
+        print("| batch | GFLOP per batch | fp32 ceiling tok/s | bf16 ceiling tok/s |\n|---|---|---|---|")
+        for batch_size in args.batch_sizes:
+            batch = sentences(batch_size, seed=batch_size)
+            words = sum(map(len, batch))
+            gflop = bilm_flops(config, words, len({w for s in batch for w in s}), batch_size) / 1e9
+            print(f"| {batch_size} | {gflop:.1f} | {words * peak['fp32'] / gflop:.0f} | {words * peak['bf16'] / gflop:.0f} |")
+    if allennlp_rows:
+        print("\nAllenNLP's own Elmo (timed in its own process just before each row above):")
+        print("| batch | AllenNLP fp32 tok/s | baseline / AllenNLP | fast fp32 / AllenNLP | fast bf16 / AllenNLP "
+              "| max abs diff of ELMo vectors, fast fp32 vs AllenNLP |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(allennlp_rows), flush=True)
     if args.train_batch_size:
         print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with {LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
         for dtype in ("fp32", "bf16"):
