@@ -16,7 +16,7 @@ size) in a fresh subprocess, a warm-up call and one measured call; two figures: 
 peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
 RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
-With `--allennlp-python PYTHON` (an interpreter that can import AllenNLP 2.10, e.g. a separate venv made by
+With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.1, e.g. separate venvs made by
 `benchmarks/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
 of that interpreter run just before the one that times ours, and its output is compared with ours (first call: both
 start from zero LSTM states).
@@ -217,7 +217,7 @@ def allennlp_worker(args):
             times.append(time.perf_counter() - start)
     torch.save(first, args.output)
     n_tokens = sum(map(len, batch))
-    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / statistics.median(times))))
+    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / statistics.median(times), torch=torch.__version__)))
 
 
 # ----- One configuration, in its own process ------------------------------------------------------------------------
@@ -353,17 +353,17 @@ def main():
     parser.add_argument("--document-words", type=int, nargs="*", default=[],
                         help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
-    parser.add_argument("--allennlp-python", help="also time AllenNLP's own Elmo with this Python interpreter")
+    parser.add_argument("--allennlp-python", nargs="*", default=[],
+                        help="also time AllenNLP's own Elmo with these Python interpreters (one environment each)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--impl", choices=["speed", "baseline", "fast", "train", "windows", "allennlp"],
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--impl", help=argparse.SUPPRESS)  # speed, baseline, fast, train, windows, allennlp<i>
     parser.add_argument("--dtype", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.worker:
         args.batch_size = args.batch_sizes[0]  # the number of words for --impl windows
-        return allennlp_worker(args) if args.impl == "allennlp" else worker(args)
+        return allennlp_worker(args) if args.impl.startswith("allennlp") else worker(args)
 
     converted_model_dir(args.size, args.cache)
     out_dir = Path(args.cache) / args.size / "outputs"
@@ -375,8 +375,8 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|---|---|")
     allennlp_rows = []
     for batch_size in args.batch_sizes:
-        if args.allennlp_python:
-            allennlp = run_config(args, "allennlp", "fp32", batch_size, out_dir, python=args.allennlp_python)
+        allennlp = [run_config(args, f"allennlp{i}", "fp32", batch_size, out_dir, python=python)
+                    for i, python in enumerate(args.allennlp_python)]
         speed = run_config(args, "speed", "fp32", batch_size, out_dir)
         memory = [run_config(args, impl, dtype, batch_size, out_dir)
                   for impl, dtype in (("baseline", "fp32"), ("fast", "fp32"), ("fast", "bf16"))]
@@ -391,12 +391,13 @@ def main():
               f"| {speed['fp32_tokens_per_s'] / base:.2f}x | {diff:.1e} | {speed['bf16_tokens_per_s']:.0f} "
               f"| {speed['bf16_tokens_per_s'] / base:.2f}x | {cosine(out16, out32, mask):.5f} "
               f"| {work} | {peak} |", flush=True)
-        if args.allennlp_python:
+        for theirs in allennlp:
             ours = out32.mean(dim=0)  # the default mix: softmax(0) weights, gamma 1
-            vectors_diff = (ours - torch.load(allennlp["output"])).abs().max().item()
-            allennlp_rows.append(f"| {batch_size} | {allennlp['tokens_per_s']:.0f} | {base / allennlp['tokens_per_s']:.2f}x "
-                                 f"| {speed['fp32_tokens_per_s'] / allennlp['tokens_per_s']:.2f}x "
-                                 f"| {speed['bf16_tokens_per_s'] / allennlp['tokens_per_s']:.2f}x | {vectors_diff:.1e} |")
+            vectors_diff = (ours - torch.load(theirs["output"])).abs().max().item()
+            rate = theirs["tokens_per_s"]
+            allennlp_rows.append(f"| {batch_size} | {theirs['torch']} | {rate:.0f} | {base / rate:.2f}x "
+                                 f"| {speed['fp32_tokens_per_s'] / rate:.2f}x | {speed['bf16_tokens_per_s'] / rate:.2f}x "
+                                 f"| {vectors_diff:.1e} |")
     if args.batch_sizes:
         from configuration_elmo import ElmoConfig
 
@@ -411,10 +412,10 @@ def main():
             gflop = bilm_flops(config, words, len({w for s in batch for w in s}), batch_size) / 1e9
             print(f"| {batch_size} | {gflop:.1f} | {words * peak['fp32'] / gflop:.0f} | {words * peak['bf16'] / gflop:.0f} |")
     if allennlp_rows:
-        print("\nAllenNLP's own Elmo (timed in its own process just before each row above):")
-        print("| batch | AllenNLP fp32 tok/s | baseline / AllenNLP | fast fp32 / AllenNLP | fast bf16 / AllenNLP "
-              "| max abs diff of ELMo vectors, fast fp32 vs AllenNLP |")
-        print("|---|---|---|---|---|---|")
+        print("\nAllenNLP 2.10.1's own Elmo (each timed in its own process just before our row of its batch size):")
+        print("| batch | AllenNLP's torch | AllenNLP fp32 tok/s | baseline / AllenNLP | fast fp32 / AllenNLP "
+              "| fast bf16 / AllenNLP | max abs diff of ELMo vectors, fast fp32 vs AllenNLP |")
+        print("|---|---|---|---|---|---|---|")
         print("\n".join(allennlp_rows), flush=True)
     if args.train_batch_size:
         print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with {LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
