@@ -3,7 +3,8 @@
 # (AllenNLP's own Elmo timed on the benchmark's weights):  bash benchmarks/allennlp_venv.sh [VENV]
 # AllenNLP 2.10.1 asks for torch<1.13, which has no Python 3.11 build: it is installed without its dependencies on
 # the same CPU torch as ours, plus what `allennlp.modules.elmo` imports. Its outputs then match the AllenNLP reference
-# fixtures (tests/fixtures/allennlp-*) within 3e-6.
+# fixtures (tests/fixtures/allennlp-*) within 3e-6. AllenNLP on its own pinned stack (torch 1.12.1) needs Python 3.10:
+#   python3.10 -m venv DIR && DIR/bin/pip install allennlp==2.10.1 "numpy<2"   (its thinc and torch predate numpy 2)
 set -euo pipefail
 VENV=${1:-benchmarks/allennlp-venv}
 python3 -m venv "$VENV"
