@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass, field
 
 import datasets
-from transformers import Trainer, TrainingArguments, set_seed
+from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from elmo_data import load_splits
 
@@ -44,10 +44,17 @@ class DataArguments:
     max_words: int | None = field(default=None, metadata={"help": "Truncate longer examples to this many words."})
 
 
-def setup(training_args):
+def parse_and_load(argv=None):
+    """The command line (head, data and Trainer arguments), logging and the seed, then the data splits, checked
+    against the --do_* flags: what both fine-tuning scripts start with."""
+    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments))
+    head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     set_seed(training_args.seed)
+    raw = load_data(data_args)
+    check_training_args(training_args, raw)
+    return head_args, data_args, training_args, raw
 
 
 def load_data(data_args):

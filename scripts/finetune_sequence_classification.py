@@ -11,10 +11,9 @@ Text is split into words on whitespace (`str.split`), as the tokenizer does. Met
 """
 
 import numpy as np
-from transformers import DataCollatorWithPadding, HfArgumentParser, TrainingArguments
+from transformers import DataCollatorWithPadding
 
-from elmo_finetuning import DataArguments, HeadArguments, check_training_args, label_names, load_data, load_head, run
-from elmo_finetuning import setup
+from elmo_finetuning import label_names, load_head, parse_and_load, run
 from modeling_elmo import ElmoForSequenceClassification
 from tokenization_elmo import ElmoTokenizer
 
@@ -30,11 +29,7 @@ def compute_metrics(prediction):
 
 
 def main(argv=None):
-    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments))
-    head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    setup(training_args)
-    raw = load_data(data_args)
-    check_training_args(training_args, raw)
+    head_args, data_args, training_args, raw = parse_and_load(argv)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     labels, are_ids = label_names(raw, label_column, nested=False)
     label2id = {label: i for i, label in enumerate(labels)}

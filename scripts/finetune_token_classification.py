@@ -10,10 +10,9 @@ line between sentences), JSON/CSV with a word-list column and a tag-list column,
 Metrics: word accuracy, and for BIO/IOB2 tag sets (every tag O or X-TYPE) span precision / recall / F1.
 """
 
-from transformers import DataCollatorForTokenClassification, HfArgumentParser, TrainingArguments
+from transformers import DataCollatorForTokenClassification
 
-from elmo_finetuning import DataArguments, HeadArguments, check_training_args, label_names, load_data, load_head, run
-from elmo_finetuning import setup
+from elmo_finetuning import label_names, load_head, parse_and_load, run
 from modeling_elmo import ElmoForTokenClassification
 from tokenization_elmo import ElmoTokenizer
 
@@ -54,11 +53,7 @@ def make_compute_metrics(labels):
 
 
 def main(argv=None):
-    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments))
-    head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    setup(training_args)
-    raw = load_data(data_args)
-    check_training_args(training_args, raw)
+    head_args, data_args, training_args, raw = parse_and_load(argv)
     words_column = data_args.text_column or "tokens"
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
     labels, are_ids = label_names(raw, tags_column, nested=True)
