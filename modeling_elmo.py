@@ -116,7 +116,7 @@ def lstm_cell(input_gates, state_gates, bias, c, cell_clip):
     return c, (torch.sigmoid(o) * torch.tanh(c)).to(state_gates.dtype)
 
 
-# In inference with lstm_dim >= COMPILED_CELL_MIN_DIM, `lstm_cell` runs through torch.compile: its ten element-wise
+# In inference with lstm_dim >= COMPILED_CELL_MIN_DIM, `lstm_cell` runs through torch.compile: its element-wise
 # operations become one kernel (6x faster than eager for the Original size's cell on our 2-core CPU); the one-off
 # compilation (about 30 s) pays only for real model sizes. Training and small models use eager mode; so does everything if compilation
 # fails (no C++ compiler, unsupported platform). Set to None to never compile.
