@@ -15,7 +15,7 @@ for split in train valid test; do  # punctuation split off, one sentence per lin
 done
 
 DEVICE_ARGS=$(python -c "import torch; print('' if torch.cuda.is_available() else '--use_cpu')")  # bf16 on CPU needs --use_cpu
-MAX_STEPS=${MAX_STEPS:-5000}
+MAX_STEPS=${MAX_STEPS:-7000}
 OUT=${OUT:-models/elmo-pd-small}
 EVAL="$WORK/eval"
 mkdir -p "$EVAL"
@@ -64,5 +64,5 @@ for features in mix layer0; do
   python scripts/finetune_sequence_classification.py --model_name_or_path "$OUT" "${MIX[@]}" \
     --train_file $LABELED/sentence-polarity/train.jsonl --validation_file $LABELED/sentence-polarity/test.jsonl \
     --output_dir "$EVAL/polarity-$features" --do_train --do_eval --per_device_train_batch_size 32 \
-    --learning_rate 3e-3 --num_train_epochs 3 --report_to none --seed 0 --save_strategy no
+    --learning_rate 3e-3 --num_train_epochs 10 --report_to none --seed 0 --save_strategy no
 done
