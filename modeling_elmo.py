@@ -382,24 +382,45 @@ class ElmoModel(ElmoPreTrainedModel):
     def get_input_embeddings(self):
         return self.bilm.char_cnn.char_embedding
 
-    def _add_sentence_boundaries(self, input_ids, mask):
-        """Checks the ids and adds BOS before and EOS after each sentence: returns ids [B, T + 2, C], lengths [B]."""
-        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
+    def _check_inputs(self, input_ids, attention_mask):
+        """Refuses malformed inputs by name; returns the char ids as int64 and the word mask [B, T] (a word counts
+        where its char ids are not all padding and `attention_mask`, if given, is 1)."""
+        chars = self.config.max_characters_per_token
+        if not torch.is_tensor(input_ids):
+            raise TypeError(
+                f"input_ids must be a torch.Tensor of char ids [batch, words, {chars}], got {type(input_ids).__name__}: "
+                "call the tokenizer with return_tensors='pt'"
+            )
+        if input_ids.dim() != 3 or input_ids.shape[-1] != chars:
             raise ValueError(
-                f"input_ids must have shape [batch, words, {self.config.max_characters_per_token}] (char ids from "
-                f"ElmoTokenizer), got {list(input_ids.shape)}"
+                f"input_ids must have shape [batch, words, {chars}] (char ids from ElmoTokenizer), got "
+                f"{list(input_ids.shape)}"
             )
         if input_ids.shape[0] == 0:
             raise ValueError("empty batch: input_ids has no sentences")
-        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
             raise ValueError(f"input_ids must hold integer char ids, got dtype {input_ids.dtype}")
+        input_ids = input_ids.long()
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= CHAR_VOCAB_SIZE):
             raise ValueError(f"input_ids must be char ids in [0, {CHAR_VOCAB_SIZE - 1}]")
-        lengths = mask.sum(dim=1)
+        mask = (input_ids > 0).any(dim=-1)
+        if attention_mask is not None:
+            if not torch.is_tensor(attention_mask):
+                raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+            if attention_mask.shape != mask.shape:
+                raise ValueError(
+                    f"attention_mask must have shape [batch, words] = {list(mask.shape)} like input_ids, got "
+                    f"{list(attention_mask.shape)}"
+                )
+            mask = mask & attention_mask.bool()
         positions = torch.arange(mask.shape[1], device=mask.device)
-        if not torch.equal(mask, positions < lengths.unsqueeze(1)):
+        if not torch.equal(mask, positions < mask.sum(dim=1, keepdim=True)):
             raise ValueError("padding must be on the right: every sentence's words must come first, then padding")
+        return input_ids, mask
 
+    def _add_sentence_boundaries(self, input_ids, mask):
+        """Adds BOS before and EOS after each sentence: returns ids [B, T + 2, C], lengths [B]."""
+        lengths = mask.sum(dim=1)
         batch, words, chars = input_ids.shape
         bos, eos = (input_ids.new_tensor(ids) for ids in sentence_boundary_char_ids(chars))
         with_boundaries = input_ids.new_zeros(batch, words + 2, chars)
@@ -431,9 +452,7 @@ class ElmoModel(ElmoPreTrainedModel):
         Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
         `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
         """
-        mask = (input_ids > 0).any(dim=-1)
-        if attention_mask is not None:
-            mask = mask & attention_mask.bool()
+        input_ids, mask = self._check_inputs(input_ids, attention_mask)
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
         if lstm_state is not None and (
             len(lstm_state) != self.config.n_layers or lstm_state[0][0].shape[:2] != (2, input_ids.shape[0])

@@ -82,6 +82,35 @@ def test_bad_input_ids_are_named(tiny, make_ids, match):
         model(make_ids())
 
 
+@pytest.mark.parametrize(
+    "make_inputs, error, match",
+    [
+        (lambda ids: (ids[:, :, 0], {"attention_mask": torch.ones(2, 3)}), ValueError, r"shape \[batch, words, 50\]"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(1, 3)}), ValueError, r"attention_mask must have shape \[batch, words\] = \[2, 3\]"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(3)}), ValueError, "attention_mask must have shape"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(2, 4)}), ValueError, "attention_mask must have shape"),
+        (lambda ids: (ids, {"attention_mask": [[1, 1, 1], [1, 1, 0]]}), TypeError, "attention_mask must be a torch.Tensor"),
+        (lambda ids: (ids.numpy(), {}), TypeError, "return_tensors='pt'"),
+        (lambda ids: (ids.tolist(), {}), TypeError, "return_tensors='pt'"),
+    ],
+)
+def test_bad_input_forms_are_named(tiny, make_inputs, error, match):
+    model, tokenizer = tiny
+    ids, kwargs = make_inputs(encode(tokenizer, [["a", "b", "c"], ["d", "e"]])["input_ids"])
+    with pytest.raises(error, match=match):
+        model(ids, **kwargs)
+
+
+def test_narrow_integer_ids_give_the_same_vectors(tiny):
+    model, tokenizer = tiny
+    enc = encode(tokenizer, [["a", "b", "c"], ["d", "e"]])
+    with torch.no_grad():
+        want = model(**enc).last_hidden_state
+        for dtype in (torch.int16, torch.int32):
+            got = model(enc["input_ids"].to(dtype), attention_mask=enc["attention_mask"]).last_hidden_state
+            assert torch.equal(got, want), dtype
+
+
 def test_left_padding_is_refused(tiny):
     model, tokenizer = tiny
     ids = encode(tokenizer, [["a", "b"], ["c"]])["input_ids"]
