@@ -1,11 +1,11 @@
 """Fine-tune an ELMo sentence classifier with Trainer: `ElmoForSequenceClassification`.
 
 The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropout 0.5; the sentence vector is the
-masked mean of the ELMo vectors over its words, then a linear classifier (`--task_encoder lstm` puts a BiLSTM
+masked mean of the ELMo vectors over its words, then a linear classifier (`--task-encoder lstm` puts a BiLSTM
 before the mean). Data: local JSON Lines / JSON / CSV files with a text and a label column, or a Hub dataset.
 
-    PYTHONPATH=.:scripts python scripts/finetune_sequence_classification.py --model_name_or_path ELMO_FOLDER \\
-        --train_file train.jsonl --validation_file test.jsonl --output_dir out --do_train --do_eval
+    python scripts/finetune_sequence_classification.py --model-name-or-path ELMO_FOLDER \\
+        --train-file train.jsonl --validation-file test.jsonl --output-dir out --do-train --do-eval
 
 Text is split into words on whitespace (`str.split`), as the tokenizer does. Metrics: accuracy and macro F1.
 """

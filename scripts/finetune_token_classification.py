@@ -4,8 +4,8 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
 one label per word (ELMo reads whole words: no sub-word alignment). Data: local CoNLL files (`token<TAB>tag`, blank
 line between sentences), JSON/CSV with a word-list column and a tag-list column, or a Hub dataset.
 
-    PYTHONPATH=.:scripts python scripts/finetune_token_classification.py --model_name_or_path ELMO_FOLDER \\
-        --train_file train.conll --validation_file valid.conll --output_dir out --do_train --do_eval
+    python scripts/finetune_token_classification.py --model-name-or-path ELMO_FOLDER \\
+        --train-file train.conll --validation-file valid.conll --output-dir out --do-train --do-eval
 
 Metrics: word accuracy, and for BIO/IOB2 tag sets (every tag O or X-TYPE) span precision / recall / F1.
 """

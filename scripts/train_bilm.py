@@ -2,12 +2,12 @@
 existing ElmoModel folder (e.g. converted AllenNLP weights) on domain text, as the paper's domain fine-tuning.
 
 Data: local text files (one sentence or paragraph per line; .txt or .txt.gz) or a Hub dataset with a text column.
-Lines are split into windows of at most --max_words words; each window is one biLM sentence (<S> ... </S>).
-The word vocabulary (bilm-tf format) is built from the training text unless --vocab_file is given or the starting
+Lines are split into windows of at most --max-words words; each window is one biLM sentence (<S> ... </S>).
+The word vocabulary (bilm-tf format) is built from the training text unless --vocab-file is given or the starting
 model already has one of the right size; it is saved with the model as vocab.txt.
 
-    PYTHONPATH=.:scripts python scripts/train_bilm.py --train_file train.txt.gz --validation_file valid.txt.gz \\
-        --output_dir out --do_train --do_eval --lstm_dim 256 --projection_dim 64 --n_negative_samples 1024
+    python scripts/train_bilm.py --train-file train.txt.gz --validation-file valid.txt.gz \\
+        --output-dir out --do-train --do-eval --lstm-dim 256 --projection-dim 64 --n-negative-samples 1024
 
 Prints and saves (eval_results.json) the forward, backward and average perplexity on the evaluation split.
 """
