@@ -5,7 +5,7 @@ entities with character offsets into the input string."""
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, load_fixture
+from conftest import REPO, TOKEN_LABELS, load_fixture
 from tolerance import assert_close_to_reference
 from transformers import pipeline
 
@@ -16,28 +16,6 @@ SHIPPED = REPO / "models" / "elmo-pd-small"
 # Odd whitespace on purpose (tab, double space, newline, no-break space): offsets must point into the raw string.
 TEXTS = ["He sat on the bank of the river .", "New  York\tis big", "", "ELMo", "a b c d e f g h i j k",
          "caf\u00e9 \u00a0na\u00efve\nr\u00e9sum\u00e9 !"]
-TOKEN_LABELS = ["O", "B-X", "I-X"]
-
-
-@pytest.fixture(scope="module")
-def heads(tiny_model_dir, tmp_path_factory):
-    """A token and a sequence head on the tiny converted model, with random (seeded) classifiers, saved."""
-    root = tmp_path_factory.mktemp("heads")
-    torch.manual_seed(0)
-    token = ElmoForTokenClassification.from_pretrained(
-        tiny_model_dir, id2label=dict(enumerate(TOKEN_LABELS)), label2id={l: i for i, l in enumerate(TOKEN_LABELS)}
-    )
-    torch.manual_seed(0)
-    token.classifier.weight.data.normal_(std=3.0)  # sharp predictions, with runs of I-X (multi-word groups)
-    token.classifier.bias.data = torch.tensor([0.0, 0.0, 1.0])
-    sequence = ElmoForSequenceClassification.from_pretrained(
-        tiny_model_dir, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1}
-    )
-    tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
-    for name, model in (("token", token), ("sequence", sequence)):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    return root
 
 
 def direct(model_class, folder, texts):
@@ -85,11 +63,11 @@ def test_sentence_vectors_are_the_masked_mean(tiny):
 
 
 @pytest.mark.parametrize("batch_size", [1, 8])
-def test_text_classification_equals_the_head(heads, batch_size):
-    classifier = pipeline("text-classification", model=str(heads / "sequence"), trust_remote_code=True, top_k=None)
+def test_text_classification_equals_the_head(tiny_heads_dir, batch_size):
+    classifier = pipeline("text-classification", model=str(tiny_heads_dir / "sequence"), trust_remote_code=True, top_k=None)
     assert type(classifier).__name__ == "ElmoTextClassificationPipeline"
     got = classifier(TEXTS, batch_size=batch_size)
-    probabilities = torch.softmax(direct(ElmoForSequenceClassification, heads / "sequence", TEXTS).logits, dim=-1)
+    probabilities = torch.softmax(direct(ElmoForSequenceClassification, tiny_heads_dir / "sequence", TEXTS).logits, dim=-1)
     for i, result in enumerate(got):
         scores = {r["label"]: r["score"] for r in result}
         assert_close_to_reference([scores["negative"], scores["positive"]], probabilities[i], what=f"text {i}")
@@ -125,8 +103,8 @@ def expected_groups(labels, spans):
 
 
 @pytest.mark.parametrize("batch_size", [1, 8])
-def test_token_classification_gives_word_entities_with_offsets(heads, batch_size):
-    folder = heads / "token"
+def test_token_classification_gives_word_entities_with_offsets(tiny_heads_dir, batch_size):
+    folder = tiny_heads_dir / "token"
     tagger = pipeline("token-classification", model=str(folder), trust_remote_code=True)
     assert type(tagger).__name__ == "ElmoTokenClassificationPipeline"
     logits = direct(ElmoForTokenClassification, folder, TEXTS).logits
@@ -156,8 +134,8 @@ def test_token_classification_gives_word_entities_with_offsets(heads, batch_size
     assert n_groups > 0, "no multi-word group: the grouping was not exercised"
 
 
-def test_token_classification_of_pretokenized_words_and_default_ignore(heads):
-    tagger = pipeline("token-classification", model=str(heads / "token"), trust_remote_code=True)
+def test_token_classification_of_pretokenized_words_and_default_ignore(tiny_heads_dir):
+    tagger = pipeline("token-classification", model=str(tiny_heads_dir / "token"), trust_remote_code=True)
     words = ["He", "sat", "on", "the", "bank"]
     (got,) = tagger(words, is_split_into_words=True, ignore_labels=[])  # a list of one result, as the stock pipeline
     assert [(e["word"], e["start"], e["end"]) for e in got] == [
