@@ -2,7 +2,7 @@
 
 The card follows `config.architectures`: the pipeline tag, the Auto class of the usage snippet, the labels of a
 task head, and the evaluation results Trainer wrote (`eval_results.json`, `test_results.json`) as model-index
-metadata. Used by push_to_hub.py; any script that writes a model folder can call `write_model_card` too.
+metadata. Used by push_to_hub.py (`model_card(folder, repo_id, ...).save(path)`).
 """
 
 import json
@@ -202,10 +202,3 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         check=check or DEFAULT_CHECK,
         citation=CITATION,
     )
-
-
-def write_model_card(folder, repo_id, **kwargs):
-    """Write README.md into `folder`; returns its path."""
-    path = os.path.join(folder, "README.md")
-    model_card(folder, repo_id, **kwargs).save(path)
-    return path
