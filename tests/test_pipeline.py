@@ -62,12 +62,27 @@ def test_sentence_vectors_are_the_masked_mean(tiny):
     assert masked_mean(empty.last_hidden_state, empty.mask).abs().sum() == 0  # no words: zeros, not NaN
 
 
+@pytest.fixture(scope="module")
+def shipped_sequence_head(tmp_path_factory):
+    """A sequence head on the shipped model (seeded random classifier), saved as fine-tuning saves it."""
+    folder = tmp_path_factory.mktemp("shipped-head")
+    torch.manual_seed(0)
+    model = ElmoForSequenceClassification.from_pretrained(
+        SHIPPED, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1}
+    )
+    model.save_pretrained(folder)
+    ElmoTokenizer.from_pretrained(SHIPPED).save_pretrained(folder)
+    return folder
+
+
 @pytest.mark.parametrize("batch_size", [1, 8])
-def test_text_classification_equals_the_head(tiny_heads_dir, batch_size):
-    classifier = pipeline("text-classification", model=str(tiny_heads_dir / "sequence"), trust_remote_code=True, top_k=None)
+@pytest.mark.parametrize("which", ["tiny", "shipped"])
+def test_text_classification_equals_the_head(which, batch_size, tiny_heads_dir, request):
+    folder = tiny_heads_dir / "sequence" if which == "tiny" else request.getfixturevalue("shipped_sequence_head")
+    classifier = pipeline("text-classification", model=str(folder), trust_remote_code=True, top_k=None)
     assert type(classifier).__name__ == "ElmoTextClassificationPipeline"
     got = classifier(TEXTS, batch_size=batch_size)
-    probabilities = torch.softmax(direct(ElmoForSequenceClassification, tiny_heads_dir / "sequence", TEXTS).logits, dim=-1)
+    probabilities = torch.softmax(direct(ElmoForSequenceClassification, folder, TEXTS).logits, dim=-1)
     for i, result in enumerate(got):
         scores = {r["label"]: r["score"] for r in result}
         assert_close_to_reference([scores["negative"], scores["positive"]], probabilities[i], what=f"text {i}")
