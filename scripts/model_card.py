@@ -170,7 +170,8 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         config = json.load(f)
     _, auto_class, task = architecture(config)
     n_layers, projection = config["n_layers"], config["projection_dim"]
-    labels = [] if task == "feature-extraction" else [config["id2label"][k] for k in sorted(config["id2label"], key=int)]
+    id2label = config.get("id2label", {}) if task != "feature-extraction" else {}
+    labels = [id2label[k] for k in sorted(id2label, key=int)]
     results = evaluation_results(folder, task, eval_dataset or (datasets[0] if datasets else None))
     data = ModelCardData(
         library_name="transformers",

@@ -81,7 +81,8 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
     assert push_to_hub.main([str(model_dir), "me/elmo-head", "--dry-run", "--staging-dir", str(stage),
                              "--datasets", "conll2003", "--base-model", "me/elmo-tiny"]) == 0
     err = capsys.readouterr().err
-    assert set(os.listdir(stage)) == set(os.listdir(tiny_heads_dir / head)) | {"README.md"}  # what save_pretrained wrote
+    # What save_pretrained wrote, and the card.
+    assert set(os.listdir(stage)) == set(os.listdir(tiny_heads_dir / head)) | {"README.md"}
     assert EXPECTED_FILES <= set(os.listdir(stage))
     for name in TRAINER_FILES + ["test_results.json", "checkpoint-10/"]:
         assert name in err, f"{name} must be reported as left out"
@@ -100,7 +101,8 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
     assert all(f"`{label}`" in card.text for label in labels)
     assert f"{auto_class}.from_pretrained" in card.text and "AutoModel.from_pretrained" not in card.text
 
-    got = run_snippet(card, "me/elmo-head", stage, tmp_path / "elsewhere", "\nimport json; print(json.dumps(predicted))\n")
+    got = run_snippet(card, "me/elmo-head", stage, tmp_path / "elsewhere",
+                      "\nimport json; print(json.dumps(predicted))\n")
     model_class = getattr(__import__("modeling_elmo"), {"token": "ElmoForTokenClassification",
                                                         "sequence": "ElmoForSequenceClassification"}[head])
     tokenizer = __import__("tokenization_elmo").ElmoTokenizer.from_pretrained(stage)
