@@ -1,10 +1,16 @@
 """ELMo configuration: the fields of the original options.json plus the scalar-mix settings of AllenNLP's `Elmo`."""
 
+import copy
 import json
 import os
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
+
+try:  # loaded as remote code, the modules are one package
+    from .pipeline_elmo import ELMO_PIPELINES
+except ImportError:  # installed with pip, they are top-level modules
+    from pipeline_elmo import ELMO_PIPELINES
 
 logger = logging.get_logger(__name__)
 
@@ -115,6 +121,7 @@ class ElmoConfig(PretrainedConfig):
         self.lm_n_negative_samples = lm_n_negative_samples
         self.lm_dropout = lm_dropout
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
+        kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__init__(**kwargs)
         self.validate_elmo()
 

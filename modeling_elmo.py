@@ -308,6 +308,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _no_split_modules = ["ElmoLstmLayer", "ElmoCharacterEncoder"]
+    # A language-model checkpoint (the shipped model) also holds the word softmax, which only ElmoForLanguageModeling
+    # uses: loading the encoder or a task head from it leaves it out by design, not by accident.
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_softmax\."]
 
     def frozen_modules(self):
         """Submodules this model never trains (heads override it)."""
@@ -471,6 +474,7 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict=None,
         lstm_state=None,
         return_lstm_state=False,
+        output_attentions=None,
     ):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
@@ -481,7 +485,11 @@ class ElmoModel(ElmoPreTrainedModel):
             The `lstm_state` output of the previous window of the same texts: the biLM starts from it instead of
             zeros (stateful mode, see `forward_windows`). The default is stateless.
         return_lstm_state (`bool`, *optional*, defaults to `False`): also return the final LSTM states.
+        output_attentions (`bool`, *optional*): accepted for the common encoder API; ELMo has no attention, so True is
+            an error.
         """
+        if output_attentions:
+            raise ValueError("ELMo has no attention layers: output_attentions=True is not supported")
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -767,9 +775,9 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
     def frozen_modules(self):
         return [self.elmo.bilm] if self.config.freeze_bilm else []
 
-    def encode(self, input_ids, attention_mask):
+    def encode(self, input_ids, attention_mask, output_attentions=None):
         """Task-encoded ELMo vectors [B, words, D] and the word mask."""
-        output = self.elmo(input_ids, attention_mask=attention_mask)
+        output = self.elmo(input_ids, attention_mask=attention_mask, output_attentions=output_attentions)
         return self.encoder(output.last_hidden_state, output.mask), output.mask
 
     def mix_penalty(self):
@@ -788,7 +796,7 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
         labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        vectors, mask = self.encode(input_ids, attention_mask)
+        vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
         logits = self.classifier(vectors)
         loss = None
         if labels is not None:
@@ -813,7 +821,7 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
             num_labels)` multi-hot floats for multi-label classification).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        vectors, mask = self.encode(input_ids, attention_mask)
+        vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
         logits = self.classifier(masked_mean(vectors, mask))
         loss = None
         if labels is not None:
