@@ -1,6 +1,7 @@
 """ELMo configuration: the fields of the original options.json plus the scalar-mix settings of AllenNLP's `Elmo`."""
 
 import json
+import math
 import os
 
 from transformers import PretrainedConfig
@@ -21,6 +22,11 @@ TASK_ENCODERS = ("linear", "lstm")
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+
+
+def _is_finite_number(value):
+    """An int or float (not a bool, not a string such as "3") that is neither NaN nor infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class ElmoConfig(PretrainedConfig):
@@ -92,7 +98,9 @@ class ElmoConfig(PretrainedConfig):
         **kwargs,
     ):
         self.char_embedding_dim = char_embedding_dim
-        self.filters = [list(f) for f in (DEFAULT_FILTERS if filters is None else filters)]
+        filters = DEFAULT_FILTERS if filters is None else filters
+        # Lists of pairs are copied as lists (JSON gives lists, callers tuples); anything else is refused below.
+        self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in filters] if isinstance(filters, (list, tuple)) else filters
         self.n_highway = n_highway
         self.activation = activation
         self.n_characters = n_characters
@@ -105,7 +113,9 @@ class ElmoConfig(PretrainedConfig):
         self.use_skip_connections = use_skip_connections
         self.num_output_representations = num_output_representations
         self.do_layer_norm = do_layer_norm
-        self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        self.scalar_mix_parameters = (
+            list(scalar_mix_parameters) if isinstance(scalar_mix_parameters, (list, tuple)) else scalar_mix_parameters
+        )
         self.dropout = dropout
         self.freeze_bilm = freeze_bilm
         self.task_encoder = task_encoder
@@ -160,10 +170,10 @@ class ElmoConfig(PretrainedConfig):
                 "ElmoConfig.max_characters_per_token must be >= 3 (begin-of-word, at least one byte, end-of-word), "
                 f"got {self.max_characters_per_token!r}"
             )
-        if not self.filters:
-            raise ValueError("ElmoConfig.filters must list at least one [width, number] filter bank")
+        if not isinstance(self.filters, list) or not self.filters:
+            raise ValueError(f"ElmoConfig.filters must list at least one [width, number] filter bank, got {self.filters!r}")
         for f in self.filters:
-            if len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f):
+            if not isinstance(f, list) or len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f):
                 raise ValueError(f"ElmoConfig.filters entries must be [width, number] positive integers, got {f!r}")
             if f[0] > self.max_characters_per_token:
                 raise ValueError(
@@ -176,12 +186,19 @@ class ElmoConfig(PretrainedConfig):
             raise ValueError(f"ElmoConfig.n_characters must be 261 or 262, got {self.n_characters!r}")
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ValueError(f"ElmoConfig.{name} must be a positive number or None, got {value!r}")
+            if value is not None and (not _is_finite_number(value) or value <= 0):
+                raise ValueError(f"ElmoConfig.{name} must be a positive finite number or None (no clipping), got {value!r}")
         if not isinstance(self.use_skip_connections, bool):
             raise ValueError(f"ElmoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}")
         if not isinstance(self.do_layer_norm, bool):
             raise ValueError(f"ElmoConfig.do_layer_norm must be a bool, got {self.do_layer_norm!r}")
+        if self.scalar_mix_parameters is not None and (
+            not isinstance(self.scalar_mix_parameters, list)
+            or not all(_is_finite_number(w) for w in self.scalar_mix_parameters)
+        ):
+            raise ValueError(
+                f"ElmoConfig.scalar_mix_parameters must be a list of finite numbers or None, got {self.scalar_mix_parameters!r}"
+            )
         if self.scalar_mix_parameters is not None and len(self.scalar_mix_parameters) != self.n_layers + 1:
             raise ValueError(
                 f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
@@ -189,15 +206,15 @@ class ElmoConfig(PretrainedConfig):
             )
         for name in ("dropout", "lm_dropout"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            if not _is_finite_number(value) or not 0 <= value < 1:
                 raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
         if not isinstance(self.freeze_bilm, bool):
             raise ValueError(f"ElmoConfig.freeze_bilm must be a bool, got {self.freeze_bilm!r}")
         if self.task_encoder not in TASK_ENCODERS:
             raise ValueError(f"ElmoConfig.task_encoder must be one of {TASK_ENCODERS}, got {self.task_encoder!r}")
         value = self.mix_l2_lambda
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative number, got {value!r}")
+        if not _is_finite_number(value) or value < 0:
+            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
 
     @classmethod
     def from_allennlp_options(cls, options, **kwargs):
@@ -227,11 +244,13 @@ class ElmoConfig(PretrainedConfig):
                 cell_clip=lstm.get("cell_clip"),
                 proj_clip=lstm.get("proj_clip"),
             )
-        except (KeyError, TypeError) as e:
+        except KeyError as e:
             raise ValueError(f"options are missing the required key {e} (expected the AllenNLP options.json layout)")
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"options do not have the AllenNLP options.json layout (lstm and char_cnn objects): {e}")
         if "use_skip_connections" not in lstm:
             logger.warning("options.json has no lstm.use_skip_connections; using true, as AllenNLP does")
-        fields["use_skip_connections"] = bool(lstm.get("use_skip_connections", True))
+        fields["use_skip_connections"] = lstm.get("use_skip_connections", True)  # validated: a JSON true or false
         fields.update(kwargs)
         return cls(**fields)
 
