@@ -66,6 +66,16 @@ class ElmoConfig(PretrainedConfig):
         lm_n_negative_samples (`int`, *optional*): sampled softmax with this many negatives per batch in training
             (bilm-tf's `n_negative_samples_batch`, 8192); None: full softmax. Evaluation always uses the full one.
         lm_dropout (`float`, defaults to 0.0): dropout on the top biLM layer before the LM softmax (bilm-tf: 0.1).
+        char_vocab_size (`int`, *optional*): None: characters are UTF-8 bytes and markers (AllenNLP, bilm-tf). An int:
+            characters are ids of a character vocabulary of this size (ELMoForManyLangs' char.dic), shifted by +1 in
+            `input_ids` (0 = no word); the char embedding then has `char_vocab_size + 1` rows.
+        word_vocab_size (`int`, *optional*) and word_embedding_dim (`int`, defaults to 0): an optional word
+            embedding (ELMoForManyLangs' word.dic) whose vector is concatenated before the char-CNN output, ahead of
+            the projection. Each `input_ids` row then starts with the word id + 1, followed by the char ids.
+            `char_embedding_dim=0` with a word embedding: a word-only model (no char CNN).
+        sentence_boundary_ids (`list[list[int]]`, *optional*): the `input_ids` rows of the BOS and EOS words the
+            model adds around each sentence, for vocabulary inputs (set by the ELMoForManyLangs converter). None:
+            AllenNLP's byte rules (required when a character vocabulary or a word embedding is used).
     """
 
     model_type = "elmo"
@@ -95,6 +105,10 @@ class ElmoConfig(PretrainedConfig):
         lm_vocab_size=None,
         lm_n_negative_samples=None,
         lm_dropout=0.0,
+        char_vocab_size=None,
+        word_vocab_size=None,
+        word_embedding_dim=0,
+        sentence_boundary_ids=None,
         **kwargs,
     ):
         self.char_embedding_dim = char_embedding_dim
@@ -124,6 +138,10 @@ class ElmoConfig(PretrainedConfig):
         self.lm_vocab_size = lm_vocab_size
         self.lm_n_negative_samples = lm_n_negative_samples
         self.lm_dropout = lm_dropout
+        self.char_vocab_size = char_vocab_size
+        self.word_vocab_size = word_vocab_size
+        self.word_embedding_dim = word_embedding_dim
+        self.sentence_boundary_ids = sentence_boundary_ids
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         super().__init__(**kwargs)
         self.validate_elmo()
@@ -132,6 +150,11 @@ class ElmoConfig(PretrainedConfig):
     def n_filters(self):
         """Width of the char-CNN output (sum of the filter counts)."""
         return sum(n for _, n in self.filters)
+
+    @property
+    def input_width(self):
+        """Ids per word in `input_ids`: the word id (with a word embedding), then the char ids (with a char CNN)."""
+        return (1 if self.word_embedding_dim else 0) + (self.max_characters_per_token if self.char_embedding_dim else 0)
 
     @property
     def hidden_size(self):
@@ -147,7 +170,6 @@ class ElmoConfig(PretrainedConfig):
                 raise ValueError(f"ElmoConfig.{name} must be a positive integer, got {value!r}")
 
         for name in (
-            "char_embedding_dim",
             "lstm_dim",
             "projection_dim",
             "n_layers",
@@ -156,15 +178,18 @@ class ElmoConfig(PretrainedConfig):
             "task_encoder_dim",
         ):
             positive_int(name)
-        for name in ("lm_vocab_size", "lm_n_negative_samples"):
+        for name in ("lm_vocab_size", "lm_n_negative_samples", "char_vocab_size", "word_vocab_size"):
             if getattr(self, name) is not None:
                 positive_int(name)
         if self.lm_vocab_size is not None and self.lm_vocab_size < 4:
             raise ValueError(
                 f"ElmoConfig.lm_vocab_size must be >= 4 (<S>, </S>, <UNK> and at least one word), got {self.lm_vocab_size}"
             )
-        if isinstance(self.n_highway, bool) or not isinstance(self.n_highway, int) or self.n_highway < 0:
-            raise ValueError(f"ElmoConfig.n_highway must be a non-negative integer, got {self.n_highway!r}")
+        for name in ("n_highway", "char_embedding_dim", "word_embedding_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"ElmoConfig.{name} must be a non-negative integer, got {value!r}")
+        self._validate_token_inputs()
         if self.max_characters_per_token < 3:
             raise ValueError(
                 "ElmoConfig.max_characters_per_token must be >= 3 (begin-of-word, at least one byte, end-of-word), "
@@ -215,6 +240,32 @@ class ElmoConfig(PretrainedConfig):
         value = self.mix_l2_lambda
         if not _is_finite_number(value) or value < 0:
             raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
+
+    def _validate_token_inputs(self):
+        """The optional word embedding, the character vocabulary and the boundary rows they need."""
+        if (self.word_vocab_size is None) != (self.word_embedding_dim == 0):
+            raise ValueError(
+                "ElmoConfig.word_vocab_size and word_embedding_dim go together (a word embedding needs both), got "
+                f"{self.word_vocab_size!r} and {self.word_embedding_dim!r}"
+            )
+        if self.char_embedding_dim == 0 and not self.word_embedding_dim:
+            raise ValueError("ElmoConfig.char_embedding_dim is 0 (no char CNN), so a word embedding is needed")
+        vocabulary_inputs = self.char_vocab_size is not None or self.word_embedding_dim > 0
+        rows = self.sentence_boundary_ids
+        if not vocabulary_inputs:
+            if rows is not None:
+                raise ValueError("ElmoConfig.sentence_boundary_ids is only for a character vocabulary or word embedding")
+            return
+        if not (
+            isinstance(rows, list)
+            and len(rows) == 2
+            and all(isinstance(r, list) and len(r) == self.input_width for r in rows)
+            and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for r in rows for i in r)
+        ):
+            raise ValueError(
+                f"ElmoConfig.sentence_boundary_ids must be the BOS and EOS input rows, two lists of {self.input_width} "
+                f"positive ids, got {rows!r}"
+            )
 
     @classmethod
     def from_allennlp_options(cls, options, **kwargs):
