@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 
 # Every file a conversion writes: the model (config + weights), the tokenizer files, the three module files.
 CONVERSION_FILES = frozenset(
@@ -167,3 +168,28 @@ def save_atomically(model, tokenizer, output, overwrite=False):
         for path in owner_files:
             os.remove(path)
     return output
+
+
+def add_arguments(parser):
+    """The command-line options every converter shares: where to write and the scalar-mix settings."""
+    parser.add_argument("--output", required=True, help="folder to write (must not exist, or be empty)")
+    parser.add_argument("--num-output-representations", type=int, default=1, help="scalar mixes (default 1)")
+    parser.add_argument("--do-layer-norm", action="store_true", help="layer-normalise layers before mixing")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
+
+
+def run(args, convert, source):
+    """Check the output path, `convert(**config_kwargs) -> (model, tokenizer)`, write the folder; returns the exit
+    code, after one line on stderr for any ConversionError."""
+    try:
+        check_output(args.output, args.overwrite)  # before the conversion, which can take a while
+        model, tokenizer = convert(
+            num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
+        )
+        output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
+    except ConversionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"converted {source} ({n_params:,} parameters) -> {output}")
+    return 0

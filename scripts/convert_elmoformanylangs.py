@@ -18,7 +18,8 @@ import sys
 
 import torch
 from configuration_elmo import ElmoConfig
-from conversion_output import ConversionError, check_output, save_atomically
+import conversion_output
+from conversion_output import ConversionError
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
@@ -222,25 +223,9 @@ def convert(model_dir, **config_kwargs):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="the ELMoForManyLangs model folder")
-    parser.add_argument("--output", required=True, help="folder to write (must not exist or be empty)")
-    parser.add_argument("--num-output-representations", type=int, default=1, help="scalar mixes (default 1)")
-    parser.add_argument("--do-layer-norm", action="store_true", help="layer-normalise layers before mixing")
-    parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
+    conversion_output.add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        check_output(args.output, args.overwrite)
-        model, tokenizer = convert(
-            args.model_dir,
-            num_output_representations=args.num_output_representations,
-            do_layer_norm=args.do_layer_norm,
-        )
-        output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
-    except ConversionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"converted {args.model_dir} ({n_params:,} parameters) -> {output}")
-    return 0
+    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir)
 
 
 if __name__ == "__main__":
