@@ -187,7 +187,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         # Character-vocabulary mode (see the module docstring): ELMoForManyLangs' vocabularies.
         self.char_vocab = None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS)
         self.word_vocab = None if word_vocab_file is None else read_dic(word_vocab_file, WORD_VOCAB_SYMBOLS)
-        self._rows = {}
+        self._rows, self._inverse = {}, {}
         if kwargs.setdefault("padding_side", "right") != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each sentence from position 0")
         super().__init__(
@@ -277,12 +277,19 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if not any(row):
             return None
         if self.char_vocab is None:
-            return {i: w for w, i in self.word_vocab.items()}.get(row[0] - 1, VOCAB_OOV)
+            return self._inverse_vocab("word").get(row[0] - 1, VOCAB_OOV)
         ids = [i - 1 for i in row[-self.max_characters_per_token :][1:]]
         end = self.char_vocab[VOCAB_BOW]
         ids = ids[: ids.index(end)] if end in ids else ids
-        chars = {i: c for c, i in self.char_vocab.items()}
+        chars = self._inverse_vocab("char")
         return "".join(chars.get(i, "") for i in ids)
+
+    def _inverse_vocab(self, kind):
+        """id -> token of the char or word vocabulary (built on first use, for decoding)."""
+        inverse = self._inverse.get(kind)
+        if inverse is None:
+            inverse = self._inverse[kind] = {i: t for t, i in getattr(self, f"{kind}_vocab").items()}
+        return inverse
 
     def tokenize(self, text, **kwargs):
         """Whitespace split (`str.split()`); no special-token splitting."""
