@@ -304,3 +304,16 @@ def test_ids_outside_the_vocabularies_are_named(converted):
         model(too_big)
     with pytest.raises(ValueError, match=rf"input_ids must have shape \[batch, words, {width}\]"):
         model(torch.ones(1, 2, 50, dtype=torch.long))
+
+
+def test_fixture_reaches_both_clips(converted):
+    """Guards the fixtures: without the cell clip or the projection clip the outputs move far outside the rule."""
+    from modeling_elmo import ElmoModel
+
+    name, folder = converted
+    _, sentences, expected = load(name)
+    tokenizer = ElmoTokenizer.from_pretrained(folder)
+    for field in ("cell_clip", "proj_clip"):
+        model = ElmoModel.from_pretrained(folder, **{field: None}).eval()
+        top = [layers[2] for layers in embed(model, tokenizer, sentences)]
+        assert max(np.abs(t - expected[f"layers_{i}"][2]).max() for i, t in enumerate(top) if t.size) > 1e-2, field
