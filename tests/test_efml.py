@@ -317,3 +317,16 @@ def test_fixture_reaches_both_clips(converted):
         model = ElmoModel.from_pretrained(folder, **{field: None}).eval()
         top = [layers[2] for layers in embed(model, tokenizer, sentences)]
         assert max(np.abs(t - expected[f"layers_{i}"][2]).max() for i, t in enumerate(top) if t.size) > 1e-2, field
+
+
+def test_feature_extraction_pipeline_gives_the_package_average(converted):
+    """A fresh conversion's scalar mix is uniform (weights 0, gamma 1): its ELMo vectors are sents2elmo's default
+    output_layer=-1, the average of the 3 layers."""
+    from transformers import pipeline
+
+    name, folder = converted
+    _, sentences, expected = load(name)
+    extractor = pipeline("feature-extraction", model=str(folder), trust_remote_code=True)
+    for i in (1, 2, 3):  # Chinese, Japanese, Cyrillic (white-space separated, as the pipeline splits text)
+        vectors = np.array(extractor(" ".join(sentences[i])))[0]
+        assert_close_to_reference(vectors, expected[f"average_{i}"], what=f"{name} pipeline sentence {i}")
