@@ -2,8 +2,8 @@
 
 - The folder appears only complete: everything is written into a staging folder next to it and renamed into place.
 - An existing folder is replaced only with `overwrite`, and only if it holds an earlier conversion: a config.json of
-  model_type "elmo" and no file other than those a conversion writes (`CONVERSION_FILES`). Anything else, such as
-  the folder holding the original weights, is refused with nothing touched. An empty folder is simply used.
+  model_type "elmo" and no file but the model files (`model_files.py`). Anything else, such as the folder holding the
+  original weights, is refused with nothing touched. An empty folder is simply used.
 - Staging folders are named `.NAME.convert-PID-TOKEN`, each announced by an owner file `.NAME.convert-PID-TOKEN.owner`
   (host and process id) written before the folder exists. A run killed without cleaning up (`kill -9`) leaves both;
   the next conversion into the same NAME removes a staging folder only when its owner file names a process of this
@@ -21,22 +21,8 @@ import shutil
 import socket
 import sys
 
-# Every file a conversion writes: the model (config + weights), the tokenizer files, the three module files.
-CONVERSION_FILES = frozenset(
-    {
-        "config.json",
-        "model.safetensors",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "vocab.txt",
-        "char.dic",
-        "word.dic",
-        "configuration_elmo.py",
-        "modeling_elmo.py",
-        "tokenization_elmo.py",
-    }
-)
+from model_files import is_model_file
+
 
 
 class ConversionError(ValueError):
@@ -52,7 +38,7 @@ def is_earlier_conversion(folder):
     except (OSError, ValueError, AttributeError):
         return False
     regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n)) for n in names)
-    return model_type == "elmo" and regular and set(names) <= CONVERSION_FILES
+    return model_type == "elmo" and regular and all(is_model_file(n) for n in names)
 
 
 def _process_is_gone(owner):

@@ -3,7 +3,7 @@
 
     python scripts/push_to_hub.py DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
 
-1. Builds the upload folder from an allow-list of what a model repo needs (`MODEL_FILES`: config, weights,
+1. Builds the upload folder from an allow-list of what a model repo needs (model_files.py: config, weights,
    tokenizer files, the code modules, README.md); anything else in DIR (Trainer's training_args.bin, which can hold
    a token, trainer_state.json, *_results.json, optimizer states, checkpoint-*/ and runs/ folders...) is left out
    and listed. Symlinks are copied as the files they point to. README.md is the model card from model_card.py
@@ -16,7 +16,6 @@
 """
 
 import argparse
-import fnmatch
 import json
 import os
 import shutil
@@ -26,22 +25,8 @@ import tempfile
 
 from huggingface_hub import HfApi, get_token
 from model_card import architecture, model_card
+from model_files import is_model_file
 
-# Everything a model repo needs; nothing else is uploaded.
-MODEL_FILES = (
-    "config.json",
-    "*.safetensors",
-    "model.safetensors.index.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.txt",
-    "configuration_elmo.py",
-    "modeling_elmo.py",
-    "tokenization_elmo.py",
-    "pipeline_elmo.py",
-    "README.md",
-)
 
 # Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files.
 LOAD_CHECK = """
@@ -67,17 +52,13 @@ print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {ta
 """
 
 
-def is_model_file(name):
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in MODEL_FILES)
-
-
 def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
     """Copy DIR's model files into `staging` (symlinks dereferenced) and add the model card; returns the sorted
     file names of `staging`. What is left out is printed."""
     names = sorted(os.listdir(model_dir))
     if "config.json" not in names:
         raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
-    kept = [n for n in names if is_model_file(n) and os.path.isfile(os.path.join(model_dir, n))]
+    kept = [n for n in names if (is_model_file(n) or n == "README.md") and os.path.isfile(os.path.join(model_dir, n))]
     left_out = [n + "/" if os.path.isdir(os.path.join(model_dir, n)) else n for n in names if n not in kept]
     if left_out:
         print(f"not uploading (not part of a model repo): {', '.join(left_out)}", file=sys.stderr)

@@ -330,3 +330,12 @@ def test_feature_extraction_pipeline_gives_the_package_average(converted):
     for i in (1, 2, 3):  # Chinese, Japanese, Cyrillic (white-space separated, as the pipeline splits text)
         vectors = np.array(extractor(" ".join(sentences[i])))[0]
         assert_close_to_reference(vectors, expected[f"average_{i}"], what=f"{name} pipeline sentence {i}")
+
+
+def test_push_to_hub_uploads_the_vocabularies(converted, tmp_path):
+    """The .dic files are part of the model: the upload folder (the same file list the converter writes) has them."""
+    import push_to_hub
+
+    _, folder = converted
+    files = push_to_hub.build_upload_folder(folder, tmp_path / "stage", "me/elmo-zh")
+    assert {"char.dic", "word.dic", "config.json", "model.safetensors", "README.md"} <= set(files)

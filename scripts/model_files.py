@@ -1,0 +1,24 @@
+"""The files of an ELMo model folder: what a conversion writes (and so what `--overwrite` may replace) and what
+push_to_hub.py uploads. One list, so that a file a model needs is never written by one tool and left out by another."""
+
+import fnmatch
+
+MODEL_FILES = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",  # the word vocabulary (bilm-tf format)
+    "char.dic",  # ELMoForManyLangs character and word vocabularies
+    "word.dic",
+    "configuration_elmo.py",
+    "modeling_elmo.py",
+    "tokenization_elmo.py",
+    "pipeline_elmo.py",
+)
+
+
+def is_model_file(name):
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in MODEL_FILES)
