@@ -19,6 +19,13 @@ from tokenization_elmo import ElmoTokenizer
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 
 
+def process_state():
+    """accelerate's state of this process (rank, world size, device). Without an accelerator accelerate must be
+    told `cpu=True` to see the other processes of torchrun / accelerate launch (gloo); otherwise it picks the
+    process's accelerator."""
+    return PartialState(cpu=torch.accelerator.current_accelerator() is None)
+
+
 def check_word_lists(batch, where):
     """Reject what is not a non-empty list of word lists, naming the fix (a str would be read as characters)."""
     if isinstance(batch, str) or not isinstance(batch, (list, tuple)):
@@ -77,7 +84,7 @@ class ElmoEmbedder:
     def __init__(self, model, tokenizer=None, device=None, dtype=None):
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
-            loaded = load_elmo(model, dtype).to(device or PartialState().device)
+            loaded = load_elmo(model, dtype).to(device or process_state().device)
             tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
             model = loaded
         else:
