@@ -312,6 +312,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         if (covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int) else unit[0] not in batches)
     ]
     mine = pending[state.process_index :: state.num_processes]
+    if progress and state.is_main_process and state.num_processes > 1:
+        print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes", file=sys.stderr)
     size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
     with tqdm(total=size, unit="line", desc="embedding", disable=not (progress and state.is_main_process)) as bar:
         for unit in mine:
