@@ -1,8 +1,10 @@
 """elmo_transformers.ElmoEmbedder / batch_to_ids / tf_hub_outputs against AllenNLP 2.10.1's own fixture outputs."""
 
+import io
 import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -145,3 +147,11 @@ def test_loading_refuses_what_is_not_an_elmo_model(tmp_path, tiny_model_dir):
     (no_weights / "config.json").write_text((Path(tiny_model_dir) / "config.json").read_text())
     with pytest.raises(OSError, match="cannot load an ELMo model"):
         ElmoEmbedder(no_weights)
+
+
+def test_embed_file_takes_an_open_file_as_allennlp(embedder, tmp_path):
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    embedder.embed_file(io.StringIO(" ".join(sentences[0]) + "\n"), tmp_path / "out.hdf5", "top", batch_size=2)
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert json.loads(f["sentence_to_index"][0]) == {"Hello world !": "0"}
+        assert_close_to_reference(f["0"][...], expected["sent_0_activations"][-1], what="embed_file --top")
