@@ -54,14 +54,15 @@ def main():
             out.writelines(lines)
         words = sum(len(line.split()) for line in lines)
         flags = ["--model", args.model, "--top", "--batch-size", str(args.batch_size)]
-        one = [sys.executable, str(SCRIPT), source, os.path.join(folder, "one.hdf5"), *flags]
+        one_output, many_output = os.path.join(folder, "one.hdf5"), os.path.join(folder, "many.hdf5")
+        one = [sys.executable, str(SCRIPT), source, one_output, *flags]
         many = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(args.processes),
-                str(SCRIPT), source, os.path.join(folder, "many.hdf5"), *flags]
+                str(SCRIPT), source, many_output, *flags]
         times = {"one": [], "many": []}
         for _ in range(args.repeats):
-            times["one"].append(run(one, args.processes, one[3]))
-            times["many"].append(run(many, 1, many[7]))
-        with h5py.File(one[3]) as a, h5py.File(many[7]) as b:
+            times["one"].append(run(one, args.processes, one_output))
+            times["many"].append(run(many, 1, many_output))
+        with h5py.File(one_output) as a, h5py.File(many_output) as b:
             diff = max(float(np.abs(a[k][...] - b[k][...]).max(initial=0)) for k in a if k != "sentence_to_index")
         median = {k: statistics.median(v) for k, v in times.items()}
         print(f"CPU: {cpu_name()} ({os.cpu_count()} logical CPUs); {args.lines} lines, {words} words, --top, "
