@@ -241,7 +241,9 @@ def test_bad_paths_are_found_before_the_work(tmp_path, tiny_model_dir, no_model_
     (tmp_path / "a-folder").mkdir()
     (tmp_path / "a-file").write_text("")
     model = ["--model", str(tiny_model_dir), "--top"]
-    assert "is a folder: give the path of the HDF5 file" in one_line_error([str(source), str(tmp_path / "a-folder"), *model])
+    for overwrite in ([], ["--overwrite"]):
+        message = one_line_error([str(source), str(tmp_path / "a-folder"), *model, *overwrite])
+        assert "is a folder: give the path of the HDF5 file" in message
     assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "a-file" / "out.hdf5"), *model])
     assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "no" / "out.hdf5"), *model])
     missing = one_line_error([str(tmp_path / "missing.txt"), str(tmp_path / "out.hdf5"), *model])
