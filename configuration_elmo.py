@@ -1,10 +1,17 @@
 """ELMo configuration: the fields of the original options.json plus the scalar-mix settings of AllenNLP's `Elmo`."""
 
+import copy
 import json
+import math
 import os
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
+
+try:  # loaded as remote code, the modules are one package
+    from .pipeline_elmo import ELMO_PIPELINES
+except ImportError:  # installed with pip, they are top-level modules
+    from pipeline_elmo import ELMO_PIPELINES
 
 logger = logging.get_logger(__name__)
 
@@ -21,6 +28,11 @@ TASK_ENCODERS = ("linear", "lstm")
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+
+
+def _is_finite_number(value):
+    """An int or float (not a bool, not a string such as "3") that is neither NaN nor infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class ElmoConfig(PretrainedConfig):
@@ -60,6 +72,16 @@ class ElmoConfig(PretrainedConfig):
         lm_n_negative_samples (`int`, *optional*): sampled softmax with this many negatives per batch in training
             (bilm-tf's `n_negative_samples_batch`, 8192); None: full softmax. Evaluation always uses the full one.
         lm_dropout (`float`, defaults to 0.0): dropout on the top biLM layer before the LM softmax (bilm-tf: 0.1).
+        char_vocab_size (`int`, *optional*): None: characters are UTF-8 bytes and markers (AllenNLP, bilm-tf). An int:
+            characters are ids of a character vocabulary of this size (ELMoForManyLangs' char.dic), shifted by +1 in
+            `input_ids` (0 = no word); the char embedding then has `char_vocab_size + 1` rows.
+        word_vocab_size (`int`, *optional*) and word_embedding_dim (`int`, defaults to 0): an optional word
+            embedding (ELMoForManyLangs' word.dic) whose vector is concatenated before the char-CNN output, ahead of
+            the projection. Each `input_ids` row then starts with the word id + 1, followed by the char ids.
+            `char_embedding_dim=0` with a word embedding: a word-only model (no char CNN).
+        sentence_boundary_ids (`list[list[int]]`, *optional*): the `input_ids` rows of the BOS and EOS words the
+            model adds around each sentence, for vocabulary inputs (set by the ELMoForManyLangs converter). None:
+            AllenNLP's byte rules (required when a character vocabulary or a word embedding is used).
     """
 
     model_type = "elmo"
@@ -89,10 +111,16 @@ class ElmoConfig(PretrainedConfig):
         lm_vocab_size=None,
         lm_n_negative_samples=None,
         lm_dropout=0.0,
+        char_vocab_size=None,
+        word_vocab_size=None,
+        word_embedding_dim=0,
+        sentence_boundary_ids=None,
         **kwargs,
     ):
         self.char_embedding_dim = char_embedding_dim
-        self.filters = [list(f) for f in (DEFAULT_FILTERS if filters is None else filters)]
+        filters = DEFAULT_FILTERS if filters is None else filters
+        # Lists of pairs are copied as lists (JSON gives lists, callers tuples); anything else is refused below.
+        self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in filters] if isinstance(filters, (list, tuple)) else filters
         self.n_highway = n_highway
         self.activation = activation
         self.n_characters = n_characters
@@ -105,7 +133,9 @@ class ElmoConfig(PretrainedConfig):
         self.use_skip_connections = use_skip_connections
         self.num_output_representations = num_output_representations
         self.do_layer_norm = do_layer_norm
-        self.scalar_mix_parameters = None if scalar_mix_parameters is None else list(scalar_mix_parameters)
+        self.scalar_mix_parameters = (
+            list(scalar_mix_parameters) if isinstance(scalar_mix_parameters, (list, tuple)) else scalar_mix_parameters
+        )
         self.dropout = dropout
         self.freeze_bilm = freeze_bilm
         self.task_encoder = task_encoder
@@ -114,7 +144,12 @@ class ElmoConfig(PretrainedConfig):
         self.lm_vocab_size = lm_vocab_size
         self.lm_n_negative_samples = lm_n_negative_samples
         self.lm_dropout = lm_dropout
+        self.char_vocab_size = char_vocab_size
+        self.word_vocab_size = word_vocab_size
+        self.word_embedding_dim = word_embedding_dim
+        self.sentence_boundary_ids = sentence_boundary_ids
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
+        kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__init__(**kwargs)
         self.validate_elmo()
 
@@ -122,6 +157,11 @@ class ElmoConfig(PretrainedConfig):
     def n_filters(self):
         """Width of the char-CNN output (sum of the filter counts)."""
         return sum(n for _, n in self.filters)
+
+    @property
+    def input_width(self):
+        """Ids per word in `input_ids`: the word id (with a word embedding), then the char ids (with a char CNN)."""
+        return (1 if self.word_embedding_dim else 0) + (self.max_characters_per_token if self.char_embedding_dim else 0)
 
     @property
     def hidden_size(self):
@@ -137,7 +177,6 @@ class ElmoConfig(PretrainedConfig):
                 raise ValueError(f"ElmoConfig.{name} must be a positive integer, got {value!r}")
 
         for name in (
-            "char_embedding_dim",
             "lstm_dim",
             "projection_dim",
             "n_layers",
@@ -146,24 +185,27 @@ class ElmoConfig(PretrainedConfig):
             "task_encoder_dim",
         ):
             positive_int(name)
-        for name in ("lm_vocab_size", "lm_n_negative_samples"):
+        for name in ("lm_vocab_size", "lm_n_negative_samples", "char_vocab_size", "word_vocab_size"):
             if getattr(self, name) is not None:
                 positive_int(name)
         if self.lm_vocab_size is not None and self.lm_vocab_size < 4:
             raise ValueError(
                 f"ElmoConfig.lm_vocab_size must be >= 4 (<S>, </S>, <UNK> and at least one word), got {self.lm_vocab_size}"
             )
-        if isinstance(self.n_highway, bool) or not isinstance(self.n_highway, int) or self.n_highway < 0:
-            raise ValueError(f"ElmoConfig.n_highway must be a non-negative integer, got {self.n_highway!r}")
+        for name in ("n_highway", "char_embedding_dim", "word_embedding_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"ElmoConfig.{name} must be a non-negative integer, got {value!r}")
+        self._validate_token_inputs()
         if self.max_characters_per_token < 3:
             raise ValueError(
                 "ElmoConfig.max_characters_per_token must be >= 3 (begin-of-word, at least one byte, end-of-word), "
                 f"got {self.max_characters_per_token!r}"
             )
-        if not self.filters:
-            raise ValueError("ElmoConfig.filters must list at least one [width, number] filter bank")
+        if not isinstance(self.filters, list) or not self.filters:
+            raise ValueError(f"ElmoConfig.filters must list at least one [width, number] filter bank, got {self.filters!r}")
         for f in self.filters:
-            if len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f):
+            if not isinstance(f, list) or len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f):
                 raise ValueError(f"ElmoConfig.filters entries must be [width, number] positive integers, got {f!r}")
             if f[0] > self.max_characters_per_token:
                 raise ValueError(
@@ -176,12 +218,19 @@ class ElmoConfig(PretrainedConfig):
             raise ValueError(f"ElmoConfig.n_characters must be 261 or 262, got {self.n_characters!r}")
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ValueError(f"ElmoConfig.{name} must be a positive number or None, got {value!r}")
+            if value is not None and (not _is_finite_number(value) or value <= 0):
+                raise ValueError(f"ElmoConfig.{name} must be a positive finite number or None (no clipping), got {value!r}")
         if not isinstance(self.use_skip_connections, bool):
             raise ValueError(f"ElmoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}")
         if not isinstance(self.do_layer_norm, bool):
             raise ValueError(f"ElmoConfig.do_layer_norm must be a bool, got {self.do_layer_norm!r}")
+        if self.scalar_mix_parameters is not None and (
+            not isinstance(self.scalar_mix_parameters, list)
+            or not all(_is_finite_number(w) for w in self.scalar_mix_parameters)
+        ):
+            raise ValueError(
+                f"ElmoConfig.scalar_mix_parameters must be a list of finite numbers or None, got {self.scalar_mix_parameters!r}"
+            )
         if self.scalar_mix_parameters is not None and len(self.scalar_mix_parameters) != self.n_layers + 1:
             raise ValueError(
                 f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
@@ -189,15 +238,41 @@ class ElmoConfig(PretrainedConfig):
             )
         for name in ("dropout", "lm_dropout"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            if not _is_finite_number(value) or not 0 <= value < 1:
                 raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
         if not isinstance(self.freeze_bilm, bool):
             raise ValueError(f"ElmoConfig.freeze_bilm must be a bool, got {self.freeze_bilm!r}")
         if self.task_encoder not in TASK_ENCODERS:
             raise ValueError(f"ElmoConfig.task_encoder must be one of {TASK_ENCODERS}, got {self.task_encoder!r}")
         value = self.mix_l2_lambda
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative number, got {value!r}")
+        if not _is_finite_number(value) or value < 0:
+            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
+
+    def _validate_token_inputs(self):
+        """The optional word embedding, the character vocabulary and the boundary rows they need."""
+        if (self.word_vocab_size is None) != (self.word_embedding_dim == 0):
+            raise ValueError(
+                "ElmoConfig.word_vocab_size and word_embedding_dim go together (a word embedding needs both), got "
+                f"{self.word_vocab_size!r} and {self.word_embedding_dim!r}"
+            )
+        if self.char_embedding_dim == 0 and not self.word_embedding_dim:
+            raise ValueError("ElmoConfig.char_embedding_dim is 0 (no char CNN), so a word embedding is needed")
+        vocabulary_inputs = self.char_vocab_size is not None or self.word_embedding_dim > 0
+        rows = self.sentence_boundary_ids
+        if not vocabulary_inputs:
+            if rows is not None:
+                raise ValueError("ElmoConfig.sentence_boundary_ids is only for a character vocabulary or word embedding")
+            return
+        if not (
+            isinstance(rows, list)
+            and len(rows) == 2
+            and all(isinstance(r, list) and len(r) == self.input_width for r in rows)
+            and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for r in rows for i in r)
+        ):
+            raise ValueError(
+                f"ElmoConfig.sentence_boundary_ids must be the BOS and EOS input rows, two lists of {self.input_width} "
+                f"positive ids, got {rows!r}"
+            )
 
     @classmethod
     def from_allennlp_options(cls, options, **kwargs):
@@ -227,11 +302,13 @@ class ElmoConfig(PretrainedConfig):
                 cell_clip=lstm.get("cell_clip"),
                 proj_clip=lstm.get("proj_clip"),
             )
-        except (KeyError, TypeError) as e:
+        except KeyError as e:
             raise ValueError(f"options are missing the required key {e} (expected the AllenNLP options.json layout)")
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"options do not have the AllenNLP options.json layout (lstm and char_cnn objects): {e}")
         if "use_skip_connections" not in lstm:
             logger.warning("options.json has no lstm.use_skip_connections; using true, as AllenNLP does")
-        fields["use_skip_connections"] = bool(lstm.get("use_skip_connections", True))
+        fields["use_skip_connections"] = lstm.get("use_skip_connections", True)  # validated: a JSON true or false
         fields.update(kwargs)
         return cls(**fields)
 

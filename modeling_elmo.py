@@ -59,6 +59,12 @@ def masked_mean(vectors, mask):
     return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
 
 
+def sentence_boundary_ids(config):
+    """The `input_ids` rows of the BOS and EOS words added around each sentence: the config's (vocabulary inputs,
+    ELMoForManyLangs) or else AllenNLP's byte rules."""
+    return config.sentence_boundary_ids or sentence_boundary_char_ids(config.max_characters_per_token)
+
+
 class ElmoHighway(nn.Module):
     """One highway layer: `carry * relu(transform(x)) + (1 - carry) * x` with `carry = sigmoid(carry(x))`.
 
@@ -77,17 +83,46 @@ class ElmoHighway(nn.Module):
 
 
 class ElmoCharacterEncoder(nn.Module):
-    """Char CNN + highway + projection: [words, max_characters_per_token] char ids -> [words, P] embeddings."""
+    """Char CNN + highway + projection: [words, max_characters_per_token] char ids -> [words, P] embeddings.
+
+    ELMoForManyLangs models may add a word embedding (the word id leads each input row; its vector comes before the
+    char-CNN output in the projection's input) or have only that (`char_embedding_dim` 0: no char CNN).
+    """
 
     def __init__(self, config):
         super().__init__()
-        self.char_embedding = nn.Embedding(CHAR_VOCAB_SIZE, config.char_embedding_dim, padding_idx=0)
-        self.convolutions = nn.ModuleList(nn.Conv1d(config.char_embedding_dim, n, width) for width, n in config.filters)
+        char_cnn = config.char_embedding_dim > 0
+        n_chars = CHAR_VOCAB_SIZE if config.char_vocab_size is None else config.char_vocab_size + 1
+        self.char_embedding = nn.Embedding(n_chars, config.char_embedding_dim, padding_idx=0) if char_cnn else None
+        filters = config.filters if char_cnn else []
+        self.convolutions = nn.ModuleList(nn.Conv1d(config.char_embedding_dim, n, width) for width, n in filters)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
-        self.highways = nn.ModuleList(ElmoHighway(config.n_filters) for _ in range(config.n_highway))
-        self.projection = nn.Linear(config.n_filters, config.projection_dim)
+        self.highways = nn.ModuleList(ElmoHighway(config.n_filters) for _ in range(config.n_highway if char_cnn else 0))
+        self.word_embedding = None
+        if config.word_embedding_dim:
+            self.word_embedding = nn.Embedding(config.word_vocab_size + 1, config.word_embedding_dim, padding_idx=0)
+        char_features = config.n_filters if char_cnn else 0
+        self.projection = nn.Linear(config.word_embedding_dim + char_features, config.projection_dim)
+
+    def check_ids(self, input_ids):
+        """Refuse ids outside the embedding tables (0 = no word), naming the range."""
+        tables = []
+        if self.word_embedding is not None:
+            tables.append(("word", self.word_embedding, input_ids[..., 0]))
+            input_ids = input_ids[..., 1:]
+        if self.char_embedding is not None:
+            tables.append(("char", self.char_embedding, input_ids))
+        for kind, table, ids in tables:
+            if ids.numel() and (ids.min() < 0 or ids.max() >= table.num_embeddings):
+                raise ValueError(f"input_ids must be {kind} ids in [0, {table.num_embeddings - 1}]")
 
     def forward(self, char_ids):
+        words = []
+        if self.word_embedding is not None:
+            words.append(self.word_embedding(char_ids[..., 0]))
+            char_ids = char_ids[..., 1:]
+        if self.char_embedding is None:
+            return self.projection(words[0])
         chars = self.char_embedding(char_ids)  # [words, chars, char dim]
         # Each convolution runs as one GEMM over all character windows, [words, positions, filters] (the layout
         # in which the max over positions reads contiguous rows): 1.2x (fp32) to 2x (bf16) faster than Conv1d on
@@ -101,7 +136,7 @@ class ElmoCharacterEncoder(nn.Module):
         x = torch.cat(filters, dim=-1)
         for highway in self.highways:
             x = highway(x)
-        return self.projection(x)
+        return self.projection(torch.cat([*words, x], dim=-1) if words else x)
 
 
 def lstm_cell(input_gates, state_gates, bias, c, cell_clip):
@@ -308,6 +343,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _no_split_modules = ["ElmoLstmLayer", "ElmoCharacterEncoder"]
+    # A language-model checkpoint (the shipped model) also holds the word softmax, which only ElmoForLanguageModeling
+    # uses: loading the encoder or a task head from it leaves it out by design, not by accident.
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_softmax\."]
 
     def frozen_modules(self):
         """Submodules this model never trains (heads override it)."""
@@ -380,28 +418,49 @@ class ElmoModel(ElmoPreTrainedModel):
         self.post_init()
 
     def get_input_embeddings(self):
-        return self.bilm.char_cnn.char_embedding
+        char_cnn = self.bilm.char_cnn
+        return char_cnn.char_embedding if char_cnn.char_embedding is not None else char_cnn.word_embedding
 
-    def _add_sentence_boundaries(self, input_ids, mask):
-        """Checks the ids and adds BOS before and EOS after each sentence: returns ids [B, T + 2, C], lengths [B]."""
-        if input_ids.dim() != 3 or input_ids.shape[-1] != self.config.max_characters_per_token:
+    def _check_inputs(self, input_ids, attention_mask):
+        """Refuses malformed inputs by name; returns the char ids as int64 and the word mask [B, T] (a word counts
+        where its char ids are not all padding and `attention_mask`, if given, is 1)."""
+        chars = self.config.input_width
+        if not torch.is_tensor(input_ids):
+            raise TypeError(
+                f"input_ids must be a torch.Tensor of char ids [batch, words, {chars}], got {type(input_ids).__name__}: "
+                "call the tokenizer with return_tensors='pt'"
+            )
+        if input_ids.dim() != 3 or input_ids.shape[-1] != chars:
             raise ValueError(
-                f"input_ids must have shape [batch, words, {self.config.max_characters_per_token}] (char ids from "
-                f"ElmoTokenizer), got {list(input_ids.shape)}"
+                f"input_ids must have shape [batch, words, {chars}] (char ids from ElmoTokenizer), got "
+                f"{list(input_ids.shape)}"
             )
         if input_ids.shape[0] == 0:
             raise ValueError("empty batch: input_ids has no sentences")
-        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
             raise ValueError(f"input_ids must hold integer char ids, got dtype {input_ids.dtype}")
-        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= CHAR_VOCAB_SIZE):
-            raise ValueError(f"input_ids must be char ids in [0, {CHAR_VOCAB_SIZE - 1}]")
-        lengths = mask.sum(dim=1)
+        input_ids = input_ids.long()
+        self.bilm.char_cnn.check_ids(input_ids)
+        mask = (input_ids > 0).any(dim=-1)
+        if attention_mask is not None:
+            if not torch.is_tensor(attention_mask):
+                raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+            if attention_mask.shape != mask.shape:
+                raise ValueError(
+                    f"attention_mask must have shape [batch, words] = {list(mask.shape)} like input_ids, got "
+                    f"{list(attention_mask.shape)}"
+                )
+            mask = mask & attention_mask.bool()
         positions = torch.arange(mask.shape[1], device=mask.device)
-        if not torch.equal(mask, positions < lengths.unsqueeze(1)):
+        if not torch.equal(mask, positions < mask.sum(dim=1, keepdim=True)):
             raise ValueError("padding must be on the right: every sentence's words must come first, then padding")
+        return input_ids, mask
 
+    def _add_sentence_boundaries(self, input_ids, mask):
+        """Adds BOS before and EOS after each sentence: returns ids [B, T + 2, C], lengths [B]."""
+        lengths = mask.sum(dim=1)
         batch, words, chars = input_ids.shape
-        bos, eos = (input_ids.new_tensor(ids) for ids in sentence_boundary_char_ids(chars))
+        bos, eos = (input_ids.new_tensor(ids) for ids in sentence_boundary_ids(self.config))
         with_boundaries = input_ids.new_zeros(batch, words + 2, chars)
         with_boundaries[:, 1 : words + 1] = input_ids * mask.unsqueeze(-1)
         with_boundaries[:, 0] = bos
@@ -418,6 +477,8 @@ class ElmoModel(ElmoPreTrainedModel):
         if words is None:
             self.bilm.token_cache = None
             return
+        if self.config.sentence_boundary_ids is not None:
+            raise ValueError("cache_token_embeddings maps words by the UTF-8 byte rules; this model reads vocabulary ids")
         chars = self.config.max_characters_per_token
         rows = list(dict.fromkeys([BOS_WORD, EOS_WORD, *words]))
         char_ids = torch.tensor([word_to_char_ids(w, chars) for w in rows], device=self.device)
@@ -431,9 +492,7 @@ class ElmoModel(ElmoPreTrainedModel):
         Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
         `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
         """
-        mask = (input_ids > 0).any(dim=-1)
-        if attention_mask is not None:
-            mask = mask & attention_mask.bool()
+        input_ids, mask = self._check_inputs(input_ids, attention_mask)
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
         if lstm_state is not None and (
             len(lstm_state) != self.config.n_layers or lstm_state[0][0].shape[:2] != (2, input_ids.shape[0])
@@ -452,6 +511,7 @@ class ElmoModel(ElmoPreTrainedModel):
         return_dict=None,
         lstm_state=None,
         return_lstm_state=False,
+        output_attentions=None,
     ):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
@@ -462,7 +522,11 @@ class ElmoModel(ElmoPreTrainedModel):
             The `lstm_state` output of the previous window of the same texts: the biLM starts from it instead of
             zeros (stateful mode, see `forward_windows`). The default is stateless.
         return_lstm_state (`bool`, *optional*, defaults to `False`): also return the final LSTM states.
+        output_attentions (`bool`, *optional*): accepted for the common encoder API; ELMo has no attention, so True is
+            an error.
         """
+        if output_attentions:
+            raise ValueError("ELMo has no attention layers: output_attentions=True is not supported")
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
@@ -748,9 +812,9 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
     def frozen_modules(self):
         return [self.elmo.bilm] if self.config.freeze_bilm else []
 
-    def encode(self, input_ids, attention_mask):
+    def encode(self, input_ids, attention_mask, output_attentions=None):
         """Task-encoded ELMo vectors [B, words, D] and the word mask."""
-        output = self.elmo(input_ids, attention_mask=attention_mask)
+        output = self.elmo(input_ids, attention_mask=attention_mask, output_attentions=output_attentions)
         return self.encoder(output.last_hidden_state, output.mask), output.mask
 
     def mix_penalty(self):
@@ -769,7 +833,7 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
         labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        vectors, mask = self.encode(input_ids, attention_mask)
+        vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
         logits = self.classifier(vectors)
         loss = None
         if labels is not None:
@@ -794,7 +858,7 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
             num_labels)` multi-hot floats for multi-label classification).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        vectors, mask = self.encode(input_ids, attention_mask)
+        vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
         logits = self.classifier(masked_mean(vectors, mask))
         loss = None
         if labels is not None:

@@ -10,6 +10,16 @@ Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVoc
   is by bytes and may split a multi-byte character. Longer words are cut with a warning, never rejected.
 - Characters UTF-8 cannot encode (lone surrogates such as "\\ud800") are dropped, as `encode(errors="ignore")`.
 - The words `<S>` and `</S>` map to the sentence-boundary characters the model itself adds around every sentence.
+
+Character-vocabulary mode (ELMoForManyLangs models, given `char_vocab_file` and/or `word_vocab_file`, their char.dic
+and word.dic), following ELMoForManyLangs' `read_list` and `create_one_batch`:
+
+- A word keeps its first `max_characters_per_token - 2` characters (code points, not bytes); the cut word is also
+  what the word vocabulary looks up. Unknown characters and words get the `<oov>` id.
+- A row is `[word id]` (with a word vocabulary) followed by `[<eow>] + char ids + [<bow>]` padded with `<pad>`
+  (with a character vocabulary): ELMoForManyLangs puts the `<eow>` id first and the `<bow>` id last (its
+  `create_one_batch` swaps them, and its models were trained that way). Every id is shifted by +1 (0 = no word).
+- The words `<bos>` and `<eos>` are the sentence boundaries the model adds: `[<eow>, <bos>, <bow>, <pad>...]`.
 """
 
 import functools
@@ -35,6 +45,39 @@ CHAR_VOCAB_SIZE = 262
 BOS_WORD = "<S>"
 EOS_WORD = "</S>"
 UNK_WORD = "<UNK>"
+
+# The symbols of an ELMoForManyLangs char.dic / word.dic (the word vocabulary needs only <oov> and <pad>).
+VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
+CHAR_VOCAB_SYMBOLS = (VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW)
+WORD_VOCAB_SYMBOLS = (VOCAB_OOV, VOCAB_PAD)
+
+
+def read_dic(path, required=()):
+    """An ELMoForManyLangs char.dic / word.dic, read as its `Embedder` reads it: each line is `token TAB id`; a
+    line that has one field after stripping white space is the ideographic space U+3000 (which the strip removed);
+    a token listed twice keeps its last id. Raises ValueError naming the line for anything else."""
+    vocab = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        lines = f.read().splitlines()  # the line breaks of its codecs reader, which include U+2028, \x1c...
+    for number, line in enumerate(lines, 1):
+        fields = line.strip().split("\t")
+        if len(fields) == 1:
+            fields.insert(0, "\u3000")
+        try:
+            token, index = fields
+            vocab[token] = int(index)
+        except ValueError:
+            raise ValueError(f"{path}, line {number}: expected 'token<TAB>id', got {line!r}") from None
+    missing = [symbol for symbol in required if symbol not in vocab]
+    if missing:
+        raise ValueError(f"{path} lacks the symbols {missing} (an ELMoForManyLangs vocabulary lists {list(required)})")
+    return vocab
+
+
+def write_dic(vocab, path):
+    """Write a vocabulary in the char.dic / word.dic format (U+3000 round-trips through `read_dic`'s rule)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(f"{token}\t{index}\n" for token, index in sorted(vocab.items(), key=lambda item: item[1]))
 
 
 def _marker_word(marker, max_chars):
@@ -110,7 +153,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     frequency) maps words to ids for language-model targets; the model's inputs are always characters.
     """
 
-    vocab_files_names = {"vocab_file": "vocab.txt"}
+    vocab_files_names = {"vocab_file": "vocab.txt", "char_vocab_file": "char.dic", "word_vocab_file": "word.dic"}
     model_input_names = ["input_ids", "attention_mask"]
     padding_side = "right"
     truncation_side = "right"
@@ -123,6 +166,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         eos_token=EOS_WORD,
         unk_token=UNK_WORD,
         pad_token="<pad>",
+        char_vocab_file=None,
+        word_vocab_file=None,
         **kwargs,
     ):
         if max_characters_per_token < 3:
@@ -139,6 +184,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if len(self.vocab) != len(words):
             raise ValueError(f"{vocab_file} lists a word twice")
         self.ids_to_words = words
+        # Character-vocabulary mode (see the module docstring): ELMoForManyLangs' vocabularies.
+        self.char_vocab = None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS)
+        self.word_vocab = None if word_vocab_file is None else read_dic(word_vocab_file, WORD_VOCAB_SYMBOLS)
+        self._rows, self._inverse = {}, {}
         if kwargs.setdefault("padding_side", "right") != "right":
             raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each sentence from position 0")
         super().__init__(
@@ -148,6 +197,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             eos_token=eos_token,
             unk_token=unk_token,
             pad_token=pad_token,
+            char_vocab_file=char_vocab_file,
+            word_vocab_file=word_vocab_file,
             **kwargs,
         )
 
@@ -167,12 +218,78 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return self.ids_to_words[index]
 
     def save_vocabulary(self, save_directory, filename_prefix=None):
-        path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + "vocab.txt")
+        prefix = filename_prefix + "-" if filename_prefix else ""
+        path = os.path.join(save_directory, prefix + "vocab.txt")
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(w + "\n" for w in self.ids_to_words)
-        return (path,)
+        paths = [path]
+        for vocab, name in ((self.char_vocab, "char.dic"), (self.word_vocab, "word.dic")):
+            if vocab is not None:
+                paths.append(os.path.join(save_directory, prefix + name))
+                write_dic(vocab, paths[-1])
+        return tuple(paths)
 
     # -- characters ---------------------------------------------------------------------------------------------
+
+    @property
+    def vocabulary_inputs(self):
+        """True in character-vocabulary mode (ELMoForManyLangs), False for UTF-8 bytes (AllenNLP)."""
+        return self.char_vocab is not None or self.word_vocab is not None
+
+    @property
+    def input_width(self):
+        """Ids per word: the word id (with a word vocabulary), then the char ids (bytes or a char vocabulary)."""
+        if not self.vocabulary_inputs:
+            return self.max_characters_per_token
+        return (self.word_vocab is not None) + (self.max_characters_per_token if self.char_vocab is not None else 0)
+
+    def token_row(self, word):
+        """The `input_ids` row of one word (a tuple of `input_width` ints), by the rules of the module docstring."""
+        if not self.vocabulary_inputs:
+            return word_to_char_ids(word, self.max_characters_per_token)
+        row = self._rows.get(word)
+        if row is None:
+            row = self._rows[word] = self._vocabulary_row(word)
+        return row
+
+    def _vocabulary_row(self, word):
+        max_chars = self.max_characters_per_token
+        if len(word) > max_chars - 2:
+            logger.warning_once(f"Words longer than {max_chars - 2} characters are cut to their first {max_chars - 2}.")
+            word = word[: max_chars - 2]
+        row = []
+        if self.word_vocab is not None:
+            row.append(self.word_vocab.get(word, self.word_vocab[VOCAB_OOV]))
+        if self.char_vocab is not None:
+            chars = self.char_vocab
+            if word in (VOCAB_BOS, VOCAB_EOS):
+                ids = [chars[word]]
+            else:
+                ids = [chars.get(c, chars[VOCAB_OOV]) for c in word]
+            # <eow> first, <bow> last: ELMoForManyLangs' swap (see the module docstring).
+            row += [chars[VOCAB_EOW], *ids, chars[VOCAB_BOW]] + [chars[VOCAB_PAD]] * (max_chars - 2 - len(ids))
+        return tuple(i + 1 for i in row)
+
+    def _row_to_word(self, row):
+        """Best-effort inverse of `token_row`; None for an all-zero (padding) row."""
+        if not self.vocabulary_inputs:
+            return char_ids_to_word(row)
+        if not any(row):
+            return None
+        if self.char_vocab is None:
+            return self._inverse_vocab("word").get(row[0] - 1, VOCAB_OOV)
+        ids = [i - 1 for i in row[-self.max_characters_per_token :][1:]]
+        end = self.char_vocab[VOCAB_BOW]
+        ids = ids[: ids.index(end)] if end in ids else ids
+        chars = self._inverse_vocab("char")
+        return "".join(chars.get(i, "") for i in ids)
+
+    def _inverse_vocab(self, kind):
+        """id -> token of the char or word vocabulary (built on first use, for decoding)."""
+        inverse = self._inverse.get(kind)
+        if inverse is None:
+            inverse = self._inverse[kind] = {i: t for t, i in getattr(self, f"{kind}_vocab").items()}
+        return inverse
 
     def tokenize(self, text, **kwargs):
         """Whitespace split (`str.split()`); no special-token splitting."""
@@ -255,7 +372,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         is_batched, sentences = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
             sentences = [words[:max_length] for words in sentences]
-        encoded = {"input_ids": [[list(word_to_char_ids(w, self.max_characters_per_token)) for w in s] for s in sentences]}
+        encoded = {"input_ids": [[list(self.token_row(w)) for w in s] for s in sentences]}
         if return_length:
             encoded["length"] = [len(s) for s in sentences]
         if return_special_tokens_mask:
@@ -316,11 +433,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         lengths = [len(s) for s in ids]
         for i, sentence in enumerate(ids):
             for j, chars in enumerate(sentence):
-                if len(chars) != self.max_characters_per_token:
-                    raise ValueError(
-                        f"sentence {i}, word {j} has {len(chars)} character ids; expected "
-                        f"{self.max_characters_per_token}"
-                    )
+                if len(chars) != self.input_width:
+                    raise ValueError(f"sentence {i}, word {j} has {len(chars)} ids; expected {self.input_width}")
         if "attention_mask" not in encoded and return_attention_mask is not False:
             encoded["attention_mask"] = [[1] * n for n in lengths]
 
@@ -335,7 +449,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if target is not None and pad_to_multiple_of:
             target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
         if target is not None:
-            pad_word = [0] * self.max_characters_per_token
+            pad_word = [0] * self.input_width
             pads = {"input_ids": pad_word, "attention_mask": 0, "special_tokens_mask": 1}
             for key, pad_value in pads.items():
                 if key in encoded:
@@ -344,7 +458,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             encoded = {k: v[0] for k, v in encoded.items()}
         elif return_tensors is not None and not any(encoded["input_ids"]):
             # No sentence has a word: nested empty lists would lose the character axis.
-            encoded["input_ids"] = np.zeros((len(lengths), 0, self.max_characters_per_token), dtype=np.int64)
+            encoded["input_ids"] = np.zeros((len(lengths), 0, self.input_width), dtype=np.int64)
         return ElmoBatchEncoding(encoded, tensor_type=return_tensors)
 
     # -- decoding -----------------------------------------------------------------------------------------------
@@ -355,11 +469,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
         skipped; `skip_special_tokens` also drops `<S>` and `</S>`."""
         ids = token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids
         if len(ids) and isinstance(ids[0], int):
-            return char_ids_to_word(ids) or ""
+            return self._row_to_word(ids) or ""
         if _nesting_depth(ids) == 3:
             return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in ids]
-        words = [char_ids_to_word(chars) for chars in ids]
-        skip = {None, BOS_WORD, EOS_WORD} if skip_special_tokens else {None}
+        words = [self._row_to_word(chars) for chars in ids]
+        boundaries = {VOCAB_BOS, VOCAB_EOS} if self.vocabulary_inputs else {BOS_WORD, EOS_WORD}
+        skip = {None, *boundaries} if skip_special_tokens else {None}
         return " ".join(w for w in words if w not in skip)
 
     def batch_decode(self, sequences, skip_special_tokens=False, **kwargs):

@@ -1,8 +1,52 @@
 """ELMo for transformers, as an installed package.
 
-The model itself lives in the three Hub remote-code modules at the repository root (`configuration_elmo`,
-`modeling_elmo`, `tokenization_elmo`, installed as top-level modules); this package holds what installed users get
-on top of them.
+The model itself lives in the Hub remote-code modules at the repository root (`configuration_elmo`, `modeling_elmo`,
+`tokenization_elmo`, `pipeline_elmo`, installed as top-level modules); this package holds what installed users get
+on top of them. Importing it registers model type "elmo" with the Auto classes, so that
+
+    import elmo_transformers
+    model = AutoModelForTokenClassification.from_pretrained(folder)  # no trust_remote_code
+
+loads with these installed classes, never with the folder's copies of the code. Pipelines, which transformers only
+takes from a folder's code, take `pipeline_class=` instead (e.g. `ElmoTokenClassificationPipeline`).
 """
 
-from .embedder import ElmoEmbedder, batch_to_ids  # noqa: F401  (AllenNLP's names)
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForPreTraining,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
+
+from configuration_elmo import ElmoConfig
+from modeling_elmo import ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
+from pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline, ElmoTokenClassificationPipeline
+from tokenization_elmo import ElmoTokenizer
+
+AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
+AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+for auto_class, model_class in (
+    (AutoModel, ElmoModel),
+    (AutoModelForPreTraining, ElmoForLanguageModeling),
+    (AutoModelForTokenClassification, ElmoForTokenClassification),
+    (AutoModelForSequenceClassification, ElmoForSequenceClassification),
+):
+    auto_class.register(ElmoConfig, model_class, exist_ok=True)
+
+from .embedder import ElmoEmbedder, batch_to_ids  # noqa: E402  (AllenNLP's names)
+
+__all__ = [
+    "ElmoConfig",
+    "ElmoEmbedder",
+    "ElmoFeatureExtractionPipeline",
+    "ElmoForLanguageModeling",
+    "ElmoForSequenceClassification",
+    "ElmoForTokenClassification",
+    "ElmoModel",
+    "ElmoTextClassificationPipeline",
+    "ElmoTokenClassificationPipeline",
+    "ElmoTokenizer",
+    "batch_to_ids",
+]

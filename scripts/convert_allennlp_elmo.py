@@ -9,21 +9,16 @@ before anything is written; the folder appears only when the conversion succeede
 """
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 
 import h5py
 import numpy as np
 import torch
 from configuration_elmo import ElmoConfig
+import conversion_output
+from conversion_output import ConversionError, save_atomically  # noqa: F401 - save_atomically: for callers
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
-
-
-class ConversionError(ValueError):
-    """The weight file does not match the options, or cannot be read."""
 
 
 def lstm_prefix(direction, layer, n_layers, flat):
@@ -71,8 +66,11 @@ def read_weights(config, weights_path):
             if isinstance(obj, h5py.Dataset):
                 found[name] = obj.shape
 
-        hdf5.visititems(collect)
-        expected = expected_shapes(config, flat="RNN_0/RNN/MultiRNNCell" not in hdf5)
+        try:  # a file with damaged metadata opens, then fails here ("Object visitation failed")
+            hdf5.visititems(collect)
+            expected = expected_shapes(config, flat="RNN_0/RNN/MultiRNNCell" not in hdf5)
+        except (RuntimeError, OSError, KeyError, ValueError) as e:
+            raise ConversionError(f"cannot read the structure of {weights_path} (corrupt file?): {e}") from e
         problems = [f"missing dataset {name} (expected shape {shape})" for name, shape in expected.items() if name not in found]
         problems += [
             f"dataset {name} has shape {found[name]}, expected {shape} from the options"
@@ -143,29 +141,6 @@ def convert(options_path, weights_path, **config_kwargs):
     return model.eval(), tokenizer
 
 
-def save_atomically(model, tokenizer, output, overwrite=False):
-    """Write into a temporary sibling folder and rename it into place, so no half-written folder is ever seen."""
-    output = os.path.abspath(output)
-    if os.path.exists(output) and os.listdir(output) and not overwrite:
-        raise ConversionError(f"{output} exists and is not empty (pass --overwrite to replace it)")
-    parent = os.path.dirname(output)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".convert-", dir=parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
-    try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        if os.path.exists(output):
-            shutil.rmtree(output)
-        os.replace(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return output
-
-
 def write_random_weights(config, path, seed=0, scale=1.0, flat=False):
     """Write a weight file in the exact original layout with random values (for tests and benchmarks).
 
@@ -182,25 +157,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--options", required=True, help="options.json of the original model")
     parser.add_argument("--weights", required=True, help="weights.hdf5 of the original model")
-    parser.add_argument("--output", required=True, help="folder to write (must not exist or be empty)")
-    parser.add_argument("--num-output-representations", type=int, default=1, help="scalar mixes (default 1)")
-    parser.add_argument("--do-layer-norm", action="store_true", help="layer-normalise layers before mixing")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    conversion_output.add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        model, tokenizer = convert(
-            args.options,
-            args.weights,
-            num_output_representations=args.num_output_representations,
-            do_layer_norm=args.do_layer_norm,
-        )
-        output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
-    except ConversionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"converted {args.weights} ({n_params:,} parameters) -> {output}")
-    return 0
+    return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights)
 
 
 if __name__ == "__main__":

@@ -1,60 +1,100 @@
 #!/usr/bin/env python
-"""The main job in one command: load an ELMo folder with the Auto classes, embed sentences, compare contexts.
+"""What ELMo is for, in one command: the same word gets different vectors in different contexts.
 
     python scripts/demo.py ["A sentence ." "Another sentence ." ...] [--model DIR_OR_REPO]
 
-For each sentence it prints the words' ELMo vectors (their size and first values) and the sentence vector; then,
-for every word that occurs in two sentences, the cosine similarity of its two vectors in each biLM layer: layer 0 is
-context-free (always 1.0), the LSTM layers see the context, so the same word in different senses drifts apart.
-Without --model it uses the model shipped in models/elmo-pd-small (trained by scripts/reproduce_default_model.sh).
+Embeds the sentences (words split on whitespace), picks a word that occurs in several of them and shows how similar
+its ELMo vectors are, pair by pair, and which uses ELMo groups together (each use joins the use nearest to it): uses
+in the same sense come out closer than uses in different senses. When the sentences share no such word (one
+sentence, say), the built-in examples about "bank" (river bank, the bank that lends money) are added. Without
+--model it uses the model shipped in models/elmo-pd-small.
 """
 
 import argparse
 import itertools
+from collections import defaultdict
 from pathlib import Path
 
 import torch
 from transformers import AutoModel, AutoTokenizer
+from transformers.utils import logging
 
-from modeling_elmo import masked_mean
+import elmo_transformers  # noqa: F401 - registers ELMo with the Auto classes (no remote code needed)
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "elmo-pd-small"
-DEFAULT_SENTENCES = [
+EXAMPLES = [
     "He sat on the bank of the river and watched the water .",
-    "She paid the money into her account at the bank .",
-    "The river overflowed its bank after the storm .",
+    "The bank raised the interest on loans .",
+    "They fished from the muddy bank of the river .",
+    "The bank charged a fee for the transfer .",
 ]
+MIN_LETTERS = 4  # shorter repeated words are mostly function words ("the", "and"), whose sense never changes
+
+
+def occurrences(sentences):
+    """word (lower case) -> [(sentence, position)] for the words that occur more than once."""
+    found = defaultdict(list)
+    for i, sentence in enumerate(sentences):
+        for j, word in enumerate(sentence.split()):
+            if word.isalpha() and len(word) >= MIN_LETTERS:
+                found[word.lower()].append((i, j))
+    return {word: places for word, places in found.items() if len(places) > 1}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sentences", nargs="*", default=DEFAULT_SENTENCES, help="whitespace-tokenized sentences")
+    parser.add_argument("sentences", nargs="*", help="whitespace-tokenized sentences (default: examples about bank)")
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="an ELMo folder or a Hub repo id")
     args = parser.parse_args(argv)
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=True)
-    model = AutoModel.from_pretrained(args.model, trust_remote_code=True).eval()
-    batch = tokenizer(args.sentences, padding=True, return_tensors="pt")
+    sentences = [s for s in args.sentences if s.split()] or EXAMPLES
+    if not occurrences(sentences):
+        print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
+        sentences = sentences + [s for s in EXAMPLES if s not in sentences]
+    logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModel.from_pretrained(args.model).eval()
     with torch.no_grad():
-        out = model(**batch, output_hidden_states=True)
-    weights = [round(w, 3) for w in torch.softmax(model.scalar_mixes[0].scalar_parameters, 0).tolist()]
-    print(f"{args.model}: ELMo vectors {tuple(out.last_hidden_state.shape)} = (sentences, words, 2 x "
-          f"{model.config.projection_dim}), a mix of {len(out.hidden_states)} biLM layers with weights {weights}")
-    sentence_vectors = masked_mean(out.last_hidden_state, out.mask)
-    words = [text.split() for text in args.sentences]
-    for i, text in enumerate(args.sentences):
-        print(f"\n{text!r}: sentence vector norm {sentence_vectors[i].norm():.2f}")
-        for j, word in enumerate(words[i]):
-            print(f"  {word:>14}  {[round(v, 3) for v in out.last_hidden_state[i, j, :4].tolist()]} ...")
+        out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
 
-    print("\nThe same word in two sentences: cosine similarity per biLM layer (0 = context-free)")
-    for (i, a), (k, b) in itertools.combinations(enumerate(words), 2):
-        for word in sorted(set(a) & set(b), key=a.index):
-            if not any(ch.isalpha() for ch in word):
-                continue
-            j, m = a.index(word), b.index(word)
-            sims = [torch.cosine_similarity(h[i, j], h[k, m], dim=0).item() for h in out.hidden_states]
-            print(f"  {word!r} in sentences {i} and {k}: " + "  ".join(f"layer {n} {s:.3f}" for n, s in enumerate(sims)))
+    word, places = max(occurrences(sentences).items(), key=lambda item: (len(item[1]), len(item[0])))
+    print(f"ELMo gives every word a {out.last_hidden_state.shape[-1]}-d vector computed from its whole sentence.")
+    print(f'The word "{word}" in {len(places)} places:')
+    for n, (i, j) in enumerate(places, 1):
+        print(f"  [{n}] {sentences[i]}" + (f"  (word {j + 1})" if sum(p[0] == i for p in places) > 1 else ""))
+
+    def similarity(vectors, a, b):
+        return torch.cosine_similarity(vectors[a[0], a[1]], vectors[b[0], b[1]], dim=0).item()
+
+    elmo = {pair: similarity(out.last_hidden_state, places[pair[0]], places[pair[1]])
+            for pair in itertools.combinations(range(len(places)), 2)}
+    print("\nCosine similarity of its ELMo vectors (1 = same direction), most similar pair first:")
+    for (a, b), value in sorted(elmo.items(), key=lambda item: -item[1]):
+        print(f"  [{a + 1}] and [{b + 1}]: {value:.2f}")
+    if len(places) > 2:
+        print(f"Grouped by ELMo (each use joined to its most similar use): {' '.join(sense_groups(elmo, len(places)))}")
+    context_free = min(similarity(out.hidden_states[0], places[a], places[b]) for a, b in elmo)
+    print(f"\nWithout context (biLM layer 0, the char CNN) every pair scores {context_free:.2f}: one vector per "
+          "spelling.\nELMo's vectors depend on the sentence, so uses in the same sense tend to be closer: a "
+          "tendency, whose\nstrength depends on the model (its card gives a word-sense score).")
+
+
+def sense_groups(similarities, n):
+    """Join each use to its most similar use; the connected groups, as strings like "{[1] [3]}"."""
+    group = list(range(n))
+
+    def root(i):
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for i in range(n):
+        nearest = max((j for j in range(n) if j != i), key=lambda j: similarities[min(i, j), max(i, j)])
+        group[root(i)] = root(nearest)
+    members = defaultdict(list)
+    for i in range(n):
+        members[root(i)].append(f"[{i + 1}]")
+    return ["{" + " ".join(m) + "}" for m in members.values()]
 
 
 if __name__ == "__main__":

@@ -3,12 +3,26 @@
 
 import collections
 import os
+import sys
 from dataclasses import dataclass
 
 import datasets
+import fsspec
 import torch
 
 from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
+
+
+class DataError(ValueError):
+    """Input data the scripts cannot use as given (missing, empty, inconsistent): printed as one line, no traceback."""
+
+
+def command_line(main):
+    """Run a script's `main`, printing a `DataError` as one line (`error: ...`) instead of a traceback."""
+    try:
+        main()
+    except DataError as e:
+        sys.exit(f"error: {e}")
 
 
 def data_format(path):
@@ -53,6 +67,9 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
         return datasets.load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
     if not data_files:
         raise ValueError("give a dataset name or local data files")
+    for paths in data_files.values():
+        for path in paths:
+            check_has_data(path)
     formats = {data_format(p) for paths in data_files.values() for p in paths}
     if len(formats) != 1:
         raise ValueError(f"all data files must have one format, got {sorted(formats)}")
@@ -65,6 +82,16 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     tsv = any(p.endswith((".tsv", ".tsv.gz")) for paths in data_files.values() for p in paths)
     kwargs = {"delimiter": "\t"} if tsv else {}
     return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
+
+
+def check_has_data(path):
+    """A local data file must exist and hold a non-blank line (compressed files are read through fsspec): `datasets`
+    fails on an empty file with a bare StopIteration or a generic generation error."""
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file")
+    with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
+        if not any(line.strip() for line in f):
+            raise DataError(f"{path}: the file is empty (no examples)")
 
 
 def split_into_windows(words, max_words):

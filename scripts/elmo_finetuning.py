@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import datasets
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
-from elmo_data import load_splits
+from configuration_elmo import ElmoConfig
+from elmo_data import DataError, load_splits
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +63,11 @@ def load_data(data_args):
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     files = {split: [path] for split, path in files.items() if path}
     if data_args.dataset_name is None and not files:
-        raise ValueError("give --train_file / --validation_file / --test_file or --dataset_name")
+        raise DataError("give --train_file / --validation_file / --test_file or --dataset_name")
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
+    for split in raw:
+        if len(raw[split]) == 0:
+            raise DataError(f"the {split} split has no examples")
     for split in raw:
         limit = data_args.max_train_samples if split == "train" else data_args.max_eval_samples
         if limit is not None:
@@ -71,17 +75,56 @@ def load_data(data_args):
     return raw
 
 
-def label_names(raw, column, nested):
-    """Label names: the ClassLabel names when the data has them, else the sorted values seen in every split."""
+def label_mapping(raw, column, nested, model_name_or_path, head_class):
+    """The labels, in class-id order. A head of this kind keeps its own `label2id` (its classifier rows mean those
+    labels: data whose names sort differently must not swap them); otherwise the ClassLabel names of the data, else
+    the sorted values seen in every split."""
+    config = ElmoConfig.from_pretrained(model_name_or_path)
+    if head_class.__name__ in (config.architectures or []):
+        return [config.id2label[i] for i in range(config.num_labels)]
+    if column not in next(iter(raw.values())).column_names:
+        raise DataError(f"no column {column!r} in the data (columns: {next(iter(raw.values())).column_names}); "
+                        "set --label_column")
+    feature = class_label(raw, column, nested)
+    if feature is not None:
+        return list(feature.names)
+    values = set()
+    for name, split in raw.items():
+        for index, value in enumerate(split[column]):
+            values.update(label_values(value, nested, f"{name} example {index}"))
+    return sorted(values)
+
+
+def class_label(raw, column, nested):
+    """The ClassLabel feature of a label column (labels stored as ids), or None (labels stored as names)."""
     feature = next(iter(raw.values())).features[column]
     feature = feature.feature if nested and hasattr(feature, "feature") else feature
-    if isinstance(feature, datasets.ClassLabel):
-        return list(feature.names), True
-    values = set()
-    for split in raw.values():
-        for value in split[column]:
-            values.update(value if nested else [value])
-    return sorted(values), False
+    return feature if isinstance(feature, datasets.ClassLabel) else None
+
+
+def label_values(value, nested, where):
+    """The label(s) of one example as a list, refusing a missing (null) label by name."""
+    if value is None or (nested and any(v is None for v in value)):
+        raise DataError(f"{where}: missing label (null)")
+    return list(value) if nested else [value]
+
+
+def label_encoder(raw, column, nested, labels):
+    """A function (value, where) -> class id(s) for the label column: names (or ClassLabel ids, read as their
+    names) are looked up in `labels`; a label the model does not know is an error naming the example."""
+    feature = class_label(raw, column, nested)
+    label2id = {str(label): i for i, label in enumerate(labels)}
+
+    def encode(value, where):
+        ids = []
+        for label in label_values(value, nested, where):
+            name = feature.int2str(label) if feature is not None else str(label)
+            if name not in label2id:
+                raise DataError(f"{where}: label {name!r} is not one of the model's labels {list(label2id)}")
+            ids.append(label2id[name])
+        return ids if nested else ids[0]
+
+    return encode
 
 
 def load_head(head_class, head_args, labels, default_encoder):
@@ -134,5 +177,5 @@ def run(model, tokenizer, training_args, splits, collator, compute_metrics):
 def check_training_args(training_args: TrainingArguments, splits):
     for flag, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
         if getattr(training_args, flag) and split not in splits:
-            raise ValueError(f"--{flag} needs a {split} split")
+            raise DataError(f"--{flag} needs a {split} split")
 

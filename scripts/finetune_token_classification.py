@@ -4,15 +4,16 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
 one label per word (ELMo reads whole words: no sub-word alignment). Data: local CoNLL files (`token<TAB>tag`, blank
 line between sentences), JSON/CSV with a word-list column and a tag-list column, or a Hub dataset.
 
-    PYTHONPATH=.:scripts python scripts/finetune_token_classification.py --model_name_or_path ELMO_FOLDER \\
-        --train_file train.conll --validation_file valid.conll --output_dir out --do_train --do_eval
+    python scripts/finetune_token_classification.py --model-name-or-path ELMO_FOLDER \\
+        --train-file train.conll --validation-file valid.conll --output-dir out --do-train --do-eval
 
 Metrics: word accuracy, and for BIO/IOB2 tag sets (every tag O or X-TYPE) span precision / recall / F1.
 """
 
 from transformers import DataCollatorForTokenClassification
 
-from elmo_finetuning import label_names, load_head, parse_and_load, run
+from elmo_data import DataError, command_line
+from elmo_finetuning import label_encoder, label_mapping, load_head, parse_and_load, run
 from modeling_elmo import ElmoForTokenClassification
 from tokenization_elmo import ElmoTokenizer
 
@@ -56,21 +57,25 @@ def main(argv=None):
     head_args, data_args, training_args, raw = parse_and_load(argv)
     words_column = data_args.text_column or "tokens"
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
-    labels, are_ids = label_names(raw, tags_column, nested=True)
-    label2id = {label: i for i, label in enumerate(labels)}
+    labels = label_mapping(raw, tags_column, True, head_args.model_name_or_path, ElmoForTokenClassification)
+    label_ids = label_encoder(raw, tags_column, True, labels)
     tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
 
-    def encode(batch):
+    def encode(batch, indices, split):
         encoded = tokenizer(batch[words_column], is_split_into_words=True, truncation=data_args.max_words is not None,
                             max_length=data_args.max_words)
-        encoded["labels"] = [
-            [tag if are_ids else label2id[tag] for tag in tags][: len(ids)]
-            for tags, ids in zip(batch[tags_column], encoded["input_ids"])
-        ]
+        encoded["labels"] = []
+        for index, words, tags, ids in zip(indices, batch[words_column], batch[tags_column], encoded["input_ids"]):
+            where = f"{split} example {index}"
+            tag_ids = label_ids(tags, where)
+            if len(tag_ids) != len(words):
+                raise DataError(f"{where}: {len(words)} words but {len(tag_ids)} tags (one tag per word)")
+            encoded["labels"].append(tag_ids[: len(ids)])
         return encoded
 
     with training_args.main_process_first(desc="tokenize"):
-        splits = {name: split.map(encode, batched=True, remove_columns=split.column_names, desc=f"tokenize {name}")
+        splits = {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
+                                  remove_columns=split.column_names, desc=f"tokenize {name}")
                   for name, split in raw.items()}
     model = load_head(ElmoForTokenClassification, head_args, labels, default_encoder="lstm")
     collator = DataCollatorForTokenClassification(tokenizer)
@@ -78,4 +83,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    command_line(main)

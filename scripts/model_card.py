@@ -1,17 +1,31 @@
-"""The model card (README.md) of a converted or trained ELMo folder: Hub metadata plus a usage manual.
+"""The model card (README.md) of a converted, trained or fine-tuned ELMo folder: Hub metadata plus a usage manual.
 
-Used by push_to_hub.py; any script that writes a model folder can call `write_model_card` too.
+The card follows `config.architectures`: the pipeline tag, the Auto class of the usage snippet, the labels of a
+task head, and the evaluation results Trainer wrote (`eval_results.json`, `test_results.json`) as model-index
+metadata. Used by push_to_hub.py (`model_card(folder, repo_id, ...).save(path)`).
 """
 
 import json
 import os
 
-from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+# config.architectures[0] -> (the Auto class that loads it, its pipeline task).
+ARCHITECTURES = {
+    "ElmoModel": ("AutoModel", "feature-extraction"),
+    "ElmoForLanguageModeling": ("AutoModelForPreTraining", "feature-extraction"),
+    "ElmoForTokenClassification": ("AutoModelForTokenClassification", "token-classification"),
+    "ElmoForSequenceClassification": ("AutoModelForSequenceClassification", "text-classification"),
+}
+# Trainer's metric files and the data split each one measured.
+RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
+# Trainer's bookkeeping in those files, not measures of the model.
+NOT_METRICS = ("loss", "runtime", "samples_per_second", "steps_per_second", "epoch")
 
 # Said when the caller has no figure of its own for this folder.
 DEFAULT_CHECK = (
-    "The port's tests reproduce AllenNLP 2.10.1's `Elmo` outputs (every biLM layer and the ELMo vector) within "
-    "1e-5 absolute on reference sentences."
+    "The port's tests reproduce AllenNLP 2.10.1's `Elmo` outputs (every biLM layer and the ELMo vector) on reference "
+    "sentences within the float32 tolerance of its test suite (1e-5 + 1e-4 x |value|)."
 )
 
 CITATION = """@inproceedings{peters-etal-2018-deep,
@@ -29,14 +43,23 @@ TEMPLATE = """---
 
 # {{ name }}
 
+{% if task == "feature-extraction" -%}
 ELMo ({{ shape }}): the biLM of Peters et al. (2018), *Deep contextualized word representations*, as a PyTorch
-model for `transformers` (remote code: load it with `trust_remote_code=True`).
+model for `transformers`.
+{%- else -%}
+A {{ task }} head on ELMo ({{ shape }}), the biLM of Peters et al. (2018), *Deep contextualized word
+representations*{% if base_model %}, fine-tuned from [{{ base_model }}](https://huggingface.co/{{ base_model }}){% endif %}.
+{%- endif %}
 {% if source %}
 Converted from: {{ source }}.
 {% endif %}
 ## Usage
 
+The code comes with the model (`trust_remote_code=True`). Where remote code is not allowed, `pip install` the
+elmo-transformers project, `import elmo_transformers` and leave out `trust_remote_code`.
+
 ```python
+{% if task == "feature-extraction" -%}
 import importlib
 from transformers import AutoModel, AutoTokenizer
 
@@ -46,14 +69,41 @@ model = AutoModel.from_pretrained("{{ repo_id }}", trust_remote_code=True).eval(
 batch = tokenizer(["The cat sat .", "ELMo"], padding=True, return_tensors="pt")  # words split on whitespace
 out = model(**batch, output_hidden_states=True)
 out.last_hidden_state   # [batch, words, {{ hidden }}] the scalar mix of the layers (the ELMo vector)
-out.hidden_states       # {{ n_layers_plus_one }} tensors [batch, words, {{ hidden }}]: the biLM layers
+out.hidden_states       # {{ n_layers + 1 }} tensors [batch, words, {{ hidden }}]: the biLM layers
 masked_mean = importlib.import_module(type(model).__module__).masked_mean
 sentence_vectors = masked_mean(out.last_hidden_state, out.mask)  # [batch, {{ hidden }}], like TF-Hub's `default`
+{%- else -%}
+from transformers import {{ auto_class }}, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{{ repo_id }}", trust_remote_code=True)
+model = {{ auto_class }}.from_pretrained("{{ repo_id }}", trust_remote_code=True).eval()
+
+batch = tokenizer(["The cat sat on the mat .", "ELMo"], padding=True, return_tensors="pt")  # whitespace words
+logits = model(**batch).logits  # {{ "[batch, words, labels]: one prediction per word" if task == "token-classification" else "[batch, labels]" }}
+{% if task == "token-classification" -%}
+words = batch["attention_mask"].sum(-1).tolist()
+predicted = [[model.config.id2label[i] for i in row[:n]] for row, n in zip(logits.argmax(-1).tolist(), words)]
+{%- else -%}
+predicted = [model.config.id2label[i] for i in logits.argmax(-1).tolist()]
+{%- endif %}
+{%- endif %}
 ```
 
-Or `pipeline("feature-extraction", model="{{ repo_id }}", trust_remote_code=True)`: one {{ hidden }}-d ELMo vector
-per word.
+Or `pipeline("{{ task }}", model="{{ repo_id }}", trust_remote_code=True{{ ', aggregation_strategy="simple"' if task == "token-classification" else "" }})`:
+{{ pipeline_output }}
+{% if labels %}
+## Labels
 
+{{ labels | length }} labels: {% for label in labels %}`{{ label }}`{{ ", " if not loop.last else "." }}{% endfor %}
+{% endif %}
+{% if results %}
+## Evaluation
+
+| split | metric | value |
+|---|---|---|
+{% for r in results %}| {{ r.dataset_split }} | {{ r.metric_type }} | {{ "%.4f" | format(r.metric_value) }} |
+{% endfor %}
+{% endif %}
 ## Layer layout
 
 - `hidden_states[0]` is the context-free token embedding (char CNN, highway, projection) repeated twice:
@@ -77,41 +127,79 @@ the same sentence always gets the same vectors.
 ```
 """
 
+PIPELINE_OUTPUTS = {
+    "feature-extraction": "one {hidden}-d ELMo vector per word.",
+    "text-classification": "the label and its probability for each text.",
+    "token-classification": "entities (groups of adjacent words with one label) with `start`/`end` character "
+    "offsets into the text.",
+}
+
+
+def architecture(config):
+    """(architecture name, Auto class, pipeline task) of a config dict; a folder without `architectures` is an
+    ElmoModel."""
+    name = (config.get("architectures") or ["ElmoModel"])[0]
+    if name not in ARCHITECTURES:
+        raise ValueError(f"config.architectures names {name!r}; expected one of {sorted(ARCHITECTURES)}")
+    return (name, *ARCHITECTURES[name])
+
+
+def evaluation_results(folder, task, dataset):
+    """EvalResults from Trainer's `*_results.json` in `folder` (Trainer's bookkeeping left out)."""
+    results = []
+    for file_name, (prefix, split) in RESULT_FILES.items():
+        path = os.path.join(folder, file_name)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            metrics = json.load(f)
+        for key, value in sorted(metrics.items()):
+            metric = key.removeprefix(prefix)
+            if key.startswith(prefix) and metric not in NOT_METRICS and isinstance(value, (int, float)):
+                results.append(EvalResult(task_type=task, dataset_type=dataset or "custom",
+                                          dataset_name=dataset or "custom data", dataset_split=split,
+                                          metric_type=metric, metric_value=value))
+    return results
+
 
 def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets=(), base_model=None, source=None,
-               check=None):
-    """A ModelCard for the ELMo folder `folder` (its config.json gives the layer sizes)."""
+               check=None, eval_dataset=None):
+    """A ModelCard for the ELMo folder `folder` (its config.json gives the architecture, sizes and labels).
+    `eval_dataset` names the data of the `*_results.json` (default: the first of `datasets`)."""
     with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
+    _, auto_class, task = architecture(config)
     n_layers, projection = config["n_layers"], config["projection_dim"]
-    shape = f"{n_layers} x {config['lstm_dim']} LSTM, projection {projection}, {config['n_highway']} highway"
+    id2label = config.get("id2label", {}) if task != "feature-extraction" else {}
+    labels = [id2label[k] for k in sorted(id2label, key=int)]
+    results = evaluation_results(folder, task, eval_dataset or (datasets[0] if datasets else None))
     data = ModelCardData(
         library_name="transformers",
-        pipeline_tag="feature-extraction",
+        pipeline_tag=task,
         tags=["elmo", "custom_code"],
         license=license,
         language=list(language) or None,
         datasets=list(datasets) or None,
         base_model=base_model,
+        model_name=repo_id.split("/")[-1] if results else None,
+        eval_results=results or None,
     )
     return ModelCard.from_template(
         data,
         template_str=TEMPLATE,
         name=repo_id.split("/")[-1],
         repo_id=repo_id,
-        shape=shape,
+        task=task,
+        auto_class=auto_class,
+        base_model=base_model,
+        shape=f"{n_layers} x {config['lstm_dim']} LSTM, projection {projection}, {config['n_highway']} highway",
         source=source,
         hidden=2 * projection,
         projection=projection,
         n_layers=n_layers,
-        n_layers_plus_one=n_layers + 1,
+        pipeline_output=PIPELINE_OUTPUTS[task].format(hidden=2 * projection),
+        labels=labels,
+        results=results,
         check=check or DEFAULT_CHECK,
         citation=CITATION,
     )
-
-
-def write_model_card(folder, repo_id, **kwargs):
-    """Write README.md into `folder`; returns its path."""
-    path = os.path.join(folder, "README.md")
-    model_card(folder, repo_id, **kwargs).save(path)
-    return path

@@ -1,19 +1,23 @@
 #!/usr/bin/env python
-"""Upload an ELMo folder (converted or trained) to the Hugging Face Hub, with a model card.
+"""Upload an ELMo folder (converted, trained or fine-tuned) to the Hugging Face Hub, with a model card.
 
     python scripts/push_to_hub.py DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
 
-1. Builds the upload folder: DIR's files (hidden files, `_*` and `checkpoint-*` left out; subfolders such as
-   Trainer's runs/ left out with a note) plus README.md, the model card from model_card.py (DIR's own README.md,
-   if any, is kept instead).
-2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): it
-   must load with AutoConfig/AutoTokenizer/AutoModel and `trust_remote_code=True` from its own code files and embed
-   a sentence.
+1. Builds the upload folder from an allow-list of what a model repo needs (`MODEL_FILES`: config, weights,
+   tokenizer files, the code modules, README.md); anything else in DIR (Trainer's training_args.bin, which can hold
+   a token, trainer_state.json, *_results.json, optimizer states, checkpoint-*/ and runs/ folders...) is left out
+   and listed. Symlinks are copied as the files they point to. README.md is the model card from model_card.py
+   (DIR's own README.md, if any, is kept instead).
+2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): with
+   `trust_remote_code=True` and its own code files, the Auto class of its architecture must load it and its
+   pipeline must run on a sentence.
 3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
    `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection.
 """
 
 import argparse
+import fnmatch
+import json
 import os
 import shutil
 import subprocess
@@ -21,57 +25,81 @@ import sys
 import tempfile
 
 from huggingface_hub import HfApi, get_token
-from model_card import write_model_card
+from model_card import architecture, model_card
 
-# Run in the fresh process: load through the Auto classes only, from the folder's own copies of the code.
+# Everything a model repo needs; nothing else is uploaded.
+MODEL_FILES = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "configuration_elmo.py",
+    "modeling_elmo.py",
+    "tokenization_elmo.py",
+    "pipeline_elmo.py",
+    "README.md",
+)
+
+# Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files.
 LOAD_CHECK = """
 import sys
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+import transformers
+from transformers import AutoTokenizer, pipeline
 
-folder = sys.argv[1]
-config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+folder, name, auto_class, task = sys.argv[1:5]
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
-model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
 if not type(model).__module__.startswith("transformers_modules"):
     sys.exit(f"the model class came from {type(model).__module__}, not from the folder's code files")
+if type(model).__name__ != name:
+    sys.exit(f"{auto_class} loaded {type(model).__name__}, but config.architectures says {name}")
 with torch.no_grad():
-    out = model(**tokenizer(["Hello world !"], return_tensors="pt"), output_hidden_states=True)
-expected = (1, 3, 2 * config.projection_dim)
-shapes = [tuple(out.last_hidden_state.shape)] + [tuple(h.shape) for h in out.hidden_states]
-if len(out.hidden_states) != config.n_layers + 1 or set(shapes) != {expected}:
-    sys.exit(f"unexpected output shapes {shapes}")
-print(f"loads: {type(model).__name__}, {sum(p.numel() for p in model.parameters()):,} parameters")
+    model(**tokenizer(["Hello world !"], return_tensors="pt"))
+pipe = pipeline(task, model=folder, trust_remote_code=True)
+result = pipe("Hello world !")
+if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
+    sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
+print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
 """
 
-SKIPPED = ("checkpoint-", "_", ".")
+
+def is_model_file(name):
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in MODEL_FILES)
 
 
 def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
-    """Copy DIR's files into `staging` and add the model card; returns the sorted file names."""
-    names = sorted(n for n in os.listdir(model_dir) if not n.startswith(SKIPPED))
+    """Copy DIR's model files into `staging` (symlinks dereferenced) and add the model card; returns the sorted
+    file names of `staging`. What is left out is printed."""
+    names = sorted(os.listdir(model_dir))
     if "config.json" not in names:
         raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
-    folders = [n for n in names if os.path.isdir(os.path.join(model_dir, n))]
-    if folders:  # e.g. Trainer's runs/ logs: a model folder is flat
-        print(f"not uploading the subfolders {', '.join(folders)} of {model_dir}", file=sys.stderr)
+    kept = [n for n in names if is_model_file(n) and os.path.isfile(os.path.join(model_dir, n))]
+    left_out = [n + "/" if os.path.isdir(os.path.join(model_dir, n)) else n for n in names if n not in kept]
+    if left_out:
+        print(f"not uploading (not part of a model repo): {', '.join(left_out)}", file=sys.stderr)
     os.makedirs(staging, exist_ok=True)
-    for name in names:
-        if name not in folders:
-            shutil.copy2(os.path.join(model_dir, name), os.path.join(staging, name))
-    if "README.md" in names:
+    for name in kept:
+        shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows symlinks
+    if "README.md" in kept:
         print(f"keeping {model_dir}/README.md as the model card (delete it to generate one)", file=sys.stderr)
     else:
-        write_model_card(staging, repo_id, **card_kwargs)
+        # From DIR's config.json and *_results.json (the latter are described, not uploaded).
+        model_card(model_dir, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
     return sorted(os.listdir(staging))
 
 
 def check_loads(folder):
     """Load `folder` in a fresh isolated process (no repository modules on the path, no network)."""
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        name, auto_class, task = architecture(json.load(f))
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as cwd:
         result = subprocess.run(
-            [sys.executable, "-I", "-c", LOAD_CHECK, os.path.abspath(folder)],
+            [sys.executable, "-I", "-c", LOAD_CHECK, os.path.abspath(folder), name, auto_class, task],
             cwd=cwd, env=env, capture_output=True, text=True,
         )
     if result.returncode != 0:
@@ -100,6 +128,8 @@ def main(argv=None):
     card.add_argument("--base-model", help="Hub id this model was fine-tuned from")
     card.add_argument("--source", help="what it was converted from, e.g. the AllenNLP options/weights file names")
     card.add_argument("--check", help="how equivalence to AllenNLP was checked, with the figure")
+    card.add_argument("--eval-dataset", help="Hub id or name of the data of DIR's *_results.json (default: the "
+                      "first of --datasets)")
     args = parser.parse_args(argv)
 
     if not os.path.isdir(args.model_dir):
@@ -113,6 +143,7 @@ def main(argv=None):
         files = build_upload_folder(
             args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
             datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
+            eval_dataset=args.eval_dataset,
         )
         print(check_loads(staging), file=sys.stderr)
         if args.dry_run:

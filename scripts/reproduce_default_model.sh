@@ -14,7 +14,7 @@ for split in train valid test; do  # punctuation split off, one sentence per lin
   [ -s "$WORK/data/$split.txt.gz" ] || python scripts/prepare_corpus.py "$CORPUS/$split.txt.gz" "$WORK/data/$split.txt.gz"
 done
 
-DEVICE_ARGS=$(python -c "import torch; print('' if torch.cuda.is_available() else '--use_cpu')")  # bf16 on CPU needs --use_cpu
+DEVICE_ARGS=$(python -c "import torch; print('' if torch.cuda.is_available() else '--use-cpu')")  # bf16 on CPU needs --use-cpu
 MAX_STEPS=${MAX_STEPS:-7000}
 OUT=${OUT:-models/elmo-pd-small}
 EVAL="$WORK/eval"
@@ -22,12 +22,12 @@ mkdir -p "$EVAL"
 
 # 1. Pre-train the biLM (skipped when $WORK/lm already holds a finished run).
 [ -s "$WORK/lm/model.safetensors" ] || time python scripts/train_bilm.py \
-  --train_file "$WORK/data/train.txt.gz" --validation_file "$WORK/data/valid.txt.gz" --max_eval_samples 2000 \
-  --output_dir "$WORK/lm" --do_train --do_eval --max_steps "$MAX_STEPS" --per_device_train_batch_size 64 \
-  --filters '[[1,32],[2,32],[3,64],[4,128],[5,256]]' --char_embedding_dim 16 --n_highway 1 \
-  --lstm_dim 1024 --projection_dim 128 --n_layers 2 --n_negative_samples 2048 --vocab_size 32768 --max_words 20 \
-  --bf16 $DEVICE_ARGS --learning_rate 2e-3 --lr_scheduler_type cosine --warmup_steps 200 --max_grad_norm 5.0 \
-  --logging_steps 50 --save_strategy steps --save_steps 500 --save_total_limit 2 --report_to none --seed 0
+  --train-file "$WORK/data/train.txt.gz" --validation-file "$WORK/data/valid.txt.gz" --max-eval-samples 2000 \
+  --output-dir "$WORK/lm" --do-train --do-eval --max-steps "$MAX_STEPS" --per-device-train-batch-size 64 \
+  --filters '[[1,32],[2,32],[3,64],[4,128],[5,256]]' --char-embedding-dim 16 --n-highway 1 \
+  --lstm-dim 1024 --projection-dim 128 --n-layers 2 --n-negative-samples 2048 --vocab-size 32768 --max-words 20 \
+  --bf16 $DEVICE_ARGS --learning-rate 2e-3 --lr-scheduler-type cosine --warmup-steps 200 --max-grad-norm 5.0 \
+  --logging-steps 50 --save-strategy steps --save-steps 500 --save-total-limit 2 --report-to none --seed 0
 
 # 2. The shipped folder: bf16 storage (half the size), config dtype float32 so that loading restores fp32.
 python - "$WORK/lm" "$OUT" <<'PY'
@@ -45,8 +45,8 @@ with open(f"{target}/config.json", "w") as f:
 PY
 
 # 3. Held-out perplexity (valid = Persuasion, test = Moby-Dick) next to unigram and bigram baselines.
-python scripts/evaluate_perplexity.py --model "$OUT" --train_file "$WORK/data/train.txt.gz" \
-  --eval_file "$WORK/data/valid.txt.gz" "$WORK/data/test.txt.gz" --max_words 20 --output "$EVAL/perplexity.json"
+python scripts/evaluate_perplexity.py --model "$OUT" --train-file "$WORK/data/train.txt.gz" \
+  --eval-file "$WORK/data/valid.txt.gz" "$WORK/data/test.txt.gz" --max-words 20 --output "$EVAL/perplexity.json"
 
 # 4. Contextual word sense: ROC AUC per layer and for the mix.
 python scripts/evaluate_word_sense.py --model "$OUT" --pairs ../shared/data/eval/word-sense-pairs/pairs.jsonl \
@@ -55,14 +55,14 @@ python scripts/evaluate_word_sense.py --model "$OUT" --pairs ../shared/data/eval
 # 5. Downstream with Trainer, frozen biLM, the same head and budget: the ELMo mix vs layer 0 only.
 LABELED=../shared/data/labeled
 for features in mix layer0; do
-  MIX=(); [ "$features" = layer0 ] && MIX=(--scalar_mix_parameters '[0, -1e4, -1e4]')
-  python scripts/finetune_token_classification.py --model_name_or_path "$OUT" "${MIX[@]}" \
-    --train_file $LABELED/pos-oanc/train.conll --validation_file $LABELED/pos-oanc/valid.conll \
-    --test_file $LABELED/pos-oanc/test.conll --max_train_samples 4000 --output_dir "$EVAL/pos-$features" \
-    --do_train --do_eval --do_predict --per_device_train_batch_size 32 --learning_rate 3e-3 --num_train_epochs 1 \
-    --report_to none --seed 0 --save_strategy no
-  python scripts/finetune_sequence_classification.py --model_name_or_path "$OUT" "${MIX[@]}" \
-    --train_file $LABELED/sentence-polarity/train.jsonl --validation_file $LABELED/sentence-polarity/test.jsonl \
-    --output_dir "$EVAL/polarity-$features" --do_train --do_eval --per_device_train_batch_size 32 \
-    --learning_rate 3e-3 --num_train_epochs 10 --report_to none --seed 0 --save_strategy no
+  MIX=(); [ "$features" = layer0 ] && MIX=(--scalar-mix-parameters '[0, -1e4, -1e4]')
+  python scripts/finetune_token_classification.py --model-name-or-path "$OUT" "${MIX[@]}" \
+    --train-file $LABELED/pos-oanc/train.conll --validation-file $LABELED/pos-oanc/valid.conll \
+    --test-file $LABELED/pos-oanc/test.conll --max-train-samples 4000 --output-dir "$EVAL/pos-$features" \
+    --do-train --do-eval --do-predict --per-device-train-batch-size 32 --learning-rate 3e-3 --num-train-epochs 1 \
+    --report-to none --seed 0 --save-strategy no
+  python scripts/finetune_sequence_classification.py --model-name-or-path "$OUT" "${MIX[@]}" \
+    --train-file $LABELED/sentence-polarity/train.jsonl --validation-file $LABELED/sentence-polarity/test.jsonl \
+    --output-dir "$EVAL/polarity-$features" --do-train --do-eval --per-device-train-batch-size 32 \
+    --learning-rate 3e-3 --num-train-epochs 10 --report-to none --seed 0 --save-strategy no
 done

@@ -2,12 +2,12 @@
 existing ElmoModel folder (e.g. converted AllenNLP weights) on domain text, as the paper's domain fine-tuning.
 
 Data: local text files (one sentence or paragraph per line; .txt or .txt.gz) or a Hub dataset with a text column.
-Lines are split into windows of at most --max_words words; each window is one biLM sentence (<S> ... </S>).
-The word vocabulary (bilm-tf format) is built from the training text unless --vocab_file is given or the starting
+Lines are split into windows of at most --max-words words; each window is one biLM sentence (<S> ... </S>).
+The word vocabulary (bilm-tf format) is built from the training text unless --vocab-file is given or the starting
 model already has one of the right size; it is saved with the model as vocab.txt.
 
-    PYTHONPATH=.:scripts python scripts/train_bilm.py --train_file train.txt.gz --validation_file valid.txt.gz \\
-        --output_dir out --do_train --do_eval --lstm_dim 256 --projection_dim 64 --n_negative_samples 1024
+    python scripts/train_bilm.py --train-file train.txt.gz --validation-file valid.txt.gz \\
+        --output-dir out --do-train --do-eval --lstm-dim 256 --projection-dim 64 --n-negative-samples 1024
 
 Prints and saves (eval_results.json) the forward, backward and average perplexity on the evaluation split.
 """
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
-from elmo_data import DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows
+from elmo_data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, command_line, load_splits,
+                       text_to_windows)
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
@@ -95,8 +96,18 @@ def load_windows(data_args, training_args):
 
 
 def load_tokenizer(model_args, data_args, training_args, train_windows):
-    """The word vocabulary and whether it is the starting model's own (then its softmax is kept too):
-    --vocab_file, else the starting model's (if it has an LM softmax of that size), else built from the text."""
+    """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
+    checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (if it has
+    an LM softmax of that size), else built from the text."""
+    checkpoint = training_args.resume_from_checkpoint
+    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
+        tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
+        if data_args.vocab_file and ElmoTokenizer(vocab_file=data_args.vocab_file).get_vocab() != tokenizer.get_vocab():
+            raise DataError(f"--vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
+                            f"{checkpoint}: its softmax rows follow the checkpoint's words (drop --vocab_file to resume)")
+        logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; --vocab_size and "
+                    "--min_count apply only when a vocabulary is built")
+        return tokenizer, False
     if data_args.vocab_file:
         return ElmoTokenizer(vocab_file=data_args.vocab_file), False
     if model_args.model_name_or_path:
@@ -196,4 +207,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    command_line(main)

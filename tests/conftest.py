@@ -38,3 +38,34 @@ def tiny(tiny_model_dir):
     from tokenization_elmo import ElmoTokenizer
 
     return ElmoModel.from_pretrained(tiny_model_dir).eval(), ElmoTokenizer.from_pretrained(tiny_model_dir)
+
+
+TOKEN_LABELS = ["O", "B-X", "I-X"]
+
+
+@pytest.fixture(scope="session")
+def tiny_heads_dir(tiny_model_dir, tmp_path_factory):
+    """A token head (labels TOKEN_LABELS) and a sequence head (negative/positive) on the tiny converted model, with
+    seeded random classifiers, saved as `token/` and `sequence/` with the tokenizer (as fine-tuning saves them)."""
+    import torch
+
+    from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+    from tokenization_elmo import ElmoTokenizer
+
+    root = tmp_path_factory.mktemp("heads")
+    token = ElmoForTokenClassification.from_pretrained(
+        tiny_model_dir, id2label=dict(enumerate(TOKEN_LABELS)), label2id={l: i for i, l in enumerate(TOKEN_LABELS)}
+    )
+    sequence = ElmoForSequenceClassification.from_pretrained(
+        tiny_model_dir, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1}
+    )
+    torch.manual_seed(0)
+    with torch.no_grad():  # sharp predictions, with runs of I-X (multi-word entity groups)
+        token.classifier.weight.normal_(std=3.0)
+        token.classifier.bias.copy_(torch.tensor([0.0, 0.0, 1.0]))
+        sequence.classifier.weight.normal_(std=3.0)
+    tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
+    for name, model in (("token", token), ("sequence", sequence)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root

@@ -22,7 +22,7 @@ class Result:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def run_converter(options, weights, output, *extra, in_process=True):
+def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=None):
     """The converter's command line; in-process by default (the same main()), as a real subprocess on request."""
     argv = ["--options", str(options), "--weights", str(weights), "--output", str(output), *extra]
     if in_process:
@@ -36,7 +36,8 @@ def run_converter(options, weights, output, *extra, in_process=True):
             code = main(argv)
         return Result(code, out.getvalue(), err.getvalue())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "scripts")]), HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, env=env, timeout=300,
+                          preexec_fn=preexec_fn)
     return Result(done.returncode, done.stdout, done.stderr)
 
 
@@ -45,8 +46,8 @@ def assert_fails_cleanly(result, output, *fragments):
     for fragment in fragments:
         assert fragment in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
-    assert not output.exists()
-    assert not [p for p in output.parent.iterdir() if p.name.startswith(".convert-")], "staging folder left behind"
+    assert not output.exists() or output.is_symlink() or output.is_file()
+    assert not [p for p in output.parent.iterdir() if ".convert-" in p.name], "staging folder left behind"
 
 
 def copy_weights(tmp_path, edit):
@@ -159,3 +160,233 @@ def test_n_characters_261_and_262_give_the_same_model(tmp_path):
 def test_round_trip_through_options(tmp_path):
     config = ElmoConfig.from_allennlp_options(TINY / "options.json")
     assert ElmoConfig.from_allennlp_options(config.to_allennlp_options()).to_dict() == config.to_dict()
+
+
+# -- the output folder: nothing the converter did not write is ever replaced or deleted (conversion_output.py) --
+
+
+def snapshot(folder):
+    """Every file under `folder` with its bytes, to show that nothing was touched."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_conversion_writes_only_the_files_overwrite_may_replace(tmp_path):
+    from conversion_output import CONVERSION_FILES
+
+    assert run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out").returncode == 0
+    assert set(os.listdir(tmp_path / "out")) <= CONVERSION_FILES
+
+
+def test_overwrite_replaces_an_earlier_conversion(tmp_path):
+    out = tmp_path / "out"
+    assert run_converter(TINY / "options.json", TINY / "weights.hdf5", out).returncode == 0
+    (out / "model.safetensors").write_bytes(b"stale")
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert (out / "model.safetensors").read_bytes() != b"stale"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_overwrite_refuses_the_folder_holding_the_original_weights(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(TINY / "options.json", source)
+    shutil.copy(TINY / "weights.hdf5", source)
+    before = snapshot(source)
+    result = run_converter(source / "options.json", source / "weights.hdf5", source, "--overwrite")
+    assert result.returncode != 0 and "does not hold an earlier conversion" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(source) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source"]
+
+
+@pytest.mark.parametrize("extra", ["notes.txt", "sub/file.txt"])
+def test_overwrite_refuses_a_conversion_folder_holding_other_files(tmp_path, extra):
+    out = tmp_path / "out"
+    assert run_converter(TINY / "options.json", TINY / "weights.hdf5", out).returncode == 0
+    (out / extra).parent.mkdir(exist_ok=True)
+    (out / extra).write_text("mine")
+    before = snapshot(out)
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite")
+    assert result.returncode != 0 and "does not hold an earlier conversion" in result.stderr, result.stderr
+    assert snapshot(out) == before
+
+
+def test_overwrite_refuses_a_folder_whose_config_is_not_elmo(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    before = snapshot(out)
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite")
+    assert result.returncode != 0 and "does not hold an earlier conversion" in result.stderr
+    assert snapshot(out) == before
+
+
+def test_hdf5_with_zeroed_metadata_is_reported(tmp_path):
+    data = bytearray((TINY / "weights.hdf5").read_bytes())
+    data[64:128] = bytes(64)  # object headers: h5py opens the file, then fails to walk it
+    weights = tmp_path / "weights.hdf5"
+    weights.write_bytes(bytes(data))
+    result = run_converter(TINY / "options.json", weights, tmp_path / "out")
+    assert_fails_cleanly(result, tmp_path / "out", "weights.hdf5", "corrupt")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (lambda o: o["char_cnn"].update(filters=5), "filters"),
+        (lambda o: o["char_cnn"].update(filters=[[1, "4"]]), "filters"),
+        (lambda o: o["lstm"].update(use_skip_connections="false"), "use_skip_connections"),
+        (lambda o: o["lstm"].update(cell_clip=float("nan")), "cell_clip"),
+        (lambda o: o["lstm"].update(proj_clip=float("inf")), "proj_clip"),
+        (lambda o: o["lstm"].update(dim="16"), "lstm_dim"),
+        (lambda o: o.update(lstm=[]), "layout"),
+    ],
+)
+def test_options_of_the_wrong_type_are_refused(tmp_path, change, fragment):
+    options = json.loads((TINY / "options.json").read_text())
+    change(options)
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))  # NaN and Infinity as Python's json writes them
+    result = run_converter(path, TINY / "weights.hdf5", tmp_path / "out")
+    assert_fails_cleanly(result, tmp_path / "out", "invalid options", fragment)
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("use_skip_connections", "false"), ("do_layer_norm", 0), ("cell_clip", float("nan")),
+     ("proj_clip", float("-inf")), ("mix_l2_lambda", float("nan")), ("scalar_mix_parameters", [0.0, float("nan"), 0.0]),
+     ("scalar_mix_parameters", ["1", 0, 0]), ("filters", 5), ("filters", [[1, 2, 3]]), ("dropout", float("nan"))],
+)
+def test_config_refuses_wrong_types_and_non_finite_numbers(field, value):
+    with pytest.raises(ValueError, match=field):
+        ElmoConfig(**{field: value})
+
+
+def make_output_problem(tmp_path, kind):
+    """An --output path that cannot be a new folder; returns (path, what must stay untouched)."""
+    if kind == "file":
+        path = tmp_path / "out"
+        path.write_text("mine")
+        return path, path
+    if kind in ("symlink to a folder", "symlink to a conversion"):
+        target = tmp_path / "target"
+        if kind == "symlink to a conversion":
+            assert run_converter(TINY / "options.json", TINY / "weights.hdf5", target).returncode == 0
+        else:
+            target.mkdir()
+            (target / "keep.txt").write_text("mine")
+        path = tmp_path / "out"
+        path.symlink_to(target, target_is_directory=True)
+        return path, target
+    if kind == "under a file":
+        (tmp_path / "afile").write_text("mine")
+        return tmp_path / "afile" / "out", tmp_path / "afile"
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink to a folder", "symlink to a conversion", "under a file"])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_output_paths_that_cannot_be_written_are_named(tmp_path, kind, overwrite):
+    path, keep = make_output_problem(tmp_path, kind)
+    before = snapshot(keep) if keep.is_dir() else keep.read_bytes()
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", path, *(["--overwrite"] if overwrite else []))
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert str(path) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert (snapshot(keep) if keep.is_dir() else keep.read_bytes()) == before
+    assert path.is_symlink() == kind.startswith("symlink")
+    assert not [p for p in tmp_path.iterdir() if ".convert-" in p.name]
+
+
+def test_unwritable_parent_is_named(tmp_path, monkeypatch):
+    parent = tmp_path / "readonly"
+    parent.mkdir()
+    parent.chmod(0o555)
+    real_mkdir = os.mkdir
+
+    def refuse(path, *args, **kwargs):  # root ignores the mode bits: refuse as the kernel would for a user
+        if str(path).startswith(str(parent)):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", refuse)
+    try:
+        result = run_converter(TINY / "options.json", TINY / "weights.hdf5", parent / "out")
+    finally:
+        parent.chmod(0o755)
+    assert_fails_cleanly(result, parent / "out", "cannot write", "Permission denied")
+    assert list(parent.iterdir()) == []
+
+
+def limit_file_size():
+    """In the child: files may not grow past 20 kB (as on a full disk; the tiny model's weights are larger)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write instead of death by signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+def test_full_disk_is_named_and_leaves_nothing(tmp_path):
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out", in_process=False,
+                           preexec_fn=limit_file_size)
+    assert_fails_cleanly(result, tmp_path / "out", "cannot write", "disk full")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_full_disk_keeps_the_earlier_conversion(tmp_path):
+    out = tmp_path / "out"
+    assert run_converter(TINY / "options.json", TINY / "weights.hdf5", out).returncode == 0
+    before = snapshot(out)
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite", in_process=False,
+                           preexec_fn=limit_file_size)
+    assert result.returncode != 0 and "disk full" in result.stderr and "Traceback" not in result.stderr
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+KILLED_CHILD = """
+import runpy, sys, time
+import modeling_elmo
+save = modeling_elmo.ElmoModel.save_pretrained
+
+def save_then_hang(self, folder, **kwargs):
+    save(self, folder, **kwargs)
+    print("staged", flush=True)
+    time.sleep(600)
+
+modeling_elmo.ElmoModel.save_pretrained = save_then_hang
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
+    out = tmp_path / "out"
+    child = tmp_path / "child.py"
+    child.write_text(KILLED_CHILD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "scripts")]), HF_HUB_OFFLINE="1")
+    argv = [str(SCRIPT), "--options", str(TINY / "options.json"), "--weights", str(TINY / "weights.hdf5"),
+            "--output", str(out)]
+    process = subprocess.Popen([sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout.readline().strip() == "staged"
+    finally:
+        process.kill()  # SIGKILL: no clean-up code runs
+        process.wait()
+    left = [p for p in tmp_path.iterdir() if ".convert-" in p.name]
+    assert left, "the killed run had a staging folder"
+    # Someone else's look-alike folder and the staging of a run still in progress (this test's pid) stay.
+    (tmp_path / ".out.convert-user").mkdir()
+    (tmp_path / ".out.convert-user" / "keep.txt").write_text("mine")
+    live = tmp_path / ".out.convert-live"
+    live.mkdir()
+    (tmp_path / ".out.convert-live.owner").write_text(json.dumps({"host": __import__("socket").gethostname(),
+                                                                  "pid": os.getpid()}))
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, in_process=False)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".out.convert-live", ".out.convert-live.owner", ".out.convert-user", "child.py", "out"])
+    assert (tmp_path / ".out.convert-user" / "keep.txt").read_text() == "mine"

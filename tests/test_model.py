@@ -4,11 +4,14 @@ import numpy as np
 import pytest
 import torch
 from conftest import load_fixture
+from tolerance import assert_close_to_reference
 
 from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 
 SENTENCES = [["The", "cat", "sat", "."], ["ELMo"], ["A", "much", "longer", "sentence", "than", "the", "others", "!"]]
+
+pytestmark = pytest.mark.fidelity
 
 
 def encode(tokenizer, sentences):
@@ -33,8 +36,8 @@ def test_sentence_alone_equals_sentence_in_padded_batch(tiny):
         for i, words in enumerate(SENTENCES):
             alone = model(**encode(tokenizer, [words]), output_hidden_states=True)
             for a, b in zip(alone.hidden_states, batch.hidden_states):
-                torch.testing.assert_close(a[0], b[i, : len(words)], atol=1e-5, rtol=0)
-            torch.testing.assert_close(alone.last_hidden_state[0], batch.last_hidden_state[i, : len(words)], atol=1e-5, rtol=0)
+                assert_close_to_reference(b[i, : len(words)], a[0], f"sentence {i} in a batch")
+            assert_close_to_reference(batch.last_hidden_state[i, : len(words)], alone.last_hidden_state[0], f"sentence {i}")
 
 
 def test_empty_sentence_in_batch_gives_zeros(tiny):
@@ -44,7 +47,7 @@ def test_empty_sentence_in_batch_gives_zeros(tiny):
         alone = model(**encode(tokenizer, [["a", "b"]]))
     assert out.mask.tolist() == [[True, True], [False, False], [True, False]]
     assert not out.last_hidden_state[1].any() and all(not h[1].any() for h in out.hidden_states)
-    torch.testing.assert_close(out.last_hidden_state[0], alone.last_hidden_state[0], atol=1e-5, rtol=0)
+    assert_close_to_reference(out.last_hidden_state[0], alone.last_hidden_state[0])
 
 
 def test_batch_of_only_empty_sentences_gives_empty_outputs(tiny):
@@ -82,6 +85,35 @@ def test_bad_input_ids_are_named(tiny, make_ids, match):
         model(make_ids())
 
 
+@pytest.mark.parametrize(
+    "make_inputs, error, match",
+    [
+        (lambda ids: (ids[:, :, 0], {"attention_mask": torch.ones(2, 3)}), ValueError, r"shape \[batch, words, 50\]"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(1, 3)}), ValueError, r"attention_mask must have shape \[batch, words\] = \[2, 3\]"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(3)}), ValueError, "attention_mask must have shape"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(2, 4)}), ValueError, "attention_mask must have shape"),
+        (lambda ids: (ids, {"attention_mask": [[1, 1, 1], [1, 1, 0]]}), TypeError, "attention_mask must be a torch.Tensor"),
+        (lambda ids: (ids.numpy(), {}), TypeError, "return_tensors='pt'"),
+        (lambda ids: (ids.tolist(), {}), TypeError, "return_tensors='pt'"),
+    ],
+)
+def test_bad_input_forms_are_named(tiny, make_inputs, error, match):
+    model, tokenizer = tiny
+    ids, kwargs = make_inputs(encode(tokenizer, [["a", "b", "c"], ["d", "e"]])["input_ids"])
+    with pytest.raises(error, match=match):
+        model(ids, **kwargs)
+
+
+def test_narrow_integer_ids_give_the_same_vectors(tiny):
+    model, tokenizer = tiny
+    enc = encode(tokenizer, [["a", "b", "c"], ["d", "e"]])
+    with torch.no_grad():
+        want = model(**enc).last_hidden_state
+        for dtype in (torch.int16, torch.int32):
+            got = model(enc["input_ids"].to(dtype), attention_mask=enc["attention_mask"]).last_hidden_state
+            assert torch.equal(got, want), dtype
+
+
 def test_left_padding_is_refused(tiny):
     model, tokenizer = tiny
     ids = encode(tokenizer, [["a", "b"], ["c"]])["input_ids"]
@@ -95,7 +127,7 @@ def test_attention_mask_removes_words(tiny):
     with torch.no_grad():
         masked = model(enc["input_ids"], attention_mask=torch.tensor([[1, 1, 0]])).last_hidden_state
         short = model(**encode(tokenizer, [["a", "b"]])).last_hidden_state
-    torch.testing.assert_close(masked[0, :2], short[0], atol=1e-6, rtol=0)
+    assert_close_to_reference(masked[0, :2], short[0])
     assert not masked[0, 2].any()
 
 

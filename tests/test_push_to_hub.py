@@ -1,5 +1,7 @@
-"""scripts/push_to_hub.py and model_card.py: the folder that would be uploaded loads in a fresh process, its card's
-usage snippet runs and gives AllenNLP's numbers, and the upload calls get the right repo, folder and files."""
+"""scripts/push_to_hub.py and model_card.py: the folder that would be uploaded holds only what a model repo needs and
+loads in a fresh process; its card follows the architecture (task, Auto class, labels, evaluation results) and its
+usage snippet runs and gives AllenNLP's numbers or the head's predictions; the upload calls get the right repo,
+folder and files."""
 
 import json
 import os
@@ -10,8 +12,10 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import load_fixture
+import torch
+from conftest import REPO, TOKEN_LABELS, load_fixture
 from huggingface_hub import HfApi, ModelCard
+from tolerance import assert_close_to_reference
 
 import push_to_hub
 
@@ -22,8 +26,22 @@ EXPECTED_FILES = {
     "configuration_elmo.py",
     "modeling_elmo.py",
     "tokenization_elmo.py",
+    "pipeline_elmo.py",
     "tokenizer_config.json",
 }
+# What a Trainer output folder holds besides the model: never uploaded.
+TRAINER_FILES = ["training_args.bin", "trainer_state.json", "all_results.json", "eval_results.json",
+                 "train_results.json", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
+
+
+def run_snippet(card, repo_id, folder, cwd, extra):
+    """Run the card's usage snippet on `folder` in an isolated process (no repository modules), offline."""
+    snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
+    cwd.mkdir()
+    result = subprocess.run([sys.executable, "-I", "-c", snippet], cwd=cwd, capture_output=True, text=True,
+                            env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsys):
@@ -34,23 +52,76 @@ def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsy
     assert EXPECTED_FILES <= set(os.listdir(stage))
 
     card = ModelCard.load(stage / "README.md")
-    assert card.data.library_name == "transformers"
+    assert card.data.library_name == "transformers" and card.data.pipeline_tag == "feature-extraction"
     assert set(card.data.tags) == {"elmo", "custom_code"}
     assert (card.data.license, card.data.language, card.data.datasets) == ("apache-2.0", ["en"], ["lm1b"])
     assert "Peters" in card.text and "allennlp-tiny options.json" in card.text
 
-    # The card's own usage snippet, run isolated (-I: no repository modules), offline, from another directory.
-    snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace("me/elmo-tiny", str(stage))
-    snippet += "\nimport json; print(json.dumps(sentence_vectors[1].tolist()))\n"
-    cwd = tmp_path / "elsewhere"
-    cwd.mkdir()
-    result = subprocess.run([sys.executable, "-I", "-c", snippet], cwd=cwd, capture_output=True, text=True,
-                            env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    assert result.returncode == 0, result.stderr
-    # "ELMo" is the fixture's sentence 1: its sentence vector is its single word's ELMo vector from AllenNLP.
+    # The card's own usage snippet. "ELMo" is the fixture's sentence 1: its sentence vector is its single word's ELMo
+    # vector from AllenNLP.
+    got = run_snippet(card, "me/elmo-tiny", stage, tmp_path / "elsewhere",
+                      "\nimport json; print(json.dumps(sentence_vectors[1].tolist()))\n")
     _, expected, _ = load_fixture("allennlp-tiny")
-    got = np.array(json.loads(result.stdout.strip().splitlines()[-1]))
-    np.testing.assert_allclose(got, expected["elmo_representation"][1, 0], atol=1e-5, rtol=0)
+    assert_close_to_reference(np.array(got), expected["elmo_representation"][1, 0], what="the card's snippet")
+
+
+@pytest.mark.parametrize("head", ["token", "sequence"])
+def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
+    """A Trainer output folder: the card says the head's task, Auto class and labels, lists its evaluation results as
+    model-index metadata and names the base model; Trainer's files stay home; the snippet gives the head's labels."""
+    model_dir = tmp_path / "trained"
+    shutil.copytree(tiny_heads_dir / head, model_dir)
+    for name in TRAINER_FILES:
+        (model_dir / name).write_text("{}")
+    (model_dir / "eval_results.json").write_text(json.dumps(
+        {"epoch": 3.0, "eval_accuracy": 0.875, "eval_f1": 0.5, "eval_loss": 0.4, "eval_runtime": 1.5}))
+    (model_dir / "test_results.json").write_text(json.dumps({"test_accuracy": 0.8125, "test_samples_per_second": 9}))
+    (model_dir / "checkpoint-10").mkdir()
+    stage = tmp_path / "stage"
+    assert push_to_hub.main([str(model_dir), "me/elmo-head", "--dry-run", "--staging-dir", str(stage),
+                             "--datasets", "conll2003", "--base-model", "me/elmo-tiny"]) == 0
+    err = capsys.readouterr().err
+    # What save_pretrained wrote, and the card.
+    assert set(os.listdir(stage)) == set(os.listdir(tiny_heads_dir / head)) | {"README.md"}
+    assert EXPECTED_FILES <= set(os.listdir(stage))
+    for name in TRAINER_FILES + ["test_results.json", "checkpoint-10/"]:
+        assert name in err, f"{name} must be reported as left out"
+
+    task, auto_class, labels = {
+        "token": ("token-classification", "AutoModelForTokenClassification", TOKEN_LABELS),
+        "sequence": ("text-classification", "AutoModelForSequenceClassification", ["negative", "positive"]),
+    }[head]
+    assert f"{task} pipeline" in err  # the fresh-process load check ran the head's pipeline
+    card = ModelCard.load(stage / "README.md")
+    assert card.data.pipeline_tag == task and card.data.base_model == "me/elmo-tiny"
+    results = {(r.dataset_split, r.metric_type): r.metric_value for r in card.data.eval_results}
+    assert results == {("validation", "accuracy"): 0.875, ("validation", "f1"): 0.5, ("test", "accuracy"): 0.8125}
+    assert {r.dataset_type for r in card.data.eval_results} == {"conll2003"}
+    assert {r.task_type for r in card.data.eval_results} == {task}
+    assert all(f"`{label}`" in card.text for label in labels)
+    assert f"{auto_class}.from_pretrained" in card.text and "AutoModel.from_pretrained" not in card.text
+
+    got = run_snippet(card, "me/elmo-head", stage, tmp_path / "elsewhere",
+                      "\nimport json; print(json.dumps(predicted))\n")
+    model_class = getattr(__import__("modeling_elmo"), {"token": "ElmoForTokenClassification",
+                                                        "sequence": "ElmoForSequenceClassification"}[head])
+    tokenizer = __import__("tokenization_elmo").ElmoTokenizer.from_pretrained(stage)
+    model = model_class.from_pretrained(stage).eval()
+    with torch.no_grad():
+        ids = [model(**tokenizer([text], return_tensors="pt")).logits[0].argmax(-1).tolist()
+               for text in ("The cat sat on the mat .", "ELMo")]  # one at a time: no padding to leave out
+    want = [[labels[i] for i in row] for row in ids] if head == "token" else [labels[i] for i in ids]
+    assert got == want
+
+
+def test_symlinked_modules_are_uploaded_as_files(tmp_path):
+    """models/elmo-pd-small links its modules to the repository root: the upload holds the files themselves."""
+    stage = tmp_path / "stage"
+    files = push_to_hub.build_upload_folder(REPO / "models" / "elmo-pd-small", stage, "me/elmo-pd-small")
+    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "pipeline_elmo.py"):
+        assert name in files and not (stage / name).is_symlink()
+        assert (stage / name).read_bytes() == (REPO / name).read_bytes()
+    assert "eval" not in files
 
 
 def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkeypatch):
@@ -85,6 +156,8 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
     (model_dir / "runs").mkdir()  # what a Trainer output folder also holds: not part of the model
     (model_dir / "runs" / "events").write_text("log")
     (model_dir / ".lock").write_text("")
+    for name in TRAINER_FILES:
+        (model_dir / name).write_text("{}")
     assert push_to_hub.main([str(model_dir), "me/elmo-tiny", "--private", "--license", "mit"]) == 0
     assert calls["create_repo"] == ("me/elmo-tiny", {"private": True, "exist_ok": True})
     upload = calls["upload_folder"]

@@ -1,5 +1,6 @@
 """A converted folder works where this repository cannot be imported: only the folder's own copies of the modules."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,12 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 from conftest import FIXTURES, REPO
+from tolerance import assert_close_to_reference
 
 CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np, torch
-    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo"):
+    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo", "pipeline_elmo", "elmo_transformers"):
         sys.modules[name] = None  # an installed copy of this repo must not be what gets used
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -96,3 +98,54 @@ def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
+
+
+NATIVE_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, torch
+    import elmo_transformers  # registers model type "elmo" with the Auto classes
+    from transformers import (AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification,
+                              AutoModelForTokenClassification, AutoTokenizer)
+
+    folder, lm_folder, sentences_path, out_path = sys.argv[1:5]
+    loaded = [AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)]
+    model = AutoModel.from_pretrained(folder).eval()
+    loaded += [model, AutoModelForTokenClassification.from_pretrained(folder, num_labels=3),
+               AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2),
+               AutoModelForPreTraining.from_pretrained(lm_folder)]
+    print(json.dumps({"package": elmo_transformers.__file__,
+                      "classes": [[type(x).__module__, type(x).__name__] for x in loaded]}))
+    enc = loaded[1](json.load(open(sentences_path, encoding="utf-8")), is_split_into_words=True, padding=True,
+                    return_tensors="pt")
+    with torch.no_grad():
+        np.save(out_path, model(**enc).last_hidden_state.numpy())
+    """
+)
+
+
+def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
+    """After `pip install .`, `import elmo_transformers` makes every Auto class load ELMo folders without
+    trust_remote_code, with the installed classes (never the folder's copies of the code)."""
+    script = tmp_path / "child.py"
+    script.write_text(NATIVE_CHILD)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
+    result = subprocess.run(
+        [sys.executable, "-I", str(script), str(tiny_model_dir), str(REPO / "models" / "elmo-pd-small"),
+         str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(tmp_path / "out.npy")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert os.path.dirname(got["package"]) != str(REPO / "elmo_transformers"), "expected the installed package"
+    assert got["classes"] == [
+        ["configuration_elmo", "ElmoConfig"], ["tokenization_elmo", "ElmoTokenizer"], ["modeling_elmo", "ElmoModel"],
+        ["modeling_elmo", "ElmoForTokenClassification"], ["modeling_elmo", "ElmoForSequenceClassification"],
+        ["modeling_elmo", "ElmoForLanguageModeling"],
+    ]
+    assert not (tmp_path / "hf_home" / "modules" / "transformers_modules").exists() or not any(
+        (tmp_path / "hf_home" / "modules" / "transformers_modules").rglob("*.py")
+    ), "no remote code may be copied or run"
+    expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
+    assert_close_to_reference(np.load(tmp_path / "out.npy"), expected, what="ELMo vectors, native classes")

@@ -16,6 +16,8 @@ from transformers import (
     TrainingArguments,
 )
 
+from tolerance import assert_close_to_reference
+
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, masked_mean
 
 TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "dog": "NOUN", "bird": "NOUN", "sees": "VERB", "likes": "VERB",
@@ -105,7 +107,7 @@ def test_bilstm_encoder_tagger_masks_padding_and_matches_single_sentences(tiny_m
         batch = model(**tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")).logits
         for i, words in enumerate(sentences[:2]):
             alone = model(**tokenizer([words], is_split_into_words=True, return_tensors="pt")).logits
-            torch.testing.assert_close(batch[i, : len(words)], alone[0], atol=1e-5, rtol=0)
+            assert_close_to_reference(batch[i, : len(words)], alone[0], f"sentence {i} in a batch")
     # Padded words: the encoder output is zero there, so the logits are the classifier bias.
     torch.testing.assert_close(batch[1, 2:], model.classifier.bias.expand(3, -1), atol=0, rtol=0)
 
@@ -118,10 +120,10 @@ def test_sequence_classifier_is_linear_on_masked_mean_of_elmo_vectors(tiny_model
         logits = model(**enc).logits
         vectors = base(**enc)
     expected = masked_mean(vectors.last_hidden_state, vectors.mask) @ model.classifier.weight.T + model.classifier.bias
-    torch.testing.assert_close(logits, expected, atol=1e-6, rtol=0)
+    assert_close_to_reference(logits, expected)
     # A sentence's words averaged by hand, and an empty sentence gives the bias alone.
     by_hand = vectors.last_hidden_state[1, :2].mean(0) @ model.classifier.weight.T + model.classifier.bias
-    torch.testing.assert_close(logits[1], by_hand, atol=1e-6, rtol=0)
+    assert_close_to_reference(logits[1], by_hand)
     torch.testing.assert_close(logits[2], model.classifier.bias, atol=0, rtol=0)
 
 

@@ -1,0 +1,128 @@
+"""transformers pipelines for ELMo's character input: feature extraction, text and token classification.
+
+The stock pipelines batch by padding `input_ids` with `pad_token_id`, a word id (32768 for the shipped model),
+while ELMo's `input_ids` are [words, 50] char ids padded with all-zero rows; token classification also reads one id
+per token. These subclasses change only that:
+
+- between `preprocess` and `_forward` the char ids travel as `char_ids`, a key the stock collate pads with 0;
+- token classification works on whole words (ELMo has no sub-words): one prediction per whitespace-separated word,
+  with `start`/`end` character offsets into the input string; `index` is the word's position.
+
+Saved configs list these classes in `custom_pipelines` (`ELMO_PIPELINES`), so `pipeline(task, model=folder,
+trust_remote_code=True)` uses them. Without remote code (installed package) pass `pipeline_class=` instead.
+"""
+
+import re
+
+import numpy as np
+from transformers.pipelines import FeatureExtractionPipeline, TextClassificationPipeline, TokenClassificationPipeline
+from transformers.pipelines.token_classification import AggregationStrategy
+
+# `config.custom_pipelines`: task -> this module's class and the Auto class that loads the model for it.
+ELMO_PIPELINES = {
+    "feature-extraction": {"impl": "pipeline_elmo.ElmoFeatureExtractionPipeline", "pt": ["AutoModel"]},
+    "text-classification": {
+        "impl": "pipeline_elmo.ElmoTextClassificationPipeline",
+        "pt": ["AutoModelForSequenceClassification"],
+    },
+    "token-classification": {
+        "impl": "pipeline_elmo.ElmoTokenClassificationPipeline",
+        "pt": ["AutoModelForTokenClassification"],
+    },
+}
+
+
+class ElmoCharIdsMixin:
+    """Tokenize to char ids under the key `char_ids` (padded with 0 by the stock collate) and back for the model."""
+
+    def _char_inputs(self, text, **tokenizer_kwargs):
+        encoding = self.tokenizer(text, return_tensors="pt", **tokenizer_kwargs)
+        return {"char_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"]}
+
+    @staticmethod
+    def _model_inputs(model_inputs):
+        return {"input_ids": model_inputs.pop("char_ids"), "attention_mask": model_inputs.pop("attention_mask")}
+
+
+class ElmoFeatureExtractionPipeline(ElmoCharIdsMixin, FeatureExtractionPipeline):
+    """One ELMo vector per word: `[1, words, 2 * projection_dim]` per text (nested lists, or a tensor with
+    `return_tensors=True`), the model's `last_hidden_state` without the batch's padding."""
+
+    def preprocess(self, inputs, **tokenize_kwargs):
+        return self._char_inputs(inputs, **tokenize_kwargs)
+
+    def _forward(self, model_inputs):
+        output = self.model(**self._model_inputs(model_inputs))
+        return {"last_hidden_state": output.last_hidden_state, "mask": output.mask}
+
+    def postprocess(self, model_outputs, return_tensors=False):
+        vectors = model_outputs["last_hidden_state"][:, : int(model_outputs["mask"].sum())]
+        return vectors if return_tensors else vectors.tolist()
+
+
+class ElmoTextClassificationPipeline(ElmoCharIdsMixin, TextClassificationPipeline):
+    """The stock text classification on char ids; one text per input (ELMo heads take no text pairs)."""
+
+    def preprocess(self, inputs, **tokenizer_kwargs):
+        if not isinstance(inputs, str):
+            raise ValueError(f"ELMo text classification takes one text per input (no text pairs), got {type(inputs)}")
+        return self._char_inputs(inputs, **tokenizer_kwargs)
+
+    def _forward(self, model_inputs):
+        return self.model(**self._model_inputs(model_inputs))
+
+
+class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipeline):
+    """Word-level token classification: an entity per word (`aggregation_strategy="none"`), or groups of adjacent
+    words with the same entity (`"simple"`, and `"first"`/`"average"`/`"max"`, which are the same thing here since
+    every word is one token). `word` is always the input's text between `start` and `end`."""
+
+    def _sanitize_parameters(self, ignore_labels=None, aggregation_strategy=None, offset_mapping=None,
+                             is_split_into_words=False, stride=None, delimiter=None):
+        if offset_mapping is not None or stride is not None:
+            raise ValueError("ELMo token classification takes neither offset_mapping nor stride: it reads whole words")
+        preprocess_params, forward_params, postprocess_params = super()._sanitize_parameters(
+            ignore_labels=ignore_labels, is_split_into_words=is_split_into_words, delimiter=delimiter
+        )
+        if aggregation_strategy is not None:  # the stock check refuses "first" etc. for tokenizers without sub-words
+            if isinstance(aggregation_strategy, str):
+                aggregation_strategy = AggregationStrategy[aggregation_strategy.upper()]
+            postprocess_params["aggregation_strategy"] = aggregation_strategy
+        return preprocess_params, forward_params, postprocess_params
+
+    def preprocess(self, sentence, is_split_into_words=False, delimiter=" "):
+        if is_split_into_words:
+            words, spans, start = list(sentence), [], 0
+            for word in words:
+                spans.append((start, start + len(word)))
+                start += len(word) + len(delimiter)
+            sentence = delimiter.join(words)
+        else:
+            if not isinstance(sentence, str):
+                raise ValueError(f"token classification takes a str (or words with is_split_into_words=True), got "
+                                 f"{type(sentence)}")
+            spans = [match.span() for match in re.finditer(r"\S+", sentence)]  # the tokenizer's str.split()
+            words = [sentence[start:end] for start, end in spans]
+        yield {**self._char_inputs(words, is_split_into_words=True), "sentence": sentence, "spans": spans,
+               "is_last": True}
+
+    def _forward(self, model_inputs):
+        logits = self.model(**self._model_inputs(model_inputs)).logits
+        return {"logits": logits, **model_inputs}
+
+    def postprocess(self, all_outputs, aggregation_strategy=AggregationStrategy.NONE, ignore_labels=None):
+        ignore_labels = ["O"] if ignore_labels is None else ignore_labels
+        (output,) = all_outputs  # one chunk per text
+        sentence, spans = output["sentence"], output["spans"]
+        logits = output["logits"][0, : len(spans)].float().numpy()
+        scores = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        scores /= scores.sum(axis=-1, keepdims=True)
+        pre_entities = [
+            {"word": sentence[start:end], "scores": word_scores, "start": start, "end": end, "index": i,
+             "is_subword": False}
+            for i, ((start, end), word_scores) in enumerate(zip(spans, scores))
+        ]
+        entities = self.aggregate(pre_entities, aggregation_strategy)
+        for entity in entities:
+            entity["word"] = sentence[entity["start"] : entity["end"]]
+        return [e for e in entities if e.get("entity", e.get("entity_group")) not in ignore_labels]

@@ -1,0 +1,195 @@
+"""Where a converter writes its output folder: the rules, shared by every converter, that keep it from losing files.
+
+- The folder appears only complete: everything is written into a staging folder next to it and renamed into place.
+- An existing folder is replaced only with `overwrite`, and only if it holds an earlier conversion: a config.json of
+  model_type "elmo" and no file other than those a conversion writes (`CONVERSION_FILES`). Anything else, such as
+  the folder holding the original weights, is refused with nothing touched. An empty folder is simply used.
+- Staging folders are named `.NAME.convert-PID-TOKEN`, each announced by an owner file `.NAME.convert-PID-TOKEN.owner`
+  (host and process id) written before the folder exists. A run killed without cleaning up (`kill -9`) leaves both;
+  the next conversion into the same NAME removes a staging folder only when its owner file names a process of this
+  machine that no longer runs. Nothing else is ever deleted.
+- Every operating-system failure (the path is a file or a symbolic link, a parent is a file, no permission, a full
+  disk) becomes a `ConversionError` with one line naming the path and the cause.
+"""
+
+import errno
+import glob
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+
+# Every file a conversion writes: the model (config + weights), the tokenizer files, the three module files.
+CONVERSION_FILES = frozenset(
+    {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.txt",
+        "char.dic",
+        "word.dic",
+        "configuration_elmo.py",
+        "modeling_elmo.py",
+        "tokenization_elmo.py",
+    }
+)
+
+
+class ConversionError(ValueError):
+    """The input cannot be converted, or the output cannot be written; the message is one line for the user."""
+
+
+def is_earlier_conversion(folder):
+    """True if `folder` holds only files a conversion writes, including a config.json of model_type elmo."""
+    try:
+        names = os.listdir(folder)
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            model_type = json.load(f).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return False
+    regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n)) for n in names)
+    return model_type == "elmo" and regular and set(names) <= CONVERSION_FILES
+
+
+def _process_is_gone(owner):
+    """True only when the owner file names a process of this machine that has ended."""
+    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return False
+    if owner["pid"] == os.getpid():
+        return False
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return False
+
+
+def remove_stale_staging(output):
+    """Remove the staging folders of killed conversions into `output` (see the module docstring for the proof)."""
+    parent, name = os.path.split(output)
+    for owner_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.owner")):
+        try:
+            with open(owner_file, encoding="utf-8") as f:
+                owner = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(owner, dict) or not _process_is_gone(owner):
+            continue
+        staging = owner_file[: -len(".owner")]
+        if os.path.isdir(staging) and not os.path.islink(staging):
+            shutil.rmtree(staging)
+        os.remove(owner_file)
+
+
+def _check_output(output, overwrite):
+    """Refuse, before any work is done, an output path that must not or cannot be replaced."""
+    if os.path.islink(output):
+        raise ConversionError(f"{output} is a symbolic link: pass the real folder path (links are never replaced)")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ConversionError(f"{output} exists and is not a folder: choose another --output")
+    if os.path.isdir(output):
+        try:
+            empty = not os.listdir(output)
+        except OSError as e:
+            raise ConversionError(f"cannot read the folder {output}: {e.strerror or e}") from e
+        if empty:
+            return
+        if not overwrite:
+            raise ConversionError(f"{output} exists and is not empty (pass --overwrite to replace an earlier conversion)")
+        if not is_earlier_conversion(output):
+            raise ConversionError(
+                f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "
+                "conversion writes), so --overwrite will not replace it: choose another --output"
+            )
+
+
+def check_output(output, overwrite=False):
+    """Fail fast (before a long conversion) if `output` could not be written; returns its absolute path."""
+    output = os.path.abspath(output)
+    _check_output(output, overwrite)
+    parent = os.path.dirname(output)
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise ConversionError(f"cannot write {output}: {parent} is a file, not a folder")
+    return output
+
+
+def save_atomically(model, tokenizer, output, overwrite=False):
+    """Write `model` and `tokenizer` into a staging folder and rename it to `output` (rules: module docstring)."""
+    output = check_output(output, overwrite)
+    parent, name = os.path.split(output)
+    staging = os.path.join(parent, f".{name}.convert-{os.getpid()}-{secrets.token_hex(4)}")
+    old = staging + "-old"  # where an earlier conversion waits until the new one is in place
+    owner_files, replaced = [], False
+    try:
+        try:
+            os.makedirs(parent, exist_ok=True)
+            remove_stale_staging(output)
+            for folder in (staging, old):
+                with open(folder + ".owner", "x", encoding="utf-8") as f:
+                    owner_files.append(folder + ".owner")
+                    json.dump({"host": socket.gethostname(), "pid": os.getpid()}, f)
+            os.mkdir(staging)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(staging, 0o777 & ~umask)
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            _check_output(output, overwrite)  # again: the folder may have changed during the conversion
+            if os.path.isdir(output) and os.listdir(output):
+                os.rename(output, old)
+            elif os.path.isdir(output):
+                os.rmdir(output)  # empty: nothing is lost
+            try:
+                os.replace(staging, output)
+                replaced = True
+            except OSError:
+                if os.path.isdir(old):
+                    os.rename(old, output)
+                raise
+        except OSError as e:
+            hint = " (is the disk full?)" if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
+            raise ConversionError(f"cannot write {output}: {e.strerror or e}{hint}") from e
+        except Exception as e:
+            if type(e).__name__ != "SafetensorError":  # safetensors reports failed writes (disk full) with its own type
+                raise
+            raise ConversionError(f"cannot write {output}: {e}") from e
+    finally:
+        # The earlier conversion is removed only once the new one is in place; if even its way back failed, it
+        # stays (no owner file) for the user to recover.
+        for folder in (staging, old) if replaced else (staging,):
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+        for path in owner_files:
+            os.remove(path)
+    return output
+
+
+def add_arguments(parser):
+    """The command-line options every converter shares: where to write and the scalar-mix settings."""
+    parser.add_argument("--output", required=True, help="folder to write (must not exist, or be empty)")
+    parser.add_argument("--num-output-representations", type=int, default=1, help="scalar mixes (default 1)")
+    parser.add_argument("--do-layer-norm", action="store_true", help="layer-normalise layers before mixing")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
+
+
+def run(args, convert, source):
+    """Check the output path, `convert(**config_kwargs) -> (model, tokenizer)`, write the folder; returns the exit
+    code, after one line on stderr for any ConversionError."""
+    try:
+        check_output(args.output, args.overwrite)  # before the conversion, which can take a while
+        model, tokenizer = convert(
+            num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
+        )
+        output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
+    except ConversionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"converted {source} ({n_params:,} parameters) -> {output}")
+    return 0
