@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURE_NAMES, load_fixture
+from conftest import FIXTURE_NAMES, FIXTURES, load_fixture
 from tolerance import assert_close_to_reference
 
 from elmo_transformers import ElmoEmbedder, batch_to_ids
@@ -155,3 +155,17 @@ def test_embed_file_takes_an_open_file_as_allennlp(embedder, tmp_path):
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         assert json.loads(f["sentence_to_index"][0]) == {"Hello world !": "0"}
         assert_close_to_reference(f["0"][...], expected["sent_0_activations"][-1], what="embed_file --top")
+
+
+@pytest.mark.parametrize("name", ["efml-charword", "efml-word"])
+def test_converted_elmoformanylangs_folder_through_the_embedder(tmp_path, name):
+    """The elmoformanylangs package's own outputs (tests/fixtures/efml-*), through a converted folder."""
+    from convert_elmoformanylangs import main as convert
+
+    fixture = FIXTURES / name
+    assert convert([str(fixture / "model"), "--output", str(tmp_path / "converted")]) == 0
+    sentences = json.loads((fixture / "sentences.json").read_text(encoding="utf-8"))
+    expected = np.load(fixture / "expected.npz")
+    embedder = ElmoEmbedder(tmp_path / "converted", device="cpu")
+    for i, layers in enumerate(embedder.embed_batch(sentences)):
+        assert_close_to_reference(layers, expected[f"layers_{i}"], what=f"{name} sentence {i}")
