@@ -52,10 +52,15 @@ def load_elmo(name_or_path, dtype=None):
     A checkpoint of any ELMo head (language model, classifiers) gives its biLM; a missing scalar mix starts as the
     plain average of the layers, as after conversion.
     """
+
+    def cannot_load(error):
+        return OSError(f"cannot load an ELMo model from {name_or_path!r} (give a converted folder or a Hub repo id): "
+                       f"{str(error).splitlines()[0]}")
+
     try:
         config, _ = PreTrainedConfig.get_config_dict(name_or_path)
     except OSError as e:
-        raise OSError(f"cannot load an ELMo model from {name_or_path!r}: {str(e).splitlines()[0]}") from None
+        raise cannot_load(e) from None
     if not config:
         raise ValueError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
     if config.get("model_type") != "elmo":
@@ -65,7 +70,7 @@ def load_elmo(name_or_path, dtype=None):
     try:
         model, info = ElmoModel.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
     except OSError as e:
-        raise OSError(f"cannot load an ELMo model from {name_or_path!r}: {str(e).splitlines()[0]}") from None
+        raise cannot_load(e) from None
     missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
     if missing:
         raise ValueError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
