@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from conftest import FIXTURE_NAMES, FIXTURES, load_fixture
 from tolerance import assert_close_to_reference
 
@@ -146,6 +147,11 @@ def test_loading_refuses_what_is_not_an_elmo_model(tmp_path, tiny_model_dir):
     no_weights.mkdir()
     (no_weights / "config.json").write_text((Path(tiny_model_dir) / "config.json").read_text())
     with pytest.raises(OSError, match="cannot load an ELMo model"):
+        ElmoEmbedder(no_weights)
+    weights = load_file(Path(tiny_model_dir) / "model.safetensors")
+    del weights["bilm.layers.1.state_weight"]
+    save_file(weights, no_weights / "model.safetensors")
+    with pytest.raises(ValueError, match=r"lacks the biLM weights \['bilm.layers.1.state_weight'\]"):
         ElmoEmbedder(no_weights)
 
 
