@@ -35,8 +35,11 @@ for auto_class, model_class in (
 ):
     auto_class.register(ElmoConfig, model_class, exist_ok=True)
 
+from .embedder import ElmoEmbedder, batch_to_ids  # noqa: E402  (AllenNLP's names)
+
 __all__ = [
     "ElmoConfig",
+    "ElmoEmbedder",
     "ElmoFeatureExtractionPipeline",
     "ElmoForLanguageModeling",
     "ElmoForSequenceClassification",
@@ -45,4 +48,5 @@ __all__ = [
     "ElmoTextClassificationPipeline",
     "ElmoTokenClassificationPipeline",
     "ElmoTokenizer",
+    "batch_to_ids",
 ]

@@ -1,6 +1,9 @@
-"""scripts/embed_file.py: the `allennlp elmo` HDF5 layout, checked against AllenNLP's own fixture outputs."""
+"""elmo_transformers.embed_file (scripts/embed_file.py, ElmoEmbedder.embed_file): the `allennlp elmo` HDF5 layout,
+checked against AllenNLP's own fixture outputs, and off the happy path."""
 
 import json
+import resource
+import shutil
 import os
 import signal
 import subprocess
@@ -12,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO, load_fixture
-from embed_file import main
+from tolerance import assert_close_to_reference
 
-ATOL = 1e-5  # as test_fidelity: AllenNLP's own batch-vs-single noise reaches 6e-6
+from elmo_transformers import embed_file as embed_file_module
+from elmo_transformers.embed_file import main
 
 
 @pytest.fixture
@@ -57,7 +61,7 @@ def test_modes_match_allennlp(tmp_path, tiny_model_dir, mode):
         layers = expected[f"sent_{i}_activations"]  # AllenNLP: (3, n, 2P)
         want = {"all": layers, "top": layers[-1], "average": layers.mean(axis=0)}[mode]
         assert arrays[str(i)].shape == want.shape == ((3, n, 16) if mode == "all" else (n, 16))
-        np.testing.assert_allclose(arrays[str(i)], want, atol=ATOL, rtol=0)
+        assert_close_to_reference(arrays[str(i)], want, what=f"--{mode} line {i}")
     assert not os.path.exists(str(output) + ".partial")
 
 
@@ -73,7 +77,7 @@ def test_blank_lines_and_a_1000_character_token(tmp_path, tiny, tiny_model_dir):
     with torch.no_grad():
         want = torch.stack(model(**enc, output_hidden_states=True).hidden_states)[:, 0].numpy()
     assert arrays["2"].shape == (3, 2, 16)
-    np.testing.assert_allclose(arrays["2"], want, atol=ATOL, rtol=0)
+    assert_close_to_reference(arrays["2"], want, what="48-byte rule")
 
 
 def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
@@ -129,4 +133,225 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     assert resumed_index == expected_index
     assert resumed.keys() == expected.keys() and len(resumed) == 600
     for key in expected:
-        np.testing.assert_array_equal(resumed[key], expected[key])
+        assert_close_to_reference(resumed[key], expected[key], what=f"resumed line {key}")
+
+
+def interrupt_after(monkeypatch, method, calls):
+    """Make PartialRun.<method> raise KeyboardInterrupt (Ctrl-C) once it has stored `calls` results."""
+    original = getattr(embed_file_module.PartialRun, method)
+    stored = []
+
+    def store(self, *args):
+        if len(stored) == calls:
+            raise KeyboardInterrupt
+        stored.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(embed_file_module.PartialRun, method, store)
+
+
+def window_reference(model, tokenizer, words, window):
+    """ElmoModel.forward_windows itself on the whole line: all layers [n_layers + 1, words, 2P]."""
+    ids = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        outs = list(model.forward_windows(ids, window, output_hidden_states=True))
+    return torch.cat([torch.stack(out.hidden_states)[:, 0] for out in outs], dim=1).numpy()
+
+
+def test_long_line_is_embedded_in_stateful_windows_and_resumes_mid_line(tmp_path, tiny, tiny_model_dir, monkeypatch,
+                                                                         one_thread):
+    model, tokenizer = tiny
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    long_words = sentences[2]  # 60 words: 6 windows of 10 (one unit), then the short lines in batches
+    lines = [" ".join(sentences[0]), " ".join(long_words), " ".join(sentences[3])]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / "long.hdf5"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--all", "--max-sentence-words", "10"]
+    interrupt_after(monkeypatch, "add_window", 3)
+    assert main(args) == 130
+    assert len(list(tmp_path.glob("long.hdf5.partial/window-000000001-*.npz"))) == 3
+    monkeypatch.undo()
+    assert main([*args, "--resume"]) == 0
+    arrays, index, _ = read_hdf5(output)
+    want = window_reference(model, tokenizer, long_words, 10)
+    assert arrays["1"].shape == want.shape == (3, 60, 16)
+    assert_close_to_reference(arrays["1"], want, what="long line vs forward_windows")
+    # ...which is not the whole-sentence result: the windows really are the rule above the bound.
+    assert np.abs(arrays["1"] - expected["sent_2_activations"]).max() > 1e-2
+    assert_close_to_reference(arrays["0"], expected["sent_0_activations"], what="short line")
+    assert_close_to_reference(arrays["2"], expected["sent_3_activations"], what="short line")
+    assert index[lines[1]] == "1"
+
+
+def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir):
+    model, tokenizer = tiny
+    words = load_fixture("allennlp-tiny")[0][9]  # 41 words, windows of 16: 16 + 16 + 9
+    arrays, _, _ = read_hdf5(embed(tmp_path, tiny_model_dir, [" ".join(words)], "--top", "--max-sentence-words", "16"))
+    assert_close_to_reference(arrays["0"], window_reference(model, tokenizer, words, 16)[-1], what="--top windows")
+
+
+def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
+    lines = [" ".join(["w"] * n) for n in range(1, 13)]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--all", "--batch-size", "2"]
+    interrupt_after(monkeypatch, "add_batch", 2)
+    assert main(args) == 130
+    monkeypatch.undo()
+    with pytest.raises(SystemExit, match="started with batch_size=2, now batch_size=3"):
+        main([*args, "--resume", "--batch-size", "3"])
+    with pytest.raises(SystemExit, match="started with max_sentence_words=1000, now max_sentence_words=5"):
+        main([*args, "--resume", "--max-sentence-words", "5"])
+    assert main([*args, "--resume"]) == 0
+
+
+def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path, tiny_model_dir):
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    source = tmp_path / "bom.txt"
+    source.write_bytes(("\ufeff" + " ".join(sentences[0]) + "\n").encode("utf-8"))
+    output = tmp_path / "bom.hdf5"
+    assert main([str(source), str(output), "--model", str(tiny_model_dir), "--all"]) == 0
+    arrays, index, _ = read_hdf5(output)
+    assert index == {"Hello world !": "0"}
+    assert_close_to_reference(arrays["0"], expected["sent_0_activations"], what="line after a BOM")
+
+
+@pytest.fixture
+def no_model_loading(monkeypatch):
+    """Bad paths must be found before the work: loading the model would already be too late."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the bad path was found")
+
+    monkeypatch.setattr(embed_file_module, "ElmoEmbedder", refuse)
+
+
+def one_line_error(args):
+    with pytest.raises(SystemExit) as raised:
+        main(args)
+    message = str(raised.value.code)
+    assert message.startswith("error: ") and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_bad_paths_are_found_before_the_work(tmp_path, tiny_model_dir, no_model_loading):
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "a-file").write_text("")
+    model = ["--model", str(tiny_model_dir), "--top"]
+    for overwrite in ([], ["--overwrite"]):
+        message = one_line_error([str(source), str(tmp_path / "a-folder"), *model, *overwrite])
+        assert "is a folder: give the path of the HDF5 file" in message
+    assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "a-file" / "out.hdf5"), *model])
+    assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "no" / "out.hdf5"), *model])
+    missing = one_line_error([str(tmp_path / "missing.txt"), str(tmp_path / "out.hdf5"), *model])
+    assert "cannot read the input" in missing and "No such file" in missing
+    assert "cannot read the input" in one_line_error([str(tmp_path), str(tmp_path / "out.hdf5"), *model])
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_unwritable_output_folder_is_found_before_the_work(tmp_path, tiny_model_dir, no_model_loading, monkeypatch):
+    """Root writes anywhere, so the refusal of the folder is simulated where the check meets the file system."""
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+
+    def refuse(dir):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(embed_file_module.tempfile, "TemporaryFile", refuse)
+    message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    assert message == f"error: cannot write into {tmp_path}: Permission denied"
+
+
+def test_bad_model_is_one_line_and_leaves_nothing(tmp_path):
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"])
+    assert "cannot load an ELMo model from" in message
+    assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path), "--top"])
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def lines_for_assembly():
+    rng = np.random.default_rng(1)
+    vocab = "the cat sat on a mat while dogs bark loudly".split()
+    return [" ".join(rng.choice(vocab, size=rng.integers(1, 30))) for _ in range(300)]
+
+
+def test_too_little_free_space_is_found_before_assembly_and_keeps_the_lines(tmp_path, tiny_model_dir, monkeypatch,
+                                                                            one_thread):
+    lines = lines_for_assembly()
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out.hdf5"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--all"]
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(embed_file_module.shutil, "disk_usage", lambda path: usage._replace(free=100_000))
+    message = one_line_error(args)
+    assert "not enough disk space" in message and "rerun with --resume" in message
+    assert not output.exists() and len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 5
+    monkeypatch.undo()
+    assert main([*args, "--resume"]) == 0
+    reference = embed(tmp_path, tiny_model_dir, lines, "--all", name="reference.hdf5")
+    got, want = read_hdf5(output)[0], read_hdf5(reference)[0]
+    assert got.keys() == want.keys()
+    for key in want:
+        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
+def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_model_dir):
+    """A file-size limit (RLIMIT_FSIZE, no root needed) stands in for a full disk: the shards fit, the output does
+    not. Before, h5py died with a segfault (rc -11)."""
+    lines = lines_for_assembly()
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out.hdf5"
+    limit = 600_000  # each shard is < 400 kB, the whole output about 2 MB
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    command = [sys.executable, str(REPO / "scripts" / "embed_file.py"), str(source), str(output), "--model",
+               str(tiny_model_dir), "--all"]
+    done = subprocess.run(command, env=env, preexec_fn=small_files, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: writing {output} failed") and "rerun with --resume" in last, last
+    assert "Traceback" not in done.stderr
+    assert not output.exists() and len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 5
+    assert not (tmp_path / "out.hdf5.partial" / "assembling.hdf5").exists()
+    done = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    arrays, index, _ = read_hdf5(output)
+    assert len(arrays) == 300 and index == {line: str(i) for i, line in enumerate(lines)}
+
+
+def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch, one_thread):
+    """torchrun (accelerate's multi-process launcher is the same engine) with 2 CPU processes (gloo): every
+    process takes every 2nd batch or long line; the result equals one process's. Here it finishes a run that one
+    process started and was interrupted in."""
+    lines = lines_for_assembly()
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    flags = ["--all", "--batch-size", "16", "--max-sentence-words", "20"]  # 36 lines of 21-29 words go in windows
+    reference = embed(tmp_path, tiny_model_dir, lines, *flags, name="reference.hdf5")
+    output = tmp_path / "two.hdf5"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), *flags]
+    interrupt_after(monkeypatch, "add_batch", 3)
+    assert main(args) == 130
+    monkeypatch.undo()
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(REPO / "scripts" / "embed_file.py"), *args, "--resume"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "shared by 2 processes" in done.stderr
+    got, got_index, _ = read_hdf5(output)
+    want, want_index, _ = read_hdf5(reference)
+    assert got_index == want_index and got.keys() == want.keys() and len(got) == 300
+    for key in want:
+        assert_close_to_reference(got[key], want[key], what=f"line {key}")

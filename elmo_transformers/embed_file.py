@@ -1,0 +1,372 @@
+"""Embed a text file with ELMo into HDF5, in the layout of AllenNLP's `allennlp elmo` command.
+
+    python scripts/embed_file.py INPUT OUTPUT.hdf5 --model DIR_OR_REPO (--all | --top | --average)
+    accelerate launch --num_processes N scripts/embed_file.py INPUT OUTPUT.hdf5 --model ... (or torchrun)
+
+INPUT holds one whitespace-tokenized sentence per line (`-` reads stdin), UTF-8; a leading byte-order mark is not
+text. OUTPUT gets one float32 dataset per line, keyed by its line number `str(i)` (from 0): all biLM layers
+`(n_layers + 1, words, 2P)` with --all, the top layer `(words, 2P)` with --top, the plain mean of the layers
+`(words, 2P)` with --average; and `sentence_to_index`, a one-element string dataset holding the JSON map
+{stripped line: key}. A blank line keeps its key with an empty `(.., 0, 2P)` dataset (AllenNLP refuses such files).
+
+Long lines: a line of more than --max-sentence-words words (default 1000) is embedded in windows of that many words
+in the stateful mode of `ElmoModel.forward_windows`: each window is a sentence of its own and every LSTM starts from
+the state the previous window ended in. The forward LM then reads the line as if `</S> <S>` stood between windows;
+the backward LM carries its state forward across windows instead of seeing the right-hand context (bilm-tf's and
+AllenNLP's stateful approximation). Memory depends on the window and --batch-size, never on a line's length.
+
+Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
+OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
+run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
+refused: the batches decide the float rounding, so only the same batches give the same numbers.
+
+Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
+them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
+float rounding), and `--resume` works with any number of processes.
+"""
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import sys
+import tempfile
+from itertools import islice
+
+import h5py
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
+
+MODES = ("all", "top", "average")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MAX_SENTENCE_WORDS = 1000
+WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
+LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
+
+
+def count_words(line):
+    """`len(line.split())`, in bounded memory for a line of any length."""
+    return len(line.split()) if len(line) < LONG_LINE_CHARS else sum(1 for _ in WORD.finditer(line))
+
+
+def input_name(source):
+    return "stdin" if source == "-" else getattr(source, "name", source)
+
+
+def read_lines(source):
+    """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
+    byte-order mark (an editor's encoding mark, not part of the first word)."""
+    try:
+        if hasattr(source, "read"):
+            lines = [line.strip() for line in source]
+        else:
+            with open(sys.stdin.fileno() if source == "-" else source, encoding="utf-8", closefd=source != "-") as f:
+                lines = [line.strip() for line in f]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{input_name(source)} is not UTF-8 text ({e}); convert it, e.g. with iconv") from None
+    except OSError as e:
+        raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:].strip()
+    return lines
+
+
+def check_paths(source, output, overwrite, resume):
+    """Everything about INPUT and OUTPUT that can be wrong, found before any work is done."""
+    if isinstance(source, (str, os.PathLike)) and source != "-":
+        try:
+            open(source, "rb").close()
+        except OSError as e:
+            raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
+    if os.path.isdir(output):
+        raise ValueError(f"the output {output} is a folder: give the path of the HDF5 file to write")
+    parent = os.path.dirname(output)
+    if not os.path.isdir(parent):
+        raise ValueError(f"cannot write {output}: {parent} is not an existing folder")
+    try:
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as e:
+        raise OSError(f"cannot write into {parent}: {e.strerror or e}") from None
+    if os.path.lexists(output) and not overwrite:
+        raise ValueError(f"{output} exists (pass --overwrite to replace it)")
+    run = PartialRun(output)
+    if run.exists() and not resume:
+        raise ValueError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
+
+
+def select(layers, mode):
+    """The chosen layout of float32 biLM layers [n_layers + 1, words, 2P]."""
+    return {"all": layers, "top": layers[-1], "average": layers.mean(axis=0)}[mode]
+
+
+def work_units(counts, batch_size, max_words):
+    """The same list on every process and every run: batches of line numbers of similar length (little padding),
+    then each line longer than `max_words` (an int) on its own."""
+    order = sorted(range(len(counts)), key=counts.__getitem__)
+    short = [i for i in order if counts[i] <= max_words]
+    return [short[k : k + batch_size] for k in range(0, len(short), batch_size)] + [i for i in order if counts[i] > max_words]
+
+
+class PartialRun:
+    """OUTPUT.partial/: `run.json` (what is being computed), one `shard-*.npz` per finished batch and one
+    `window-LINE-START-STOP.npz` per window of a long line (with the LSTM state after it), each written to a
+    temporary name and renamed, so a killed process leaves only whole files."""
+
+    def __init__(self, output):
+        self.folder = output + ".partial"
+
+    def exists(self):
+        """Shards are written only after run.json, so a folder without it holds nothing to resume."""
+        return os.path.isfile(os.path.join(self.folder, "run.json"))
+
+    def start(self, settings):
+        os.makedirs(self.folder, exist_ok=True)
+        self._write("run.json", lambda f: f.write(json.dumps(settings, indent=1).encode()))
+
+    def check(self, settings):
+        """Refuse to resume a run whose input or settings differ, naming the difference."""
+        with open(os.path.join(self.folder, "run.json")) as f:
+            saved = json.load(f)
+        for key, value in settings.items():
+            if saved.get(key) != value:
+                raise ValueError(
+                    f"cannot resume {self.folder}: it was started with {key}={saved.get(key)!r}, now "
+                    f"{key}={value!r} (use the first run's settings, or delete the folder to start over)"
+                )
+
+    def progress(self):
+        """(line -> shard path of finished batches, line -> sorted [(start, stop, path)] of long-line windows)."""
+        batches, windows = {}, {}
+        for name in sorted(os.listdir(self.folder)):
+            path = os.path.join(self.folder, name)
+            if name.startswith("shard-") and name.endswith(".npz"):
+                with np.load(path) as shard:
+                    batches.update((int(key), path) for key in shard.files)
+            elif name.startswith("window-") and name.endswith(".npz"):
+                line, start, stop = (int(part) for part in name[len("window-") : -len(".npz")].split("-"))
+                windows.setdefault(line, []).append((start, stop, path))
+        return batches, windows
+
+    def add_batch(self, arrays):
+        """Store a finished batch: {line number: array}."""
+        name = f"shard-{min(arrays):09d}.npz"  # batches are disjoint: their first line names them
+        self._write(name, lambda f: np.savez(f, **{str(i): a for i, a in arrays.items()}))
+
+    def add_window(self, line, start, vectors, lstm_state):
+        state = {f"{kind}{k}": s.float().cpu().numpy() for k, layer in enumerate(lstm_state) for kind, s in zip("hc", layer)}
+        name = f"window-{line:09d}-{start:012d}-{start + vectors.shape[-2]:012d}.npz"
+        self._write(name, lambda f: np.savez(f, vectors=vectors, **state))
+
+    @staticmethod
+    def load_state(path, n_layers, like):
+        """The LSTM state stored with a window, as `lstm_state` for the model (its device and dtype)."""
+        with np.load(path) as saved:
+            return tuple(
+                tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
+                for k in range(n_layers)
+            )
+
+    def _write(self, name, write):
+        path = os.path.join(self.folder, name)
+        with open(path + ".tmp", "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+
+    def finish(self, output, lines, counts):
+        """Assemble OUTPUT (written inside the partial folder, then renamed into place), then remove the folder.
+
+        The HDF5 file is written by a child process: a full disk can crash h5py (a segfault, not an exception),
+        and the computed lines must survive that with a clear message. Free space is checked first.
+        """
+        batches, windows = self.progress()
+        missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
+        if missing:
+            raise ValueError(f"{self.folder} lacks lines {missing[:10]}: rerun with --resume")
+        index = json.dumps({line: str(i) for i, line in enumerate(lines)})
+        files = [os.path.join(self.folder, name) for name in os.listdir(self.folder)]
+        needed = sum(map(os.path.getsize, files)) + len(index.encode()) + 1024 * len(lines)  # ~1 KB HDF5 per dataset
+        free = shutil.disk_usage(self.folder).free
+        keep = f"the computed lines are kept in {self.folder}: free space there and rerun with --resume"
+        if needed > free:
+            raise OSError(f"not enough disk space for {output}: it needs about {needed / 1e6:,.1f} MB, "
+                          f"{free / 1e6:,.1f} MB are free; {keep}")
+        staging = os.path.join(self.folder, "assembling.hdf5")
+        shards = sorted(set(batches.values()))
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        receive, send = context.Pipe(duplex=False)
+        writer = context.Process(target=write_hdf5_reporting, args=(send, staging, shards, windows, index))
+        writer.start()
+        send.close()
+        writer.join()
+        try:
+            failure = receive.recv()
+        except EOFError:  # it died before reporting
+            failure = None
+        if failure is not None or writer.exitcode != 0:
+            failure = failure or f"the HDF5 writer died with exit code {writer.exitcode}"
+            if os.path.exists(staging):
+                os.remove(staging)
+            raise OSError(f"writing {output} failed ({failure}; is the disk full?); {keep}")
+        os.replace(staging, output)
+        shutil.rmtree(self.folder)
+
+
+def covered(windows):
+    """Words covered by a long line's windows, counting only an unbroken run from word 0."""
+    end = 0
+    for start, stop, _ in windows:
+        if start != end:
+            break
+        end = stop
+    return end
+
+
+def write_hdf5(path, shards, windows, index):
+    """The output file: each shard's datasets, each long line filled window by window, and sentence_to_index."""
+    with h5py.File(path, "w") as f:
+        for shard in shards:
+            with np.load(shard) as arrays:
+                for key in arrays.files:
+                    f.create_dataset(key, data=arrays[key])
+        for line, pieces in windows.items():
+            dataset = None
+            for start, stop, piece in pieces:
+                with np.load(piece) as arrays:
+                    vectors = arrays["vectors"]
+                if dataset is None:
+                    shape = (*vectors.shape[:-2], pieces[-1][1], vectors.shape[-1])
+                    dataset = f.create_dataset(str(line), shape=shape, dtype=np.float32)
+                dataset[..., start:stop, :] = vectors
+        f.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())[0] = index
+
+
+def write_hdf5_reporting(send, path, *args):
+    """`write_hdf5` in the child process: sends None, or the error's first line (h5py's own noise goes to a log)."""
+    log = os.open(os.path.join(os.path.dirname(path), "assembly.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 2)
+    try:
+        write_hdf5(path, *args)
+        send.send(None)
+    except Exception as e:  # reported by the parent, which keeps the shards
+        send.send(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def embed_long_line(embedder, run, line_number, line, window, mode, done):
+    """Embed one long line window by window, continuing after the windows already `done`."""
+    start = covered(done)
+    state = None
+    if start:
+        state = run.load_state(done[-1][2], embedder.model.config.n_layers, next(embedder.model.parameters()))
+    words = islice((m.group() for m in WORD.finditer(line)), start, None)
+    while chunk := list(islice(words, window)):
+        layers, state = embedder.embed_window(chunk, state)
+        run.add_window(line_number, start, select(layers, mode), state)
+        start += len(chunk)
+
+
+def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, *,
+               max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True):
+    """Embed `input_file` (a path, "-" for stdin, or an open text file) into the HDF5 file `output_file_path`
+    with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the rules. Under accelerate
+    launch / torchrun every process calls this with the same arguments."""
+    if output_format not in MODES:
+        raise ValueError(f"output_format must be one of {MODES}, got {output_format!r}")
+    for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
+        if not (isinstance(value, int) and value > 0):
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    output = os.path.abspath(output_file_path)
+    check_paths(input_file, output, overwrite, resume)
+    run = PartialRun(output)
+    lines = read_lines(input_file)
+    fingerprint = hashlib.sha256()
+    for line in lines:
+        fingerprint.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    settings = {
+        "input_sha256": fingerprint.hexdigest(),
+        "mode": output_format,
+        "model": embedder.source,
+        "dtype": str(embedder.model.dtype).removeprefix("torch."),
+        "batch_size": batch_size,
+        "max_sentence_words": max_sentence_words,
+    }
+    if run.exists():
+        run.check(settings)
+    state = process_state()
+    state.wait_for_everyone()  # every process has checked the folder before the first one writes into it
+    if state.is_main_process and not run.exists():
+        run.start(settings)
+    state.wait_for_everyone()
+
+    counts = [count_words(line) for line in lines]
+    batches, windows = run.progress()
+    pending = [
+        unit for unit in work_units(counts, batch_size, max_sentence_words)
+        if (covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int) else unit[0] not in batches)
+    ]
+    mine = pending[state.process_index :: state.num_processes]
+    if progress and state.is_main_process and state.num_processes > 1:
+        print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes", file=sys.stderr)
+    size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
+    with tqdm(total=size, unit="line", desc="embedding", disable=not (progress and state.is_main_process)) as bar:
+        for unit in mine:
+            if isinstance(unit, int):
+                embed_long_line(embedder, run, unit, lines[unit], max_sentence_words, output_format,
+                                windows.get(unit, []))
+                bar.update(1)
+            else:
+                arrays = embedder.embed_batch([lines[i].split() for i in unit])
+                run.add_batch({i: select(a, output_format) for i, a in zip(unit, arrays)})
+                bar.update(len(unit))
+    state.wait_for_everyone()
+    if state.is_main_process:
+        run.finish(output, lines, counts)
+    state.wait_for_everyone()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", help="text file, one whitespace-tokenized sentence per line (- for stdin)")
+    parser.add_argument("output", help="HDF5 file to write")
+    parser.add_argument("--model", required=True, help="converted ELMo folder or Hub repo id")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    for name, help_text in [
+        ("all", "all biLM layers: (n_layers + 1, words, 2P) per line"),
+        ("top", "the top layer: (words, 2P) per line"),
+        ("average", "the plain mean of the layers: (words, 2P) per line"),
+    ]:
+        mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=help_text)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences per forward pass (default 64)")
+    parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
+                        help="longer lines are embedded in stateful windows of this many words (default 1000)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype (outputs are float32)")
+    parser.add_argument("--device", help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
+    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    args = parser.parse_args(argv)
+    for name in ("batch_size", "max_sentence_words"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+
+    output = os.path.abspath(args.output)
+    try:
+        check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
+        embedder = ElmoEmbedder(args.model, device=args.device, dtype=DTYPES[args.dtype])
+        embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
+                   resume=args.resume, overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished lines are kept in {PartialRun(output).folder}; rerun with --resume",
+              file=sys.stderr)
+        return 130
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from None
+    if process_state().is_main_process:
+        print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
+    return 0

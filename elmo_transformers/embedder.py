@@ -1,0 +1,182 @@
+"""AllenNLP's `ElmoEmbedder` and `batch_to_ids`, and TF-Hub's ELMo output names, on `ElmoModel` + `ElmoTokenizer`.
+
+Code written for AllenNLP (`allennlp.commands.elmo.ElmoEmbedder`, `allennlp.modules.elmo.batch_to_ids`) or for
+TF-Hub's `google/elmo` module keeps its method names, output names and array layouts. The numbers are ElmoModel's:
+AllenNLP's within float32 rounding, except that every call starts from a zero LSTM state (AllenNLP's first call
+after loading; AllenNLP carries each batch's final state into the next one).
+"""
+
+import os
+from itertools import islice
+
+import torch
+from accelerate import PartialState
+from transformers import PreTrainedConfig
+
+from modeling_elmo import ElmoModel, masked_mean
+from tokenization_elmo import ElmoTokenizer
+
+DEFAULT_BATCH_SIZE = 64  # AllenNLP's
+
+
+def process_state():
+    """accelerate's state of this process (rank, world size, device). Without an accelerator accelerate must be
+    told `cpu=True` to see the other processes of torchrun / accelerate launch (gloo); otherwise it picks the
+    process's accelerator."""
+    return PartialState(cpu=torch.accelerator.current_accelerator() is None)
+
+
+def check_word_lists(batch, where):
+    """Reject what is not a non-empty list of word lists, naming the fix (a str would be read as characters)."""
+    if isinstance(batch, str) or not isinstance(batch, (list, tuple)):
+        raise TypeError(f"{where} takes a list of word lists, e.g. [sentence.split()]; got {type(batch).__name__}")
+    for i, sentence in enumerate(batch):
+        if not isinstance(sentence, (list, tuple)):
+            raise TypeError(
+                f"{where}: sentence {i} is a {type(sentence).__name__}; pass each sentence as a list of words "
+                "(e.g. sentence.split())"
+            )
+
+
+def batch_to_ids(batch):
+    """AllenNLP's `batch_to_ids`: word lists -> LongTensor [batch, longest, 50] of char ids, 0 at padding."""
+    check_word_lists(batch, "batch_to_ids")
+    if not batch:
+        raise ValueError("batch_to_ids: empty batch (pass at least one sentence; [] is a sentence with no words)")
+    return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
+
+
+def load_elmo(name_or_path, dtype=None):
+    """ElmoModel from a folder or Hub id, refusing what is not an ELMo biLM instead of running random weights.
+
+    A checkpoint of any ELMo head (language model, classifiers) gives its biLM; a missing scalar mix starts as the
+    plain average of the layers, as after conversion.
+    """
+
+    def cannot_load(error):
+        return OSError(f"cannot load an ELMo model from {name_or_path!r} (give a converted folder or a Hub repo id): "
+                       f"{str(error).splitlines()[0]}")
+
+    try:
+        config, _ = PreTrainedConfig.get_config_dict(name_or_path)
+    except OSError as e:
+        raise cannot_load(e) from None
+    if not config:
+        raise ValueError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
+    if config.get("model_type") != "elmo":
+        raise ValueError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
+                         f"{config.get('model_type')!r}, not 'elmo'")
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    try:
+        model, info = ElmoModel.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
+    except OSError as e:
+        raise cannot_load(e) from None
+    missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
+    if missing:
+        raise ValueError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
+    return model
+
+
+class ElmoEmbedder:
+    """AllenNLP's `ElmoEmbedder`: word lists in, float32 NumPy arrays `[n_layers + 1, words, 2P]` out.
+
+    `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`), or a loaded ELMo model with its
+    `tokenizer`. `device` defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded
+    here, and to where a given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay
+    float32. The model is put in eval mode (no dropout).
+    """
+
+    def __init__(self, model, tokenizer=None, device=None, dtype=None):
+        if isinstance(model, (str, os.PathLike)):
+            self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
+            loaded = load_elmo(model, dtype).to(device or process_state().device)
+            tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
+            model = loaded
+        else:
+            if tokenizer is None:
+                raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
+            self.source = model.name_or_path
+            model = model.to(device=device, dtype=dtype)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+
+    def _run(self, sentences, **kwargs):
+        enc = self.tokenizer(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")
+        return self.model(**enc.to(self.model.device), output_hidden_states=True, return_dict=True, **kwargs)
+
+    @torch.no_grad()
+    def batch_to_embeddings(self, batch):
+        """AllenNLP's layout: (activations [batch, n_layers + 1, longest, 2P] float32, mask [batch, longest] bool),
+        zeros at padding, on the model's device."""
+        check_word_lists(batch, "batch_to_embeddings")
+        out = self._run(batch)
+        return torch.stack(out.hidden_states, dim=1).float(), out.mask
+
+    def embed_batch(self, batch):
+        """One array `[n_layers + 1, n, 2P]` per sentence of `batch`, n its word count (0 for an empty sentence)."""
+        check_word_lists(batch, "embed_batch")
+        if not batch:
+            return []
+        activations, mask = self.batch_to_embeddings(batch)
+        activations = activations.cpu().numpy()
+        return [activations[i, :, :n].copy() for i, n in enumerate(mask.sum(dim=1).tolist())]
+
+    def embed_sentence(self, sentence):
+        """`[n_layers + 1, n, 2P]` for one sentence given as a list of n words."""
+        return self.embed_batch([sentence])[0]
+
+    def embed_sentences(self, sentences, batch_size=DEFAULT_BATCH_SIZE):
+        """Lazily, in input order: reads `batch_size` word lists at a time from any iterable, yields one array each."""
+        if not (isinstance(batch_size, int) and batch_size > 0):
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        sentences = iter(sentences)
+        while batch := list(islice(sentences, batch_size)):
+            yield from self.embed_batch(batch)
+
+    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, **options):
+        """AllenNLP's `embed_file`: the work of `scripts/embed_file.py` (see `elmo_transformers.embed_file`, which
+        also documents `options`); `input_file` is a path, "-" (stdin) or an open text file."""
+        from .embed_file import embed_file
+
+        embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
+
+    @torch.no_grad()
+    def embed_window(self, words, lstm_state=None):
+        """One window of a long text in the stateful mode of `ElmoModel.forward_windows`: the window is a sentence
+        of its own and the biLM starts from `lstm_state`, the state this returns for the previous window (None for
+        the first). Returns (`[n_layers + 1, len(words), 2P]` float32, the state after this window)."""
+        out = self._run([words], lstm_state=lstm_state, return_lstm_state=True)
+        return torch.stack(out.hidden_states)[:, 0].float().cpu().numpy(), out.lstm_state
+
+    @torch.no_grad()
+    def tf_hub_outputs(self, inputs, sequence_len=None):
+        """TF-Hub `google/elmo`'s output dict, as torch float32 tensors on the model's device.
+
+        `inputs`: raw strings (TF-Hub's `default` signature; split on whitespace) or word lists (its `tokens`
+        signature; `sequence_len` keeps the first `sequence_len[i]` words of list i, dropping TF-Hub's "" padding).
+        Returns `word_emb` [batch, longest, P] (the char CNN token embedding), `lstm_outputs1` ... `lstm_outputs{L}`
+        [batch, longest, 2P] (each biLM layer, forward then backward), `elmo` [batch, longest, 2P] (the learned
+        scalar mix), `default` [batch, 2P] (the mean of `elmo` over each sentence's words) and `sequence_len`
+        [batch] (words per sentence). Padded positions are zeros.
+        """
+        if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)) or not inputs:
+            raise TypeError("tf_hub_outputs takes a non-empty list of strings or of word lists")
+        if all(isinstance(text, str) for text in inputs):
+            if sequence_len is not None:
+                raise ValueError("sequence_len goes with word lists (TF-Hub's tokens signature), not raw strings")
+            sentences = [text.split() for text in inputs]
+        else:
+            check_word_lists(inputs, "tf_hub_outputs")
+            sentences = list(inputs)
+            if sequence_len is not None:
+                lengths = [int(n) for n in sequence_len]
+                if len(lengths) != len(sentences) or any(not 0 <= n <= len(s) for n, s in zip(lengths, sentences)):
+                    raise ValueError("sequence_len needs one length per word list, each between 0 and the list's size")
+                sentences = [words[:n] for words, n in zip(sentences, lengths)]
+        out = self._run(sentences)
+        layers = [layer.float() for layer in out.hidden_states]
+        elmo = out.last_hidden_state.float()
+        outputs = {"word_emb": layers[0][..., : self.model.config.projection_dim]}
+        outputs.update({f"lstm_outputs{k}": layer for k, layer in enumerate(layers[1:], start=1)})
+        outputs.update(elmo=elmo, default=masked_mean(elmo, out.mask), sequence_len=out.mask.sum(dim=1))
+        return outputs
