@@ -44,6 +44,7 @@ def embed(model, tokenizer, sentences):
     return [layers[i, :, : len(s)].numpy() for i, s in enumerate(sentences)]
 
 
+@pytest.mark.fidelity
 def test_converted_model_matches_the_package_on_all_layers(converted):
     from modeling_elmo import ElmoModel
 

@@ -47,6 +47,7 @@ def embed(tmp_path, tiny_model_dir, lines, *flags, name="out.hdf5"):
     return output
 
 
+@pytest.mark.fidelity
 @pytest.mark.parametrize("mode", ["all", "top", "average"])
 def test_modes_match_allennlp(tmp_path, tiny_model_dir, mode):
     sentences, expected, _ = load_fixture("allennlp-tiny")

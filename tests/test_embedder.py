@@ -37,6 +37,7 @@ def test_batch_to_ids_rejects_what_allennlp_would_misread():
         batch_to_ids([])
 
 
+@pytest.mark.fidelity
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_embed_batch_and_embed_sentence_match_allennlp(embedder, name):
     sentences, expected, _ = load_fixture(name)
@@ -49,6 +50,7 @@ def test_embed_batch_and_embed_sentence_match_allennlp(embedder, name):
         assert_close_to_reference(embedder.embed_sentence(words), want, what=f"{name} embed_sentence {i}")
 
 
+@pytest.mark.fidelity
 def test_batch_to_embeddings_has_allennlp_layout(embedder):
     sentences, expected, _ = load_fixture("allennlp-tiny")
     activations, mask = embedder.batch_to_embeddings(sentences)
@@ -78,6 +80,7 @@ def test_embed_sentences_is_lazy_and_keeps_the_input_order(embedder):
         next(embedder.embed_sentences(sentences, batch_size=0))
 
 
+@pytest.mark.fidelity
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_tf_hub_outputs_match_allennlp(embedder, name):
     sentences, expected, _ = load_fixture(name)

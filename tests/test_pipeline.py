@@ -25,6 +25,7 @@ def direct(model_class, folder, texts):
         return model(**batch)
 
 
+@pytest.mark.fidelity
 @pytest.mark.parametrize("batch_size", [1, 8])
 @pytest.mark.parametrize("which", ["tiny", "shipped"])
 def test_feature_extraction_equals_the_model(which, batch_size, tiny_model_dir):
@@ -39,6 +40,7 @@ def test_feature_extraction_equals_the_model(which, batch_size, tiny_model_dir):
         assert_close_to_reference(got[i][0], want.last_hidden_state[i, :n], what=f"{which}, text {i}")
 
 
+@pytest.mark.fidelity
 def test_feature_extraction_gives_allennlp_elmo_vectors(tiny_model_dir):
     sentences, expected, _ = load_fixture("allennlp-tiny")
     extractor = pipeline("feature-extraction", model=str(tiny_model_dir), trust_remote_code=True)
