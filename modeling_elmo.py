@@ -319,7 +319,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             h = project(cell_output)
             if self.proj_clip is not None:
                 h = h.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
+            outputs.append(h if n == batch else F.pad(h, (0, 0, 0, batch - n)))
         finished.append((h, c))
         final_h = torch.cat([h for h, _ in reversed(finished)], dim=1)  # back to sentence order
         final_c = torch.cat([c for _, c in reversed(finished)], dim=1)
