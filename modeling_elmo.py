@@ -79,16 +79,16 @@ def int8_engine_error():
     return None
 
 
-def pack_int8(weight, bias=None):
-    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked (with the float `bias`) for the
-    quantized engine's dynamic linear."""
+def pack_int8(weight):
+    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for the quantized engine's
+    dynamic linear."""
     weight = weight.detach().float().contiguous()
     scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny).double()
     zero_point = torch.zeros(len(scale), dtype=torch.long)
     with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; its int8 GEMMs still take them
         warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
         quantized = torch.quantize_per_channel(weight, scale, zero_point, 0, torch.qint8)
-    return torch.ops.quantized.linear_prepack(quantized, None if bias is None else bias.detach().float())
+    return torch.ops.quantized.linear_prepack(quantized, None)
 
 
 def int8_linear(x, packed):
@@ -133,9 +133,8 @@ class ElmoHighway(nn.Module):
         self.weight = nn.Parameter(torch.empty(2 * size, size))
         self.bias = nn.Parameter(torch.empty(2 * size))
 
-    def forward(self, x, int8_weights=None):
-        gates = F.linear(x, self.weight, self.bias) if int8_weights is None else int8_linear(x, int8_weights)
-        transform, carry = gates.chunk(2, dim=-1)
+    def forward(self, x):
+        transform, carry = F.linear(x, self.weight, self.bias).chunk(2, dim=-1)
         carry = torch.sigmoid(carry)
         return carry * F.relu(transform) + (1 - carry) * x
 
@@ -150,12 +149,6 @@ class ElmoCharacterEncoder(nn.Module):
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
         self.highways = nn.ModuleList(ElmoHighway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.n_filters, config.projection_dim)
-        self.int8 = False  # see quantize_int8: highway and projection GEMMs in int8
-        self.int8_cache = None
-
-    def int8_weights(self):
-        """The highways' and the projection's weights as prepacked int8 (made once, see `cached_int8_weights`)."""
-        return cached_int8_weights(self, lambda: [pack_int8(m.weight, m.bias) for m in [*self.highways, self.projection]])
 
     def forward(self, char_ids):
         chars = self.char_embedding(char_ids)  # [words, chars, char dim]
@@ -169,12 +162,6 @@ class ElmoCharacterEncoder(nn.Module):
             scores = F.linear(windows, conv.weight.reshape(n_filters, char_dim * width), conv.bias)
             filters.append(self.activation(scores.amax(dim=1)))
         x = torch.cat(filters, dim=-1)
-        if self.int8:
-            check_int8_inference(self)
-            *highways, projection = self.int8_weights()
-            for highway, weights in zip(self.highways, highways):
-                x = highway(x, weights)
-            return int8_linear(x, projection)
         for highway in self.highways:
             x = highway(x)
         return self.projection(x)
@@ -443,16 +430,16 @@ class ElmoPreTrainedModel(PreTrainedModel):
             module.requires_grad_(False)
 
     def quantize_int8(self, enabled=True):
-        """Int8 inference on CPU: the biLM's big GEMMs (LSTM input, state and projection; highway and projection of
-        the char CNN) run on int8 weights (one scale per output row) with the activations quantized per call, through
-        torch's quantized engine (fbgemm on x86); the LSTM cell state and everything else stay in float32, and the
-        outputs are the same float32 tensors (ELMo vectors within about 1e-3 in cosine of the float ones).
+        """Int8 inference on CPU: the biLM's LSTM GEMMs (input, state and projection; most of its arithmetic) run on
+        int8 weights (one scale per output row) with the activations quantized per call, through torch's quantized
+        engine (fbgemm on x86); the LSTM cell state, the char CNN and everything else stay in float32 (int8 highways
+        moved the vectors several times more for little speed), and the outputs are the same float32 tensors.
 
-        The float weights are kept (the int8 copies are made on the first call, and again if weights change):
+        The float weights are kept (the int8 copies are made here, and again on the next call if weights change):
         `save_pretrained` saves them, and the int8 mode is not saved; call this again after loading. Inference only
         (eval mode, float32 model on the CPU); `quantize_int8(False)` goes back to the float weights. Returns self.
         """
-        layers = [m for m in self.modules() if isinstance(m, (ElmoLstmLayer, ElmoCharacterEncoder))]
+        layers = [m for m in self.modules() if isinstance(m, ElmoLstmLayer)]
         if enabled:
             problem = int8_engine_error()
             if problem is None and self.device.type != "cpu":
