@@ -539,6 +539,9 @@ def main():
         peak = " / ".join(f"{m['peak_rss_mb']:.0f}" for m in memory)
         print(f"| {batch_size} | {speed['tokens']} | {base:.0f} | {rates} | {diff:.1e} | {cos} | {work} | {peak} |",
               flush=True)
+        if allennlp:
+            print(f"(AllenNLP, batch {batch_size}: " + "; ".join(f"torch {r['torch']} {r['tokens_per_s']:.0f} tok/s, "
+                  f"peak RSS {r['peak_rss_mb']:.0f} MB" for r in allennlp) + ")", flush=True)
         for theirs in allennlp:
             vectors_diff = (out32.mean(dim=0) - torch.load(theirs["output"], weights_only=True)).abs().max().item()
             rate = theirs["tokens_per_s"]  # (ours: the default mix, softmax(0) weights, gamma 1)
