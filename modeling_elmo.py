@@ -301,8 +301,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                 gates_x = input_gates(x.reshape(2, -1, size)).view(2, n, -1, 4 * hidden).unbind(dim=2)
             if n < h.shape[1]:  # sentences n.. have ended: keep their final state
                 finished.append((h[:, n:], c[:, n:]))
-                h, c = h[:, :n], c[:, :n]
-            c, cell_output = cell(gates_x[t % block][:, :n], state_gates(h), self.bias, c, self.cell_clip)
+                h, c = h[:, :n], c[:, :n].contiguous()
+            # The cell gets contiguous tensors only: the compiled cell's guards relate strides to sizes, so strided
+            # views (of a larger batch or gate block) would make it recompile for each batch and block size.
+            input_gates_t = gates_x[t % block][:, :n].contiguous()
+            c, cell_output = cell(input_gates_t, state_gates(h), self.bias, c, self.cell_clip)
             h = project(cell_output)
             if self.proj_clip is not None:
                 h = h.clamp(-self.proj_clip, self.proj_clip)

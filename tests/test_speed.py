@@ -244,6 +244,7 @@ def test_int8_weights_follow_weight_changes(tiny_model_dir, tiny):
 # ----- The compiled LSTM cell -----------------------------------------------------------------------------------------
 
 
+@torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
 def test_compiled_cell_never_reaches_the_recompile_limit(monkeypatch):
     """One process mixing dtypes, batch sizes (1 and larger), clipping and int8's per-direction state gates: each
     combination compiles at most twice (batch 1, larger) in a compiled cell of its own, and none falls back to eager
@@ -253,7 +254,6 @@ def test_compiled_cell_never_reaches_the_recompile_limit(monkeypatch):
     monkeypatch.setattr(modeling_elmo, "COMPILE_BACKEND", "eager")  # Dynamo's guards and graphs, no code generation
     monkeypatch.setattr(modeling_elmo, "_compiled_cells", {})
     monkeypatch.setattr(modeling_elmo, "_compile_failed", False)
-    monkeypatch.setattr(torch._dynamo.config, "fail_on_recompile_limit_hit", True)
     graphs = counters["stats"]["unique_graphs"]
     hidden, combinations = 4, 0
     for gates_dtype, cell_dtype in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32),
@@ -273,3 +273,28 @@ def test_compiled_cell_never_reaches_the_recompile_limit(monkeypatch):
     assert not modeling_elmo._compile_failed
     assert len(modeling_elmo._compiled_cells) == combinations
     assert counters["stats"]["unique_graphs"] - graphs == 2 * combinations
+
+
+@torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
+def test_lstm_layers_compile_a_bounded_number_of_graphs(tiny_model_dir, tiny, monkeypatch):
+    """The biLM over batches of many sizes and lengths (sentences finishing at different steps, several gate blocks),
+    in fp32 and int8: the compiled cells see only contiguous tensors, so they compile at most twice each."""
+    from torch._dynamo.utils import counters
+
+    from modeling_elmo import ElmoModel
+
+    model, tokenizer = tiny
+    monkeypatch.setattr(modeling_elmo, "COMPILE_BACKEND", "eager")
+    monkeypatch.setattr(modeling_elmo, "COMPILED_CELL_MIN_DIM", model.config.lstm_dim)
+    monkeypatch.setattr(modeling_elmo, "GATES_BLOCK_ELEMENTS", 2 * 4 * model.config.lstm_dim * 12)
+    monkeypatch.setattr(modeling_elmo, "_compiled_cells", {})
+    monkeypatch.setattr(modeling_elmo, "_compile_failed", False)
+    int8 = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
+    graphs = counters["stats"]["unique_graphs"]
+    for n_sentences in (1, 2, 3, 5, 7, 4):
+        batch = [WORDS[: 1 + (3 * i + n_sentences) % len(WORDS)] for i in range(n_sentences)]
+        for m in (model, int8):
+            hidden_states(m, encode(tokenizer, batch))
+    assert not modeling_elmo._compile_failed
+    assert len(modeling_elmo._compiled_cells) == 2  # fp32 gates, int8's per-direction state gates
+    assert counters["stats"]["unique_graphs"] - graphs <= 2 * len(modeling_elmo._compiled_cells)
