@@ -116,6 +116,7 @@ def cached_int8_weights(module, pack):
 
 
 def check_int8_inference(module):
+    """Refuse a forward pass in training mode with int8 weights (they have no gradients)."""
     if module.training:
         raise RuntimeError(
             "int8 weights are for inference only: call model.eval(), or model.quantize_int8(False) to train"
@@ -186,8 +187,8 @@ def lstm_cell(input_gates, state_gates, bias, c, cell_clip):
 # compilation pays only for real model sizes. Training and small models use eager mode; so does everything if
 # compilation fails (no C++ compiler, unsupported platform). Set to None to never compile.
 COMPILED_CELL_MIN_DIM = 1024
-# One compiled cell per (gate dtype, cell dtype, state gates form, clipped or not), see `compiled_lstm_cell`; `lstm_cell` once
-# compilation has failed.
+# One compiled cell per (gate dtype, cell dtype, state gates form, clipped or not), see `compiled_lstm_cell`;
+# `lstm_cell` for all once compilation has failed.
 _compiled_cells = {}
 _compile_failed = False
 # Dynamo backend of the compiled cell ("eager" in tests that count compilations without paying for them).
@@ -201,8 +202,10 @@ def compiled_lstm_cell(input_gates, state_gates, bias, c, cell_clip):
 
     Dynamo compiles one graph per dtype combination, form of the state gates, clipping (None or not) and batch size 1
     vs larger, and counts them per code object against `recompile_limit` (8), past which it silently runs eagerly.
-    So each (dtypes, state gates form, clipping) gets a compiled copy of `lstm_cell` with its own code object: two graphs each (batch 1, larger), never
-    near the limit however a process mixes dtypes and batch sizes. The first call of each copy compiles, logged once.
+    So each (dtypes, state gates form, clipping) gets a compiled copy of `lstm_cell` with its own code object: two
+    graphs each (batch 1, larger), never near the limit however a process mixes dtypes and batch sizes. The callers
+    pass contiguous tensors only (strides of views would be guarded too). The first call of each copy compiles,
+    logged once (a warning when it was a real wait).
     """
     global _compile_failed
     key = (input_gates.dtype, c.dtype, isinstance(state_gates, tuple), cell_clip is None)
