@@ -1,17 +1,20 @@
 #!/usr/bin/env python
-"""ELMo inference and training speed on CPU, against an in-process baseline that follows AllenNLP's algorithm.
+"""ELMo inference and training speed on CPU, against an in-process baseline that follows AllenNLP's algorithm and,
+optionally, AllenNLP itself; and the int8 mode's quality (cosine to fp32, a POS probe).
 
-    PYTHONPATH=.:scripts python scripts/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3
+    PYTHONPATH=.:scripts python scripts/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3 \
+        --allennlp-python benchmarks/allennlp-venv/bin/python
     PYTHONPATH=.:scripts python scripts/benchmark.py --size Small --batch-sizes --train-batch-size 0 \
         --document-words 1000 10000 --window 200
 
 Random weights in the original HDF5 layout are written once for the named published size and converted with the
 project's converter into `--cache` (default benchmarks/cache/, gitignored).
 
-Speed: for each batch size one subprocess loads the model in fp32 and bf16, makes a warm-up call of each
-implementation (which also compiles), then calls baseline, fast fp32 and fast bf16 in turn `--repeats` times, so the
-three see the same load on a noisy shared machine; medians are reported. Memory: each (implementation, dtype, batch
-size) in a fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole process
+Speed: for each batch size one subprocess loads the model once per `--dtypes` (fp32, bf16, int8 =
+`quantize_int8()`), makes a warm-up call of each implementation (which also compiles), then calls the baseline and
+each of ours in turn `--repeats` times, so that all see the same load on a noisy shared machine; medians are
+reported, and ratios against the baseline of the same run. Memory: each (implementation, dtype, batch size) in a
+fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole process
 (`ru_maxrss`: weights, loading, torch.compile and the calls), and the working memory of the measured call: the Linux
 peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
 RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
@@ -20,6 +23,12 @@ With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.
 `benchmarks/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
 of that interpreter run just before the one that times ours, and its output is compared with ours (first call: both
 start from zero LSTM states).
+
+Ceilings: the fast path's FLOPs per batch over the rate of a 2048^3 GEMM in each dtype, and one step's state GEMMs
+timed each way (fp32 bmm, fp32 with MKL-prepacked weights, bf16, int8): what the recurrence waits for at every step.
+
+Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
+sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
 
 The in-process baseline (`allennlp_algorithm`) is AllenNLP 2.10's `_ElmoCharacterEncoder` + `ElmoLstm` +
 `LstmCellWithProjection` algorithm written against the same weights: the char CNN for every position (padding and
@@ -36,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +60,8 @@ SIZES = {
     "Medium": dict(lstm_dim=2048, projection_dim=256, n_highway=1),  # 2x2048_256_2048cnn_1xhighway
     "Original": dict(lstm_dim=4096, projection_dim=512, n_highway=2),  # 2x4096_512_2048cnn_2xhighway
 }
-LM_VOCAB = 10_000  # word vocabulary of the benchmark sentences and of the LM head's softmax
+LM_VOCAB = 10_000
+DTYPES = ("fp32", "bf16", "int8")  # how our model runs; see load_model  # word vocabulary of the benchmark sentences and of the LM head's softmax
 
 
 def converted_model_dir(size, cache):
@@ -173,15 +184,18 @@ def bilm_flops(config, words, distinct_words, n_sentences):
 
 
 def gemm_gflops(dtype, size=2048, repeats=5):
-    """GFLOP/s of one large square GEMM (median): about the best this machine's BLAS does with `dtype`."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    a @ b
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - start)
-    return 2 * size**3 / statistics.median(times) / 1e9
+    """GFLOP/s of one large square GEMM (median): about the best this machine does in `dtype` ("fp32", "bf16", or
+    "int8": torch's dynamic int8 linear with prepacked weights, as int8 mode runs it)."""
+    from modeling_elmo import int8_linear, pack_int8
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    if dtype == "int8":
+        packed = pack_int8(b)
+        run = lambda: int8_linear(a, packed)  # noqa: E731
+    else:
+        a, b = (a.bfloat16(), b.bfloat16()) if dtype == "bf16" else (a, b)
+        run = lambda: F.linear(a, b)  # noqa: E731
+    return 2 * size**3 / median_seconds(run, repeats) / 1e9
 
 
 def status_mb(field):
@@ -208,19 +222,24 @@ def allennlp_worker(args):
                 dropout=0.0, requires_grad=False).eval()
     batch = sentences(args.batch_size, seed=args.batch_size)
     char_ids = batch_to_ids(batch)
-    times = []
     with torch.no_grad():
-        first = elmo(char_ids)["elmo_representations"][0]  # warm-up; a fresh Elmo starts from zero states
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            elmo(char_ids)
-            times.append(time.perf_counter() - start)
+        first = elmo(char_ids)["elmo_representations"][0]  # a fresh Elmo starts from zero states
+        seconds = median_seconds(lambda: elmo(char_ids), args.repeats)
     torch.save(first, args.output)
     n_tokens = sum(map(len, batch))
-    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / statistics.median(times), torch=torch.__version__)))
+    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, torch=torch.__version__,
+                          peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
 
 
 # ----- One configuration, in its own process ------------------------------------------------------------------------
+
+
+def load_model(model_dir, dtype):
+    """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it."""
+    from modeling_elmo import ElmoModel
+
+    model = ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
+    return model.quantize_int8() if dtype == "int8" else model
 
 
 def fast_path(model, input_ids, attention_mask):
@@ -244,7 +263,6 @@ def worker(args):
 
     torch.manual_seed(0)
     model_dir = converted_model_dir(args.size, args.cache)
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     tokenizer = ElmoTokenizer.from_pretrained(model_dir)
     batch = sentences(args.batch_size, seed=args.batch_size)
     enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
@@ -283,14 +301,11 @@ def worker(args):
         train_batch = dict(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
         run = lambda: lm_train_step(model, optimizer, train_batch, autocast=args.dtype == "bf16")  # noqa: E731
-    elif args.impl == "speed":  # the three implementations called in turn, so that all see the same machine load
-        model32 = ElmoModel.from_pretrained(model_dir).eval()
-        model16 = ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
-        runs = {
-            "baseline": lambda: allennlp_algorithm(model32, enc["input_ids"], enc["attention_mask"]),
-            "fp32": lambda: fast_path(model32, enc["input_ids"], enc["attention_mask"]),
-            "bf16": lambda: fast_path(model16, enc["input_ids"], enc["attention_mask"]),
-        }
+    elif args.impl == "speed":  # the implementations called in turn, so that all see the same machine load
+        models = {name: load_model(model_dir, name) for name in args.dtypes}
+        runs = {"baseline": lambda: allennlp_algorithm(models["fp32"], enc["input_ids"], enc["attention_mask"])}
+        runs.update({name: partial(fast_path, model, enc["input_ids"], enc["attention_mask"])
+                     for name, model in models.items()})
         outputs = {name: run().float() for name, run in runs.items()}  # warm-up (and compilation)
         times = {name: [] for name in runs}
         for _ in range(args.repeats):
@@ -304,7 +319,7 @@ def worker(args):
         print(json.dumps(result))
         return
     else:  # memory of one implementation: a warm-up call, then one measured call
-        model = ElmoModel.from_pretrained(model_dir, dtype=dtype).eval()
+        model = load_model(model_dir, args.dtype)
         impl = allennlp_algorithm if args.impl == "baseline" else fast_path
         run = lambda: impl(model, enc["input_ids"], enc["attention_mask"])  # noqa: E731
 
@@ -328,7 +343,7 @@ def run_config(args, impl, dtype, batch_size, out_dir, python=sys.executable):
     output = out_dir / f"{impl}-{dtype}-{batch_size}.pt"
     command = [python, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
                "--size", args.size, "--cache", str(args.cache), "--repeats", str(args.repeats), "--output", str(output),
-               "--threads", str(args.threads), "--window", str(args.window)]
+               "--threads", str(args.threads), "--window", str(args.window), "--dtypes", *args.dtypes]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'scripts'}"))
     if done.returncode:
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
@@ -337,15 +352,136 @@ def run_config(args, impl, dtype, batch_size, out_dir, python=sys.executable):
     return result
 
 
-def cosine(a, b, mask):
-    a, b = a[:, mask], b[:, mask]
-    return F.cosine_similarity(a.flatten(0, 1), b.flatten(0, 1), dim=-1).min().item()
+def cosines(a, b, mask):
+    """Cosine of each real word's vector, all layers [layers, B, T, D] together: a flat tensor."""
+    return F.cosine_similarity(a[:, mask].flatten(0, 1), b[:, mask].flatten(0, 1), dim=-1)
+
+
+def step_gemm_ms(batch_size, config, repeats=5):
+    """Median ms of one step's state GEMMs (both directions, [batch x P] x [P x 4H]) per way of running them: what
+    the recurrence waits for at every step. `prepacked fp32` is MKL's packed-weight GEMM (weights packed once)."""
+    proj, gates = config.projection_dim, 4 * config.lstm_dim
+    weight, h = torch.randn(2, proj, gates) * 0.05, torch.randn(2, batch_size, proj)
+    from modeling_elmo import int8_matmul, pack_int8
+
+    packed_int8 = [pack_int8(weight[d].t()) for d in range(2)]
+    packed_mkl = [torch.ops.mkl._mkl_reorder_linear_weight(weight[d].t().contiguous(), batch_size) for d in range(2)]
+    transposed, transposed16, h16 = weight.transpose(1, 2).contiguous(), weight.transpose(1, 2).bfloat16(), h.bfloat16()
+    runs = {
+        "fp32 bmm": lambda: torch.bmm(h, weight),
+        "fp32 prepacked": lambda: [torch.ops.mkl._mkl_linear(h[d], packed_mkl[d], transposed[d], None, batch_size)
+                                   for d in range(2)],
+        "bf16 linear": lambda: [F.linear(h16[d], transposed16[d]) for d in range(2)],
+        "int8": lambda: int8_matmul(h, packed_int8, stack=False),
+    }
+    return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
+
+
+def median_seconds(fn, repeats):
+    """Median wall time of `repeats` calls of `fn` after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def corpus_sentences(path, n, max_words=60):
+    """The first `n` sentences of 5..max_words words of a gzipped text (paragraph per line), split on ., ! and ?
+    and tokenised into words and punctuation."""
+    import gzip
+    import re
+
+    found = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            for sentence in re.split(r"(?<=[.!?])\s+", line.strip()):
+                words = re.findall(r"\w+(?:'\w+)?|[^\w\s]", sentence)
+                if 5 <= len(words) <= max_words:
+                    found.append(words)
+                    if len(found) == n:
+                        return found
+    return found
+
+
+def conll(path, limit=None):
+    """(words, tags) per segment of a `token<TAB>tag` file with blank lines between segments."""
+    segments, words, tags = [], [], []
+    for line in list(Path(path).read_text(encoding="utf-8").splitlines()) + [""]:
+        if line.strip():
+            word, tag = line.split("\t")
+            words.append(word)
+            tags.append(tag)
+        elif words:
+            segments.append((words, tags))
+            words, tags = [], []
+            if limit and len(segments) == limit:
+                break
+    return segments
+
+
+@torch.no_grad()
+def elmo_vectors(model, tokenizer, batches):
+    """ELMo vectors (`last_hidden_state`) of the real words of each batch of sentences, concatenated [words, D]."""
+    vectors = []
+    for batch in batches:
+        enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+        out = model(**enc)
+        vectors.append(out.last_hidden_state[out.mask])
+    return torch.cat(vectors)
+
+
+def int8_quality(args):
+    """The int8 ELMo vectors against fp32 ones on real sentences, and a POS probe trained on fp32 vectors, tested on
+    fp32 and on int8 vectors (the same probe; only the features change)."""
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = ElmoTokenizer.from_pretrained(args.quality_model)
+    fp32 = ElmoModel.from_pretrained(args.quality_model, dtype=torch.float32).eval()
+    int8 = ElmoModel.from_pretrained(args.quality_model, dtype=torch.float32).eval().quantize_int8()
+    batches = lambda items: [items[i : i + 32] for i in range(0, len(items), 32)]  # noqa: E731
+    text = corpus_sentences(args.quality_corpus, args.quality_sentences)
+    cos = F.cosine_similarity(elmo_vectors(int8, tokenizer, batches(text)), elmo_vectors(fp32, tokenizer, batches(text)))
+    print(f"\nint8 vs fp32 ELMo vectors of {args.quality_model.name}, {len(cos)} words of {len(text)} sentences of "
+          f"{args.quality_corpus.name}: cosine median {cos.median():.5f}, 1st percentile {cos.quantile(0.01):.5f}, "
+          f"min {cos.min():.5f}", flush=True)
+
+    train = conll(args.pos_data / "train.conll", args.pos_train_segments)
+    test = conll(args.pos_data / "test.conll")
+    tags = sorted({t for _, ts in train + test for t in ts})
+    labels = lambda segments: torch.tensor([tags.index(t) for _, ts in segments for t in ts])  # noqa: E731
+    features = elmo_vectors(fp32, tokenizer, batches([w for w, _ in train]))
+    probe = torch.nn.Linear(features.shape[1], len(tags))
+    optimizer = torch.optim.Adam(probe.parameters(), lr=1e-2)
+    targets = labels(train)
+    for _ in range(300):  # full-batch logistic regression
+        optimizer.zero_grad()
+        F.cross_entropy(probe(features), targets).backward()
+        optimizer.step()
+    test_words, targets = batches([w for w, _ in test]), labels(test)
+    with torch.no_grad():
+        accuracy = {name: (probe(elmo_vectors(model, tokenizer, test_words)).argmax(-1) == targets).float().mean().item()
+                    for name, model in (("fp32", fp32), ("int8", int8))}
+    print(f"Silver POS ({args.pos_data.name}), linear probe on the ELMo vectors trained on {len(train)} fp32 segments, "
+          f"test accuracy ({len(targets)} words): fp32 {100 * accuracy['fp32']:.2f}%, int8 {100 * accuracy['int8']:.2f}% "
+          f"({100 * (accuracy['int8'] - accuracy['fp32']):+.2f} points)", flush=True)
+
+
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="Original")
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[1, 8, 32, 128])
+    parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES),
+                        help="how our model runs (fp32 is always included: the baseline and the references use it)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
     parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / "cache")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -355,11 +491,19 @@ def main():
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
     parser.add_argument("--allennlp-python", nargs="*", default=[],
                         help="also time AllenNLP's own Elmo with these Python interpreters (one environment each)")
+    parser.add_argument("--quality-model", type=Path, default=REPO / "models" / "elmo-pd-small",
+                        help="trained model for the int8 quality figures ('' skips them)")
+    parser.add_argument("--quality-corpus", type=Path,
+                        default=Path("/work/shared/data/corpora/public-domain-en/valid.txt.gz"))
+    parser.add_argument("--quality-sentences", type=int, default=500)
+    parser.add_argument("--pos-data", type=Path, default=Path("/work/shared/data/labeled/pos-oanc"))
+    parser.add_argument("--pos-train-segments", type=int, default=3000)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--impl", help=argparse.SUPPRESS)  # speed, baseline, fast, train, windows, allennlp<i>
-    parser.add_argument("--dtype", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.dtypes = ["fp32"] + [d for d in args.dtypes if d != "fp32"]
     torch.set_num_threads(args.threads)
     if args.worker:
         args.batch_size = args.batch_sizes[0]  # the number of words for --impl windows
@@ -368,55 +512,72 @@ def main():
     converted_model_dir(args.size, args.cache)
     out_dir = Path(args.cache) / args.size / "outputs"
     out_dir.mkdir(exist_ok=True)
-    print(f"ELMo {args.size}, {args.threads} threads, torch {torch.__version__}, median of {args.repeats} calls")
+    print(f"ELMo {args.size}, {cpu_name()}, {args.threads} threads, torch {torch.__version__}, "
+          f"median of {args.repeats} calls")
+    ours = args.dtypes
     if args.batch_sizes:
-        print("| batch | tokens | baseline fp32 tok/s | fast fp32 tok/s | ratio | max abs diff | fast bf16 tok/s | ratio "
-              "| bf16 cosine (min) | working MB baseline / fp32 / bf16 | peak RSS MB baseline / fp32 / bf16 |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| batch | tokens | baseline tok/s | " + " | ".join(f"{d} tok/s (x baseline)" for d in ours)
+              + " | fp32 max abs diff vs baseline | " + " | ".join(f"{d} cosine to fp32 median / min" for d in ours[1:])
+              + " | working MB baseline / " + " / ".join(ours) + " | peak RSS MB baseline / " + " / ".join(ours) + " |")
+        print("|---" * (5 + 2 * len(ours)) + "|")
     allennlp_rows = []
     for batch_size in args.batch_sizes:
         allennlp = [run_config(args, f"allennlp{i}", "fp32", batch_size, out_dir, python=python)
                     for i, python in enumerate(args.allennlp_python)]
         speed = run_config(args, "speed", "fp32", batch_size, out_dir)
-        memory = [run_config(args, impl, dtype, batch_size, out_dir)
-                  for impl, dtype in (("baseline", "fp32"), ("fast", "fp32"), ("fast", "bf16"))]
-        outputs = torch.load(speed["output"])
-        ref, out32, out16 = outputs["baseline"], outputs["fp32"], outputs["bf16"]
+        memory = [run_config(args, "baseline", "fp32", batch_size, out_dir)]
+        memory += [run_config(args, "fast", dtype, batch_size, out_dir) for dtype in ours]
+        outputs = torch.load(speed["output"], weights_only=True)
+        ref, out32 = outputs["baseline"], outputs["fp32"]
         mask = ref.abs().sum(dim=(0, -1)) > 0
         diff = (out32 - ref).abs().max().item()
         base = speed["baseline_tokens_per_s"]
+        rates = " | ".join(f"{speed[d + '_tokens_per_s']:.0f} ({speed[d + '_tokens_per_s'] / base:.2f}x)" for d in ours)
+        cos = [cosines(outputs[d], out32, mask) for d in ours[1:]]
+        cos = " | ".join(f"{c.median():.5f} / {c.min():.5f}" for c in cos)
         work = " / ".join(f"{m['work_mb']:.0f}" for m in memory)
         peak = " / ".join(f"{m['peak_rss_mb']:.0f}" for m in memory)
-        print(f"| {batch_size} | {speed['tokens']} | {base:.0f} | {speed['fp32_tokens_per_s']:.0f} "
-              f"| {speed['fp32_tokens_per_s'] / base:.2f}x | {diff:.1e} | {speed['bf16_tokens_per_s']:.0f} "
-              f"| {speed['bf16_tokens_per_s'] / base:.2f}x | {cosine(out16, out32, mask):.5f} "
-              f"| {work} | {peak} |", flush=True)
+        print(f"| {batch_size} | {speed['tokens']} | {base:.0f} | {rates} | {diff:.1e} | {cos} | {work} | {peak} |",
+              flush=True)
+        if allennlp:
+            print(f"(AllenNLP, batch {batch_size}: " + "; ".join(f"torch {r['torch']} {r['tokens_per_s']:.0f} tok/s, "
+                  f"peak RSS {r['peak_rss_mb']:.0f} MB" for r in allennlp) + ")", flush=True)
         for theirs in allennlp:
-            ours = out32.mean(dim=0)  # the default mix: softmax(0) weights, gamma 1
-            vectors_diff = (ours - torch.load(theirs["output"])).abs().max().item()
-            rate = theirs["tokens_per_s"]
-            allennlp_rows.append(f"| {batch_size} | {theirs['torch']} | {rate:.0f} | {base / rate:.2f}x "
-                                 f"| {speed['fp32_tokens_per_s'] / rate:.2f}x | {speed['bf16_tokens_per_s'] / rate:.2f}x "
-                                 f"| {vectors_diff:.1e} |")
+            vectors_diff = (out32.mean(dim=0) - torch.load(theirs["output"], weights_only=True)).abs().max().item()
+            rate = theirs["tokens_per_s"]  # (ours: the default mix, softmax(0) weights, gamma 1)
+            allennlp_rows.append(f"| {batch_size} | {theirs['torch']} | {rate:.0f} | {base / rate:.2f}x | "
+                                 + " | ".join(f"{speed[d + '_tokens_per_s'] / rate:.2f}x" for d in ours)
+                                 + f" | {vectors_diff:.1e} | {theirs['peak_rss_mb']:.0f} |")
+    if allennlp_rows:
+        print("\nAllenNLP 2.10.1's own Elmo (each timed in its own process just before our row of its batch size):")
+        print("| batch | AllenNLP's torch | AllenNLP tok/s | baseline / AllenNLP | "
+              + " | ".join(f"{d} / AllenNLP" for d in ours) + " | max abs diff of ELMo vectors, fp32 vs AllenNLP "
+              "| AllenNLP peak RSS MB |")
+        print("|---" * (6 + len(ours)) + "|")
+        print("\n".join(allennlp_rows), flush=True)
     if args.batch_sizes:
         from configuration_elmo import ElmoConfig
 
         config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
-        peak = {name: gemm_gflops(dtype) for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
-        print(f"\nCeiling: a {2048}^3 GEMM runs at {peak['fp32']:.0f} GFLOP/s in fp32 and {peak['bf16']:.0f} in bf16 "
-              "here; the fast path's arithmetic at that rate would give at most:")
-        print("| batch | GFLOP per batch | fp32 ceiling tok/s | bf16 ceiling tok/s |\n|---|---|---|---|")
+        peak = {name: gemm_gflops(name) for name in ours}
+        print("\nCeiling: a 2048^3 GEMM runs at " + ", ".join(f"{peak[d]:.0f} GFLOP/s in {d}" for d in ours)
+              + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give at most:")
+        print("| batch | GFLOP per batch | " + " | ".join(f"{d} ceiling tok/s" for d in ours) + " |")
+        print("|---" * (2 + len(ours)) + "|")
         for batch_size in args.batch_sizes:
             batch = sentences(batch_size, seed=batch_size)
             words = sum(map(len, batch))
             gflop = bilm_flops(config, words, len({w for s in batch for w in s}), batch_size) / 1e9
-            print(f"| {batch_size} | {gflop:.1f} | {words * peak['fp32'] / gflop:.0f} | {words * peak['bf16'] / gflop:.0f} |")
-    if allennlp_rows:
-        print("\nAllenNLP 2.10.1's own Elmo (each timed in its own process just before our row of its batch size):")
-        print("| batch | AllenNLP's torch | AllenNLP fp32 tok/s | baseline / AllenNLP | fast fp32 / AllenNLP "
-              "| fast bf16 / AllenNLP | max abs diff of ELMo vectors, fast fp32 vs AllenNLP |")
-        print("|---|---|---|---|---|---|---|")
-        print("\n".join(allennlp_rows), flush=True)
+            print(f"| {batch_size} | {gflop:.1f} | " + " | ".join(f"{words * peak[d] / gflop:.0f}" for d in ours) + " |")
+        print(f"\nOne step's state GEMMs, both directions ([batch x {config.projection_dim}] x "
+              f"[{config.projection_dim} x {4 * config.lstm_dim}]), median ms:")
+        rows = {batch_size: step_gemm_ms(batch_size, config) for batch_size in args.batch_sizes}
+        names = list(next(iter(rows.values())))
+        print("| batch | " + " | ".join(names) + " |\n" + "|---" * (1 + len(names)) + "|")
+        for batch_size, row in rows.items():
+            print(f"| {batch_size} | " + " | ".join(f"{row[n]:.2f}" for n in names) + " |", flush=True)
+    if args.quality_model and str(args.quality_model) not in ("", "."):
+        int8_quality(args)
     if args.train_batch_size:
         print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with {LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
         for dtype in ("fp32", "bf16"):
