@@ -222,7 +222,7 @@ def lstm_cell(input_gates, state_gates, bias, c, cell_clip):
 # compilation pays only for real model sizes. Training and small models use eager mode; so does everything if
 # compilation fails (no C++ compiler, unsupported platform). Set to None to never compile.
 COMPILED_CELL_MIN_DIM = 1024
-# One compiled cell per (gate dtype, cell dtype, state gates form, clipped or not), see `compiled_lstm_cell`;
+# One compiled cell per (gate dtype, cell dtype, state gates form, clip value), see `compiled_lstm_cell`;
 # `lstm_cell` for all once compilation has failed.
 _compiled_cells = {}
 _compile_failed = False
@@ -235,15 +235,15 @@ COMPILE_WAIT_WARNING_SECONDS = 3
 def compiled_lstm_cell(input_gates, state_gates, bias, c, cell_clip):
     """`lstm_cell` through torch.compile (dynamic shapes), falling back to eager mode for good if compilation fails.
 
-    Dynamo compiles one graph per dtype combination, form of the state gates, clipping (None or not) and batch size 1
-    vs larger, and counts them per code object against `recompile_limit` (8), past which it silently runs eagerly.
-    So each (dtypes, state gates form, clipping) gets a compiled copy of `lstm_cell` with its own code object: two
-    graphs each (batch 1, larger), never near the limit however a process mixes dtypes and batch sizes. The callers
+    Dynamo compiles one graph per dtype combination, form of the state gates, clip value (floats may be specialized)
+    and batch size 1 vs larger, and counts them per code object against `recompile_limit` (8), past which it silently
+    runs eagerly. So each (dtypes, state gates form, clip) gets a compiled copy of `lstm_cell` with its own code
+    object: two graphs each (batch 1, larger), never near the limit however a process mixes dtypes and batch sizes. The callers
     pass contiguous tensors only (strides of views would be guarded too). The first call of each copy compiles,
     logged once (a warning when it was a real wait).
     """
     global _compile_failed
-    key = (input_gates.dtype, c.dtype, isinstance(state_gates, tuple), cell_clip is None)
+    key = (input_gates.dtype, c.dtype, isinstance(state_gates, tuple), cell_clip)
     if _compile_failed:
         return lstm_cell(input_gates, state_gates, bias, c, cell_clip)
     cell = _compiled_cells.get(key)
