@@ -11,29 +11,21 @@ loads with these installed classes, never with the folder's copies of the code. 
 takes from a folder's code, take `pipeline_class=` instead (e.g. `ElmoTokenClassificationPipeline`).
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForPreTraining,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+import transformers
 
-from configuration_elmo import ElmoConfig
+import modeling_elmo
+from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
 from pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline, ElmoTokenClassificationPipeline
 from tokenization_elmo import ElmoTokenizer
 
-AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
-for auto_class, model_class in (
-    (AutoModel, ElmoModel),
-    (AutoModelForPreTraining, ElmoForLanguageModeling),
-    (AutoModelForTokenClassification, ElmoForTokenClassification),
-    (AutoModelForSequenceClassification, ElmoForSequenceClassification),
-):
-    auto_class.register(ElmoConfig, model_class, exist_ok=True)
+# The same classes the saved configs' auto_map names for remote code.
+transformers.AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
+transformers.AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+for auto_class, reference in ELMO_AUTO_MAP.items():
+    if auto_class != "AutoConfig":
+        model_class = getattr(modeling_elmo, reference.split(".")[-1])
+        getattr(transformers, auto_class).register(ElmoConfig, model_class, exist_ok=True)
 
 from .embedder import ElmoEmbedder, batch_to_ids  # noqa: E402  (AllenNLP's names)
 

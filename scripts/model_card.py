@@ -10,13 +10,8 @@ import os
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-# config.architectures[0] -> (the Auto class that loads it, its pipeline task).
-ARCHITECTURES = {
-    "ElmoModel": ("AutoModel", "feature-extraction"),
-    "ElmoForLanguageModeling": ("AutoModelForPreTraining", "feature-extraction"),
-    "ElmoForTokenClassification": ("AutoModelForTokenClassification", "token-classification"),
-    "ElmoForSequenceClassification": ("AutoModelForSequenceClassification", "text-classification"),
-}
+from configuration_elmo import ELMO_AUTO_MAP, ELMO_PIPELINES
+
 # Trainer's metric files and the data split each one measured.
 RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
 # Trainer's bookkeeping in those files, not measures of the model.
@@ -136,12 +131,16 @@ PIPELINE_OUTPUTS = {
 
 
 def architecture(config):
-    """(architecture name, Auto class, pipeline task) of a config dict; a folder without `architectures` is an
-    ElmoModel."""
+    """(architecture name, Auto class, pipeline task) of a config dict, from the Auto map and the pipelines every
+    saved config carries; a folder without `architectures` is an ElmoModel, and a model no pipeline lists (the LM)
+    is served by feature extraction."""
     name = (config.get("architectures") or ["ElmoModel"])[0]
-    if name not in ARCHITECTURES:
-        raise ValueError(f"config.architectures names {name!r}; expected one of {sorted(ARCHITECTURES)}")
-    return (name, *ARCHITECTURES[name])
+    auto_classes = {reference.split(".")[-1]: auto for auto, reference in ELMO_AUTO_MAP.items() if auto != "AutoConfig"}
+    if name not in auto_classes:
+        raise ValueError(f"config.architectures names {name!r}; expected one of {sorted(auto_classes)}")
+    auto_class = auto_classes[name]
+    tasks = [task for task, pipeline in ELMO_PIPELINES.items() if auto_class in pipeline["pt"]]
+    return name, auto_class, tasks[0] if tasks else "feature-extraction"
 
 
 def evaluation_results(folder, task, dataset):
