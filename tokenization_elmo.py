@@ -90,7 +90,11 @@ def sentence_boundary_char_ids(max_chars=50):
     return _marker_word(BEGINNING_OF_SENTENCE_CHAR, max_chars), _marker_word(END_OF_SENTENCE_CHAR, max_chars)
 
 
-@functools.lru_cache(maxsize=1 << 17)
+# Words whose rows are kept for reuse (the byte rules' LRU cache; the vocabulary rows of each tokenizer).
+WORD_CACHE_SIZE = 1 << 17
+
+
+@functools.lru_cache(maxsize=WORD_CACHE_SIZE)
 def word_to_char_ids(word, max_chars=50):
     """Shifted char ids (a tuple of `max_chars` ints) of one word; see the module docstring for the rules."""
     if word == BOS_WORD:
@@ -249,6 +253,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return word_to_char_ids(word, self.max_characters_per_token)
         row = self._rows.get(word)
         if row is None:
+            if len(self._rows) >= WORD_CACHE_SIZE:  # bounded like the byte rules' cache
+                self._rows.clear()
             row = self._rows[word] = self._vocabulary_row(word)
         return row
 
