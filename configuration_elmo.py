@@ -15,6 +15,17 @@ except ImportError:  # installed with pip, they are top-level modules
 
 logger = logging.get_logger(__name__)
 
+# The remote-code modules: every saved folder and upload carries them, so that a folder loads with
+# trust_remote_code without this package installed. The one list; file lists elsewhere derive from it.
+ELMO_MODULES = (
+    "configuration_elmo",
+    "modeling_elmo",
+    "tokenization_elmo",
+    "pipeline_elmo",
+    "kernels_elmo",  # the LSTM's GEMMs (float and int8), in-place cell, gate blocks
+    "quantization_elmo",  # int8 through from_pretrained(..., quantization_config=...)
+)
+
 # Every class this repository ships, so that any saved folder loads with every Auto class.
 ELMO_AUTO_MAP = {
     "AutoConfig": "configuration_elmo.ElmoConfig",
@@ -82,6 +93,10 @@ class ElmoConfig(PretrainedConfig):
         sentence_boundary_ids (`list[list[int]]`, *optional*): the `input_ids` rows of the BOS and EOS words the
             model adds around each sentence, for vocabulary inputs (set by the ELMoForManyLangs converter). None:
             AllenNLP's byte rules (required when a character vocabulary or a word embedding is used).
+        lstm_gates_block_elements (`int`, defaults to 2**24): a performance setting, not part of the model: the LSTM
+            computes its input-to-gates products for a block of time steps at once, sized to hold about this many
+            gate values (both directions), so that memory stays bounded for long inputs and large batches while each
+            GEMM stays large. Results do not depend on it beyond float rounding. Also a `from_pretrained` argument.
     """
 
     model_type = "elmo"
@@ -115,6 +130,7 @@ class ElmoConfig(PretrainedConfig):
         word_vocab_size=None,
         word_embedding_dim=0,
         sentence_boundary_ids=None,
+        lstm_gates_block_elements=2**24,
         **kwargs,
     ):
         self.char_embedding_dim = char_embedding_dim
@@ -148,6 +164,7 @@ class ElmoConfig(PretrainedConfig):
         self.word_vocab_size = word_vocab_size
         self.word_embedding_dim = word_embedding_dim
         self.sentence_boundary_ids = sentence_boundary_ids
+        self.lstm_gates_block_elements = lstm_gates_block_elements
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__init__(**kwargs)
@@ -183,6 +200,7 @@ class ElmoConfig(PretrainedConfig):
             "num_output_representations",
             "max_characters_per_token",
             "task_encoder_dim",
+            "lstm_gates_block_elements",
         ):
             positive_int(name)
         for name in ("lm_vocab_size", "lm_n_negative_samples", "char_vocab_size", "word_vocab_size"):

@@ -7,11 +7,7 @@ from a zero LSTM state (AllenNLP carries the previous batch's final state).
 """
 
 import math
-import time
-import types
-import warnings
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -22,11 +18,15 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput, logging
 
-try:  # loaded as remote code, the three files are one package
+try:  # loaded as remote code, the modules are one package
     from .configuration_elmo import ElmoConfig
+    from .kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell
+    from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
     from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 except ImportError:  # installed with pip, they are top-level modules
     from configuration_elmo import ElmoConfig
+    from kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell
+    from quantization_elmo import ElmoInt8Config  # noqa: F401
     from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 
 logger = logging.get_logger(__name__)
@@ -67,66 +67,6 @@ def sentence_boundary_ids(config):
     """The `input_ids` rows of the BOS and EOS words added around each sentence: the config's (vocabulary inputs,
     ELMoForManyLangs) or else AllenNLP's byte rules."""
     return config.sentence_boundary_ids or sentence_boundary_char_ids(config.max_characters_per_token)
-
-
-# ----- int8 inference: torch's dynamic quantization (fbgemm on x86, qnnpack on ARM), see `quantize_int8` ----------
-
-
-def int8_engine_error():
-    """Why this torch cannot run int8 GEMMs here (no quantized engine), or None when it can."""
-    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
-    if not hasattr(torch.ops.quantized, "linear_dynamic"):
-        return "this PyTorch build has no quantized dynamic linear (torch.ops.quantized.linear_dynamic)"
-    if not engines:
-        return "this PyTorch build has no quantized engine (torch.backends.quantized.supported_engines is empty)"
-    if torch.backends.quantized.engine not in engines:
-        return (f"the quantized engine {torch.backends.quantized.engine!r} is not one this PyTorch build supports "
-                f"({engines}): set torch.backends.quantized.engine to one of them")
-    return None
-
-
-def pack_int8(weight):
-    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for the quantized engine's
-    dynamic linear."""
-    weight = weight.detach().float().contiguous()
-    scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny).double()
-    zero_point = torch.zeros(len(scale), dtype=torch.long)
-    with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; its int8 GEMMs still take them
-        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-        quantized = torch.quantize_per_channel(weight, scale, zero_point, 0, torch.qint8)
-    return torch.ops.quantized.linear_prepack(quantized, None)
-
-
-def int8_linear(x, packed):
-    """`F.linear` with prepacked int8 weights: the float32 input is quantized per call to 7 bits with one scale
-    (`reduce_range`: AVX2/AVX-512 kernels without VNNI saturate 16-bit sums of full 8-bit products); float32 out."""
-    return torch.ops.quantized.linear_dynamic(x, packed, True)
-
-
-def int8_matmul(x, packed, stack=True):
-    """The biLM's batched `x @ W` for both directions, x [2, ..., in], with their prepacked int8 weights: stacked
-    [2, ..., out], or with `stack=False` the pair of per-direction products (which the compiled cell stacks without
-    a copy of its own)."""
-    products = tuple(int8_linear(x[d], w) for d, w in enumerate(packed))
-    return torch.stack(products) if stack else products
-
-
-def cached_int8_weights(module, pack):
-    """`pack()` (a module's int8 weights), made once and again only when one of `module`'s parameters changes: a new
-    tensor (`from_pretrained`, `load_state_dict(assign=True)`) or an in-place update (`load_state_dict`, optimizers)."""
-    key = tuple((p.data_ptr(), p._version) for p in module.parameters())
-    if module.int8_cache is None or module.int8_cache[0] != key:
-        module.int8_cache = None  # free the old copy before making the new one
-        module.int8_cache = (key, pack())
-    return module.int8_cache[1]
-
-
-def check_int8_inference(module):
-    """Refuse a forward pass in training mode with int8 weights (they have no gradients)."""
-    if module.training:
-        raise RuntimeError(
-            "int8 weights are for inference only: call model.eval(), or model.quantize_int8(False) to train"
-        )
 
 
 class ElmoHighway(nn.Module):
@@ -203,75 +143,16 @@ class ElmoCharacterEncoder(nn.Module):
         return self.projection(torch.cat([*words, x], dim=-1) if words else x)
 
 
-def lstm_cell(input_gates, state_gates, bias, c, cell_clip):
-    """The LSTM cell update from the gate pre-activations (i, f, g, o) of the input and of the previous state, plus
-    the bias, summed here in the cell state's dtype (float32 under bf16; the compiled cell fuses the sums for free):
-    returns the new (clipped) cell state and the cell output `o * tanh(c)` (in the dtype of the input gates) that the
-    projection turns into h. `state_gates` is [2, n, 4H], or a (forward, backward) pair of [n, 4H] (int8 GEMMs)."""
-    if isinstance(state_gates, tuple):
-        state_gates = torch.stack(state_gates)
-    i, f, g, o = (input_gates.to(c.dtype) + state_gates + bias).chunk(4, dim=-1)
+def lstm_cell(gates, c, cell_clip):
+    """The LSTM cell update from the gate pre-activations `x W_x + h W_h + b` (i, f, g, o): returns the new (clipped)
+    cell state and the cell output `o * tanh(c)` that the projection turns into h. The gates are summed in the GEMMs'
+    dtype, the cell state kept in its own (float32 under bf16); the output goes back to the GEMMs' dtype. Training
+    runs this; inference its in-place form, `kernels_elmo.inplace_lstm_cell`."""
+    i, f, g, o = gates.to(c.dtype).chunk(4, dim=-1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     if cell_clip is not None:
         c = c.clamp(-cell_clip, cell_clip)
-    return c, (torch.sigmoid(o) * torch.tanh(c)).to(input_gates.dtype)
-
-
-# In inference with lstm_dim >= COMPILED_CELL_MIN_DIM, `lstm_cell` runs through torch.compile: its element-wise
-# operations become one kernel (6x faster than eager for the Original size's cell on our 2-core CPU); the one-off
-# compilation pays only for real model sizes. Training and small models use eager mode; so does everything if
-# compilation fails (no C++ compiler, unsupported platform). Set to None to never compile.
-COMPILED_CELL_MIN_DIM = 1024
-# One compiled cell per (gate dtype, cell dtype, state gates form, clip value), see `compiled_lstm_cell`;
-# `lstm_cell` for all once compilation has failed.
-_compiled_cells = {}
-_compile_failed = False
-# Dynamo backend of the compiled cell ("eager" in tests that count compilations without paying for them).
-COMPILE_BACKEND = "inductor"
-# The first call of a compiled cell warns (rather than logs at info level) when compiling took longer than this.
-COMPILE_WAIT_WARNING_SECONDS = 3
-
-
-def compiled_lstm_cell(input_gates, state_gates, bias, c, cell_clip):
-    """`lstm_cell` through torch.compile (dynamic shapes), falling back to eager mode for good if compilation fails.
-
-    Dynamo compiles one graph per dtype combination, form of the state gates, clip value (floats may be specialized)
-    and batch size 1 vs larger, and counts them per code object against `recompile_limit` (8), past which it silently
-    runs eagerly. So each (dtypes, state gates form, clip) gets a compiled copy of `lstm_cell` with its own code
-    object: two graphs each (batch 1, larger), never near the limit however a process mixes dtypes and batch sizes. The callers
-    pass contiguous tensors only (strides of views would be guarded too). The first call of each copy compiles,
-    logged once (a warning when it was a real wait).
-    """
-    global _compile_failed
-    key = (input_gates.dtype, c.dtype, isinstance(state_gates, tuple), cell_clip)
-    if _compile_failed:
-        return lstm_cell(input_gates, state_gates, bias, c, cell_clip)
-    cell = _compiled_cells.get(key)
-    first_call = cell is None
-    if first_call:
-        code = lstm_cell.__code__.replace()  # a new code object: its own compilation cache and recompile count
-        fn = types.FunctionType(code, lstm_cell.__globals__, lstm_cell.__name__)
-        cell = _compiled_cells[key] = torch.compile(fn, dynamic=True, backend=COMPILE_BACKEND)
-        logger.info(f"Compiling the LSTM cell for {input_gates.dtype} with torch.compile (once per process and dtype)")
-        start = time.perf_counter()
-    try:
-        out = cell(input_gates, state_gates, bias, c, cell_clip)
-    except Exception as e:  # noqa: BLE001 - any compiler failure means: run eagerly
-        logger.warning_once(f"torch.compile of the LSTM cell failed, running it eagerly: {e}")
-        _compile_failed = True
-        return lstm_cell(input_gates, state_gates, bias, c, cell_clip)
-    if first_call and time.perf_counter() - start > COMPILE_WAIT_WARNING_SECONDS:
-        logger.warning(
-            f"The LSTM cell for {input_gates.dtype} took {time.perf_counter() - start:.0f} s to compile "
-            "(torch.compile, once per process and dtype; later runs reuse its cache). "
-            "Set modeling_elmo.COMPILED_CELL_MIN_DIM = None to run it eagerly (slower) instead."
-        )
-    return out
-
-
-# Input-to-gates GEMMs run for a block of time steps at once; the block is sized to hold about this many gate values,
-# so that memory stays bounded for long inputs and large batches while each GEMM stays large enough to run fast.
-GATES_BLOCK_ELEMENTS = 1 << 24
+    return c, (torch.sigmoid(o) * torch.tanh(c)).to(gates.dtype)
 
 
 class ElmoLstmLayer(GradientCheckpointingLayer):
@@ -289,16 +170,13 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.state_weight = nn.Parameter(torch.empty(2, proj, 4 * hidden))
         self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
         self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
-        self.cell_clip = config.cell_clip
-        self.proj_clip = config.proj_clip
-        self.int8 = False  # see quantize_int8: input, state and projection GEMMs in int8, the cell in float32
-        self.int8_cache = None
+        self.config = config
+        self.int8_gemms = None  # set by `quantize_lstm_int8`, which drops the float weights above
 
-    def int8_weights(self):
-        """Input, state and projection weights, each as both directions' prepacked int8 weights (made once, see
-        `cached_int8_weights`), for `int8_matmul`."""
-        weights = (self.input_weight, self.state_weight, self.projection_weight)
-        return cached_int8_weights(self, lambda: [[pack_int8(w[d].t()) for d in range(2)] for w in weights])
+    def quantize_lstm_int8(self):
+        """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
+        self.int8_gemms = Int8Gemms.from_layer(self)
+        del self.input_weight, self.state_weight, self.bias, self.projection_weight
 
     def forward(self, inputs, batch_sizes, state=None):
         """
@@ -311,42 +189,34 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         kept in float32: it accumulates over all steps, the GEMMs do not.
         """
         _, batch, steps, size = inputs.shape
-        hidden, proj = self.projection_weight.shape[1:]
+        hidden, proj, cell_clip, proj_clip = (self.config.lstm_dim, self.config.projection_dim, self.config.cell_clip,
+                                              self.config.proj_clip)
         cell_dtype = torch.float32 if inputs.dtype in (torch.bfloat16, torch.float16) else inputs.dtype
         if state is None:
             h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
         else:
             h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
-        block = max(1, GATES_BLOCK_ELEMENTS // (2 * batch * 4 * hidden))
-        compiled = COMPILED_CELL_MIN_DIM is not None and hidden >= COMPILED_CELL_MIN_DIM and not torch.is_grad_enabled()
-        cell = compiled_lstm_cell if compiled else lstm_cell
-        if self.int8:
-            check_int8_inference(self)
-            input_weight, state_weight, projection_weight = self.int8_weights()
-            input_gates = partial(int8_matmul, packed=input_weight)
-            state_gates = partial(int8_matmul, packed=state_weight, stack=False)
-            project = partial(int8_matmul, packed=projection_weight)
-        else:
-            input_gates = partial(torch.bmm, mat2=self.input_weight)
-            state_gates = partial(torch.bmm, mat2=self.state_weight)
-            project = partial(torch.bmm, mat2=self.projection_weight)
+        if self.int8_gemms is not None and self.training:
+            raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
+                               "quantization_config to train it")
+        gemms = self.int8_gemms or FloatGemms(self)
+        cell = lstm_cell if torch.is_grad_enabled() else inplace_lstm_cell
+        block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
         # in-place write (or slice of one large tensor) would cost a full-size gradient buffer per step.
         outputs, finished = [], []
         for t, n in enumerate(batch_sizes):
-            if t % block == 0:  # input-to-gates for the next block of steps, as one large GEMM, split per step
+            if t % block == 0:  # x W_x + b for the next block of steps, as one GEMM
                 x = inputs[:, :n, t : t + block]
-                gates_x = input_gates(x.reshape(2, -1, size)).view(2, n, -1, 4 * hidden).unbind(dim=2)
+                input_gates = gemms.input_gates(x.reshape(2, -1, size)).view(2, n, -1, 4 * hidden)
             if n < h.shape[1]:  # sentences n.. have ended: keep their final state
                 finished.append((h[:, n:], c[:, n:]))
-                h, c = h[:, :n], c[:, :n].contiguous()
-            # The cell gets contiguous tensors only: the compiled cell's guards relate strides to sizes, so strided
-            # views (of a larger batch or gate block) would make it recompile for each batch and block size.
-            input_gates_t = gates_x[t % block][:, :n].contiguous()
-            c, cell_output = cell(input_gates_t, state_gates(h), self.bias, c, self.cell_clip)
-            h = project(cell_output)
-            if self.proj_clip is not None:
-                h = h.clamp(-self.proj_clip, self.proj_clip)
+                h, c = h[:, :n], c[:, :n]
+            gates = gemms.gates(input_gates[:, :n, t % block], h)  # x_t W_x + b + h_{t-1} W_h: i, f, g, o
+            c, cell_output = cell(gates, c, cell_clip)
+            h = gemms.project(cell_output)
+            if proj_clip is not None:
+                h = h.clamp(-proj_clip, proj_clip)
             outputs.append(h if n == batch else F.pad(h, (0, 0, 0, batch - n)))
         finished.append((h, c))
         final_h = torch.cat([h for h, _ in reversed(finished)], dim=1)  # back to sentence order
@@ -473,30 +343,13 @@ class ElmoPreTrainedModel(PreTrainedModel):
         for module in self.frozen_modules():
             module.requires_grad_(False)
 
-    def quantize_int8(self, enabled=True):
-        """Int8 inference on CPU: the biLM's LSTM GEMMs (input, state and projection; most of its arithmetic) run on
-        int8 weights (one scale per output row) with the activations quantized per call, through torch's quantized
-        engine (fbgemm on x86); the LSTM cell state, the char CNN and everything else stay in float32 (int8 highways
-        moved the vectors several times more for little speed), and the outputs are the same float32 tensors.
-
-        The float weights are kept (the int8 copies are made here, and again on the next call if weights change):
-        `save_pretrained` saves them, and the int8 mode is not saved; call this again after loading. Inference only
-        (eval mode, float32 model on the CPU); `quantize_int8(False)` goes back to the float weights. Returns self.
-        """
-        layers = [m for m in self.modules() if isinstance(m, ElmoLstmLayer)]
-        if enabled:
-            problem = int8_engine_error()
-            if problem is None and self.device.type != "cpu":
-                problem = f"int8 inference runs on the CPU, the model is on {self.device}: call model.to('cpu') first"
-            if problem is None and self.dtype != torch.float32:
-                problem = f"int8 inference quantizes float32 weights, the model is {self.dtype}: load it in float32"
-            if problem is not None:
-                raise RuntimeError(f"quantize_int8: {problem}")
-        for module in layers:
-            module.int8, module.int8_cache = enabled, None
-            if enabled:
-                module.int8_weights()
-        return self
+    def quantize_lstm_int8(self):
+        """Int8 inference on CPU, called by the int8 quantizer (`from_pretrained(..., quantization_config=
+        ElmoInt8Config())`, see quantization_elmo.py): the biLM's LSTM GEMMs (input, state and projection; most of its
+        arithmetic) run on int8 weights, which replace the float ones."""
+        for module in self.modules():
+            if isinstance(module, ElmoLstmLayer):
+                module.quantize_lstm_int8()
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):

@@ -16,6 +16,7 @@ import transformers
 import modeling_elmo
 from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
+from quantization_elmo import ElmoInt8Config  # int8: from_pretrained(..., quantization_config=ElmoInt8Config())
 from pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline, ElmoTokenClassificationPipeline
 from tokenization_elmo import ElmoTokenizer
 
@@ -36,6 +37,7 @@ __all__ = [
     "ElmoForLanguageModeling",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
+    "ElmoInt8Config",
     "ElmoModel",
     "ElmoTextClassificationPipeline",
     "ElmoTokenClassificationPipeline",

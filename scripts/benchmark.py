@@ -11,11 +11,11 @@ Random weights in the original HDF5 layout are written once for the named publis
 project's converter into `--cache` (default benchmarks/cache/, gitignored).
 
 Speed: for each batch size one subprocess loads the model once per `--dtypes` (fp32, bf16, int8 =
-`quantize_int8()`), makes a warm-up call of each implementation (which also compiles), then calls the baseline and
+`from_pretrained(..., quantization_config=ElmoInt8Config())`), makes a warm-up call of each implementation, then calls the baseline and
 each of ours in turn `--repeats` times, so that all see the same load on a noisy shared machine; medians are
 reported, and ratios against the baseline of the same run. Memory: each (implementation, dtype, batch size) in a
 fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole process
-(`ru_maxrss`: weights, loading, torch.compile and the calls), and the working memory of the measured call: the Linux
+(`ru_maxrss`: weights, loading and the calls), and the working memory of the measured call: the Linux
 peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
 RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
@@ -186,7 +186,7 @@ def bilm_flops(config, words, distinct_words, n_sentences):
 def gemm_gflops(dtype, size=2048, repeats=5):
     """GFLOP/s of one large square GEMM (median): about the best this machine does in `dtype` ("fp32", "bf16", or
     "int8": torch's dynamic int8 linear with prepacked weights, as int8 mode runs it)."""
-    from modeling_elmo import int8_linear, pack_int8
+    from kernels_elmo import int8_linear, pack_int8
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     if dtype == "int8":
@@ -237,9 +237,11 @@ def allennlp_worker(args):
 def load_model(model_dir, dtype):
     """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it."""
     from modeling_elmo import ElmoModel
+    from quantization_elmo import ElmoInt8Config
 
-    model = ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
-    return model.quantize_int8() if dtype == "int8" else model
+    if dtype == "int8":
+        return ElmoModel.from_pretrained(model_dir, quantization_config=ElmoInt8Config()).eval()
+    return ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
 
 
 def fast_path(model, input_ids, attention_mask):
@@ -362,7 +364,7 @@ def step_gemm_ms(batch_size, config, repeats=5):
     the recurrence waits for at every step. `prepacked fp32` is MKL's packed-weight GEMM (weights packed once)."""
     proj, gates = config.projection_dim, 4 * config.lstm_dim
     weight, h = torch.randn(2, proj, gates) * 0.05, torch.randn(2, batch_size, proj)
-    from modeling_elmo import int8_matmul, pack_int8
+    from kernels_elmo import int8_linear, pack_int8
 
     packed_int8 = [pack_int8(weight[d].t()) for d in range(2)]
     packed_mkl = [torch.ops.mkl._mkl_reorder_linear_weight(weight[d].t().contiguous(), batch_size) for d in range(2)]
@@ -372,7 +374,7 @@ def step_gemm_ms(batch_size, config, repeats=5):
         "fp32 prepacked": lambda: [torch.ops.mkl._mkl_linear(h[d], packed_mkl[d], transposed[d], None, batch_size)
                                    for d in range(2)],
         "bf16 linear": lambda: [F.linear(h16[d], transposed16[d]) for d in range(2)],
-        "int8": lambda: int8_matmul(h, packed_int8, stack=False),
+        "int8": lambda: [int8_linear(h[d], packed_int8[d]) for d in range(2)],
     }
     return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
 
@@ -442,7 +444,7 @@ def int8_quality(args):
     torch.manual_seed(0)
     tokenizer = ElmoTokenizer.from_pretrained(args.quality_model)
     fp32 = ElmoModel.from_pretrained(args.quality_model, dtype=torch.float32).eval()
-    int8 = ElmoModel.from_pretrained(args.quality_model, dtype=torch.float32).eval().quantize_int8()
+    int8 = load_model(args.quality_model, "int8")
     batches = lambda items: [items[i : i + 32] for i in range(0, len(items), 32)]  # noqa: E731
     text = corpus_sentences(args.quality_corpus, args.quality_sentences)
     cos = F.cosine_similarity(elmo_vectors(int8, tokenizer, batches(text)), elmo_vectors(fp32, tokenizer, batches(text)))

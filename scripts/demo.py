@@ -20,7 +20,6 @@ from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging
 
 import elmo_transformers  # noqa: F401 - registers ELMo with the Auto classes (no remote code needed)
-import modeling_elmo
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "elmo-pd-small"
 EXAMPLES = [
@@ -53,8 +52,6 @@ def main(argv=None):
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
     logging.disable_progress_bar()
-    # A few sentences take far less time than compiling the LSTM cell would (torch.compile pays on large inputs).
-    modeling_elmo.COMPILED_CELL_MIN_DIM = None
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModel.from_pretrained(args.model).eval()
     with torch.no_grad():

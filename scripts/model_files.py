@@ -3,6 +3,8 @@ push_to_hub.py uploads. One list, so that a file a model needs is never written 
 
 import fnmatch
 
+from configuration_elmo import ELMO_MODULES
+
 MODEL_FILES = (
     "config.json",
     "*.safetensors",
@@ -13,10 +15,7 @@ MODEL_FILES = (
     "vocab.txt",  # the word vocabulary (bilm-tf format)
     "char.dic",  # ELMoForManyLangs character and word vocabularies
     "word.dic",
-    "configuration_elmo.py",
-    "modeling_elmo.py",
-    "tokenization_elmo.py",
-    "pipeline_elmo.py",
+    *(f"{module}.py" for module in ELMO_MODULES),
 )
 
 

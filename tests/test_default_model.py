@@ -8,6 +8,8 @@ import textwrap
 
 from conftest import REPO
 
+from configuration_elmo import ELMO_MODULES
+
 MODEL = REPO / "models" / "elmo-pd-small"
 
 CHILD = textwrap.dedent(
@@ -71,6 +73,6 @@ def test_default_model_is_small_and_documented():
 
 def test_default_model_code_is_the_repository_code():
     """Remote code needs the modules in the folder: there they are git symlinks to the one copy at the root."""
-    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "pipeline_elmo.py"):
+    for name in (f"{module}.py" for module in ELMO_MODULES):
         link = MODEL / name
         assert link.is_symlink() and link.resolve() == REPO / name, f"models/elmo-pd-small/{name} is not a link"

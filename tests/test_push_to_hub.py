@@ -17,16 +17,15 @@ from conftest import REPO, TOKEN_LABELS, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
 
+from configuration_elmo import ELMO_MODULES
+
 import push_to_hub
 
 EXPECTED_FILES = {
     "README.md",
     "config.json",
     "model.safetensors",
-    "configuration_elmo.py",
-    "modeling_elmo.py",
-    "tokenization_elmo.py",
-    "pipeline_elmo.py",
+    *(f"{module}.py" for module in ELMO_MODULES),
     "tokenizer_config.json",
 }
 # What a Trainer output folder holds besides the model: never uploaded.
@@ -118,7 +117,7 @@ def test_symlinked_modules_are_uploaded_as_files(tmp_path):
     """models/elmo-pd-small links its modules to the repository root: the upload holds the files themselves."""
     stage = tmp_path / "stage"
     files = push_to_hub.build_upload_folder(REPO / "models" / "elmo-pd-small", stage, "me/elmo-pd-small")
-    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "pipeline_elmo.py"):
+    for name in (f"{module}.py" for module in ELMO_MODULES):
         assert name in files and not (stage / name).is_symlink()
         assert (stage / name).read_bytes() == (REPO / name).read_bytes()
     assert "eval" not in files

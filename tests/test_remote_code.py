@@ -11,11 +11,13 @@ import pytest
 from conftest import FIXTURES, REPO
 from tolerance import assert_close_to_reference
 
+from configuration_elmo import ELMO_MODULES
+
 CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np, torch
-    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo", "pipeline_elmo", "elmo_transformers"):
+    for name in (*sys.argv[4].split(","), "elmo_transformers"):
         sys.modules[name] = None  # an installed copy of this repo must not be what gets used
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -35,6 +37,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.fidelity
 @pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
 def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_path, name):
     script = tmp_path / "child.py"
@@ -43,7 +46,7 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
     result = subprocess.run(
         [sys.executable, "-I", str(script), str(tiny_model_dir), str(FIXTURES / name / "sentences.json"),
-         str(tmp_path / "out.npz")],
+         str(tmp_path / "out.npz"), ",".join(ELMO_MODULES)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -51,8 +54,8 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
     expected = np.load(FIXTURES / name / "expected.npz")
     assert str(got["config_type"]) == "ElmoConfig"
     np.testing.assert_array_equal(got["char_ids"], expected["char_ids"])
-    np.testing.assert_allclose(got["layers"], expected["bilm_activations"], atol=1e-5, rtol=0)
-    np.testing.assert_allclose(got["elmo"], expected["elmo_representation"], atol=1e-5, rtol=0)
+    assert_close_to_reference(got["layers"], expected["bilm_activations"], what="biLM layers, remote code")
+    assert_close_to_reference(got["elmo"], expected["elmo_representation"], what="ELMo vectors, remote code")
 
 
 def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
@@ -85,6 +88,7 @@ INSTALLED_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.fidelity
 def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     """`pip install .` puts the three modules on the path as top-level modules (the README installs it first)."""
     script = tmp_path / "child.py"
@@ -97,7 +101,7 @@ def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
+    assert_close_to_reference(np.load(tmp_path / "out.npy"), expected, what="installed modules")
 
 
 NATIVE_CHILD = textwrap.dedent(
@@ -124,6 +128,7 @@ NATIVE_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.fidelity
 def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
     """After `pip install .`, `import elmo_transformers` makes every Auto class load ELMo folders without
     trust_remote_code, with the installed classes (never the folder's copies of the code)."""

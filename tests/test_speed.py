@@ -17,25 +17,32 @@ def encode(tokenizer, sentences):
     return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
 
 
-def test_fixture_runs_through_the_fast_path(tiny, monkeypatch):
+@pytest.mark.fidelity
+def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
     """The fidelity fixture goes through one input GEMM per layer and block, state GEMMs at the shrinking batch size
-    (padded steps never computed), the compiled LSTM cell, and one char CNN call over distinct words only."""
-    model, tokenizer = tiny
+    (padded steps never computed), the in-place LSTM cell, and one char CNN call over distinct words only."""
+    from configuration_elmo import ElmoConfig
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
     sentences, expected, _ = load_fixture("allennlp-tiny")
+    tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
+    gates = 4 * ElmoConfig.from_pretrained(tiny_model_dir).lstm_dim
+    # Gate blocks of 4 steps, set through from_pretrained (a config field).
+    model = ElmoModel.from_pretrained(tiny_model_dir, lstm_gates_block_elements=2 * len(sentences) * gates * 4).eval()
     enc = encode(tokenizer, sentences)
     lengths = sorted((len(s) + 2 for s in sentences), reverse=True)
     steps = lengths[0]
-    gemm_rows, char_cnn_rows = [], []
-    real_bmm, gates = torch.bmm, 4 * model.config.lstm_dim
-    monkeypatch.setattr(torch, "bmm", lambda x, mat2: (mat2.shape[-1] == gates and gemm_rows.append(x.shape[1])) or real_bmm(x, mat2))
-    model.bilm.char_cnn.register_forward_hook(lambda m, args, out: char_cnn_rows.append(args[0].shape[0]))
-    monkeypatch.setattr(modeling_elmo, "GATES_BLOCK_ELEMENTS", 2 * len(sentences) * 4 * model.config.lstm_dim * 4)
-    monkeypatch.setattr(modeling_elmo, "COMPILED_CELL_MIN_DIM", model.config.lstm_dim)
-    cell_calls = []
-    real_cell = modeling_elmo.compiled_lstm_cell
-    monkeypatch.setattr(modeling_elmo, "compiled_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
-    with torch.no_grad():
-        out = model(**enc, output_hidden_states=True)
+    gemm_rows, char_cnn_rows, cell_calls = [], [], []
+    real_baddbmm, real_cell = torch.baddbmm, modeling_elmo.inplace_lstm_cell
+    monkeypatch.setattr(torch, "baddbmm", lambda x, b1, b2: (b2.shape[-1] == gates and gemm_rows.append(b1.shape[1])) or real_baddbmm(x, b1, b2))
+    monkeypatch.setattr(modeling_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
+    hook = model.bilm.char_cnn.register_forward_hook(lambda m, args, out: char_cnn_rows.append(args[0].shape[0]))
+    try:
+        with torch.no_grad():
+            out = model(**enc, output_hidden_states=True)
+    finally:
+        hook.remove()
     assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what="fast path vs AllenNLP")
 
     running = [sum(n > t for n in lengths) for t in range(steps)]
@@ -44,11 +51,30 @@ def test_fixture_runs_through_the_fast_path(tiny, monkeypatch):
         per_layer += [running[start] * len(running[start : start + 4])] + running[start : start + 4]
     assert gemm_rows == per_layer * model.config.n_layers
     assert len(cell_calls) == steps * model.config.n_layers
-    # The compiled cell was used (or, where inductor cannot build it, e.g. under ATEN_CPU_CAPABILITY=default with
-    # torch 2.13, its logged eager fallback: same numbers, checked above).
-    assert modeling_elmo._compiled_cells
     distinct = {tuple(row) for s, n in zip(enc["input_ids"].tolist(), map(len, sentences)) for row in s[:n]}
     assert char_cnn_rows == [len(distinct) + 2]  # + BOS and EOS
+
+
+@pytest.mark.fidelity
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cell_clip", [None, 0.5])
+def test_inplace_cell_gives_the_papers_numbers(dtype, cell_clip):
+    """Inference's in-place cell against the cell training runs (modeling_elmo.lstm_cell), on random gates over a
+    range that saturates the activations and crosses the clip value; bf16 gates with a float32 cell state."""
+    from kernels_elmo import inplace_lstm_cell
+    from modeling_elmo import lstm_cell
+
+    generator = torch.Generator().manual_seed(0)
+    gates = (torch.randn(2, 5, 4 * 16, generator=generator) * 4).to(dtype)
+    c = torch.randn(2, 5, 16, generator=generator)[:, :3]  # a view of a larger batch, as when sentences end
+    expected_c, expected_out = lstm_cell(gates[:, :3], c, cell_clip)
+    got_c, got_out = inplace_lstm_cell(gates[:, :3].clone(), c, cell_clip)
+    assert got_c.dtype == torch.float32 and got_out.dtype == dtype
+    assert_close_to_reference(got_c, expected_c, what="cell state")
+    if dtype == torch.float32:
+        assert_close_to_reference(got_out, expected_out, what="cell output")
+    else:  # one bf16 rounding of the same float32 value
+        torch.testing.assert_close(got_out, expected_out, atol=0, rtol=2**-8)
 
 
 def test_token_cache_gives_same_numbers_without_char_cnn(tiny_model_dir):
@@ -63,9 +89,12 @@ def test_token_cache_gives_same_numbers_without_char_cnn(tiny_model_dir):
         plain = model(**enc, output_hidden_states=True)
     model.cache_token_embeddings(sorted(set(WORDS)) + ["a", "dog"])
     rows = []
-    model.bilm.char_cnn.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
-    with torch.no_grad():
-        cached = model(**enc, output_hidden_states=True)
+    hook = model.bilm.char_cnn.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
+    try:
+        with torch.no_grad():
+            cached = model(**enc, output_hidden_states=True)
+    finally:
+        hook.remove()
     assert rows == [1]  # only "unseen" was encoded
     for a, b in zip(cached.hidden_states, plain.hidden_states):
         assert_close_to_reference(a, b, what="token cache vs char CNN")
@@ -137,13 +166,18 @@ def layer_cosines(out, ref, mask):
     return torch.nn.functional.cosine_similarity(out[:, mask], ref[:, mask], dim=-1)
 
 
-def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
+def load_int8(folder, **kwargs):
     from modeling_elmo import ElmoModel
+    from quantization_elmo import ElmoInt8Config
 
+    return ElmoModel.from_pretrained(folder, quantization_config=ElmoInt8Config(), **kwargs).eval()
+
+
+def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
     model, tokenizer = tiny
     sentences, _, _ = load_fixture("allennlp-tiny")
     enc = encode(tokenizer, sentences)
-    int8 = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
+    int8 = load_int8(tiny_model_dir)
     out = hidden_states(int8, enc)
     assert out.dtype == torch.float32
     cos = layer_cosines(out, hidden_states(model, enc), enc["attention_mask"].bool())
@@ -153,17 +187,16 @@ def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
     assert not torch.equal(out, hidden_states(model, enc)), "int8 mode did not change the GEMMs"
 
 
-def test_int8_stays_close_to_fp32_on_the_default_model(monkeypatch):
+def test_int8_stays_close_to_fp32_on_the_default_model():
     """The shipped model's ELMo vectors on real sentences (median cosine >= 0.999 in every layer)."""
     from conftest import REPO
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
-    monkeypatch.setattr(modeling_elmo, "COMPILED_CELL_MIN_DIM", None)  # eager cell: no compilation in this test
     folder = REPO / "models" / "elmo-pd-small"
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     fp32 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval()
-    int8 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval().quantize_int8()
+    int8 = load_int8(folder)
     sentences = [
         "Sir Walter Elliot , of Kellynch Hall , in Somersetshire , was a man who , for his own amusement , never "
         "took up any book but the Baronetage .".split(),
@@ -176,127 +209,46 @@ def test_int8_stays_close_to_fp32_on_the_default_model(monkeypatch):
     assert cos.min() >= 0.99, cos.min(dim=1).values
 
 
-def test_int8_is_inference_only(tiny_model_dir, tiny):
-    from modeling_elmo import ElmoModel
+def test_int8_replaces_the_float_lstm_weights(tiny_model_dir, tiny):
+    """The int8 weights replace the float LSTM weights (memory): only the char CNN and scalar mixes keep floats."""
+    model, _ = tiny
+    int8 = load_int8(tiny_model_dir)
+    assert int8.is_quantized and int8.config.quantization_config.quant_method == "elmo_int8"
+    float_names = {name for name, _ in model.named_parameters()}
+    kept = {name for name, _ in int8.named_parameters()}
+    assert kept == {name for name in float_names if ".layers." not in name}
+    assert all(layer.int8_gemms is not None for layer in int8.bilm.layers)
 
+
+def test_int8_is_inference_only_and_float32_only(tiny_model_dir, tiny):
     _, tokenizer = tiny
     enc = encode(tokenizer, [WORDS])
-    model = ElmoModel.from_pretrained(tiny_model_dir).quantize_int8().train()
+    model = load_int8(tiny_model_dir).train()
     with pytest.raises(RuntimeError, match="inference only"):
         model(**enc)
-    model.quantize_int8(False)  # back to the float weights: trains as before
-    model(**enc).last_hidden_state.sum().backward()
-    with pytest.raises(RuntimeError, match="float32"):
-        ElmoModel.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).quantize_int8()
+    with pytest.raises(ValueError, match="quantizes float32 weights.*dtype=torch.bfloat16"):
+        load_int8(tiny_model_dir, dtype=torch.bfloat16)
+    cast = load_int8(tiny_model_dir).to(torch.bfloat16)  # after loading: refused at the first call, by name
+    with pytest.raises(RuntimeError, match="int8 GEMMs on float32 activations, got torch.bfloat16"):
+        cast(**enc)
 
 
 def test_int8_needs_a_quantized_engine(tiny_model_dir, monkeypatch):
-    from modeling_elmo import ElmoModel
+    """Never a silent float path: without torch's quantized engine or operators, loading with int8 fails by name."""
+    import types
 
-    model = ElmoModel.from_pretrained(tiny_model_dir).eval()
     monkeypatch.setattr(type(torch.backends.quantized), "supported_engines", property(lambda self: ["none"]))
     with pytest.raises(RuntimeError, match="no quantized engine"):
-        model.quantize_int8()
-    assert not any(getattr(m, "int8", False) for m in model.modules())
+        load_int8(tiny_model_dir)
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.ops, "quantized", types.SimpleNamespace())  # a torch without torch.ops.quantized
+    with pytest.raises(RuntimeError, match="no quantized dynamic linear"):
+        load_int8(tiny_model_dir)
 
 
-def test_int8_save_pretrained_saves_the_float_weights(tiny_model_dir, tiny, tmp_path):
-    from modeling_elmo import ElmoModel
-
-    model, tokenizer = tiny
-    enc = encode(tokenizer, [WORDS])
-    int8 = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
-    int8.save_pretrained(tmp_path)
-    reloaded = ElmoModel.from_pretrained(tmp_path).eval()
-    assert not any(getattr(m, "int8", False) for m in reloaded.modules())  # the mode is not saved
-    for name, tensor in model.state_dict().items():
-        assert torch.equal(reloaded.state_dict()[name], tensor), name
-    assert torch.equal(hidden_states(reloaded, enc), hidden_states(model, enc))
-
-
-def test_int8_weights_follow_weight_changes(tiny_model_dir, tiny):
-    """The int8 copies are made again when a float weight changes in place or is replaced: the result then equals a
-    model quantized from the new weights."""
-    from modeling_elmo import ElmoModel
-
-    _, tokenizer = tiny
-    enc = encode(tokenizer, [WORDS, ["a", "dog"]])
-    model = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
-    before = hidden_states(model, enc)
-    packs = [m.int8_cache for m in model.modules() if getattr(m, "int8", False)]
-    assert hidden_states(model, enc).equal(before)
-    assert [m.int8_cache for m in model.modules() if getattr(m, "int8", False)] == packs  # packed once
-
-    changed = ElmoModel.from_pretrained(tiny_model_dir).eval()
-    with torch.no_grad():
-        for p in changed.bilm.parameters():
-            p.mul_(0.9)
-    model.load_state_dict(changed.state_dict())  # in place
-    fresh = changed.quantize_int8()
-    expected = hidden_states(fresh, enc)
-    assert not expected.equal(before)
-    assert hidden_states(model, enc).equal(expected)
-
-    model.bilm.layers[0].state_weight = torch.nn.Parameter(model.bilm.layers[0].state_weight * 1.1)  # replaced
-    fresh.bilm.layers[0].state_weight = torch.nn.Parameter(fresh.bilm.layers[0].state_weight * 1.1)
-    assert hidden_states(model, enc).equal(hidden_states(fresh, enc))
-    assert not hidden_states(model, enc).equal(expected)
-
-
-# ----- The compiled LSTM cell -----------------------------------------------------------------------------------------
-
-
-@torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
-def test_compiled_cell_never_reaches_the_recompile_limit(monkeypatch):
-    """One process mixing dtypes, batch sizes (1 and larger), clip values and int8's per-direction state gates: each
-    combination compiles at most twice (batch 1, larger) in a compiled cell of its own, and none falls back to eager
-    mode (Dynamo's recompile_limit is 8 per code object; failing on it instead of falling back makes it visible)."""
-    from torch._dynamo.utils import counters
-
-    monkeypatch.setattr(modeling_elmo, "COMPILE_BACKEND", "eager")  # Dynamo's guards and graphs, no code generation
-    monkeypatch.setattr(modeling_elmo, "_compiled_cells", {})
-    monkeypatch.setattr(modeling_elmo, "_compile_failed", False)
-    graphs = counters["stats"]["unique_graphs"]
-    hidden, combinations = 4, 0
-    for gates_dtype, cell_dtype in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32),
-                                    (torch.float16, torch.float32), (torch.float64, torch.float64)):
-        for pair in (False, True):
-            for clip in (None, 3.0, 50.0):
-                combinations += 1
-                for n in (1, 2, 5, 32, 3):
-                    state_gates = torch.randn(2, n, 4 * hidden, dtype=gates_dtype)
-                    args = (torch.randn(2, n, 4 * hidden, dtype=gates_dtype), tuple(state_gates) if pair else state_gates,
-                            torch.randn(2, 1, 4 * hidden, dtype=gates_dtype), torch.randn(2, n, hidden, dtype=cell_dtype), clip)
-                    c, out = modeling_elmo.compiled_lstm_cell(*args)
-                    args = (args[0], state_gates, *args[2:])
-                    expected = modeling_elmo.lstm_cell(*args)
-                    torch.testing.assert_close(c, expected[0])
-                    torch.testing.assert_close(out, expected[1])
-    assert not modeling_elmo._compile_failed
-    assert len(modeling_elmo._compiled_cells) == combinations
-    assert counters["stats"]["unique_graphs"] - graphs == 2 * combinations
-
-
-@torch._dynamo.config.patch(fail_on_recompile_limit_hit=True)
-def test_lstm_layers_compile_a_bounded_number_of_graphs(tiny_model_dir, tiny, monkeypatch):
-    """The biLM over batches of many sizes and lengths (sentences finishing at different steps, several gate blocks),
-    in fp32 and int8: the compiled cells see only contiguous tensors, so they compile at most twice each."""
-    from torch._dynamo.utils import counters
-
-    from modeling_elmo import ElmoModel
-
-    model, tokenizer = tiny
-    monkeypatch.setattr(modeling_elmo, "COMPILE_BACKEND", "eager")
-    monkeypatch.setattr(modeling_elmo, "COMPILED_CELL_MIN_DIM", model.config.lstm_dim)
-    monkeypatch.setattr(modeling_elmo, "GATES_BLOCK_ELEMENTS", 2 * 4 * model.config.lstm_dim * 12)
-    monkeypatch.setattr(modeling_elmo, "_compiled_cells", {})
-    monkeypatch.setattr(modeling_elmo, "_compile_failed", False)
-    int8 = ElmoModel.from_pretrained(tiny_model_dir).eval().quantize_int8()
-    graphs = counters["stats"]["unique_graphs"]
-    for n_sentences in (1, 2, 3, 5, 7, 4):
-        batch = [WORDS[: 1 + (3 * i + n_sentences) % len(WORDS)] for i in range(n_sentences)]
-        for m in (model, int8):
-            hidden_states(m, encode(tokenizer, batch))
-    assert not modeling_elmo._compile_failed
-    assert len(modeling_elmo._compiled_cells) == 2  # fp32 gates, int8's per-direction state gates
-    assert counters["stats"]["unique_graphs"] - graphs <= 2 * len(modeling_elmo._compiled_cells)
+def test_int8_model_refuses_to_save(tiny_model_dir, tmp_path):
+    """The float LSTM weights are gone, so saving would lose them: refused; nothing written."""
+    int8 = load_int8(tiny_model_dir)
+    with pytest.raises(ValueError, match="elmo_int8 and is not serializable"):
+        int8.save_pretrained(tmp_path / "out")
+    assert not (tmp_path / "out" / "model.safetensors").exists()
