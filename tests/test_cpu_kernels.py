@@ -1,0 +1,64 @@
+"""Right on every CPU kernel set and cache state: processes that share a torch.compile cache folder, run one after the
+other under the CPU's best kernels, `ATEN_CPU_CAPABILITY=avx2` and `default` (the order .ci/run uses, and what the
+nodes of a cluster sharing a home folder do), all give the reference numbers, never NaN; the model compiles nothing,
+so no cache made on another CPU or kernel set can change its results."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, REPO
+from tolerance import assert_close_to_reference
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, torch
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    tiny, shipped, sentences_path, out_path = sys.argv[1:5]
+    sentences = json.load(open(sentences_path, encoding="utf-8"))
+    layers = {}
+    for name, folder in (("tiny", tiny), ("shipped", shipped)):
+        model, tokenizer = ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder)
+        enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            layers[name] = torch.stack(model(**enc, output_hidden_states=True).hidden_states).numpy()
+    np.savez(out_path, capability=torch.backends.cpu.get_cpu_capability(), **layers)
+    """
+)
+
+
+@pytest.mark.fidelity
+def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    cache = tmp_path / "inductor-cache"
+    runs = []
+    for index, capability in enumerate([None, "avx2", "default"]):
+        env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+        if capability:
+            env["ATEN_CPU_CAPABILITY"] = capability
+        out = tmp_path / f"run{index}.npz"
+        result = subprocess.run(
+            [sys.executable, str(script), str(tiny_model_dir), str(REPO / "models" / "elmo-pd-small"),
+             str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(out)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs.append(np.load(out))
+    capabilities = [str(run["capability"]) for run in runs]
+    assert capabilities[1:] == ["AVX2", "DEFAULT"], capabilities
+    expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["bilm_activations"]
+    for run, capability in zip(runs, capabilities):
+        assert np.isfinite(run["shipped"]).all(), f"NaN or inf from the shipped model under {capability}"
+        assert_close_to_reference(run["tiny"], expected, what=f"fixture under {capability}")
+        # The shipped model has no AllenNLP reference: each kernel set against the first run (the CPU's best).
+        assert_close_to_reference(run["shipped"], runs[0]["shipped"], what=f"shipped model under {capability}")
+    # Nothing was compiled, so nothing was cached that a later process on another kernel set could pick up.
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(map(str, cache.rglob("*")))[:10]
