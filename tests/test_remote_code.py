@@ -31,8 +31,14 @@ CHILD = textwrap.dedent(
     enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
         out = model(**enc, output_hidden_states=True)
+    # int8 the transformers way, with the folder's own quantizer (a dict: the config class lives in the folder's code)
+    int8 = AutoModel.from_pretrained(folder, trust_remote_code=True, quantization_config={"quant_method": "elmo_int8"})
+    assert int8.is_quantized and type(int8.hf_quantizer).__module__.startswith("transformers_modules."), int8.hf_quantizer
+    with torch.no_grad():
+        int8_layers = torch.stack(int8.eval()(**enc, output_hidden_states=True).hidden_states).numpy()
     np.savez(out_path, char_ids=enc["input_ids"].numpy(), layers=torch.stack(out.hidden_states).numpy(),
-             elmo=out.last_hidden_state.numpy(), config_type=type(config).__name__)
+             elmo=out.last_hidden_state.numpy(), config_type=type(config).__name__, int8_layers=int8_layers,
+             mask=enc["attention_mask"].numpy())
     """
 )
 
@@ -56,6 +62,10 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
     np.testing.assert_array_equal(got["char_ids"], expected["char_ids"])
     assert_close_to_reference(got["layers"], expected["bilm_activations"], what="biLM layers, remote code")
     assert_close_to_reference(got["elmo"], expected["elmo_representation"], what="ELMo vectors, remote code")
+    mask = got["mask"].astype(bool)
+    int8, fp32 = got["int8_layers"][:, mask], got["layers"][:, mask]
+    cosines = (int8 * fp32).sum(-1) / np.linalg.norm(int8, axis=-1) / np.linalg.norm(fp32, axis=-1)
+    assert np.median(cosines) >= 0.999 and not np.array_equal(int8, fp32), np.median(cosines)
 
 
 def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
