@@ -1,27 +1,25 @@
-#!/usr/bin/env python
 """Convert an ELMoForManyLangs (HIT-SCIR) model folder into a Hub-ready ELMo folder.
 
-    python scripts/convert_elmoformanylangs.py MODEL_DIR --output DIR
+    elmo-transformers convert elmoformanylangs MODEL_DIR --output DIR
 
 MODEL_DIR is a folder as ELMoForManyLangs publishes it: config.json (naming the model config in `config_path`),
 char.dic and word.dic, token_embedder.pkl and encoder.pkl. The model config is found as the package's `Embedder`
 finds it: at `config_path` relative to MODEL_DIR, then by its file name in MODEL_DIR, then among the configs the
 package ships (their contents are built in here). The output folder is written by the same rules as every converter
-(scripts/conversion_output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
+(conversion_output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
 """
 
-import argparse
 import copy
 import json
 import os
-import sys
 
 import torch
+
 from configuration_elmo import ElmoConfig
-import conversion_output
-from conversion_output import ConversionError
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
+
+from .conversion_output import ConversionError
 
 # The model configs shipped inside the elmoformanylangs package (configs/), used by all released models. Both files
 # have the same contents (the "cnn_0" one also says char_dim 50).
@@ -219,14 +217,3 @@ def convert(model_dir, **config_kwargs):
         raise ConversionError(f"internal mapping error: missing {missing}, unexpected {unexpected}")
     return model.eval(), tokenizer
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", help="the ELMoForManyLangs model folder")
-    conversion_output.add_arguments(parser)
-    args = parser.parse_args(argv)
-    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,28 +1,25 @@
-#!/usr/bin/env python
-"""What ELMo is for, in one command: the same word gets different vectors in different contexts.
+"""`elmo-transformers demo`: what ELMo is for, in one command: the same word gets different vectors in different contexts.
 
-    python scripts/demo.py ["A sentence ." "Another sentence ." ...] [--model DIR_OR_REPO]
+    elmo-transformers demo ["A sentence ." "Another sentence ." ...] [--model DIR_OR_REPO]
 
 Embeds the sentences (words split on whitespace), picks a word that occurs in several of them and shows how similar
 its ELMo vectors are, pair by pair, and which uses ELMo groups together (each use joins the use nearest to it): uses
 in the same sense come out closer than uses in different senses. When the sentences share no such word (one
 sentence, say), the built-in examples about "bank" (river bank, the bank that lends money) are added. Without
---model it uses the model shipped in models/elmo-pd-small.
+--model it uses the model shipped with the package (`elmo_transformers.DEFAULT_MODEL`).
 """
 
 import argparse
 import itertools
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging
 
-import elmo_transformers  # noqa: F401 - registers ELMo with the Auto classes (no remote code needed)
 import modeling_elmo
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "elmo-pd-small"
+from ..models import DEFAULT_MODEL  # importing the package registers ELMo with the Auto classes
 EXAMPLES = [
     "He sat on the bank of the river and watched the water .",
     "The bank raised the interest on loans .",
@@ -43,9 +40,9 @@ def occurrences(sentences):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="elmo-transformers demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sentences", nargs="*", help="whitespace-tokenized sentences (default: examples about bank)")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="an ELMo folder or a Hub repo id")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="an ELMo folder or a Hub repo id (default: the shipped model)")
     args = parser.parse_args(argv)
 
     sentences = [s for s in args.sentences if s.split()] or EXAMPLES
@@ -99,6 +96,3 @@ def sense_groups(similarities, n):
         members[root(i)].append(f"[{i + 1}]")
     return ["{" + " ".join(m) + "}" for m in members.values()]
 
-
-if __name__ == "__main__":
-    main()

@@ -1,24 +1,21 @@
-#!/usr/bin/env python
 """Convert an original ELMo (AllenNLP / bilm-tf `options.json` + `weights.hdf5`) into a Hub-ready folder.
 
-    python scripts/convert_allennlp_elmo.py --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR
+    elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR
 
 The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the three module files,
 so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works. Every dataset is checked against the options
 before anything is written; the folder appears only when the conversion succeeded.
 """
 
-import argparse
-import sys
-
 import h5py
 import numpy as np
 import torch
+
 from configuration_elmo import ElmoConfig
-import conversion_output
-from conversion_output import ConversionError, save_atomically  # noqa: F401 - save_atomically: for callers
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
+
+from .conversion_output import ConversionError
 
 
 def lstm_prefix(direction, layer, n_layers, flat):
@@ -152,15 +149,3 @@ def write_random_weights(config, path, seed=0, scale=1.0, flat=False):
             fan = sum(shape[-2:]) if len(shape) > 1 else shape[0]
             f[name] = (rng.standard_normal(shape) * scale * (2.0 / fan) ** 0.5).astype(np.float32)
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--options", required=True, help="options.json of the original model")
-    parser.add_argument("--weights", required=True, help="weights.hdf5 of the original model")
-    conversion_output.add_arguments(parser)
-    args = parser.parse_args(argv)
-    return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Train the ELMo biLM language model (`ElmoForLanguageModeling`) with Trainer: from scratch, or continuing from an
+"""`elmo-transformers pretrain`: train the ELMo biLM language model (`ElmoForLanguageModeling`) with Trainer: from scratch, or continuing from an
 existing ElmoModel folder (e.g. converted AllenNLP weights) on domain text, as the paper's domain fine-tuning.
 
 Data: local text files (one sentence or paragraph per line; .txt or .txt.gz) or a Hub dataset with a text column.
@@ -6,7 +6,7 @@ Lines are split into windows of at most --max-words words; each window is one bi
 The word vocabulary (bilm-tf format) is built from the training text unless --vocab-file is given or the starting
 model already has one of the right size; it is saved with the model as vocab.txt.
 
-    python scripts/train_bilm.py --train-file train.txt.gz --validation-file valid.txt.gz \\
+    elmo-transformers pretrain --train-file train.txt.gz --validation-file valid.txt.gz \\
         --output-dir out --do-train --do-eval --lstm-dim 256 --projection-dim 64 --n-negative-samples 1024
 
 Prints and saves (eval_results.json) the forward, backward and average perplexity on the evaluation split.
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
-from elmo_data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, command_line, load_splits,
-                       text_to_windows)
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
+
+from ..data import DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits, text_to_windows
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def compute_metrics(eval_prediction):
 
 
 def main(argv=None):
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments), prog="elmo-transformers pretrain")
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
@@ -205,6 +205,3 @@ def main(argv=None):
         trainer.save_metrics("eval", metrics)
     return trainer
 
-
-if __name__ == "__main__":
-    command_line(main)
