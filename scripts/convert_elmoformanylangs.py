@@ -1,0 +1,9 @@
+#!/usr/bin/env python
+"""Kept for earlier instructions: the same as `elmo-transformers convert elmoformanylangs ...` (run it with --help)."""
+
+import sys
+
+from elmo_transformers.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["convert", "elmoformanylangs", *sys.argv[1:]]))
