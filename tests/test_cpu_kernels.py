@@ -10,7 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, SHIPPED
 from tolerance import assert_close_to_reference
 
 CHILD = textwrap.dedent(
@@ -46,7 +46,7 @@ def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path
             env["ATEN_CPU_CAPABILITY"] = capability
         out = tmp_path / f"run{index}.npz"
         result = subprocess.run(
-            [sys.executable, str(script), str(tiny_model_dir), str(REPO / "models" / "elmo-pd-small"),
+            [sys.executable, str(script), str(tiny_model_dir), str(SHIPPED),
              str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(out)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )

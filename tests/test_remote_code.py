@@ -8,7 +8,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, SHIPPED
 from tolerance import assert_close_to_reference
 
 from configuration_elmo import ELMO_MODULES
@@ -17,7 +17,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np, torch
-    for name in (*sys.argv[4].split(","), "elmo_transformers"):
+    for name in (*ELMO_MODULES, "elmo_transformers"):
         sys.modules[name] = None  # an installed copy of this repo must not be what gets used
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
              elmo=out.last_hidden_state.numpy(), config_type=type(config).__name__, int8_layers=int8_layers,
              mask=enc["attention_mask"].numpy())
     """
-)
+).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
 @pytest.mark.fidelity
@@ -52,7 +52,7 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
     result = subprocess.run(
         [sys.executable, "-I", str(script), str(tiny_model_dir), str(FIXTURES / name / "sentences.json"),
-         str(tmp_path / "out.npz"), ",".join(ELMO_MODULES)],
+         str(tmp_path / "out.npz")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -76,7 +76,7 @@ def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
     )
     entries = result.stdout.splitlines()
     assert result.returncode == 0 and entries, result.stderr
-    assert str(REPO) not in entries and str(REPO / "scripts") not in entries and "" not in entries
+    assert str(REPO) not in entries and str(REPO / "research") not in entries and "" not in entries
 
 
 INSTALLED_CHILD = textwrap.dedent(
@@ -147,7 +147,7 @@ def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_pat
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
     result = subprocess.run(
-        [sys.executable, "-I", str(script), str(tiny_model_dir), str(REPO / "models" / "elmo-pd-small"),
+        [sys.executable, "-I", str(script), str(tiny_model_dir), str(SHIPPED),
          str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(tmp_path / "out.npy")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )

@@ -189,11 +189,11 @@ def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
 
 def test_int8_stays_close_to_fp32_on_the_default_model():
     """The shipped model's ELMo vectors on real sentences (median cosine >= 0.999 in every layer)."""
-    from conftest import REPO
+    from conftest import SHIPPED
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
-    folder = REPO / "models" / "elmo-pd-small"
+    folder = SHIPPED
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     fp32 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval()
     int8 = load_int8(folder)

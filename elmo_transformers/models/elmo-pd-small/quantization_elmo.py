@@ -1,0 +1,1 @@
+../../../quantization_elmo.py

@@ -1,1 +1,0 @@
-../../kernels_elmo.py

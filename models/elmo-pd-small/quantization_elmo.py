@@ -1,1 +1,0 @@
-../../quantization_elmo.py
