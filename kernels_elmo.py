@@ -77,7 +77,8 @@ class Int8Gemms:
     the float weights by `Int8Gemms.from_layer`; holds no float copy of them."""
 
     def __init__(self, input_weights, state_weights, projection_weights):
-        self.input_weights, self.state_weights, self.projection_weights = input_weights, state_weights, projection_weights
+        self.input_weights, self.state_weights = input_weights, state_weights
+        self.projection_weights = projection_weights
 
     @classmethod
     def from_layer(cls, layer):

@@ -68,7 +68,8 @@ class ElmoInt8Quantizer(HfQuantizer):
     def is_serializable(self, **kwargs):
         logger.warning(
             "An int8-quantized ELMo model holds no float LSTM weights, so it cannot be saved: save the float model "
-            "(from_pretrained without quantization_config) and pass quantization_config=ElmoInt8Config() when loading it"
+            "(from_pretrained without quantization_config) and pass quantization_config=ElmoInt8Config() when "
+            "loading it"
         )
         return False
 

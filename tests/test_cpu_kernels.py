@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+
 from conftest import FIXTURES, REPO, SHIPPED
 from tolerance import assert_close_to_reference
 

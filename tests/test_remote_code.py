@@ -8,10 +8,11 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO, SHIPPED
-from tolerance import assert_close_to_reference
 
 from configuration_elmo import ELMO_MODULES
+
+from conftest import FIXTURES, REPO, SHIPPED
+from tolerance import assert_close_to_reference
 
 CHILD = textwrap.dedent(
     """
@@ -32,7 +33,8 @@ CHILD = textwrap.dedent(
     with torch.no_grad():
         out = model(**enc, output_hidden_states=True)
     # int8 the transformers way, with the folder's own quantizer (a dict: the config class lives in the folder's code)
-    int8 = AutoModel.from_pretrained(folder, trust_remote_code=True, quantization_config={"quant_method": "elmo_int8"})
+    int8 = AutoModel.from_pretrained(folder, trust_remote_code=True,
+                                     quantization_config={"quant_method": "elmo_int8"})
     assert int8.is_quantized and type(int8.hf_quantizer).__module__.startswith("transformers_modules."), int8.hf_quantizer
     with torch.no_grad():
         int8_layers = torch.stack(int8.eval()(**enc, output_hidden_states=True).hidden_states).numpy()

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, load_fixture
-from reference_elmo import load_hdf5, reference_sentence
-from tolerance import assert_close_to_reference
 
 import modeling_elmo
 from tokenization_elmo import BOS_WORD, EOS_WORD, word_to_char_ids
+
+from conftest import FIXTURES, load_fixture
+from reference_elmo import load_hdf5, reference_sentence
+from tolerance import assert_close_to_reference
 
 WORDS = "the cat sat on the mat and the dog sat on the cat".split()
 
@@ -35,7 +36,12 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
     steps = lengths[0]
     gemm_rows, char_cnn_rows, cell_calls = [], [], []
     real_baddbmm, real_cell = torch.baddbmm, modeling_elmo.inplace_lstm_cell
-    monkeypatch.setattr(torch, "baddbmm", lambda x, b1, b2: (b2.shape[-1] == gates and gemm_rows.append(b1.shape[1])) or real_baddbmm(x, b1, b2))
+    def baddbmm(x, b1, b2):  # records the rows of each gates GEMM (input and state)
+        if b2.shape[-1] == gates:
+            gemm_rows.append(b1.shape[1])
+        return real_baddbmm(x, b1, b2)
+
+    monkeypatch.setattr(torch, "baddbmm", baddbmm)
     monkeypatch.setattr(modeling_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
     hook = model.bilm.char_cnn.register_forward_hook(lambda m, args, out: char_cnn_rows.append(args[0].shape[0]))
     try:
@@ -43,7 +49,7 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
             out = model(**enc, output_hidden_states=True)
     finally:
         hook.remove()
-    assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what="fast path vs AllenNLP")
+    assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what="fast path")
 
     running = [sum(n > t for n in lengths) for t in range(steps)]
     per_layer = []
@@ -189,9 +195,10 @@ def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
 
 def test_int8_stays_close_to_fp32_on_the_default_model():
     """The shipped model's ELMo vectors on real sentences (median cosine >= 0.999 in every layer)."""
-    from conftest import SHIPPED
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
+
+    from conftest import SHIPPED
 
     folder = SHIPPED
     tokenizer = ElmoTokenizer.from_pretrained(folder)

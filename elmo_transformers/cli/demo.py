@@ -17,8 +17,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging
 
-
 from ..models import DEFAULT_MODEL  # importing the package registers ELMo with the Auto classes
+
 EXAMPLES = [
     "He sat on the bank of the river and watched the water .",
     "The bank raised the interest on loans .",
