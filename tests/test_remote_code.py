@@ -35,7 +35,8 @@ CHILD = textwrap.dedent(
     # int8 the transformers way, with the folder's own quantizer (a dict: the config class lives in the folder's code)
     int8 = AutoModel.from_pretrained(folder, trust_remote_code=True,
                                      quantization_config={"quant_method": "elmo_int8"})
-    assert int8.is_quantized and type(int8.hf_quantizer).__module__.startswith("transformers_modules."), int8.hf_quantizer
+    quantizer = type(int8.hf_quantizer).__module__
+    assert int8.is_quantized and quantizer.startswith("transformers_modules."), quantizer
     with torch.no_grad():
         int8_layers = torch.stack(int8.eval()(**enc, output_hidden_states=True).hidden_states).numpy()
     np.savez(out_path, char_ids=enc["input_ids"].numpy(), layers=torch.stack(out.hidden_states).numpy(),
