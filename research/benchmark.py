@@ -495,7 +495,7 @@ def main():
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
     parser.add_argument("--allennlp-python", nargs="*", default=[],
                         help="also time AllenNLP's own Elmo with these Python interpreters (one environment each)")
-    parser.add_argument("--quality-model", type=Path, default=REPO / "models" / "elmo-pd-small",
+    parser.add_argument("--quality-model", type=Path, default=REPO / "elmo_transformers" / "models" / "elmo-pd-small",
                         help="trained model for the int8 quality figures ('' skips them)")
     parser.add_argument("--quality-corpus", type=Path,
                         default=Path("/work/shared/data/corpora/public-domain-en/valid.txt.gz"))
