@@ -123,6 +123,7 @@ def test_bf16_stays_close_to_fp32(tiny_model_dir, tiny):
     assert cos.min() > 0.999
 
 
+@pytest.mark.fidelity
 def test_windows_carry_state_like_one_long_sentence(tiny):
     """Window 2's forward LM continues window 1 exactly (= one sentence `w1..wk </S> <S> wk+1..`), its backward LM
     starts from window 1's backward final state (= the backward LM over `wk+1.. </S> <S> w1..wk`); NumPy reference."""
@@ -132,7 +133,8 @@ def test_windows_carry_state_like_one_long_sentence(tiny):
     ids = encode(tokenizer, [WORDS])["input_ids"]
     k = 5
     with torch.no_grad():
-        windows = [torch.stack(out.hidden_states)[:, 0] for out in model.forward_windows(ids, k, output_hidden_states=True)]
+        windows = [torch.stack(out.hidden_states)[:, 0]
+                   for out in model.forward_windows(ids, k, output_hidden_states=True)]
         stateless = torch.stack(model(ids[:, :k], output_hidden_states=True).hidden_states)[:, 0]
     assert [w.shape[1] for w in windows] == [5, 5, 3]
     torch.testing.assert_close(windows[0], stateless, atol=0, rtol=0)
@@ -142,8 +144,8 @@ def test_windows_carry_state_like_one_long_sentence(tiny):
     forward = reference_sentence(arrays, options, np.array(chars[:k] + [eos, bos] + chars[k : 2 * k]))
     backward = reference_sentence(arrays, options, np.array(chars[k : 2 * k] + [eos, bos] + chars[:k]))
     P = windows[1].shape[-1] // 2
-    np.testing.assert_allclose(windows[1][1:, :, :P].numpy(), forward[1:, k + 2 :, :P], atol=1e-5, rtol=0)
-    np.testing.assert_allclose(windows[1][1:, :, P:].numpy(), backward[1:, :k, P:], atol=1e-5, rtol=0)
+    assert_close_to_reference(windows[1][1:, :, :P], forward[1:, k + 2 :, :P], what="window 2, forward LM")
+    assert_close_to_reference(windows[1][1:, :, P:], backward[1:, :k, P:], what="window 2, backward LM")
 
 
 def test_forward_windows_refuses_batches(tiny):
