@@ -25,12 +25,14 @@ class FloatGemms:
         self.layer = layer
 
     def input_gates(self, x):
-        """x [2, rows, D] -> x @ W_x + b [2, rows, 4H]."""
-        return torch.baddbmm(self.layer.bias, x, self.layer.input_weight)
+        """x [2, n, steps, D], a block of steps -> x @ W_x + b, [2, n, steps, 4H]."""
+        gates = torch.baddbmm(self.layer.bias, x.reshape(2, -1, x.shape[-1]), self.layer.input_weight)
+        return gates.view(*x.shape[:-1], -1)
 
-    def gates(self, input_gates, h):
-        """input gates [2, n, 4H] (may be a strided view), h [2, n, P] -> all gate pre-activations (i, f, g, o)."""
-        return torch.baddbmm(input_gates, h, self.layer.state_weight)
+    def gates(self, input_gates, step, h):
+        """The block's input gates at `step` for the first n = len(h[0]) sentences plus h [2, n, P] @ W_h: all gate
+        pre-activations (i, f, g, o), [2, n, 4H]."""
+        return torch.baddbmm(input_gates[:, : h.shape[1], step], h, self.layer.state_weight)
 
     def project(self, cell_output):
         return torch.bmm(cell_output, self.layer.projection_weight)
@@ -97,13 +99,15 @@ class Int8Gemms:
             )
 
     def input_gates(self, x):
+        """Per direction (not stacked: that would copy the whole block), [n, steps, 4H] each."""
         self._check(x)
-        return torch.stack([int8_linear(x[d], self.input_weights[d]) for d in range(2)])
+        return [int8_linear(x[d], self.input_weights[d]) for d in range(2)]
 
-    def gates(self, input_gates, h):
-        gates = torch.empty(input_gates.shape, dtype=torch.float32, device=h.device)
+    def gates(self, input_gates, step, h):
+        n = h.shape[1]
+        gates = torch.empty(2, n, input_gates[0].shape[-1], dtype=torch.float32, device=h.device)
         for d in range(2):
-            torch.add(input_gates[d], int8_linear(h[d], self.state_weights[d]), out=gates[d])
+            torch.add(input_gates[d][:n, step], int8_linear(h[d], self.state_weights[d]), out=gates[d])
         return gates
 
     def project(self, cell_output):

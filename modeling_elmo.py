@@ -188,7 +188,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         Finished sentences leave the batch, so padded steps are never computed. In bf16/fp16 the cell state is
         kept in float32: it accumulates over all steps, the GEMMs do not.
         """
-        _, batch, steps, size = inputs.shape
+        _, batch, steps, _ = inputs.shape
         hidden, proj, cell_clip, proj_clip = (self.config.lstm_dim, self.config.projection_dim, self.config.cell_clip,
                                               self.config.proj_clip)
         cell_dtype = torch.float32 if inputs.dtype in (torch.bfloat16, torch.float16) else inputs.dtype
@@ -207,12 +207,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         outputs, finished = [], []
         for t, n in enumerate(batch_sizes):
             if t % block == 0:  # x W_x + b for the next block of steps, as one GEMM
-                x = inputs[:, :n, t : t + block]
-                input_gates = gemms.input_gates(x.reshape(2, -1, size)).view(2, n, -1, 4 * hidden)
+                input_gates = gemms.input_gates(inputs[:, :n, t : t + block])
             if n < h.shape[1]:  # sentences n.. have ended: keep their final state
                 finished.append((h[:, n:], c[:, n:]))
                 h, c = h[:, :n], c[:, :n]
-            gates = gemms.gates(input_gates[:, :n, t % block], h)  # x_t W_x + b + h_{t-1} W_h: i, f, g, o
+            gates = gemms.gates(input_gates, t % block, h)  # x_t W_x + b + h_{t-1} W_h: i, f, g, o
             c, cell_output = cell(gates, c, cell_clip)
             h = gemms.project(cell_output)
             if proj_clip is not None:
