@@ -42,6 +42,7 @@ import torch
 from tqdm import tqdm
 
 from .embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
+from .output_paths import check_output_apart
 
 MODES = ("all", "top", "average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -84,6 +85,7 @@ def check_paths(source, output, overwrite, resume):
             open(source, "rb").close()
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
+        check_output_apart(output, [source])
     if os.path.isdir(output):
         raise ValueError(f"the output {output} is a folder: give the path of the HDF5 file to write")
     parent = os.path.dirname(output)

@@ -23,6 +23,7 @@ import sys
 
 from model_files import is_model_file
 
+from elmo_transformers.output_paths import check_output_apart
 
 
 class ConversionError(ValueError):
@@ -95,8 +96,10 @@ def _check_output(output, overwrite):
             )
 
 
-def check_output(output, overwrite=False):
-    """Fail fast (before a long conversion) if `output` could not be written; returns its absolute path."""
+def check_output(output, overwrite=False, inputs=()):
+    """Fail fast (before a long conversion) if `output` could not be written or overlaps one of the `inputs` (the
+    files and folders converted); returns its absolute path."""
+    check_output_apart(output, inputs, "--output", ConversionError)
     output = os.path.abspath(output)
     _check_output(output, overwrite)
     parent = os.path.dirname(output)
@@ -164,11 +167,11 @@ def add_arguments(parser):
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
 
 
-def run(args, convert, source):
-    """Check the output path, `convert(**config_kwargs) -> (model, tokenizer)`, write the folder; returns the exit
-    code, after one line on stderr for any ConversionError."""
+def run(args, convert, source, inputs):
+    """Check the output path against the `inputs` (paths), `convert(**config_kwargs) -> (model, tokenizer)`, write
+    the folder; returns the exit code, after one line on stderr for any ConversionError."""
     try:
-        check_output(args.output, args.overwrite)  # before the conversion, which can take a while
+        check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
         model, tokenizer = convert(
             num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
         )

@@ -159,7 +159,8 @@ def main(argv=None):
     parser.add_argument("--weights", required=True, help="weights.hdf5 of the original model")
     conversion_output.add_arguments(parser)
     args = parser.parse_args(argv)
-    return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights)
+    return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights,
+                                 [args.options, args.weights])
 
 
 if __name__ == "__main__":

@@ -225,7 +225,8 @@ def main(argv=None):
     parser.add_argument("model_dir", help="the ELMoForManyLangs model folder")
     conversion_output.add_arguments(parser)
     args = parser.parse_args(argv)
-    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir)
+    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,
+                                 [args.model_dir])
 
 
 if __name__ == "__main__":

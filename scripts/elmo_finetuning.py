@@ -9,6 +9,7 @@ import datasets
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
+from elmo_transformers.output_paths import check_output_apart
 from elmo_data import DataError, load_splits
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ def parse_and_load(argv=None):
     against the --do_* flags: what both fine-tuning scripts start with."""
     parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments))
     head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
+    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     set_seed(training_args.seed)

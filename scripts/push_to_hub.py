@@ -24,6 +24,8 @@ import sys
 import tempfile
 
 from huggingface_hub import HfApi, get_token
+
+from elmo_transformers.output_paths import check_output_apart
 from model_card import architecture, model_card
 from model_files import is_model_file
 
@@ -117,6 +119,8 @@ def main(argv=None):
         raise SystemExit(f"error: {args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
         raise SystemExit("error: no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+    if args.staging_dir:
+        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", lambda m: SystemExit(f"error: {m}"))
     if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
         raise SystemExit(f"error: --staging-dir {args.staging_dir} is not empty")
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")

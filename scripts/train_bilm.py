@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
+from elmo_transformers.output_paths import check_output_apart
 from elmo_data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, command_line, load_splits,
                        text_to_windows)
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
@@ -173,6 +174,9 @@ def main(argv=None):
         raise ValueError("give --train_file / --validation_file or --dataset_name")
     if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
         raise ValueError("--do_train needs --train_file or --dataset_name")
+    inputs = [*(data_args.train_file or []), *(data_args.validation_file or []), data_args.vocab_file,
+              model_args.model_name_or_path]
+    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     set_seed(training_args.seed)
 
     windows = load_windows(data_args, training_args)
