@@ -31,6 +31,11 @@ from transformers.tokenization_python import PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import logging
 
+try:  # loaded as remote code, the modules are one package
+    from .configuration_elmo import MAX_CHARACTERS_PER_TOKEN
+except ImportError:  # installed with pip, they are top-level modules
+    from configuration_elmo import MAX_CHARACTERS_PER_TOKEN
+
 logger = logging.get_logger(__name__)
 
 # Raw character ids (before the +1 shift): bytes are 0-255, then these markers.
@@ -174,8 +179,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
         word_vocab_file=None,
         **kwargs,
     ):
-        if max_characters_per_token < 3:
-            raise ValueError(f"max_characters_per_token must be >= 3, got {max_characters_per_token}")
+        value = max_characters_per_token
+        if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= MAX_CHARACTERS_PER_TOKEN:
+            raise ValueError(f"max_characters_per_token must be an integer from 3 to {MAX_CHARACTERS_PER_TOKEN:,} "
+                             f"(begin-of-word, at least one character, end-of-word), got {value!r:.100}")
         self.max_characters_per_token = max_characters_per_token
         self.vocab_file = vocab_file
         words = [BOS_WORD, EOS_WORD, UNK_WORD]

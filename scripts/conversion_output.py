@@ -30,6 +30,19 @@ class ConversionError(ValueError):
     """The input cannot be converted, or the output cannot be written; the message is one line for the user."""
 
 
+MAX_PROBLEMS_SHOWN = 10
+
+
+def mismatch_error(path, problems, reference="the model config"):
+    """A ConversionError listing the first `MAX_PROBLEMS_SHOWN` ways the weight file `path` does not match the
+    options and counting the rest: a short message whatever the file or the options hold."""
+    shown = problems[:MAX_PROBLEMS_SHOWN]
+    more = len(problems) - len(shown)
+    if more:
+        shown.append(f"... and {more:,} more")
+    return ConversionError(f"{path} does not match {reference}:\n  " + "\n  ".join(shown))
+
+
 def is_earlier_conversion(folder):
     """True if `folder` holds only files a conversion writes, including a config.json of model_type elmo."""
     try:

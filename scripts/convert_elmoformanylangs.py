@@ -143,7 +143,7 @@ def check_tensors(state, expected, path):
     problems += [f"unexpected {name} {tuple(state[name].shape)}" for name in state if name not in expected]
     problems += [f"{name} holds NaN or infinite values" for name in expected if name in state and not state[name].isfinite().all()]
     if problems:
-        raise ConversionError(f"{path} does not match the model config:\n  " + "\n  ".join(problems))
+        raise conversion_output.mismatch_error(path, problems)
 
 
 def with_zero_row(weight):
