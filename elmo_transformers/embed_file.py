@@ -17,7 +17,8 @@ AllenNLP's stateful approximation). Memory depends on the window and --batch-siz
 
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
-run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
+run without recomputing. While a run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same
+OUTPUT is refused while that process is alive. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
 refused: the batches decide the float rounding, so only the same batches give the same numbers.
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
@@ -42,7 +43,7 @@ import torch
 from tqdm import tqdm
 
 from .embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
-from .output_paths import check_output_apart
+from .output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 MODES = ("all", "top", "average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -98,6 +99,7 @@ def check_paths(source, output, overwrite, resume):
     if os.path.lexists(output) and not overwrite:
         raise ValueError(f"{output} exists (pass --overwrite to replace it)")
     run = PartialRun(output)
+    run.check_not_running()
     if run.exists() and not resume:
         raise ValueError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
 
@@ -121,7 +123,33 @@ class PartialRun:
     temporary name and renamed, so a killed process leaves only whole files."""
 
     def __init__(self, output):
+        self.output = output
         self.folder = output + ".partial"
+        self.owner_file = self.folder + ".owner"  # names the process writing OUTPUT (output_paths.py's owner files)
+
+    def check_not_running(self):
+        """Refuse while another run, still alive, writes the same OUTPUT."""
+        if not os.path.exists(self.owner_file):
+            return
+        owner = read_owner_file(self.owner_file) or {}
+        if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
+            raise ValueError(
+                f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
+                f"(named in {self.owner_file}): wait for it to finish or stop it; if it no longer runs, delete that file"
+            )
+
+    def claim(self):
+        """Announce this process as the writer of OUTPUT, taking over from a run that was killed."""
+        try:
+            write_owner_file(self.owner_file)
+        except FileExistsError:
+            self.check_not_running()
+            os.remove(self.owner_file)
+            write_owner_file(self.owner_file)
+
+    def release(self):
+        if (read_owner_file(self.owner_file) or {}).get("pid") == os.getpid():
+            os.remove(self.owner_file)
 
     def exists(self):
         """Shards are written only after run.json, so a folder without it holds nothing to resume."""
@@ -303,6 +331,17 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         run.check(settings)
     state = process_state()
     state.wait_for_everyone()  # every process has checked the folder before the first one writes into it
+    if state.is_main_process:
+        run.claim()
+    try:
+        _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress)
+    finally:
+        if state.is_main_process:
+            run.release()
+
+
+def _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress):
+    """The work of `embed_file` once the paths are checked and this run owns OUTPUT."""
     if state.is_main_process and not run.exists():
         run.start(settings)
     state.wait_for_everyone()
@@ -329,7 +368,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
                 bar.update(len(unit))
     state.wait_for_everyone()
     if state.is_main_process:
-        run.finish(output, lines, counts)
+        run.finish(run.output, lines, counts)
     state.wait_for_everyone()
 
 

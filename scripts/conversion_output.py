@@ -18,12 +18,11 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import sys
 
 from model_files import is_model_file
 
-from elmo_transformers.output_paths import check_output_apart
+from elmo_transformers.output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 
 class ConversionError(ValueError):
@@ -55,31 +54,12 @@ def is_earlier_conversion(folder):
     return model_type == "elmo" and regular and all(is_model_file(n) for n in names)
 
 
-def _process_is_gone(owner):
-    """True only when the owner file names a process of this machine that has ended."""
-    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
-        return False
-    if owner["pid"] == os.getpid():
-        return False
-    try:
-        os.kill(owner["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
-
-
 def remove_stale_staging(output):
     """Remove the staging folders of killed conversions into `output` (see the module docstring for the proof)."""
     parent, name = os.path.split(output)
     for owner_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.owner")):
-        try:
-            with open(owner_file, encoding="utf-8") as f:
-                owner = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(owner, dict) or not _process_is_gone(owner):
+        owner = read_owner_file(owner_file)
+        if owner is None or not owner_is_gone(owner):
             continue
         staging = owner_file[: -len(".owner")]
         if os.path.isdir(staging) and not os.path.islink(staging):
@@ -133,9 +113,8 @@ def save_atomically(model, tokenizer, output, overwrite=False):
             os.makedirs(parent, exist_ok=True)
             remove_stale_staging(output)
             for folder in (staging, old):
-                with open(folder + ".owner", "x", encoding="utf-8") as f:
-                    owner_files.append(folder + ".owner")
-                    json.dump({"host": socket.gethostname(), "pid": os.getpid()}, f)
+                write_owner_file(folder + ".owner")
+                owner_files.append(folder + ".owner")
             os.mkdir(staging)
             umask = os.umask(0)
             os.umask(umask)
