@@ -463,6 +463,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # A language-model checkpoint (the shipped model) also holds the word softmax, which only ElmoForLanguageModeling
     # uses: loading the encoder or a task head from it leaves it out by design, not by accident.
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_softmax\."]
+    # A scalar mix the checkpoint lacks (num_output_representations=2 on a folder saved with one, a converted biLM)
+    # starts as AllenNLP's Elmo starts every mix (weights 0, gamma 1): new by design, not a loading accident.
+    _keys_to_ignore_on_load_missing = [r"(^|\.)scalar_mixes\."]
 
     def frozen_modules(self):
         """Submodules this model never trains (heads override it)."""

@@ -10,7 +10,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
 from elmo_transformers.output_paths import check_output_apart
-from elmo_data import DataError, load_splits
+from elmo_data import DataError, load_splits, settle_before_trainer
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,7 @@ def run(model, tokenizer, training_args, splits, collator, compute_metrics):
     trust_remote_code. Metrics are printed and saved ({train,eval,test}_results.json)."""
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     logger.info(f"{type(model).__name__}: {model.num_parameters():,} parameters, {trainable:,} trainable")
+    settle_before_trainer(model, tokenizer, training_args)
     trainer = Trainer(
         model=model,
         args=training_args,

@@ -23,7 +23,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 from configuration_elmo import ElmoConfig
 from elmo_transformers.output_paths import check_output_apart
 from elmo_data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, command_line, load_splits,
-                       text_to_windows)
+                       settle_before_trainer, text_to_windows)
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
@@ -183,6 +183,7 @@ def main(argv=None):
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
     model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
     logger.info(f"Model: {model.num_parameters():,} parameters, vocabulary {tokenizer.vocab_size:,} words")
+    settle_before_trainer(model, tokenizer, training_args)
 
     trainer = Trainer(
         model=model,

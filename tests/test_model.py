@@ -155,6 +155,18 @@ def test_several_representations_and_layer_norm(tiny_model_dir, tiny):
         torch.testing.assert_close(a, b)
 
 
+def test_a_second_scalar_mix_loads_silently(tiny_model_dir, caplog, capfd):
+    """The README's migration line (num_output_representations=2) on a folder saved with one mix: the new mix starts
+    as AllenNLP's (weights 0, gamma 1) and loading reports nothing (it printed a LOAD REPORT with MISSING
+    scalar_mixes.1.* and "Consider training on your downstream task")."""
+    capfd.readouterr()
+    model = ElmoModel.from_pretrained(tiny_model_dir, num_output_representations=2)
+    said = capfd.readouterr().err + "".join(r.getMessage() for r in caplog.records)
+    assert "MISSING" not in said and "scalar_mixes" not in said and "LOAD REPORT" not in said, said
+    assert torch.equal(model.scalar_mixes[1].scalar_parameters, torch.zeros(3))
+    assert torch.equal(model.scalar_mixes[1].gamma, torch.ones(1))
+
+
 def test_fixed_scalar_mix_parameters_are_frozen(tiny_model_dir, tiny):
     _, tokenizer = tiny
     model = ElmoModel.from_pretrained(tiny_model_dir, scalar_mix_parameters=[-30.0, 30.0, -30.0]).eval()

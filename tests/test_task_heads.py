@@ -204,7 +204,8 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
     assert trainer.model.config.freeze_bilm
 
 
-def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
+def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplog, capfd, recwarn):
+    """Also: on a CPU, fine-tuning prints no pin_memory warning and no special-token notice."""
     import finetune_sequence_classification as script
 
     rng = random.Random(0)
@@ -219,6 +220,8 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
     for split in ("eval", "test"):
         metrics = json.loads((tmp_path / "out" / f"{split}_results.json").read_text())
         assert {f"{split}_accuracy", f"{split}_macro_f1"} <= set(metrics)
+    noise = [str(w.message) for w in recwarn] + [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
+    assert not [n for n in noise if "pin_memory" in n or "PAD/BOS/EOS" in n], noise
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", trust_remote_code=True)
     assert loaded.config.id2label == {0: "neg", 1: "pos"}
 
