@@ -310,7 +310,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     if output_format not in MODES:
         raise ValueError(f"output_format must be one of {MODES}, got {output_format!r}")
     for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
-        if not (isinstance(value, int) and value > 0):
+        if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     output = os.path.abspath(output_file_path)
     check_paths(input_file, output, overwrite, resume)
