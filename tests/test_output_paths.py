@@ -9,7 +9,8 @@ import shutil
 import pytest
 from conftest import FIXTURES
 
-from elmo_transformers.embed_file import main as embed_main
+from elmo_transformers.cli import main as cli_main
+from elmo_transformers.cli.embed import main as embed_main
 
 
 def snapshot(folder):
@@ -45,8 +46,11 @@ def test_embed_file_never_replaces_its_input(tmp_path, tiny_model_dir, overwrite
 
 
 def test_converters_refuse_an_output_inside_or_around_their_input(tmp_path):
-    from convert_allennlp_elmo import main as allennlp_main
-    from convert_elmoformanylangs import main as efml_main
+    def allennlp_main(argv):
+        return cli_main(["convert", "allennlp", *argv])
+
+    def efml_main(argv):
+        return cli_main(["convert", "elmoformanylangs", *argv])
 
     source = tmp_path / "original"
     shutil.copytree(FIXTURES / "allennlp-tiny", source)
@@ -67,7 +71,7 @@ def test_converters_refuse_an_output_inside_or_around_their_input(tmp_path):
 
 
 def test_push_staging_dir_inside_the_model_folder_is_refused(tmp_path, tiny_model_dir):
-    import push_to_hub
+    from elmo_transformers.cli import push as push_to_hub
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
@@ -79,9 +83,9 @@ def test_push_staging_dir_inside_the_model_folder_is_refused(tmp_path, tiny_mode
 
 
 def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp_path, tiny_model_dir):
-    import finetune_sequence_classification
-    import train_bilm
-    from elmo_data import DataError
+    from elmo_transformers.cli import pretrain as train_bilm
+    from elmo_transformers.cli.finetune import sequence_classification
+    from elmo_transformers.data import DataError
 
     data = tmp_path / "data"
     data.mkdir()
@@ -95,7 +99,7 @@ def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp
             train_bilm.main(["--train_file", str(data / "train.txt"), "--do_train", "--output_dir", str(output_dir)])
     for output_dir in (model, model / "out", data):
         with pytest.raises(DataError, match="--output_dir .* the input"):
-            finetune_sequence_classification.main(["--model_name_or_path", str(model), "--train_file",
+            sequence_classification(["--model_name_or_path", str(model), "--train_file",
                                                    str(data / "train.jsonl"), "--do_train",
                                                    "--output_dir", str(output_dir)])
     assert snapshot(tmp_path) == before

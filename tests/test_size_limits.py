@@ -18,9 +18,10 @@ from configuration_elmo import ElmoConfig
 # on Linux) is read before and after it.
 MEASURE = """
 import contextlib, io, json, resource, sys, time
-sys.path[:0] = [{repo!r}, {scripts!r}]
+sys.path[:0] = [{repo!r}]
 import torch, transformers, h5py
-import convert_allennlp_elmo, convert_elmoformanylangs, modeling_elmo, tokenization_elmo
+import modeling_elmo, tokenization_elmo
+from elmo_transformers.cli import main as cli
 def case():
 {body}
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -38,7 +39,7 @@ print(json.dumps({{"seconds": seconds, "grown_mb": grown, "message": message, "s
 
 
 def measure(body):
-    code = MEASURE.format(repo=str(REPO), scripts=str(REPO / "scripts"), body=textwrap.indent(body, "    "))
+    code = MEASURE.format(repo=str(REPO), body=textwrap.indent(body, "    "))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -55,7 +56,7 @@ def allennlp_options(tmp_path, edit):
 
 
 def convert_allennlp(options, weights, output):
-    return (f"code = convert_allennlp_elmo.main(['--options', {str(options)!r}, '--weights', {str(weights)!r}, "
+    return (f"code = cli(['convert', 'allennlp', '--options', {str(options)!r}, '--weights', {str(weights)!r}, "
             f"'--output', {str(output)!r}])\nassert code == 1\nreturn err.getvalue()")
 
 
@@ -77,7 +78,7 @@ def test_allennlp_converter_refuses_absurd_options_before_allocating(tmp_path, e
 
 def test_weight_file_that_claims_more_than_it_stores_is_refused(tmp_path):
     """Datasets of the Original model's shapes, never written: the file is a few KB but reads as 374 MB of zeros."""
-    from convert_allennlp_elmo import expected_shapes
+    from elmo_transformers.convert_allennlp import expected_shapes
 
     options = allennlp_options(tmp_path, lambda o: o.update(ElmoConfig().to_allennlp_options()))
     weights = tmp_path / "weights.hdf5"
@@ -113,6 +114,6 @@ def test_elmoformanylangs_converter_refuses_absurd_configs_in_a_few_lines(tmp_pa
     config = json.loads((model / "tiny_config.json").read_text())
     edit(config)
     (model / "tiny_config.json").write_text(json.dumps(config))
-    result = measure(f"code = convert_elmoformanylangs.main([{str(model)!r}, '--output', {str(tmp_path / 'out')!r}])"
+    result = measure(f"code = cli(['convert', 'elmoformanylangs', {str(model)!r}, '--output', {str(tmp_path / 'out')!r}])"
                      "\nassert code == 1\nreturn err.getvalue()")
     assert fragment in result["message"] and len(result["message"].splitlines()) <= 12, result["message"]

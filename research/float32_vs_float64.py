@@ -2,7 +2,7 @@
 sentence alone) and AllenNLP 2.10.1's `_ElmoBiLm`, against the float64 NumPy reference (tests/reference_elmo.py), on
 the Original size (2 x 4096 LSTM, projection 512) with random weights in the original file format.
 
-    python benchmarks/float32_vs_float64.py [--allennlp-python /work/allennlp-venv/bin/python] [--lengths 5 20 62 120]
+    python research/float32_vs_float64.py [--allennlp-python /work/allennlp-venv/bin/python] [--lengths 5 20 62 120]
 
 Prints, per sentence length and biLM layer, the largest absolute difference from the float64 reference, between the
 port and AllenNLP, between the port's batch and alone results, and of the port run in float64 (with the weights
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [REPO, os.path.join(REPO, "scripts"), os.path.join(REPO, "tests")]
+sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from configuration_elmo import ElmoConfig  # noqa: E402
-from convert_allennlp_elmo import convert, to_state_dict, write_random_weights  # noqa: E402
+from elmo_transformers.convert_allennlp import convert, to_state_dict, write_random_weights  # noqa: E402
 from reference_elmo import load_hdf5, reference_sentence  # noqa: E402
 from tokenization_elmo import ElmoTokenizer  # noqa: E402
 
