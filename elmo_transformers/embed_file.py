@@ -370,3 +370,8 @@ def _embed_lines(embedder, run, state, lines, settings, output_format, batch_siz
         run.finish(run.output, lines, counts)
     state.wait_for_everyone()
 
+
+if __name__ == "__main__":  # python -m elmo_transformers.embed_file: the same as `elmo-transformers embed`
+    from .cli import main
+
+    sys.exit(main(["embed", *sys.argv[1:]]))

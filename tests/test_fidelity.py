@@ -98,6 +98,7 @@ def test_variants_match_numpy_reference(tmp_path, variant):
         assert_close_to_reference(layers[:, i, : len(words)], ref, f"sentence {i}")
 
 
+@pytest.mark.slow
 def test_original_size_in_float64_equals_the_float64_reference():
     """In float64 the port computes the NumPy reference's numbers on the Original size (2 x 4096 LSTM, projection
     512, the 2048-filter char CNN), with random weights large enough to clip cells and projections: only float64

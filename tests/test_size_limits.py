@@ -14,6 +14,8 @@ from conftest import FIXTURES, REPO
 
 from configuration_elmo import ElmoConfig
 
+pytestmark = pytest.mark.slow  # each case runs in a fresh process
+
 # Run in a fresh process: `case` is the body of a function returning the error message; the peak RSS (ru_maxrss, KiB
 # on Linux) is read before and after it.
 MEASURE = """
