@@ -243,8 +243,12 @@ class ElmoConfig(PretrainedConfig):
                 f"ElmoConfig.filters must list 1 to {MAX_LAYERS} [width, number] filter banks, got {self.filters!r:.200}"
             )
         for f in self.filters:
-            if not isinstance(f, list) or len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM for v in f):
-                raise ValueError(f"ElmoConfig.filters entries must be [width, number], integers from 1 to {MAX_DIM:,}, got {f!r:.200}")
+            if not isinstance(f, list) or len(f) != 2 or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM for v in f
+            ):
+                raise ValueError(
+                    f"ElmoConfig.filters entries must be [width, number], integers from 1 to {MAX_DIM:,}, got {f!r:.200}"
+                )
             if f[0] > self.max_characters_per_token:
                 raise ValueError(
                     f"ElmoConfig.filters: width {f[0]} is wider than max_characters_per_token "

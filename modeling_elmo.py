@@ -584,7 +584,8 @@ class ElmoModel(ElmoPreTrainedModel):
             raise ValueError("empty batch: input_ids has no sentences")
         if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
             raise ValueError(f"input_ids must hold integer char ids, got dtype {input_ids.dtype}")
-        largest = max(t.num_embeddings for t in (self.bilm.char_cnn.char_embedding, self.bilm.char_cnn.word_embedding) if t)
+        tables = (self.bilm.char_cnn.char_embedding, self.bilm.char_cnn.word_embedding)
+        largest = max(table.num_embeddings for table in tables if table is not None)
         if torch.iinfo(input_ids.dtype).max < largest - 1:
             raise ValueError(
                 f"input_ids of dtype {input_ids.dtype} cannot hold this model's ids (up to {largest - 1}), so they were "

@@ -17,9 +17,9 @@ AllenNLP's stateful approximation). Memory depends on the window and --batch-siz
 
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
-run without recomputing. While a run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same
-OUTPUT is refused while that process is alive. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
-refused: the batches decide the float rounding, so only the same batches give the same numbers.
+run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
+refused: the batches decide the float rounding, so only the same batches give the same numbers. While a run writes
+OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that one is alive.
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
 them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
