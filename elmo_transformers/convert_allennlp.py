@@ -15,7 +15,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
-from .conversion_output import ConversionError
+from .conversion_output import ConversionError, mismatch_error
 
 
 def lstm_prefix(direction, layer, n_layers, flat):
@@ -75,8 +75,13 @@ def read_weights(config, weights_path):
             if name in found and tuple(found[name]) != shape
         ]
         problems += [f"unexpected dataset {name} {found[name]} (not called for by the options)" for name in found if name not in expected]
+        for name in expected if not problems else ():  # unwritten datasets read as zeros of any size they claim
+            dataset = hdf5[name]
+            stored, size = dataset.id.get_storage_size(), dataset.size * dataset.dtype.itemsize
+            if dataset.compression is None and stored < size:
+                problems.append(f"dataset {name} stores {stored:,} of its {size:,} bytes (truncated or sparse file)")
         if problems:
-            raise ConversionError(f"{weights_path} does not match the options:\n  " + "\n  ".join(problems))
+            raise mismatch_error(weights_path, problems, "the options")
         arrays = {}
         for name in expected:
             try:
@@ -128,8 +133,8 @@ def convert(options_path, weights_path, **config_kwargs):
         config = ElmoConfig.from_allennlp_options(options_path, **config_kwargs)
     except (OSError, ValueError) as e:
         raise ConversionError(f"invalid options {options_path}: {e}") from e
+    state = to_state_dict(config, read_weights(config, weights_path))  # checked against the options first
     model = ElmoModel(config)
-    state = to_state_dict(config, read_weights(config, weights_path))
     missing, unexpected = model.load_state_dict(state, strict=False)
     # Only the scalar mixes are new (not part of the biLM file): they keep their initialisation.
     if unexpected or any(not name.startswith("scalar_mixes.") for name in missing):

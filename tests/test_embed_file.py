@@ -18,6 +18,7 @@ from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
 from elmo_transformers import embed_file as embed_file_module
+from elmo_transformers.cli import embed as embed_command
 from elmo_transformers.cli.embed import main
 
 
@@ -47,6 +48,7 @@ def embed(tmp_path, tiny_model_dir, lines, *flags, name="out.hdf5"):
     return output
 
 
+@pytest.mark.slow
 @pytest.mark.fidelity
 @pytest.mark.parametrize("mode", ["all", "top", "average"])
 def test_modes_match_allennlp(tmp_path, tiny_model_dir, mode):
@@ -97,6 +99,7 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
         main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model_dir, one_thread):
     rng = np.random.default_rng(0)
     vocab = "the cat sat on a mat while dogs bark loudly at night ; café 東京".split()
@@ -134,6 +137,37 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     assert resumed.keys() == expected.keys() and len(resumed) == 600
     for key in expected:
         assert_close_to_reference(resumed[key], expected[key], what=f"resumed line {key}")
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, tiny_model_dir, one_thread):
+    """Two embed_file runs on one OUTPUT at once: the second is told which process writes it (it used to die on a
+    raw ENOENT about a .tmp shard, or to call the running one "an interrupted run"); once that process is gone the
+    owner file it left does not block --resume."""
+    source = tmp_path / "input.txt"
+    source.write_text("the cat sat on the mat .\n" * 3000, encoding="utf-8")
+    output = tmp_path / "out.hdf5"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "1"]
+    first = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp_path.glob("out.hdf5.partial/shard-*.npz")):
+            assert first.poll() is None, first.stderr.read().decode()
+            assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
+            time.sleep(0.01)
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            with pytest.raises(SystemExit, match=rf"out.hdf5 is being written by process {first.pid} on "):
+                main([*args, *extra])
+        shards = set(tmp_path.glob("out.hdf5.partial/shard-*.npz"))
+        assert first.poll() is None and shards, "the first run goes on"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        first.stderr.close()
+    assert (tmp_path / "out.hdf5.partial.owner").exists()  # left by kill -9: the process is gone, so it is stale
+    with pytest.raises(SystemExit, match="interrupted run: pass --resume"):
+        main(args)
 
 
 def interrupt_after(monkeypatch, method, calls):
@@ -184,6 +218,7 @@ def test_long_line_is_embedded_in_stateful_windows_and_resumes_mid_line(tmp_path
     assert index[lines[1]] == "1"
 
 
+@pytest.mark.slow
 def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir):
     model, tokenizer = tiny
     words = load_fixture("allennlp-tiny")[0][9]  # 41 words, windows of 16: 16 + 16 + 9
@@ -191,6 +226,7 @@ def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir)
     assert_close_to_reference(arrays["0"], window_reference(model, tokenizer, words, 16)[-1], what="--top windows")
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
     lines = [" ".join(["w"] * n) for n in range(1, 13)]
     source = tmp_path / "input.txt"
@@ -224,7 +260,7 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad path was found")
 
-    monkeypatch.setattr(embed_file_module, "ElmoEmbedder", refuse)
+    monkeypatch.setattr(embed_command, "ElmoEmbedder", refuse)
 
 
 def one_line_error(args):
@@ -280,6 +316,7 @@ def lines_for_assembly():
     return [" ".join(rng.choice(vocab, size=rng.integers(1, 30))) for _ in range(300)]
 
 
+@pytest.mark.slow
 def test_too_little_free_space_is_found_before_assembly_and_keeps_the_lines(tmp_path, tiny_model_dir, monkeypatch,
                                                                             one_thread):
     lines = lines_for_assembly()
@@ -301,6 +338,7 @@ def test_too_little_free_space_is_found_before_assembly_and_keeps_the_lines(tmp_
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
 
 
+@pytest.mark.slow
 def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_model_dir):
     """A file-size limit (RLIMIT_FSIZE, no root needed) stands in for a full disk: the shards fit, the output does
     not. Before, h5py died with a segfault (rc -11)."""
@@ -329,6 +367,7 @@ def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_m
     assert len(arrays) == 300 and index == {line: str(i) for i, line in enumerate(lines)}
 
 
+@pytest.mark.slow
 def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch, one_thread):
     """torchrun (accelerate's multi-process launcher is the same engine) with 2 CPU processes (gloo): every
     process takes every 2nd batch or long line; the result equals one process's. Here it finishes a run that one

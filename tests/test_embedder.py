@@ -37,6 +37,7 @@ def test_batch_to_ids_rejects_what_allennlp_would_misread():
         batch_to_ids([])
 
 
+@pytest.mark.slow
 @pytest.mark.fidelity
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_embed_batch_and_embed_sentence_match_allennlp(embedder, name):
@@ -169,12 +170,25 @@ def test_embed_file_takes_an_open_file_as_allennlp(embedder, tmp_path):
 @pytest.mark.parametrize("name", ["efml-charword", "efml-word"])
 def test_converted_elmoformanylangs_folder_through_the_embedder(tmp_path, name):
     """The elmoformanylangs package's own outputs (tests/fixtures/efml-*), through a converted folder."""
-    from convert_elmoformanylangs import main as convert
+    from elmo_transformers.cli import main
 
     fixture = FIXTURES / name
-    assert convert([str(fixture / "model"), "--output", str(tmp_path / "converted")]) == 0
+    assert main(["convert", "elmoformanylangs", str(fixture / "model"), "--output", str(tmp_path / "converted")]) == 0
     sentences = json.loads((fixture / "sentences.json").read_text(encoding="utf-8"))
     expected = np.load(fixture / "expected.npz")
     embedder = ElmoEmbedder(tmp_path / "converted", device="cpu")
     for i, layers in enumerate(embedder.embed_batch(sentences)):
         assert_close_to_reference(layers, expected[f"layers_{i}"], what=f"{name} sentence {i}")
+
+
+def test_embedder_inputs_are_refused_by_name(embedder):
+    with pytest.raises(TypeError, match="embed_window: sentence 0 is a str"):
+        embedder.embed_window("a b")  # would have been read as the characters of one word each
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got True"):
+        list(embedder.embed_sentences([["a"]], batch_size=True))
+    for lengths in ([1.5], [True], np.array([1.7])):
+        with pytest.raises(TypeError, match="sequence_len must hold integer word counts"):
+            embedder.tf_hub_outputs([["a", "b"]], sequence_len=lengths)
+    exact = embedder.tf_hub_outputs([["a", "b"]], sequence_len=[1])["elmo"]
+    for lengths in (torch.tensor([1]), np.array([1]), [np.int64(1)]):
+        assert torch.equal(embedder.tf_hub_outputs([["a", "b"]], sequence_len=lengths)["elmo"], exact)

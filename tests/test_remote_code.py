@@ -47,6 +47,7 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.fidelity
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
 def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_path, name):
     script = tmp_path / "child.py"
@@ -63,8 +64,8 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
     expected = np.load(FIXTURES / name / "expected.npz")
     assert str(got["config_type"]) == "ElmoConfig"
     np.testing.assert_array_equal(got["char_ids"], expected["char_ids"])
-    assert_close_to_reference(got["layers"], expected["bilm_activations"], what="biLM layers, remote code")
-    assert_close_to_reference(got["elmo"], expected["elmo_representation"], what="ELMo vectors, remote code")
+    assert_close_to_reference(got["layers"], expected["bilm_activations"], "biLM layers (remote code)")
+    assert_close_to_reference(got["elmo"], expected["elmo_representation"], "ELMo vectors (remote code)")
     mask = got["mask"].astype(bool)
     int8, fp32 = got["int8_layers"][:, mask], got["layers"][:, mask]
     cosines = (int8 * fp32).sum(-1) / np.linalg.norm(int8, axis=-1) / np.linalg.norm(fp32, axis=-1)
@@ -102,6 +103,7 @@ INSTALLED_CHILD = textwrap.dedent(
 
 
 @pytest.mark.fidelity
+@pytest.mark.slow
 def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     """`pip install .` puts the three modules on the path as top-level modules (the README installs it first)."""
     script = tmp_path / "child.py"
@@ -114,7 +116,7 @@ def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
-    assert_close_to_reference(np.load(tmp_path / "out.npy"), expected, what="installed modules")
+    assert_close_to_reference(np.load(tmp_path / "out.npy"), expected, "installed package")
 
 
 NATIVE_CHILD = textwrap.dedent(
@@ -142,6 +144,7 @@ NATIVE_CHILD = textwrap.dedent(
 
 
 @pytest.mark.fidelity
+@pytest.mark.slow
 def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
     """After `pip install .`, `import elmo_transformers` makes every Auto class load ELMo folders without
     trust_remote_code, with the installed classes (never the folder's copies of the code)."""

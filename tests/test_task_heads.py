@@ -59,6 +59,7 @@ def train(model, tokenizer, dataset, tmp_path, **kwargs):
     return trainer
 
 
+@pytest.mark.slow
 def test_token_classifier_from_base_folder_learns_rule_with_frozen_bilm(tiny_model_dir, tiny, tmp_path):
     """The ELMo recipe: the biLM (loaded from a base ElmoModel folder) is bit-identical after training, the mix
     weights and gamma moved, and the tagger learned the toy rule on held-out sentences."""
@@ -88,6 +89,7 @@ def test_token_classifier_from_base_folder_learns_rule_with_frozen_bilm(tiny_mod
     assert correct / sum(map(len, gold)) > 0.95
 
 
+@pytest.mark.slow
 def test_full_fine_tuning_changes_the_bilm(tiny_model_dir, tiny, tmp_path):
     _, tokenizer = tiny
     model = ElmoForTokenClassification.from_pretrained(tiny_model_dir, **head_kwargs(freeze_bilm=False))
@@ -176,13 +178,41 @@ def test_save_and_reload_with_auto_class_gives_identical_predictions(tiny_model_
         torch.testing.assert_close(loaded(**enc).logits, model(**enc).logits, atol=0, rtol=0)
 
 
+def test_labels_that_would_be_misread_are_refused(tiny_model_dir, tiny):
+    from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+
+    _, tokenizer = tiny
+    enc = tokenizer(["a b c", "d"], padding=True, return_tensors="pt")
+    token = ElmoForTokenClassification.from_pretrained(tiny_model_dir, num_labels=3)
+    sequence = ElmoForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=3)
+    cases = [
+        (token, torch.zeros(2, 3), TypeError, r"integer class ids \[batch, words\], got torch.float32"),
+        (token, torch.zeros(2, 3, dtype=torch.bool), TypeError, "got torch.bool"),
+        (token, [[0, 0, 0], [0, 0, 0]], TypeError, "got list"),
+        (token, torch.full((2, 3), 3), ValueError, r"class ids in \[0, 2\] or -100 \(ignored\), got \[3, 3, 3\]"),
+        (token, torch.full((2, 3), -5), ValueError, r"got \[-5, -5, -5\]"),
+        (sequence, torch.tensor([7, 0]), ValueError, r"got \[7\]"),
+        (sequence, torch.tensor([-1, 0]), ValueError, r"got \[-1\]"),
+        (sequence, [1, 0], TypeError, "got list"),
+    ]
+    for model, labels, error, match in cases:
+        with pytest.raises(error, match=match):
+            model(**enc, labels=labels)
+    # Integer labels of any width are class ids (int16 used to be taken for multi-label targets), read exactly.
+    want = sequence(**enc, labels=torch.tensor([2, 0])).loss
+    assert torch.equal(sequence(**enc, labels=torch.tensor([2, 0], dtype=torch.int16)).loss, want)
+    assert torch.equal(token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]], dtype=torch.int32)).loss,
+                       token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]])).loss)
+
+
 def test_bio_span_f1():
-    from finetune_token_classification import spans
+    from elmo_transformers.cli.finetune import spans
 
     assert spans(["B-PER", "I-PER", "O", "B-LOC", "I-ORG", "I-ORG"]) == {("PER", 0, 2), ("LOC", 3, 4), ("ORG", 4, 6)}
     assert spans(["I-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
 
 
+@pytest.mark.slow
 def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
     from elmo_transformers.cli.finetune import token_classification
 
@@ -204,7 +234,9 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
     assert trainer.model.config.freeze_bilm
 
 
-def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
+@pytest.mark.slow
+def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplog, capfd, recwarn):
+    """Also: on a CPU, fine-tuning prints no pin_memory warning and no special-token notice."""
     from elmo_transformers.cli.finetune import sequence_classification
 
     rng = random.Random(0)
@@ -219,12 +251,14 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
     for split in ("eval", "test"):
         metrics = json.loads((tmp_path / "out" / f"{split}_results.json").read_text())
         assert {f"{split}_accuracy", f"{split}_macro_f1"} <= set(metrics)
+    noise = [str(w.message) for w in recwarn] + [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
+    assert not [n for n in noise if "pin_memory" in n or "PAD/BOS/EOS" in n], noise
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", trust_remote_code=True)
     assert loaded.config.id2label == {0: "neg", 1: "pos"}
 
 
 def test_macro_f1_by_hand():
-    from finetune_sequence_classification import compute_metrics
+    from elmo_transformers.cli.finetune import sequence_metrics as compute_metrics
     from transformers import EvalPrediction
 
     logits = np.eye(3)[[0, 0, 1, 2]]  # predicted 0, 0, 1, 2

@@ -32,7 +32,9 @@ def main(argv=None):
     if args.format == "allennlp":
         from ..convert_allennlp import convert
 
-        return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights)
+        return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights,
+                                     [args.options, args.weights])
     from ..convert_elmoformanylangs import convert
 
-    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir)
+    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,
+                                 [args.model_dir])

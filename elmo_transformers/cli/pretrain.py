@@ -24,7 +24,9 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
-from ..data import DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits, text_to_windows
+from ..data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
+                    settle_before_trainer, text_to_windows)
+from ..output_paths import check_output_apart
 
 logger = logging.getLogger(__name__)
 
@@ -173,12 +175,16 @@ def main(argv=None):
         raise ValueError("give --train_file / --validation_file or --dataset_name")
     if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
         raise ValueError("--do_train needs --train_file or --dataset_name")
+    inputs = [*(data_args.train_file or []), *(data_args.validation_file or []), data_args.vocab_file,
+              model_args.model_name_or_path]
+    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     set_seed(training_args.seed)
 
     windows = load_windows(data_args, training_args)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
     model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
     logger.info(f"Model: {model.num_parameters():,} parameters, vocabulary {tokenizer.vocab_size:,} words")
+    settle_before_trainer(model, tokenizer, training_args)
 
     trainer = Trainer(
         model=model,
