@@ -56,8 +56,8 @@ class ElmoInt8Quantizer(HfQuantizer):
     def update_dtype(self, dtype):
         if dtype is not None and dtype != torch.float32:
             raise ValueError(
-                f"ElmoInt8Config quantizes float32 weights and runs float32 activations, got dtype={dtype}: leave "
-                "dtype out (int8 and bf16 are two alternative ways to run the model faster)"
+                f"ElmoInt8Config quantizes float32 weights and runs float32 activations, got dtype={dtype}: load with "
+                "dtype=torch.float32 (int8 and bf16 are two alternative ways to run the model faster)"
             )
         return torch.float32
 
