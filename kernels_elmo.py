@@ -93,9 +93,9 @@ class Int8Gemms:
     def _check(x):
         if x.dtype != torch.float32:
             raise RuntimeError(
-                f"this model's LSTM runs int8 GEMMs on float32 activations, got {x.dtype}: an int8-quantized model "
-                "cannot be cast to another dtype; load it again with from_pretrained(..., quantization_config=...) "
-                "and no dtype, or load it without quantization_config to run it in bf16"
+                f"this model is quantized to int8, whose GEMMs run on float32 activations, but it is now {x.dtype}: "
+                f"call model.to(torch.float32) to keep int8, or load it again without quantization_config to run it "
+                f"in {x.dtype}"
             )
 
     def input_gates(self, x):

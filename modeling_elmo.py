@@ -501,11 +501,6 @@ class ElmoModel(ElmoPreTrainedModel):
         Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
         `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
         """
-        if self.dtype != torch.float32 and any(layer.int8 for layer in self.bilm.layers):
-            raise RuntimeError(
-                f"this model is quantized to int8 (quantize_int8), which computes in float32, but it is now {self.dtype}: "
-                "call model.to(torch.float32) to keep int8, or model.quantize_int8(False) before changing the dtype"
-            )
         input_ids, mask = self._check_inputs(input_ids, attention_mask)
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
         if lstm_state is not None:
