@@ -4,16 +4,16 @@ import copy
 import json
 import math
 import os
+import shutil
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
-try:  # loaded as remote code, the modules are one package
-    from .pipeline_elmo import ELMO_PIPELINES
-except ImportError:  # installed with pip, they are top-level modules
-    from pipeline_elmo import ELMO_PIPELINES
-
 logger = logging.get_logger(__name__)
+
+# The model's code: modules at the repository root, installed as top-level modules, and saved into every model
+# folder so that it loads with remote code (pyproject.toml's py-modules names them too; a test checks the two agree).
+ELMO_MODULES = ("configuration_elmo", "modeling_elmo", "tokenization_elmo", "pipeline_elmo")
 
 # Every class this repository ships, so that any saved folder loads with every Auto class.
 ELMO_AUTO_MAP = {
@@ -22,6 +22,19 @@ ELMO_AUTO_MAP = {
     "AutoModelForPreTraining": "modeling_elmo.ElmoForLanguageModeling",
     "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
     "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
+}
+
+# `config.custom_pipelines`: task -> the class in pipeline_elmo and the Auto class that loads the model for it.
+ELMO_PIPELINES = {
+    "feature-extraction": {"impl": "pipeline_elmo.ElmoFeatureExtractionPipeline", "pt": ["AutoModel"]},
+    "text-classification": {
+        "impl": "pipeline_elmo.ElmoTextClassificationPipeline",
+        "pt": ["AutoModelForSequenceClassification"],
+    },
+    "token-classification": {
+        "impl": "pipeline_elmo.ElmoTokenClassificationPipeline",
+        "pt": ["AutoModelForTokenClassification"],
+    },
 }
 
 TASK_ENCODERS = ("linear", "lstm")
@@ -152,6 +165,23 @@ class ElmoConfig(PretrainedConfig):
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__init__(**kwargs)
         self.validate_elmo()
+
+    def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):
+        """Save as usual, plus the pipeline module beside the config.
+
+        `pipeline(task, model=folder, trust_remote_code=True)` loads the classes of `custom_pipelines` from the
+        folder's pipeline_elmo.py. The module is imported here, on save, not at the top of this file, so that loading
+        a config does not import transformers.pipelines; transformers also fetches every module named in a relative
+        import of this file when it loads it as remote code, so the module travels with the config.
+        """
+        super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
+        try:
+            from .pipeline_elmo import __file__ as pipeline_file
+        except ImportError:
+            from pipeline_elmo import __file__ as pipeline_file
+        target = os.path.join(save_directory, os.path.basename(pipeline_file))
+        if not os.path.exists(target):
+            shutil.copyfile(pipeline_file, target)
 
     @property
     def n_filters(self):

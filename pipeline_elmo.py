@@ -8,8 +8,8 @@ per token. These subclasses change only that:
 - token classification works on whole words (ELMo has no sub-words): one prediction per whitespace-separated word,
   with `start`/`end` character offsets into the input string; `index` is the word's position.
 
-Saved configs list these classes in `custom_pipelines` (`ELMO_PIPELINES`), so `pipeline(task, model=folder,
-trust_remote_code=True)` uses them. Without remote code (installed package) pass `pipeline_class=` instead.
+Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO_PIPELINES`), so
+`pipeline(task, model=folder, trust_remote_code=True)` uses them. Without remote code (installed package) pass `pipeline_class=` instead.
 """
 
 import re
@@ -17,20 +17,6 @@ import re
 import numpy as np
 from transformers.pipelines import FeatureExtractionPipeline, TextClassificationPipeline, TokenClassificationPipeline
 from transformers.pipelines.token_classification import AggregationStrategy
-
-# `config.custom_pipelines`: task -> this module's class and the Auto class that loads the model for it.
-ELMO_PIPELINES = {
-    "feature-extraction": {"impl": "pipeline_elmo.ElmoFeatureExtractionPipeline", "pt": ["AutoModel"]},
-    "text-classification": {
-        "impl": "pipeline_elmo.ElmoTextClassificationPipeline",
-        "pt": ["AutoModelForSequenceClassification"],
-    },
-    "token-classification": {
-        "impl": "pipeline_elmo.ElmoTokenClassificationPipeline",
-        "pt": ["AutoModelForTokenClassification"],
-    },
-}
-
 
 class ElmoCharIdsMixin:
     """Tokenize to char ids under the key `char_ids` (padded with 0 by the stock collate) and back for the model."""

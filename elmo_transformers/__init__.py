@@ -9,6 +9,9 @@ on top of them. Importing it registers model type "elmo" with the Auto classes, 
 
 loads with these installed classes, never with the folder's copies of the code. Pipelines, which transformers only
 takes from a folder's code, take `pipeline_class=` instead (e.g. `ElmoTokenClassificationPipeline`).
+
+`DEFAULT_MODEL` is the folder of the model shipped inside the package (a small English ELMo, `elmo-pd-small`), for
+work without the Hub: `AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL)`, `ElmoEmbedder()`.
 """
 
 import transformers
@@ -28,8 +31,10 @@ for auto_class, reference in ELMO_AUTO_MAP.items():
         getattr(transformers, auto_class).register(ElmoConfig, model_class, exist_ok=True)
 
 from .embedder import ElmoEmbedder, batch_to_ids  # noqa: E402  (AllenNLP's names)
+from .models import DEFAULT_MODEL  # noqa: E402
 
 __all__ = [
+    "DEFAULT_MODEL",
     "ElmoConfig",
     "ElmoEmbedder",
     "ElmoFeatureExtractionPipeline",

@@ -1,7 +1,7 @@
 """Embed a text file with ELMo into HDF5, in the layout of AllenNLP's `allennlp elmo` command.
 
-    python scripts/embed_file.py INPUT OUTPUT.hdf5 --model DIR_OR_REPO (--all | --top | --average)
-    accelerate launch --num_processes N scripts/embed_file.py INPUT OUTPUT.hdf5 --model ... (or torchrun)
+    elmo-transformers embed INPUT OUTPUT.hdf5 [--model DIR_OR_REPO] (--all | --top | --average)
+    accelerate launch --num_processes N -m elmo_transformers embed INPUT OUTPUT.hdf5 ... (or torchrun -m)
 
 INPUT holds one whitespace-tokenized sentence per line (`-` reads stdin), UTF-8; a leading byte-order mark is not
 text. OUTPUT gets one float32 dataset per line, keyed by its line number `str(i)` (from 0): all biLM layers
@@ -25,7 +25,6 @@ them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the sa
 float rounding), and `--resume` works with any number of processes.
 """
 
-import argparse
 import hashlib
 import json
 import multiprocessing
@@ -41,7 +40,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
+from .embedder import DEFAULT_BATCH_SIZE, process_state
 
 MODES = ("all", "top", "average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -330,43 +329,3 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         run.finish(output, lines, counts)
     state.wait_for_everyone()
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("input", help="text file, one whitespace-tokenized sentence per line (- for stdin)")
-    parser.add_argument("output", help="HDF5 file to write")
-    parser.add_argument("--model", required=True, help="converted ELMo folder or Hub repo id")
-    mode = parser.add_mutually_exclusive_group(required=True)
-    for name, help_text in [
-        ("all", "all biLM layers: (n_layers + 1, words, 2P) per line"),
-        ("top", "the top layer: (words, 2P) per line"),
-        ("average", "the plain mean of the layers: (words, 2P) per line"),
-    ]:
-        mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=help_text)
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences per forward pass (default 64)")
-    parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
-                        help="longer lines are embedded in stateful windows of this many words (default 1000)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype (outputs are float32)")
-    parser.add_argument("--device", help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
-    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
-    args = parser.parse_args(argv)
-    for name in ("batch_size", "max_sentence_words"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-
-    output = os.path.abspath(args.output)
-    try:
-        check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
-        embedder = ElmoEmbedder(args.model, device=args.device, dtype=DTYPES[args.dtype])
-        embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
-                   resume=args.resume, overwrite=args.overwrite)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: finished lines are kept in {PartialRun(output).folder}; rerun with --resume",
-              file=sys.stderr)
-        return 130
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
-    if process_state().is_main_process:
-        print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
-    return 0

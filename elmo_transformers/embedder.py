@@ -16,6 +16,8 @@ from transformers import PreTrainedConfig
 from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
+from .models import DEFAULT_MODEL
+
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 
 
@@ -80,13 +82,13 @@ def load_elmo(name_or_path, dtype=None):
 class ElmoEmbedder:
     """AllenNLP's `ElmoEmbedder`: word lists in, float32 NumPy arrays `[n_layers + 1, words, 2P]` out.
 
-    `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`), or a loaded ELMo model with its
-    `tokenizer`. `device` defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded
+    `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`; default: the shipped model,
+    `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded
     here, and to where a given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay
     float32. The model is put in eval mode (no dropout).
     """
 
-    def __init__(self, model, tokenizer=None, device=None, dtype=None):
+    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None):
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
             loaded = load_elmo(model, dtype).to(device or process_state().device)
@@ -134,7 +136,7 @@ class ElmoEmbedder:
             yield from self.embed_batch(batch)
 
     def embed_file(self, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, **options):
-        """AllenNLP's `embed_file`: the work of `scripts/embed_file.py` (see `elmo_transformers.embed_file`, which
+        """AllenNLP's `embed_file`: the work of `elmo-transformers embed` (see `elmo_transformers.embed_file`, which
         also documents `options`); `input_file` is a path, "-" (stdin) or an open text file."""
         from .embed_file import embed_file
 

@@ -1,12 +1,9 @@
 #!/usr/bin/env python
-"""Embed a text file with ELMo into HDF5, in the layout of AllenNLP's `allennlp elmo` command.
-
-The work is `elmo_transformers.embed_file` (also `ElmoEmbedder.embed_file`); `--help` tells the rules.
-"""
+"""Kept for earlier instructions: the same as `elmo-transformers embed ...` (run it with --help)."""
 
 import sys
 
-from elmo_transformers.embed_file import main
+from elmo_transformers.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["embed", *sys.argv[1:]]))

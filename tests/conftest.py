@@ -1,5 +1,6 @@
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,19 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE_NAMES = ["allennlp-tiny", "allennlp-tiny-edge"]
+SHIPPED = REPO / "elmo_transformers" / "models" / "elmo-pd-small"  # the default model, as the checkout has it
+
+
+def command(*args):
+    """The `elmo-transformers` command line of this checkout, for subprocess.run / Popen (env: `command_env()`)."""
+    return [sys.executable, "-m", "elmo_transformers", *map(str, args)]
+
+
+def command_env(**variables):
+    """A subprocess environment that runs this checkout's code, never an installed copy (the repository root comes
+    first on the path), offline."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "research")]), HF_HUB_OFFLINE="1",
+                **variables)
 
 
 def load_fixture(name):
@@ -25,7 +39,8 @@ def load_fixture(name):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The allennlp-tiny fixture converted by the converter (both fixtures share these weights)."""
-    from convert_allennlp_elmo import convert, save_atomically
+    from elmo_transformers.conversion_output import save_atomically
+    from elmo_transformers.convert_allennlp import convert
 
     folder = FIXTURES / "allennlp-tiny"
     model, tokenizer = convert(folder / "options.json", folder / "weights.hdf5")

@@ -9,12 +9,11 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, command, command_env
 
 from configuration_elmo import ElmoConfig
 
 TINY = FIXTURES / "allennlp-tiny"
-SCRIPT = REPO / "scripts" / "convert_allennlp_elmo.py"
 
 
 class Result:
@@ -24,19 +23,18 @@ class Result:
 
 def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=None):
     """The converter's command line; in-process by default (the same main()), as a real subprocess on request."""
-    argv = ["--options", str(options), "--weights", str(weights), "--output", str(output), *extra]
+    argv = ["convert", "allennlp", "--options", str(options), "--weights", str(weights), "--output", str(output), *extra]
     if in_process:
         import contextlib
         import io
 
-        from convert_allennlp_elmo import main
+        from elmo_transformers.cli import main
 
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         return Result(code, out.getvalue(), err.getvalue())
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "scripts")]), HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, text=True, env=env, timeout=300,
+    done = subprocess.run(command(*argv), capture_output=True, text=True, env=command_env(), timeout=300,
                           preexec_fn=preexec_fn)
     return Result(done.returncode, done.stdout, done.stderr)
 
@@ -144,7 +142,7 @@ def test_missing_files_are_named(tmp_path):
 
 
 def test_n_characters_261_and_262_give_the_same_model(tmp_path):
-    from convert_allennlp_elmo import convert
+    from elmo_transformers.convert_allennlp import convert
 
     options = json.loads((TINY / "options.json").read_text())
     options["char_cnn"]["n_characters"] = 261
@@ -171,7 +169,7 @@ def snapshot(folder):
 
 
 def test_a_conversion_writes_only_the_files_overwrite_may_replace(tmp_path):
-    from model_files import is_model_file
+    from elmo_transformers.model_files import is_model_file
 
     assert run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out").returncode == 0
     assert all(is_model_file(name) for name in os.listdir(tmp_path / "out"))
@@ -359,7 +357,7 @@ def save_then_hang(self, folder, **kwargs):
 
 modeling_elmo.ElmoModel.save_pretrained = save_then_hang
 sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
+runpy.run_module("elmo_transformers", run_name="__main__")
 """
 
 
@@ -367,10 +365,9 @@ def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     out = tmp_path / "out"
     child = tmp_path / "child.py"
     child.write_text(KILLED_CHILD)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "scripts")]), HF_HUB_OFFLINE="1")
-    argv = [str(SCRIPT), "--options", str(TINY / "options.json"), "--weights", str(TINY / "weights.hdf5"),
+    argv = ["elmo-transformers", "convert", "allennlp", "--options", str(TINY / "options.json"), "--weights", str(TINY / "weights.hdf5"),
             "--output", str(out)]
-    process = subprocess.Popen([sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen([sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True, env=command_env())
     try:
         assert process.stdout.readline().strip() == "staged"
     finally:

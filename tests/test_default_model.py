@@ -1,4 +1,5 @@
-"""The shipped default model (models/elmo-pd-small) loads offline, through the Auto classes, in a fresh process."""
+"""The shipped default model (elmo_transformers/models/elmo-pd-small) loads offline, through the Auto classes, in a
+fresh process."""
 
 import json
 import os
@@ -6,14 +7,14 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import REPO
+from conftest import REPO, SHIPPED as MODEL
 
-MODEL = REPO / "models" / "elmo-pd-small"
+from configuration_elmo import ELMO_MODULES
 
 CHILD = textwrap.dedent(
     """
     import json, sys, torch
-    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo"):
+    for name in ELMO_MODULES:
         sys.modules[name] = None  # only the folder's own code may be used
     from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
 
@@ -38,7 +39,7 @@ CHILD = textwrap.dedent(
         "vocab": tokenizer.vocab_size,
     }))
     """
-)
+).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
 def test_default_model_loads_offline_in_a_fresh_process(tmp_path):
@@ -71,6 +72,14 @@ def test_default_model_is_small_and_documented():
 
 def test_default_model_code_is_the_repository_code():
     """Remote code needs the modules in the folder: there they are git symlinks to the one copy at the root."""
-    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "pipeline_elmo.py"):
+    for name in (f"{module}.py" for module in ELMO_MODULES):
         link = MODEL / name
-        assert link.is_symlink() and link.resolve() == REPO / name, f"models/elmo-pd-small/{name} is not a link"
+        assert link.is_symlink() and link.resolve() == REPO / name, f"{MODEL}/{name} is not a link"
+
+
+def test_the_installed_modules_are_the_model_modules():
+    """pyproject.toml installs the root modules as top-level modules: the same list as ELMO_MODULES."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert tuple(project["tool"]["setuptools"]["py-modules"]) == ELMO_MODULES

@@ -1,4 +1,4 @@
-"""scripts/demo.py, the README's first command: with one sentence, with none and with the user's own sentences it
+"""`elmo-transformers demo`, the README's first command: with one sentence, with none and with the user's own sentences it
 shows one word's uses, and the similarities it prints are the cosines of the model's ELMo vectors."""
 
 import logging
@@ -6,17 +6,16 @@ import re
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import SHIPPED
 
-import demo
+from elmo_transformers.cli import demo
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    model = REPO / "models" / "elmo-pd-small"
-    return ElmoModel.from_pretrained(model).eval(), ElmoTokenizer.from_pretrained(model)
+    return ElmoModel.from_pretrained(SHIPPED).eval(), ElmoTokenizer.from_pretrained(SHIPPED)
 
 
 def run(argv, capsys, caplog, recwarn):

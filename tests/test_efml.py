@@ -11,13 +11,13 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES
 from tolerance import assert_close_to_reference
 
+from configuration_elmo import ELMO_MODULES
 from tokenization_elmo import ElmoTokenizer, read_dic
 
 NAMES = ["efml-charword", "efml-word"]
-SCRIPT = REPO / "scripts" / "convert_elmoformanylangs.py"
 
 
 def load(name):
@@ -29,10 +29,10 @@ def load(name):
 @pytest.fixture(scope="module", params=NAMES)
 def converted(request, tmp_path_factory):
     """(fixture name, converted folder written by the command line)."""
-    from convert_elmoformanylangs import main
+    from elmo_transformers.cli import main
 
     output = tmp_path_factory.mktemp("efml") / request.param
-    assert main([str(FIXTURES / request.param / "model"), "--output", str(output)]) == 0
+    assert main(["convert", "elmoformanylangs", str(FIXTURES / request.param / "model"), "--output", str(output)]) == 0
     return request.param, output
 
 
@@ -123,7 +123,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np, torch
-    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo"):
+    for name in ELMO_MODULES:
         sys.modules[name] = None  # only the folder's own copies may be used
     from transformers import AutoModel, AutoTokenizer
 
@@ -137,7 +137,7 @@ CHILD = textwrap.dedent(
         out = model(**enc, output_hidden_states=True)
     np.save(out_path, torch.stack(out.hidden_states, dim=1).numpy())
     """
-)
+).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
 def test_auto_classes_with_remote_code_in_an_isolated_process(converted, tmp_path):
@@ -213,11 +213,11 @@ def run(argv):
     import contextlib
     import io
 
-    from convert_elmoformanylangs import main
+    from elmo_transformers.cli import main
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main([str(a) for a in argv])
+        code = main(["convert", "elmoformanylangs", *map(str, argv)])
     return code, err.getvalue()
 
 
@@ -267,7 +267,7 @@ def test_broken_model_folders_are_named(tmp_path, damage, fragment):
 
 def test_shipped_model_config_is_found_by_name(tmp_path):
     """Released folders name the package's config (not in the folder): its built-in copy is used."""
-    from convert_elmoformanylangs import read_model_config
+    from elmo_transformers.convert_elmoformanylangs import read_model_config
 
     source = copy_model(tmp_path)
     (source / "config.json").write_text(json.dumps({"config_path": "../configs/cnn_50_100_512_4096_sample.json"}))
@@ -335,9 +335,9 @@ def test_feature_extraction_pipeline_gives_the_package_average(converted):
 
 def test_push_to_hub_uploads_the_vocabularies(converted, tmp_path):
     """The .dic files are part of the model: the upload folder (the same file list the converter writes) has them."""
-    import push_to_hub
+    from elmo_transformers import hub
 
     _, folder = converted
-    files = push_to_hub.build_upload_folder(folder, tmp_path / "stage", "me/elmo-zh")
+    files = hub.build_upload_folder(folder, tmp_path / "stage", "me/elmo-zh")
     vocabularies = {name for name in os.listdir(folder) if name.endswith(".dic")}
     assert "word.dic" in vocabularies and vocabularies | {"config.json", "model.safetensors"} <= set(files)

@@ -1,4 +1,4 @@
-"""elmo_transformers.embed_file (scripts/embed_file.py, ElmoEmbedder.embed_file): the `allennlp elmo` HDF5 layout,
+"""elmo_transformers.embed_file (`elmo-transformers embed`, ElmoEmbedder.embed_file): the `allennlp elmo` HDF5 layout,
 checked against AllenNLP's own fixture outputs, and off the happy path."""
 
 import json
@@ -14,11 +14,11 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, load_fixture
+from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
 from elmo_transformers import embed_file as embed_file_module
-from elmo_transformers.embed_file import main
+from elmo_transformers.cli.embed import main
 
 
 @pytest.fixture
@@ -107,8 +107,7 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     partial = tmp_path / "killed.hdf5.partial"
     args = [str(source), str(output), "--model", str(tiny_model_dir), "--all", "--batch-size", "2"]
 
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    process = subprocess.Popen([sys.executable, str(REPO / "scripts" / "embed_file.py"), *args], env=env,
+    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     shards = []
@@ -315,17 +314,16 @@ def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_m
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    command = [sys.executable, str(REPO / "scripts" / "embed_file.py"), str(source), str(output), "--model",
-               str(tiny_model_dir), "--all"]
-    done = subprocess.run(command, env=env, preexec_fn=small_files, capture_output=True, text=True, timeout=600)
+    env = command_env(OMP_NUM_THREADS="1")
+    embed_command = command("embed", source, output, "--model", tiny_model_dir, "--all")
+    done = subprocess.run(embed_command, env=env, preexec_fn=small_files, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: writing {output} failed") and "rerun with --resume" in last, last
     assert "Traceback" not in done.stderr
     assert not output.exists() and len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 5
     assert not (tmp_path / "out.hdf5.partial" / "assembling.hdf5").exists()
-    done = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*embed_command, "--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     arrays, index, _ = read_hdf5(output)
     assert len(arrays) == 300 and index == {line: str(i) for i, line in enumerate(lines)}
@@ -345,10 +343,9 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
     interrupt_after(monkeypatch, "add_batch", 3)
     assert main(args) == 130
     monkeypatch.undo()
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(REPO / "scripts" / "embed_file.py"), *args, "--resume"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "elmo_transformers", "embed", *args, "--resume"]
+    done = subprocess.run(torchrun, env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shared by 2 processes" in done.stderr
     got, got_index, _ = read_hdf5(output)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import FIXTURE_NAMES, FIXTURES, load_fixture
 from tolerance import assert_close_to_reference
-from convert_allennlp_elmo import convert, write_random_weights
+from elmo_transformers.convert_allennlp import convert, write_random_weights
 from reference_elmo import load_hdf5, reference_sentence
 
 from configuration_elmo import ElmoConfig

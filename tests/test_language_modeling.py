@@ -1,5 +1,5 @@
 """ElmoForLanguageModeling: targets, full and sampled softmax, Trainer (perplexity, gradient accumulation, activation
-checkpointing, bf16, resume) and the train_bilm.py script, on tiny models."""
+checkpointing, bf16, resume) and `elmo-transformers pretrain`, on tiny models."""
 
 import json
 import math
@@ -14,10 +14,11 @@ from reference_elmo import load_hdf5, reference_sentence
 from transformers import AutoModelForPreTraining, Trainer, TrainingArguments
 
 from configuration_elmo import ElmoConfig
-from elmo_data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
 from modeling_elmo import ElmoForLanguageModeling, lm_perplexities, log_uniform_candidates
 from tokenization_elmo import ElmoTokenizer
-from train_bilm import compute_metrics
+
+from elmo_transformers.cli.pretrain import compute_metrics
+from elmo_transformers.data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
 
 NOUNS = ["cat", "dog", "bird", "fish", "cow"]
 VERBS = ["sees", "likes", "chases", "bites"]
@@ -321,7 +322,7 @@ def test_perplexities_from_sums():
 def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkeypatch):
     """The script builds the vocabulary, trains, saves a folder that loads with AutoModelForPreTraining and
     trust_remote_code (same predictions); a second run continues from it, keeping its vocabulary and softmax."""
-    import train_bilm
+    from elmo_transformers.cli import pretrain as train_bilm
 
     lines = [" ".join(s) for s in toy_sentences(40, seed=2)]
     (tmp_path / "train.txt").write_text("\n".join(lines[:32]) + "\n\n")
@@ -352,7 +353,7 @@ def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkey
 
 
 def test_train_bilm_from_base_elmo_model_gets_new_softmax(tmp_path, tiny_model_dir, tiny):
-    import train_bilm
+    from elmo_transformers.cli import pretrain as train_bilm
 
     (tmp_path / "train.txt").write_text("\n".join(" ".join(s) for s in toy_sentences(16, seed=3)) + "\n")
     trainer = train_bilm.main(["--train_file", str(tmp_path / "train.txt"), "--do_train", "--max_steps", "1",

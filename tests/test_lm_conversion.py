@@ -10,7 +10,7 @@ from conftest import FIXTURES
 from tolerance import assert_close_to_reference
 from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
 
-from convert_allennlp_elmo import main as convert_main
+from elmo_transformers.cli import main as cli_main
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
@@ -18,9 +18,9 @@ LM = FIXTURES / "allennlp-lm-tiny"
 
 
 def convert(output, softmax=LM / "softmax.hdf5", vocab=LM / "vocab.txt", extra=()):
-    args = ["--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"), "--output", str(output),
+    args = ["convert", "allennlp", "--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"), "--output", str(output),
             "--softmax-weights", str(softmax), "--vocab", str(vocab), *extra]
-    return convert_main(args)
+    return cli_main(args)
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +158,8 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
     vocab.write_text("".join(w + "\n" for w in words), encoding="utf-8")
     output = tmp_path / "out"
     if case == "vocab alone":
-        code = convert_main(["--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"),
-                             "--output", str(output), "--vocab", str(vocab)])
+        code = cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
+                         "--weights", str(LM / "weights.hdf5"), "--output", str(output), "--vocab", str(vocab)])
     else:
         code = convert(output, softmax, vocab)
     err = capsys.readouterr().err.strip()

@@ -5,14 +5,13 @@ entities with character offsets into the input string."""
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, TOKEN_LABELS, load_fixture
+from conftest import SHIPPED, TOKEN_LABELS, load_fixture
 from tolerance import assert_close_to_reference
 from transformers import pipeline
 
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
-SHIPPED = REPO / "models" / "elmo-pd-small"
 # Odd whitespace on purpose (tab, double space, newline, no-break space): offsets must point into the raw string.
 TEXTS = ["He sat on the bank of the river .", "New  York\tis big", "", "ELMo", "a b c d e f g h i j k",
          "caf\u00e9 \u00a0na\u00efve\nr\u00e9sum\u00e9 !"]

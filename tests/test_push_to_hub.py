@@ -1,5 +1,5 @@
-"""scripts/push_to_hub.py and model_card.py: the folder that would be uploaded holds only what a model repo needs and
-loads in a fresh process; its card follows the architecture (task, Auto class, labels, evaluation results) and its
+"""`elmo-transformers push` (elmo_transformers.hub and .model_card): the folder that would be uploaded holds only
+what a model repo needs and loads in a fresh process; its card follows the architecture (task, Auto class, labels, evaluation results) and its
 usage snippet runs and gives AllenNLP's numbers or the head's predictions; the upload calls get the right repo,
 folder and files."""
 
@@ -13,20 +13,19 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, TOKEN_LABELS, load_fixture
+from conftest import REPO, SHIPPED, TOKEN_LABELS, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
 
-import push_to_hub
+from configuration_elmo import ELMO_MODULES
+from elmo_transformers import hub
+from elmo_transformers.cli import push as push_to_hub
 
 EXPECTED_FILES = {
     "README.md",
     "config.json",
     "model.safetensors",
-    "configuration_elmo.py",
-    "modeling_elmo.py",
-    "tokenization_elmo.py",
-    "pipeline_elmo.py",
+    *(f"{module}.py" for module in ELMO_MODULES),
     "tokenizer_config.json",
 }
 # What a Trainer output folder holds besides the model: never uploaded.
@@ -115,10 +114,10 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
 
 
 def test_symlinked_modules_are_uploaded_as_files(tmp_path):
-    """models/elmo-pd-small links its modules to the repository root: the upload holds the files themselves."""
+    """The shipped model folder links its modules to the repository root: the upload holds the files themselves."""
     stage = tmp_path / "stage"
-    files = push_to_hub.build_upload_folder(REPO / "models" / "elmo-pd-small", stage, "me/elmo-pd-small")
-    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "pipeline_elmo.py"):
+    files = hub.build_upload_folder(SHIPPED, stage, "me/elmo-pd-small")
+    for name in (f"{module}.py" for module in ELMO_MODULES):
         assert name in files and not (stage / name).is_symlink()
         assert (stage / name).read_bytes() == (REPO / name).read_bytes()
     assert "eval" not in files
@@ -149,7 +148,7 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
     monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
     checked = []
-    monkeypatch.setattr(push_to_hub, "check_loads", lambda folder: checked.append(folder) or "loads")  # run above
+    monkeypatch.setattr(hub, "check_loads", lambda folder: checked.append(folder) or "loads")  # run above
 
     model_dir = tmp_path / "trained"
     shutil.copytree(tiny_model_dir, model_dir)

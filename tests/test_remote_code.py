@@ -8,14 +8,16 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, SHIPPED
 from tolerance import assert_close_to_reference
+
+from configuration_elmo import ELMO_MODULES
 
 CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np, torch
-    for name in ("configuration_elmo", "modeling_elmo", "tokenization_elmo", "pipeline_elmo", "elmo_transformers"):
+    for name in (*ELMO_MODULES, "elmo_transformers"):
         sys.modules[name] = None  # an installed copy of this repo must not be what gets used
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -32,7 +34,7 @@ CHILD = textwrap.dedent(
     np.savez(out_path, char_ids=enc["input_ids"].numpy(), layers=torch.stack(out.hidden_states).numpy(),
              elmo=out.last_hidden_state.numpy(), config_type=type(config).__name__)
     """
-)
+).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
 @pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
@@ -63,7 +65,7 @@ def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
     )
     entries = result.stdout.splitlines()
     assert result.returncode == 0 and entries, result.stderr
-    assert str(REPO) not in entries and str(REPO / "scripts") not in entries and "" not in entries
+    assert str(REPO) not in entries and str(REPO / "research") not in entries and "" not in entries
 
 
 INSTALLED_CHILD = textwrap.dedent(
@@ -132,7 +134,7 @@ def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_pat
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
     result = subprocess.run(
-        [sys.executable, "-I", str(script), str(tiny_model_dir), str(REPO / "models" / "elmo-pd-small"),
+        [sys.executable, "-I", str(script), str(tiny_model_dir), str(SHIPPED),
          str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(tmp_path / "out.npy")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )

@@ -155,12 +155,12 @@ def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
 
 def test_int8_stays_close_to_fp32_on_the_default_model(monkeypatch):
     """The shipped model's ELMo vectors on real sentences (median cosine >= 0.999 in every layer)."""
-    from conftest import REPO
+    from conftest import SHIPPED
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
     monkeypatch.setattr(modeling_elmo, "COMPILED_CELL_MIN_DIM", None)  # eager cell: no compilation in this test
-    folder = REPO / "models" / "elmo-pd-small"
+    folder = SHIPPED
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     fp32 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval()
     int8 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval().quantize_int8()

@@ -1,5 +1,5 @@
 """ElmoForTokenClassification / ElmoForSequenceClassification: the ELMo recipe (frozen biLM, trained mix), loading
-from a base ElmoModel folder, Auto classes with trust_remote_code, and the two fine-tuning scripts."""
+from a base ElmoModel folder, Auto classes with trust_remote_code, and the two fine-tuning commands."""
 
 import json
 import random
@@ -184,14 +184,14 @@ def test_bio_span_f1():
 
 
 def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
-    import finetune_token_classification as script
+    from elmo_transformers.cli.finetune import token_classification
 
     def write(path, sentences):
         path.write_text("".join("".join(f"{w}\t{TAGS[w]}\n" for w in s) + "\n" for s in sentences))
 
     write(tmp_path / "train.conll", toy_tagged(32, seed=0))
     write(tmp_path / "valid.conll", toy_tagged(8, seed=1))
-    trainer = script.main(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.conll"),
+    trainer = token_classification(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.conll"),
                            "--validation_file", str(tmp_path / "valid.conll"), "--output_dir", str(tmp_path / "out"),
                            "--do_train", "--do_eval", "--max_steps", "3", "--report_to", "none", "--save_strategy",
                            "no", "--disable_tqdm", "true", "--task_encoder_dim", "4"])
@@ -205,14 +205,14 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
 
 
 def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
-    import finetune_sequence_classification as script
+    from elmo_transformers.cli.finetune import sequence_classification
 
     rng = random.Random(0)
     words = {"pos": ["good", "fine", "great"], "neg": ["bad", "awful", "poor"]}
     rows = [{"text": " ".join(rng.choice(words[label]) for _ in range(3)), "label": label}
             for label in ("pos", "neg") for _ in range(12)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    script.main(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.jsonl"),
+    sequence_classification(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.jsonl"),
                  "--validation_file", str(tmp_path / "train.jsonl"), "--test_file", str(tmp_path / "train.jsonl"),
                  "--output_dir", str(tmp_path / "out"), "--do_train", "--do_eval", "--do_predict", "--max_steps", "2",
                  "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true"])

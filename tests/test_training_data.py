@@ -1,15 +1,14 @@
-"""The training scripts refuse data they cannot use as given, by name, and never change what a label means."""
+"""The training commands refuse data they cannot use as given, by name, and never change what a label means."""
 
 import json
 import subprocess
-import sys
 
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from conftest import REPO
-from elmo_data import DataError
+from conftest import command, command_env
+from elmo_transformers.data import DataError
 from tokenization_elmo import ElmoTokenizer
 
 COMMON = ["--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--max_steps", "2"]
@@ -26,12 +25,12 @@ def polarity_rows(labels, n=6):
 
 
 def run_sequence(model, output, train=None, valid=None, extra=()):
-    import finetune_sequence_classification as script
+    from elmo_transformers.cli.finetune import sequence_classification
 
     args = ["--model_name_or_path", str(model), "--output_dir", str(output), *COMMON, *extra]
     for flag, path in (("--train_file", train), ("--validation_file", valid)):
         args += [flag, path] if path else []
-    return script.main(args)
+    return sequence_classification(args)
 
 
 @pytest.fixture(scope="module")
@@ -76,24 +75,22 @@ def test_null_label_and_empty_file_are_named(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("tags, words", [(["DET", "NOUN", "VERB", "X"], 3), (["DET", "NOUN"], 3)])
 def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
-    import finetune_token_classification as script
+    from elmo_transformers.cli.finetune import token_classification
 
     rows = [{"tokens": ["the", "cat", "sat"], "tags": ["DET", "NOUN", "VERB"]}] * 2
     rows.append({"tokens": ["the", "cat", "sat"][:words], "tags": tags})
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     with pytest.raises(DataError, match=rf"train example 2: {words} words but {len(tags)} tags"):
-        script.main(["--model_name_or_path", str(tiny_model_dir), "--train_file", train, "--output_dir",
+        token_classification(["--model_name_or_path", str(tiny_model_dir), "--train_file", train, "--output_dir",
                      str(tmp_path / "out"), "--do_train", *COMMON])
 
 
 def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "finetune_sequence_classification.py"), "--model_name_or_path",
-         str(tiny_model_dir), "--train_file", str(tmp_path / "empty.jsonl"), "--output_dir", str(tmp_path / "o"),
-         "--do_train", *COMMON],
-        capture_output=True, text=True, env={"PYTHONPATH": f"{REPO}:{REPO / 'scripts'}", "HF_HUB_OFFLINE": "1",
-                                             "PATH": "/usr/bin:/bin"},
+        command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
+                tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train", *COMMON),
+        capture_output=True, text=True, env=command_env(),
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)"
@@ -102,7 +99,7 @@ def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
 
 def test_resumed_bilm_training_keeps_the_checkpoint_vocabulary(tmp_path):
     """Resuming with other --min_count / --vocab_size must not rebuild vocab.txt under the checkpoint's softmax."""
-    import train_bilm
+    from elmo_transformers.cli import pretrain as train_bilm
 
     words = "the cat sees a dog and the bird likes the cat".split()
     (tmp_path / "train.txt").write_text("\n".join(" ".join(words[i:] + words[:i]) for i in range(11)) + "\n")

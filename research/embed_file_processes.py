@@ -1,6 +1,6 @@
 """embed_file wall time: N processes x 1 thread (torchrun) against 1 process x N threads, same input and model.
 
-    python benchmarks/embed_file_processes.py INPUT --model DIR [--lines 150] [--processes 2] [--repeats 3]
+    python research/embed_file_processes.py INPUT --model DIR [--lines 150] [--processes 2] [--repeats 3]
 
 Runs alternate between the two set-ups; prints the median wall time of each (model loading included), their ratio,
 the CPU, and the largest difference between the two outputs.
@@ -18,7 +18,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "embed_file.py"
 
 
 def cpu_name():
@@ -55,9 +54,9 @@ def main():
         words = sum(len(line.split()) for line in lines)
         flags = ["--model", args.model, "--top", "--batch-size", str(args.batch_size)]
         one_output, many_output = os.path.join(folder, "one.hdf5"), os.path.join(folder, "many.hdf5")
-        one = [sys.executable, str(SCRIPT), source, one_output, *flags]
+        one = [sys.executable, "-m", "elmo_transformers", "embed", source, one_output, *flags]
         many = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(args.processes),
-                str(SCRIPT), source, many_output, *flags]
+                "-m", "elmo_transformers", "embed", source, many_output, *flags]
         times = {"one": [], "many": []}
         for _ in range(args.repeats):
             times["one"].append(run(one, args.processes, one_output))

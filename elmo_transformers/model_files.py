@@ -1,7 +1,9 @@
 """The files of an ELMo model folder: what a conversion writes (and so what `--overwrite` may replace) and what
-push_to_hub.py uploads. One list, so that a file a model needs is never written by one tool and left out by another."""
+`elmo-transformers push` uploads. One list, so that a file a model needs is never written by one tool and left out by another."""
 
 import fnmatch
+
+from configuration_elmo import ELMO_MODULES
 
 MODEL_FILES = (
     "config.json",
@@ -13,10 +15,7 @@ MODEL_FILES = (
     "vocab.txt",  # the word vocabulary (bilm-tf format)
     "char.dic",  # ELMoForManyLangs character and word vocabularies
     "word.dic",
-    "configuration_elmo.py",
-    "modeling_elmo.py",
-    "tokenization_elmo.py",
-    "pipeline_elmo.py",
+    *(f"{module}.py" for module in ELMO_MODULES),
 )
 
 

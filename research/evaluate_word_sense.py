@@ -5,7 +5,7 @@ For each pair (the same word in two sentences, same or different WordNet sense) 
 of the target word's vectors; the figure is the ROC AUC of that score against the same-sense label, for each biLM
 layer and for the ELMo mix.
 
-    python scripts/evaluate_word_sense.py --model DIR --pairs ../shared/data/eval/word-sense-pairs/pairs.jsonl
+    python research/evaluate_word_sense.py --model DIR --pairs ../shared/data/eval/word-sense-pairs/pairs.jsonl
 
 `--pairs` takes a local JSON Lines file or a Hub dataset name (fields: tokens1, index1, tokens2, index2, label).
 """

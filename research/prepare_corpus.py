@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Tokenise a raw text corpus (one paragraph per line) into one sentence per line, words separated by spaces.
 
-    python scripts/prepare_corpus.py ../shared/data/corpora/public-domain-en/train.txt.gz data/train.txt.gz
+    python research/prepare_corpus.py ../shared/data/corpora/public-domain-en/train.txt.gz data/train.txt.gz
 
 ELMo's tokenizer splits on whitespace, so punctuation must be separated first. The word rule is the one the shared
 evaluation data (word-sense pairs) was tokenised with: numbers with inner `.,:`, words of letters with inner

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# A separate virtual environment with AllenNLP 2.10.1, for `scripts/benchmark.py --allennlp-python VENV/bin/python`
-# (AllenNLP's own Elmo timed on the benchmark's weights):  bash benchmarks/allennlp_venv.sh [VENV]
+# A separate virtual environment with AllenNLP 2.10.1, for `research/benchmark.py --allennlp-python VENV/bin/python`
+# (AllenNLP's own Elmo timed on the benchmark's weights):  bash research/allennlp_venv.sh [VENV]
 # AllenNLP 2.10.1 asks for torch<1.13, which has no Python 3.11 build: it is installed without its dependencies on
 # the same CPU torch as ours, plus what `allennlp.modules.elmo` imports. Its outputs then match the AllenNLP reference
 # fixtures (tests/fixtures/allennlp-*) within 3e-6. AllenNLP on its own pinned stack (torch 1.12.1) needs Python 3.10:
 #   python3.10 -m venv DIR && DIR/bin/pip install allennlp==2.10.1 "numpy<2"   (its thinc and torch predate numpy 2)
 set -euo pipefail
-VENV=${1:-benchmarks/allennlp-venv}
+VENV=${1:-research/allennlp-venv}
 python3 -m venv "$VENV"
 PIP="$VENV/bin/pip"
 "$PIP" install torch==2.13.0  # first, and pinned below, so that nothing pulls another (CUDA) build

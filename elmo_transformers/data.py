@@ -1,9 +1,8 @@
-"""Data helpers shared by the training scripts: loading local files (text, JSON, CSV, CoNLL) or Hub datasets through
+"""Data helpers shared by the training commands: loading local files (text, JSON, CSV, CoNLL) or Hub datasets through
 `datasets`, the biLM word vocabulary, windows and the language-model collator."""
 
 import collections
 import os
-import sys
 from dataclasses import dataclass
 
 import datasets
@@ -14,15 +13,7 @@ from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
 
 
 class DataError(ValueError):
-    """Input data the scripts cannot use as given (missing, empty, inconsistent): printed as one line, no traceback."""
-
-
-def command_line(main):
-    """Run a script's `main`, printing a `DataError` as one line (`error: ...`) instead of a traceback."""
-    try:
-        main()
-    except DataError as e:
-        sys.exit(f"error: {e}")
+    """Input data the commands cannot use as given (missing, empty, inconsistent): printed as one line, no traceback."""
 
 
 def data_format(path):

@@ -21,8 +21,7 @@ import shutil
 import socket
 import sys
 
-from model_files import is_model_file
-
+from .model_files import is_model_file
 
 
 class ConversionError(ValueError):

@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Held-out perplexity of a trained biLM next to smoothed unigram and bigram baselines on the same predictions.
 
-    python scripts/evaluate_perplexity.py --model models/elmo-pd-small \
+    python research/evaluate_perplexity.py --model elmo_transformers/models/elmo-pd-small \
         --train_file data/train.txt.gz --eval_file data/valid.txt.gz data/test.txt.gz
 
-Each evaluation file is cut into windows exactly as `train_bilm.py` cuts training text (`--max_words`, which must be
+Each evaluation file is cut into windows exactly as `elmo-transformers pretrain` cuts training text (`--max_words`, which must be
 the training run's), and scored with the full softmax, forward, backward and average perplexity. The baselines
 (`ngram_baselines.py`) are counted on `--train_file`, use the model's vocabulary and predict the same tokens.
 """
@@ -13,28 +12,16 @@ import argparse
 import json
 
 import torch
-from elmo_data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
 from ngram_baselines import baseline_perplexities
 from transformers import AutoModelForPreTraining, AutoTokenizer
 
-from modeling_elmo import lm_perplexities
-
-
-@torch.no_grad()
-def bilm_perplexities(model, collator, windows, batch_size, device):
-    """Exact corpus perplexities: summed NLLs over every prediction, then one exp per direction."""
-    order = sorted(range(len(windows)), key=lambda i: len(windows[i]))  # similar lengths batch together
-    totals = torch.zeros(3, dtype=torch.float64)
-    for start in range(0, len(order), batch_size):
-        batch = collator([{"words": windows[i]} for i in order[start : start + batch_size]]).to(device)
-        out = model(**batch)
-        totals += torch.stack([out.forward_nll.sum(), out.backward_nll.sum(), out.num_predictions.sum()]).double().cpu()
-    return lm_perplexities(totals[0], totals[1], totals[2])
+from elmo_transformers.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
+from elmo_transformers.perplexity import bilm_perplexities
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="a folder saved by train_bilm.py (ElmoForLanguageModeling)")
+    parser.add_argument("--model", required=True, help="a biLM language model folder (ElmoForLanguageModeling)")
     parser.add_argument("--train-file", "--train_file", nargs="+", required=True, help="the training text, for the baselines")
     parser.add_argument("--eval-file", "--eval_file", nargs="+", required=True, help="held-out text files, each scored alone")
     parser.add_argument("--max-words", "--max_words", type=int, default=30, help="window length used in training")

@@ -1,4 +1,4 @@
-"""What the two fine-tuning scripts share: arguments, labels, loading the head, and the Trainer run."""
+"""What the two fine-tuning tasks share: arguments, labels, loading the head, and the Trainer run."""
 
 import json
 import logging
@@ -9,15 +9,15 @@ import datasets
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
-from elmo_data import DataError, load_splits
+from .data import DataError, load_splits
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, train_bilm.py "
-                                               "output) or an already fine-tuned head of the same kind."})
+    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, `elmo-transformers "
+                                               "pretrain` output) or an already fine-tuned head of the same kind."})
     freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
                                                               "fine-tuning."})
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
@@ -45,10 +45,10 @@ class DataArguments:
     max_words: int | None = field(default=None, metadata={"help": "Truncate longer examples to this many words."})
 
 
-def parse_and_load(argv=None):
+def parse_and_load(argv=None, prog=None):
     """The command line (head, data and Trainer arguments), logging and the seed, then the data splits, checked
-    against the --do_* flags: what both fine-tuning scripts start with."""
-    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments))
+    against the --do_* flags: what both fine-tuning tasks start with."""
+    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments), prog=prog)
     head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])

@@ -2,13 +2,13 @@
 """ELMo inference and training speed on CPU, against an in-process baseline that follows AllenNLP's algorithm and,
 optionally, AllenNLP itself; and the int8 mode's quality (cosine to fp32, a POS probe).
 
-    PYTHONPATH=.:scripts python scripts/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3 \
-        --allennlp-python benchmarks/allennlp-venv/bin/python
-    PYTHONPATH=.:scripts python scripts/benchmark.py --size Small --batch-sizes --train-batch-size 0 \
+    python research/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3 \
+        --allennlp-python research/allennlp-venv/bin/python
+    python research/benchmark.py --size Small --batch-sizes --train-batch-size 0 \
         --document-words 1000 10000 --window 200
 
 Random weights in the original HDF5 layout are written once for the named published size and converted with the
-project's converter into `--cache` (default benchmarks/cache/, gitignored).
+project's converter into `--cache` (default research/cache/, gitignored).
 
 Speed: for each batch size one subprocess loads the model once per `--dtypes` (fp32, bf16, int8 =
 `quantize_int8()`), makes a warm-up call of each implementation (which also compiles), then calls the baseline and
@@ -20,7 +20,7 @@ peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the
 RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
 With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.1, e.g. separate venvs made by
-`benchmarks/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
+`research/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
 of that interpreter run just before the one that times ours, and its output is compared with ours (first call: both
 start from zero LSTM states).
 
@@ -67,7 +67,8 @@ DTYPES = ("fp32", "bf16", "int8")  # how our model runs; see load_model  # word 
 def converted_model_dir(size, cache):
     """Random original-format weights for `size`, converted once; returns the converted folder."""
     from configuration_elmo import ElmoConfig
-    from convert_allennlp_elmo import convert, save_atomically, write_random_weights
+    from elmo_transformers.conversion_output import save_atomically
+    from elmo_transformers.convert_allennlp import convert, write_random_weights
 
     folder = Path(cache) / size
     output = folder / "converted"
@@ -278,8 +279,9 @@ def worker(args):
             alone = model(ids[:, : args.window]).last_hidden_state  # also the warm-up
             rss_before = reset_peak_rss()
             start = time.perf_counter()
-            for index, out in enumerate(model.forward_windows(ids, args.window)):
-                first = out.last_hidden_state if index == 0 else first
+            first = None
+            for out in model.forward_windows(ids, args.window):
+                first = out.last_hidden_state if first is None else first
             result["seconds"] = time.perf_counter() - start
             result["work_mb"] = status_mb("VmHWM") - rss_before
         result["tokens_per_s"] = n_tokens / result["seconds"]
@@ -344,7 +346,7 @@ def run_config(args, impl, dtype, batch_size, out_dir, python=sys.executable):
     command = [python, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
                "--size", args.size, "--cache", str(args.cache), "--repeats", str(args.repeats), "--output", str(output),
                "--threads", str(args.threads), "--window", str(args.window), "--dtypes", *args.dtypes]
-    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'scripts'}"))
+    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     if done.returncode:
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -483,7 +485,7 @@ def main():
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES),
                         help="how our model runs (fp32 is always included: the baseline and the references use it)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
-    parser.add_argument("--cache", type=Path, default=REPO / "benchmarks" / "cache")
+    parser.add_argument("--cache", type=Path, default=REPO / "research" / "cache")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--train-batch-size", type=int, default=32, help="0 skips the training figure")
     parser.add_argument("--document-words", type=int, nargs="*", default=[],

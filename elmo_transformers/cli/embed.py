@@ -1,0 +1,52 @@
+"""`elmo-transformers embed`: a text file's ELMo vectors into HDF5 (the rules: `elmo_transformers.embed_file`)."""
+
+import argparse
+import os
+import sys
+
+from .. import embed_file as embed_file_module
+from ..embed_file import DTYPES, MAX_SENTENCE_WORDS, PartialRun, check_paths, embed_file
+from ..embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
+from ..models import DEFAULT_MODEL
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="elmo-transformers embed", description=embed_file_module.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", help="text file, one whitespace-tokenized sentence per line (- for stdin)")
+    parser.add_argument("output", help="HDF5 file to write")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="converted ELMo folder or Hub repo id (default: the shipped model)")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    for name, help_text in [
+        ("all", "all biLM layers: (n_layers + 1, words, 2P) per line"),
+        ("top", "the top layer: (words, 2P) per line"),
+        ("average", "the plain mean of the layers: (words, 2P) per line"),
+    ]:
+        mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=help_text)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences per forward pass (default 64)")
+    parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
+                        help="longer lines are embedded in stateful windows of this many words (default 1000)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype (outputs are float32)")
+    parser.add_argument("--device", help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
+    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    args = parser.parse_args(argv)
+    for name in ("batch_size", "max_sentence_words"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+
+    output = os.path.abspath(args.output)
+    try:
+        check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
+        embedder = ElmoEmbedder(args.model, device=args.device, dtype=DTYPES[args.dtype])
+        embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
+                   resume=args.resume, overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished lines are kept in {PartialRun(output).folder}; rerun with --resume",
+              file=sys.stderr)
+        return 130
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from None
+    if process_state().is_main_process:
+        print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,207 @@
+"""`elmo-transformers pretrain`: train the ELMo biLM language model (`ElmoForLanguageModeling`) with Trainer: from scratch, or continuing from an
+existing ElmoModel folder (e.g. converted AllenNLP weights) on domain text, as the paper's domain fine-tuning.
+
+Data: local text files (one sentence or paragraph per line; .txt or .txt.gz) or a Hub dataset with a text column.
+Lines are split into windows of at most --max-words words; each window is one biLM sentence (<S> ... </S>).
+The word vocabulary (bilm-tf format) is built from the training text unless --vocab-file is given or the starting
+model already has one of the right size; it is saved with the model as vocab.txt.
+
+    elmo-transformers pretrain --train-file train.txt.gz --validation-file valid.txt.gz \\
+        --output-dir out --do-train --do-eval --lstm-dim 256 --projection-dim 64 --n-negative-samples 1024
+
+Prints and saves (eval_results.json) the forward, backward and average perplexity on the evaluation split.
+"""
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+
+from configuration_elmo import ElmoConfig
+from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
+from tokenization_elmo import ElmoTokenizer
+
+from ..data import DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits, text_to_windows
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
+                  "vocabulary is reused); omit to train from scratch with the size arguments below."},
+    )
+    char_embedding_dim: int = field(default=16, metadata={"help": "From scratch: character embedding size."})
+    filters: str = field(
+        default="[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512],[7,1024]]",
+        metadata={"help": "From scratch: char-CNN filters as JSON [[width, number], ...]."},
+    )
+    n_highway: int = field(default=1, metadata={"help": "From scratch: highway layers."})
+    lstm_dim: int = field(default=1024, metadata={"help": "From scratch: LSTM cell size."})
+    projection_dim: int = field(default=128, metadata={"help": "From scratch: LSTM projection / token embedding size."})
+    n_layers: int = field(default=2, metadata={"help": "From scratch: LSTM layers per direction."})
+    n_negative_samples: int | None = field(
+        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (None: full softmax)."}
+    )
+    lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
+
+
+@dataclass
+class DataArguments:
+    train_file: list[str] | None = field(default=None, metadata={"help": "Training text files (.txt, .txt.gz)."})
+    validation_file: list[str] | None = field(default=None, metadata={"help": "Evaluation text files."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
+    text_column: str = field(default="text", metadata={"help": "Column holding the text."})
+    validation_split_percentage: float = field(
+        default=1.0, metadata={"help": "Percent of the training lines held out when there is no validation split."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training lines."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N evaluation lines."})
+    max_words: int = field(default=50, metadata={"help": "Split lines into windows of at most this many words."})
+    vocab_file: str | None = field(default=None, metadata={"help": "bilm-tf vocabulary file (<S>, </S>, <UNK>, ...)."})
+    vocab_size: int | None = field(default=50000, metadata={"help": "Building the vocabulary: most lines to keep."})
+    min_count: int = field(default=1, metadata={"help": "Building the vocabulary: keep words seen this often."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for datasets.map."})
+
+
+def load_windows(data_args, training_args):
+    """Train and evaluation splits as rows of word windows."""
+    data_files = {}
+    if data_args.train_file:
+        data_files["train"] = data_args.train_file
+    if data_args.validation_file:
+        data_files["validation"] = data_args.validation_file
+    raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_files)
+    if "validation" not in raw and "train" in raw:
+        held_out = raw["train"].train_test_split(
+            test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
+        )
+        raw["train"], raw["validation"] = held_out["train"], held_out["test"]
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
+    for split, limit in limits.items():
+        if split in raw and limit is not None:
+            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
+    with training_args.main_process_first(desc="windows"):
+        return {
+            split: text_to_windows(raw[split], data_args.text_column, data_args.max_words,
+                                   data_args.preprocessing_num_workers)
+            for split in ("train", "validation") if split in raw
+        }
+
+
+def load_tokenizer(model_args, data_args, training_args, train_windows):
+    """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
+    checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (if it has
+    an LM softmax of that size), else built from the text."""
+    checkpoint = training_args.resume_from_checkpoint
+    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
+        tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
+        if data_args.vocab_file and ElmoTokenizer(vocab_file=data_args.vocab_file).get_vocab() != tokenizer.get_vocab():
+            raise DataError(f"--vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
+                            f"{checkpoint}: its softmax rows follow the checkpoint's words (drop --vocab_file to resume)")
+        logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; --vocab_size and "
+                    "--min_count apply only when a vocabulary is built")
+        return tokenizer, False
+    if data_args.vocab_file:
+        return ElmoTokenizer(vocab_file=data_args.vocab_file), False
+    if model_args.model_name_or_path:
+        config = ElmoConfig.from_pretrained(model_args.model_name_or_path)
+        tokenizer = ElmoTokenizer.from_pretrained(model_args.model_name_or_path)
+        if config.lm_vocab_size is not None and config.lm_vocab_size == tokenizer.vocab_size:
+            logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
+            return tokenizer, True
+    if train_windows is None:
+        raise ValueError("no vocabulary: give --vocab_file, or training data to build one from")
+    os.makedirs(training_args.output_dir, exist_ok=True)
+    path = os.path.join(training_args.output_dir, "vocab.txt")
+    with training_args.main_process_first(desc="vocabulary"):
+        if training_args.process_index == 0:
+            size = build_vocabulary(train_windows, path, data_args.vocab_size, data_args.min_count)
+            logger.info(f"Built a vocabulary of {size} words into {path}")
+    return ElmoTokenizer(vocab_file=path), False
+
+
+def load_model(model_args, vocab_size, keep_softmax):
+    """From scratch (size arguments), or the starting model's biLM with its softmax (same vocabulary) or a new one."""
+    lm_fields = {
+        "lm_vocab_size": vocab_size,
+        "lm_n_negative_samples": model_args.n_negative_samples,
+        "lm_dropout": model_args.lm_dropout,
+    }
+    if model_args.model_name_or_path and keep_softmax:
+        return ElmoForLanguageModeling.from_pretrained(model_args.model_name_or_path, **lm_fields)
+    if model_args.model_name_or_path:
+        bilm = ElmoModel.from_pretrained(model_args.model_name_or_path)
+        for name, value in lm_fields.items():
+            setattr(bilm.config, name, value)
+        bilm.config.validate_elmo()
+        model = ElmoForLanguageModeling(bilm.config)
+        model.elmo.load_state_dict(bilm.state_dict())
+        return model
+    config = ElmoConfig(
+        char_embedding_dim=model_args.char_embedding_dim,
+        filters=json.loads(model_args.filters),
+        n_highway=model_args.n_highway,
+        lstm_dim=model_args.lstm_dim,
+        projection_dim=model_args.projection_dim,
+        n_layers=model_args.n_layers,
+        **lm_fields,
+    )
+    return ElmoForLanguageModeling(config)
+
+
+def compute_metrics(eval_prediction):
+    """Exact corpus perplexities from the per-sentence NLL sums the model returns (not an average of batches)."""
+    forward_nll, backward_nll, num_predictions = eval_prediction.predictions[:3]
+    return lm_perplexities(forward_nll, backward_nll, num_predictions)
+
+
+def main(argv=None):
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments), prog="elmo-transformers pretrain")
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    # The collator reads the "words" column, which is not a forward() argument.
+    training_args.remove_unused_columns = False
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
+        raise ValueError("give --train_file / --validation_file or --dataset_name")
+    if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
+        raise ValueError("--do_train needs --train_file or --dataset_name")
+    set_seed(training_args.seed)
+
+    windows = load_windows(data_args, training_args)
+    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
+    model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
+    logger.info(f"Model: {model.num_parameters():,} parameters, vocabulary {tokenizer.vocab_size:,} words")
+
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=windows.get("train") if training_args.do_train else None,
+        eval_dataset=windows.get("validation") if training_args.do_eval else None,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForElmoLanguageModeling(tokenizer),
+        compute_metrics=compute_metrics,
+    )
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        trainer.save_model()
+        metrics = dict(result.metrics)
+        mean_words = sum(windows["train"]["length"]) / max(len(windows["train"]), 1)
+        metrics["train_words_per_second"] = round(metrics["train_samples_per_second"] * mean_words, 1)
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+    if training_args.do_eval:
+        metrics = trainer.evaluate()
+        metrics["eval_words"] = sum(windows["validation"]["length"])
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+    return trainer
+

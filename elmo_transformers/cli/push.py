@@ -1,0 +1,57 @@
+"""`elmo-transformers push`: upload an ELMo folder to the Hub with a model card (the rules: `elmo_transformers.hub`)."""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+from huggingface_hub import get_token
+
+from .. import hub
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="elmo-transformers push", description=hub.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained)")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
+    parser.add_argument("--private", action="store_true", help="create the repo as private")
+    parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")
+    parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
+    card = parser.add_argument_group("model card")
+    card.add_argument("--license", default="apache-2.0", help="license id (default apache-2.0, as AllenNLP's ELMo)")
+    card.add_argument("--language", nargs="*", default=["en"], help="language codes (default en)")
+    card.add_argument("--datasets", nargs="*", default=[], help="Hub ids of the training data sets")
+    card.add_argument("--base-model", help="Hub id this model was fine-tuned from")
+    card.add_argument("--source", help="what it was converted from, e.g. the AllenNLP options/weights file names")
+    card.add_argument("--check", help="how equivalence to AllenNLP was checked, with the figure")
+    card.add_argument("--eval-dataset", help="Hub id or name of the data of DIR's *_results.json (default: the "
+                      "first of --datasets)")
+    args = parser.parse_args(argv)
+
+    if not os.path.isdir(args.model_dir):
+        raise SystemExit(f"error: {args.model_dir} is not a folder")
+    if not args.dry_run and get_token() is None:
+        raise SystemExit("error: no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+    if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
+        raise SystemExit(f"error: --staging-dir {args.staging_dir} is not empty")
+    staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+    try:
+        files = hub.build_upload_folder(
+            args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
+            datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
+            eval_dataset=args.eval_dataset,
+        )
+        print(hub.check_loads(staging), file=sys.stderr)
+        if args.dry_run:
+            print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
+            print("\n".join(f"  {name}" for name in files))
+            return 0
+        url = hub.upload(staging, args.repo_id, args.private)
+        print(f"uploaded {len(files)} files to {url}")
+        return 0
+    finally:
+        if not args.dry_run and not args.staging_dir:
+            shutil.rmtree(staging, ignore_errors=True)
+

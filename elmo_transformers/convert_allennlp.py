@@ -1,0 +1,201 @@
+"""Convert an original ELMo (AllenNLP / bilm-tf `options.json` + `weights.hdf5`) into a Hub-ready folder.
+
+    elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR
+
+The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the three module files,
+so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works. Every dataset is checked against the options
+before anything is written; the folder appears only when the conversion succeeded.
+
+With the published softmax (`NAME_softmax_weights.hdf5`: group `softmax` with `W` [V, P] and `b` [V], shared by both
+directions) and its vocabulary (one word a line, word id = line number), the folder holds the language model: it
+loads as `AutoModelForPreTraining` (`ElmoForLanguageModeling`) and, without the softmax, as `AutoModel`.
+"""
+
+import h5py
+import numpy as np
+import torch
+
+from configuration_elmo import ElmoConfig
+from modeling_elmo import ElmoForLanguageModeling, ElmoModel
+from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
+
+from .conversion_output import ConversionError
+
+
+def lstm_prefix(direction, layer, n_layers, flat):
+    """bilm-tf writes no MultiRNNCell/Cell{l} level for a single-layer LSTM (`flat`); AllenNLP's dumps have it."""
+    if n_layers == 1 and flat:
+        return f"RNN_{direction}/RNN/LSTMCell"
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def expected_shapes(config, flat=False):
+    """Every dataset the options call for, with its shape (`flat`: the single-layer layout without Cell0)."""
+    d, F, P, H = config.char_embedding_dim, config.n_filters, config.projection_dim, config.lstm_dim
+    shapes = {"char_embed": (261, d)}  # raw char ids 0..260, whatever n_characters says
+    for i, (width, n) in enumerate(config.filters):
+        shapes[f"CNN/W_cnn_{i}"] = (1, width, d, n)
+        shapes[f"CNN/b_cnn_{i}"] = (n,)
+    for k in range(config.n_highway):
+        for name in ("transform", "carry"):
+            shapes[f"CNN_high_{k}/W_{name}"] = (F, F)
+            shapes[f"CNN_high_{k}/b_{name}"] = (F,)
+    shapes["CNN_proj/W_proj"] = (F, P)
+    shapes["CNN_proj/b_proj"] = (P,)
+    for direction in range(2):
+        for layer in range(config.n_layers):
+            prefix = lstm_prefix(direction, layer, config.n_layers, flat)
+            shapes[f"{prefix}/W_0"] = (2 * P, 4 * H)
+            shapes[f"{prefix}/B"] = (4 * H,)
+            shapes[f"{prefix}/W_P_0"] = (H, P)
+    return shapes
+
+
+def read_weights(config, weights_path):
+    """Read and check every dataset: a dict name -> float32 array, or ConversionError listing all problems.
+
+    Names are returned in the nested layout (`RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/...`) whatever the file uses.
+    """
+    try:
+        hdf5 = h5py.File(weights_path, "r")
+    except OSError as e:
+        raise ConversionError(f"cannot read {weights_path} as HDF5 (truncated or corrupt file?): {e}") from e
+    with hdf5:
+        found = {}
+
+        def collect(name, obj):  # returns None so that visititems visits everything
+            if isinstance(obj, h5py.Dataset):
+                found[name] = obj.shape
+
+        try:  # a file with damaged metadata opens, then fails here ("Object visitation failed")
+            hdf5.visititems(collect)
+            expected = expected_shapes(config, flat="RNN_0/RNN/MultiRNNCell" not in hdf5)
+        except (RuntimeError, OSError, KeyError, ValueError) as e:
+            raise ConversionError(f"cannot read the structure of {weights_path} (corrupt file?): {e}") from e
+        problems = [f"missing dataset {name} (expected shape {shape})" for name, shape in expected.items() if name not in found]
+        problems += [
+            f"dataset {name} has shape {found[name]}, expected {shape} from the options"
+            for name, shape in expected.items()
+            if name in found and tuple(found[name]) != shape
+        ]
+        problems += [f"unexpected dataset {name} {found[name]} (not called for by the options)" for name in found if name not in expected]
+        if problems:
+            raise ConversionError(f"{weights_path} does not match the options:\n  " + "\n  ".join(problems))
+        arrays = {}
+        for name in expected:
+            try:
+                arrays[name] = np.asarray(hdf5[name][...], dtype=np.float32)
+            except (OSError, ValueError, TypeError) as e:
+                raise ConversionError(f"cannot read dataset {name} from {weights_path} (corrupt file?): {e}") from e
+            if not np.isfinite(arrays[name]).all():
+                raise ConversionError(f"dataset {name} in {weights_path} holds NaN or infinite values (corrupt file?)")
+    return {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): value for name, value in arrays.items()}
+
+
+def tf_gates_to_ifgo(matrix, hidden):
+    """TensorFlow's gate blocks i, j(=g), f, o along the last axis -> i, f, g, o."""
+    i, g, f, o = np.split(matrix, [hidden, 2 * hidden, 3 * hidden], axis=-1)
+    return np.concatenate([i, f, g, o], axis=-1)
+
+
+def to_state_dict(config, arrays):
+    """Map the original datasets onto ElmoModel's parameter names (see docs in modeling_elmo.py)."""
+    H, P = config.lstm_dim, config.projection_dim
+    state = {}
+    char_embed = arrays["char_embed"]
+    state["bilm.char_cnn.char_embedding.weight"] = np.concatenate([np.zeros_like(char_embed[:1]), char_embed])
+    for i in range(len(config.filters)):
+        state[f"bilm.char_cnn.convolutions.{i}.weight"] = arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)
+        state[f"bilm.char_cnn.convolutions.{i}.bias"] = arrays[f"CNN/b_cnn_{i}"]
+    for k in range(config.n_highway):  # transform rows over carry rows
+        high = f"CNN_high_{k}"
+        state[f"bilm.char_cnn.highways.{k}.weight"] = np.concatenate([arrays[f"{high}/W_transform"].T, arrays[f"{high}/W_carry"].T])
+        state[f"bilm.char_cnn.highways.{k}.bias"] = np.concatenate([arrays[f"{high}/b_transform"], arrays[f"{high}/b_carry"]])
+    state["bilm.char_cnn.projection.weight"] = arrays["CNN_proj/W_proj"].T
+    state["bilm.char_cnn.projection.bias"] = arrays["CNN_proj/b_proj"]
+    for layer in range(config.n_layers):
+        directions = [f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell" for d in range(2)]
+        kernels = [tf_gates_to_ifgo(arrays[f"{p}/W_0"], H) for p in directions]
+        biases = [tf_gates_to_ifgo(arrays[f"{p}/B"], H) for p in directions]
+        for b in biases:
+            b[H : 2 * H] += 1.0  # TensorFlow's LSTMCell adds forget_bias=1.0 at run time
+        state[f"bilm.layers.{layer}.input_weight"] = np.stack([k[:P] for k in kernels])
+        state[f"bilm.layers.{layer}.state_weight"] = np.stack([k[P:] for k in kernels])
+        state[f"bilm.layers.{layer}.bias"] = np.stack(biases)[:, None, :]
+        state[f"bilm.layers.{layer}.projection_weight"] = np.stack([arrays[f"{p}/W_P_0"] for p in directions])
+    return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in state.items()}
+
+
+def read_softmax(config, softmax_path, vocab_path):
+    """The published softmax and its vocabulary, checked against each other and the biLM: (W [V, P], b [V], words),
+    or ConversionError naming the problem."""
+    try:
+        words = read_vocabulary(vocab_path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e
+    try:
+        hdf5 = h5py.File(softmax_path, "r")
+    except OSError as e:
+        raise ConversionError(f"cannot read {softmax_path} as HDF5 (truncated or corrupt file?): {e}") from e
+    with hdf5:
+        missing = [name for name in ("softmax/W", "softmax/b") if not isinstance(hdf5.get(name), h5py.Dataset)]
+        if missing:
+            raise ConversionError(f"{softmax_path} lacks the datasets {missing}: a published softmax file holds the "
+                                  "group softmax with W [vocabulary, projection] and b [vocabulary]")
+        weight, bias = hdf5["softmax/W"], hdf5["softmax/b"]
+        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
+            raise ConversionError(f"{softmax_path}: softmax/W must be [vocabulary, projection] and softmax/b "
+                                  f"[vocabulary], got {weight.shape} and {bias.shape}")
+        if weight.shape[1] != config.projection_dim:
+            raise ConversionError(f"{softmax_path}: softmax/W has {weight.shape[1]} columns, the biLM's projection "
+                                  f"size is {config.projection_dim} (a softmax of another model?)")
+        if weight.shape[0] != len(words):
+            raise ConversionError(f"{vocab_path} has {len(words):,} lines but {softmax_path}'s softmax/W has "
+                                  f"{weight.shape[0]:,} rows: the vocabulary must be the softmax's, one word a line")
+        weight, bias = np.asarray(weight[...], dtype=np.float32), np.asarray(bias[...], dtype=np.float32)
+    if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+        raise ConversionError(f"{softmax_path} holds NaN or infinite values (corrupt file?)")
+    return weight, bias, words
+
+
+def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):
+    """Build an ElmoModel (and its tokenizer) holding the original weights; with `softmax_path` and `vocab_path`,
+    an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary)."""
+    if (softmax_path is None) != (vocab_path is None):
+        raise ConversionError("give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words")
+    try:
+        config = ElmoConfig.from_allennlp_options(options_path, **config_kwargs)
+    except (OSError, ValueError) as e:
+        raise ConversionError(f"invalid options {options_path}: {e}") from e
+    softmax = None if softmax_path is None else read_softmax(config, softmax_path, vocab_path)
+    state = to_state_dict(config, read_weights(config, weights_path))
+    if softmax is None:
+        model = ElmoModel(config)
+        tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    else:
+        weight, bias, words = softmax
+        index = {w: i for i, w in enumerate(words)}
+        config.lm_vocab_size = len(words)
+        config.bos_token_id, config.eos_token_id = index[BOS_WORD], index[EOS_WORD]
+        model = ElmoForLanguageModeling(config)
+        tokenizer = ElmoTokenizer(vocab_file=str(vocab_path), max_characters_per_token=config.max_characters_per_token)
+        state = {f"elmo.{name}": value for name, value in state.items()}
+        state["lm_softmax.weight"], state["lm_softmax.bias"] = torch.from_numpy(weight), torch.from_numpy(bias)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Only the scalar mixes are new (not part of the biLM file): they keep their initialisation.
+    if unexpected or any("scalar_mixes." not in name for name in missing):
+        raise ConversionError(f"internal mapping error: missing {missing}, unexpected {unexpected}")
+    return model.eval(), tokenizer
+
+
+def write_random_weights(config, path, seed=0, scale=1.0, flat=False):
+    """Write a weight file in the exact original layout with random values (for tests and benchmarks).
+
+    `scale` multiplies Glorot-sized values; around 3 makes cell and projection clipping happen, as in the fixtures.
+    """
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        for name, shape in expected_shapes(config, flat).items():
+            fan = sum(shape[-2:]) if len(shape) > 1 else shape[0]
+            f[name] = (rng.standard_normal(shape) * scale * (2.0 / fan) ** 0.5).astype(np.float32)
+

@@ -1,0 +1,94 @@
+"""Upload an ELMo folder (converted, trained or fine-tuned) to the Hugging Face Hub, with a model card.
+
+    elmo-transformers push DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
+
+1. Builds the upload folder from an allow-list of what a model repo needs (model_files.py: config, weights,
+   tokenizer files, the code modules, README.md); anything else in DIR (Trainer's training_args.bin, which can hold
+   a token, trainer_state.json, *_results.json, optimizer states, checkpoint-*/ and runs/ folders...) is left out
+   and listed. Symlinks are copied as the files they point to. README.md is the model card from model_card.py
+   (DIR's own README.md, if any, is kept instead).
+2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): with
+   `trust_remote_code=True` and its own code files, the Auto class of its architecture must load it and its
+   pipeline must run on a sentence.
+3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
+   `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from huggingface_hub import HfApi
+
+from .model_card import architecture, model_card
+from .model_files import is_model_file
+
+# Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files.
+LOAD_CHECK = """
+import sys
+import torch
+import transformers
+from transformers import AutoTokenizer, pipeline
+
+folder, name, auto_class, task = sys.argv[1:5]
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+if not type(model).__module__.startswith("transformers_modules"):
+    sys.exit(f"the model class came from {type(model).__module__}, not from the folder's code files")
+if type(model).__name__ != name:
+    sys.exit(f"{auto_class} loaded {type(model).__name__}, but config.architectures says {name}")
+with torch.no_grad():
+    model(**tokenizer(["Hello world !"], return_tensors="pt"))
+pipe = pipeline(task, model=folder, trust_remote_code=True)
+result = pipe("Hello world !")
+if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
+    sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
+print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
+"""
+
+
+def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
+    """Copy DIR's model files into `staging` (symlinks dereferenced) and add the model card; returns the sorted
+    file names of `staging`. What is left out is printed."""
+    names = sorted(os.listdir(model_dir))
+    if "config.json" not in names:
+        raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
+    kept = [n for n in names if (is_model_file(n) or n == "README.md") and os.path.isfile(os.path.join(model_dir, n))]
+    left_out = [n + "/" if os.path.isdir(os.path.join(model_dir, n)) else n for n in names if n not in kept]
+    if left_out:
+        print(f"not uploading (not part of a model repo): {', '.join(left_out)}", file=sys.stderr)
+    os.makedirs(staging, exist_ok=True)
+    for name in kept:
+        shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows symlinks
+    if "README.md" in kept:
+        print(f"keeping {model_dir}/README.md as the model card (delete it to generate one)", file=sys.stderr)
+    else:
+        # From DIR's config.json and *_results.json (the latter are described, not uploaded).
+        model_card(model_dir, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
+    return sorted(os.listdir(staging))
+
+
+def check_loads(folder):
+    """Load `folder` in a fresh isolated process (no repository modules on the path, no network)."""
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        name, auto_class, task = architecture(json.load(f))
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    with tempfile.TemporaryDirectory() as cwd:
+        result = subprocess.run(
+            [sys.executable, "-I", "-c", LOAD_CHECK, os.path.abspath(folder), name, auto_class, task],
+            cwd=cwd, env=env, capture_output=True, text=True,
+        )
+    if result.returncode != 0:
+        raise SystemExit(f"error: {folder} does not load with the Auto classes:\n{result.stderr.strip()[-3000:]}")
+    return result.stdout.strip()
+
+
+def upload(folder, repo_id, private):
+    api = HfApi()
+    url = api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload ELMo model")
+    return url
+

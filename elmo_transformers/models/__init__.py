@@ -1,0 +1,6 @@
+"""The models shipped inside the package, found offline from any folder."""
+
+from pathlib import Path
+
+# A small English ELMo trained on public-domain books; its card (README.md in the folder) has every figure.
+DEFAULT_MODEL = str(Path(__file__).resolve().parent / "elmo-pd-small")

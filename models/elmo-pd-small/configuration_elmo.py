@@ -1,1 +1,0 @@
-../../configuration_elmo.py

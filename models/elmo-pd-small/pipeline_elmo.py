@@ -1,1 +1,0 @@
-../../pipeline_elmo.py
