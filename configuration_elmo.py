@@ -35,6 +35,7 @@ ELMO_PIPELINES = {
         "impl": "pipeline_elmo.ElmoTokenClassificationPipeline",
         "pt": ["AutoModelForTokenClassification"],
     },
+    "fill-mask": {"impl": "pipeline_elmo.ElmoFillMaskPipeline", "pt": ["AutoModelForPreTraining"]},
 }
 
 TASK_ENCODERS = ("linear", "lstm")

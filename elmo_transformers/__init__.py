@@ -19,7 +19,8 @@ import transformers
 import modeling_elmo
 from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
-from pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline, ElmoTokenClassificationPipeline
+from pipeline_elmo import (ElmoFeatureExtractionPipeline, ElmoFillMaskPipeline, ElmoTextClassificationPipeline,
+                           ElmoTokenClassificationPipeline)
 from tokenization_elmo import ElmoTokenizer
 
 # The same classes the saved configs' auto_map names for remote code.
@@ -38,6 +39,7 @@ __all__ = [
     "ElmoConfig",
     "ElmoEmbedder",
     "ElmoFeatureExtractionPipeline",
+    "ElmoFillMaskPipeline",
     "ElmoForLanguageModeling",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
