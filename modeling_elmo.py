@@ -717,9 +717,9 @@ class ElmoModel(ElmoPreTrainedModel):
 # Word id of `<S>` when the config does not give one (`config.bos_token_id`): the first line of the vocabulary
 # files train_bilm.py writes. Converted published vocabularies set it (lm_1b's file puts `<S>` on line 1).
 DEFAULT_BOS_ID = 0
-# Logits of the full softmax held at once (rows x vocabulary, 64 MB in float32): evaluation and log-probabilities
+# Logits of the full softmax held at once (rows x vocabulary, 16 MB in float32): evaluation and log-probabilities
 # go through the softmax in chunks of this many values, so memory does not grow with batch x words x vocabulary.
-SOFTMAX_CHUNK_VALUES = 1 << 24
+SOFTMAX_CHUNK_VALUES = 1 << 22
 
 
 @dataclass
