@@ -168,3 +168,23 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
 
     assert re.search(match, err), err
     assert not output.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["softmax.hdf5", "vocab.txt"]
+
+
+@pytest.mark.fidelity
+def test_perplexity_command_equals_allennlp(lm_dir, reference, tmp_path):
+    """`elmo-transformers perplexity` on the fixture sentences: exp of AllenNLP's summed NLL per prediction."""
+    import json
+    import math
+
+    sentences, expected = reference
+    text = tmp_path / "sentences.txt"
+    text.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    assert cli_main(["perplexity", "--model", str(lm_dir), "--max-words", "100", "--batch-size", "3",
+                     "--output", str(tmp_path / "ppl.json"), str(text)]) == 0
+    got = json.loads((tmp_path / "ppl.json").read_text())[str(text)]
+    count = (expected["n_tokens"] + 1).sum()
+    forward = math.exp(expected["forward_nll"].astype(np.float64).sum() / count)
+    backward = math.exp(expected["backward_nll"].astype(np.float64).sum() / count)
+    assert got["words"] == expected["n_tokens"].sum()
+    assert_close_to_reference([got["forward_perplexity"], got["backward_perplexity"], got["perplexity"]],
+                              [forward, backward, (forward + backward) / 2])
