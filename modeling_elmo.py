@@ -715,7 +715,7 @@ class ElmoModel(ElmoPreTrainedModel):
 
 
 # Word id of `<S>` when the config does not give one (`config.bos_token_id`): the first line of the vocabulary
-# files train_bilm.py writes. Converted published vocabularies set it (lm_1b's file puts `<S>` on line 1).
+# files `elmo-transformers pretrain` builds. Converted published vocabularies set it (lm_1b's file puts `<S>` on line 1).
 DEFAULT_BOS_ID = 0
 # Logits of the full softmax held at once (rows x vocabulary, 16 MB in float32): evaluation and log-probabilities
 # go through the softmax in chunks of this many values, so memory does not grow with batch x words x vocabulary.
@@ -737,7 +737,8 @@ class ElmoLanguageModelingOutput(ModelOutput):
             This batch's perplexities (average = mean of the two, as the paper reports); only with the full softmax.
         forward_logits, backward_logits (`torch.FloatTensor` of shape `(batch, words + 1, lm_vocab_size)`):
             Full-softmax logits, returned without `labels`: position j of the forward LM predicts word j (word
-            `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`).
+            `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`). Vocabulary-sized
+            at every position: with a large vocabulary use `lm_log_probs` or `masked_word_log_probs` instead.
     """
 
     loss: torch.FloatTensor | None = None
@@ -891,7 +892,8 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         the softmax runs over a few rows at a time, so only the result is vocabulary-sized."""
         if len(hidden) == 0:
             return hidden.new_zeros(0, self.config.lm_vocab_size, dtype=torch.float32)
-        return torch.cat([F.log_softmax(self.lm_softmax(h).float(), dim=-1) for h in hidden.split(self.softmax_chunk_rows())])
+        chunks = hidden.split(self.softmax_chunk_rows())
+        return torch.cat([F.log_softmax(self.lm_softmax(h).float(), dim=-1) for h in chunks])
 
     def masked_word_log_probs(self, input_ids, attention_mask=None, positions=None):
         """LAMA's bidirectional score of every vocabulary word at one word position per sentence: the mean of the
