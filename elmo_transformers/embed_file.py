@@ -329,3 +329,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         run.finish(output, lines, counts)
     state.wait_for_everyone()
 
+
+if __name__ == "__main__":  # python -m elmo_transformers.embed_file: the same as `elmo-transformers embed`
+    from .cli import main
+
+    sys.exit(main(["embed", *sys.argv[1:]]))

@@ -143,6 +143,15 @@ def load_head(head_class, head_args, labels, default_encoder):
     )
 
 
+def tokenize_splits(raw, encode, training_args):
+    """Every split through `encode(batch, indices, split)` (batched; the split's name for its error messages), once
+    per machine under several processes."""
+    with training_args.main_process_first(desc="tokenize"):
+        return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
+                                remove_columns=split.column_names, desc=f"tokenize {name}")
+                for name, split in raw.items()}
+
+
 def run(model, tokenizer, training_args, splits, collator, compute_metrics):
     """Train, evaluate, predict the test split, save: the saved folder loads with the Auto classes and
     trust_remote_code. Metrics are printed and saved ({train,eval,test}_results.json)."""

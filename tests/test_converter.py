@@ -56,6 +56,7 @@ def copy_weights(tmp_path, edit):
     return path
 
 
+@pytest.mark.slow
 def test_cli_writes_a_complete_folder(tmp_path):
     result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out", in_process=False)
     assert result.returncode == 0, result.stderr
@@ -71,6 +72,7 @@ def test_cli_writes_a_complete_folder(tmp_path):
     assert again.returncode != 0 and "--overwrite" in again.stderr
 
 
+@pytest.mark.slow
 def test_wrong_shape_is_named(tmp_path):
     def edit(f):
         del f["CNN_proj/W_proj"]
@@ -327,6 +329,7 @@ def limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
 
+@pytest.mark.slow
 def test_full_disk_is_named_and_leaves_nothing(tmp_path):
     result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out", in_process=False,
                            preexec_fn=limit_file_size)
@@ -334,6 +337,7 @@ def test_full_disk_is_named_and_leaves_nothing(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.slow
 def test_full_disk_keeps_the_earlier_conversion(tmp_path):
     out = tmp_path / "out"
     assert run_converter(TINY / "options.json", TINY / "weights.hdf5", out).returncode == 0
@@ -361,6 +365,7 @@ runpy.run_module("elmo_transformers", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     out = tmp_path / "out"
     child = tmp_path / "child.py"

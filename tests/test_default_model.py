@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import REPO, SHIPPED as MODEL
 
 from configuration_elmo import ELMO_MODULES
@@ -42,6 +44,7 @@ CHILD = textwrap.dedent(
 ).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
+@pytest.mark.slow
 def test_default_model_loads_offline_in_a_fresh_process(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)

@@ -30,6 +30,7 @@ def printed_pairs(out):
     return {(int(a), int(b)): float(v) for a, b, v in re.findall(r"\[(\d)\] and \[(\d)\]: ([\d.]+)", out)}
 
 
+@pytest.mark.slow
 def test_default_examples_show_bank_in_two_senses(shipped, capsys, caplog, recwarn):
     out = run([], capsys, caplog, recwarn)
     assert 'The word "bank" in 4 places' in out

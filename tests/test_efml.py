@@ -140,6 +140,7 @@ CHILD = textwrap.dedent(
 ).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
+@pytest.mark.slow
 def test_auto_classes_with_remote_code_in_an_isolated_process(converted, tmp_path):
     name, folder = converted
     _, sentences, expected = load(name)
@@ -157,6 +158,7 @@ def test_auto_classes_with_remote_code_in_an_isolated_process(converted, tmp_pat
         assert_close_to_reference(layers[i, :, : len(sentence)], expected[f"layers_{i}"], what=f"{name} remote {i}")
 
 
+@pytest.mark.slow
 def test_task_heads_train_from_a_converted_folder(converted, tmp_path):
     from transformers import Trainer, TrainingArguments
 

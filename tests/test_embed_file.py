@@ -18,6 +18,7 @@ from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
 from elmo_transformers import embed_file as embed_file_module
+from elmo_transformers.cli import embed as embed_command
 from elmo_transformers.cli.embed import main
 
 
@@ -47,6 +48,7 @@ def embed(tmp_path, tiny_model_dir, lines, *flags, name="out.hdf5"):
     return output
 
 
+@pytest.mark.slow
 @pytest.mark.fidelity
 @pytest.mark.parametrize("mode", ["all", "top", "average"])
 def test_modes_match_allennlp(tmp_path, tiny_model_dir, mode):
@@ -97,6 +99,7 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
         main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model_dir, one_thread):
     rng = np.random.default_rng(0)
     vocab = "the cat sat on a mat while dogs bark loudly at night ; café 東京".split()
@@ -184,6 +187,7 @@ def test_long_line_is_embedded_in_stateful_windows_and_resumes_mid_line(tmp_path
     assert index[lines[1]] == "1"
 
 
+@pytest.mark.slow
 def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir):
     model, tokenizer = tiny
     words = load_fixture("allennlp-tiny")[0][9]  # 41 words, windows of 16: 16 + 16 + 9
@@ -191,6 +195,7 @@ def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir)
     assert_close_to_reference(arrays["0"], window_reference(model, tokenizer, words, 16)[-1], what="--top windows")
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
     lines = [" ".join(["w"] * n) for n in range(1, 13)]
     source = tmp_path / "input.txt"
@@ -224,7 +229,7 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad path was found")
 
-    monkeypatch.setattr(embed_file_module, "ElmoEmbedder", refuse)
+    monkeypatch.setattr(embed_command, "ElmoEmbedder", refuse)
 
 
 def one_line_error(args):
@@ -280,6 +285,7 @@ def lines_for_assembly():
     return [" ".join(rng.choice(vocab, size=rng.integers(1, 30))) for _ in range(300)]
 
 
+@pytest.mark.slow
 def test_too_little_free_space_is_found_before_assembly_and_keeps_the_lines(tmp_path, tiny_model_dir, monkeypatch,
                                                                             one_thread):
     lines = lines_for_assembly()
@@ -301,6 +307,7 @@ def test_too_little_free_space_is_found_before_assembly_and_keeps_the_lines(tmp_
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
 
 
+@pytest.mark.slow
 def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_model_dir):
     """A file-size limit (RLIMIT_FSIZE, no root needed) stands in for a full disk: the shards fit, the output does
     not. Before, h5py died with a segfault (rc -11)."""
@@ -329,6 +336,7 @@ def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_m
     assert len(arrays) == 300 and index == {line: str(i) for i, line in enumerate(lines)}
 
 
+@pytest.mark.slow
 def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch, one_thread):
     """torchrun (accelerate's multi-process launcher is the same engine) with 2 CPU processes (gloo): every
     process takes every 2nd batch or long line; the result equals one process's. Here it finishes a run that one

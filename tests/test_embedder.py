@@ -37,6 +37,7 @@ def test_batch_to_ids_rejects_what_allennlp_would_misread():
         batch_to_ids([])
 
 
+@pytest.mark.slow
 @pytest.mark.fidelity
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_embed_batch_and_embed_sentence_match_allennlp(embedder, name):
@@ -169,10 +170,10 @@ def test_embed_file_takes_an_open_file_as_allennlp(embedder, tmp_path):
 @pytest.mark.parametrize("name", ["efml-charword", "efml-word"])
 def test_converted_elmoformanylangs_folder_through_the_embedder(tmp_path, name):
     """The elmoformanylangs package's own outputs (tests/fixtures/efml-*), through a converted folder."""
-    from convert_elmoformanylangs import main as convert
+    from elmo_transformers.cli import main
 
     fixture = FIXTURES / name
-    assert convert([str(fixture / "model"), "--output", str(tmp_path / "converted")]) == 0
+    assert main(["convert", "elmoformanylangs", str(fixture / "model"), "--output", str(tmp_path / "converted")]) == 0
     sentences = json.loads((fixture / "sentences.json").read_text(encoding="utf-8"))
     expected = np.load(fixture / "expected.npz")
     embedder = ElmoEmbedder(tmp_path / "converted", device="cpu")

@@ -176,6 +176,7 @@ def test_bad_labels_are_named(toy):
         ElmoForLanguageModeling(ElmoConfig(lstm_dim=16, projection_dim=8, filters=[[1, 4]]))
 
 
+@pytest.mark.slow
 def test_sampled_softmax_with_every_word_as_negative_equals_full_softmax(toy):
     """num_sampled >= vocabulary: every word once, expected count 1, so no correction; the accidental hit (the true
     word among the negatives) is removed. Equal to the full softmax up to float32 summation order (1e-5)."""
@@ -194,6 +195,7 @@ def test_sampled_softmax_with_every_word_as_negative_equals_full_softmax(toy):
     assert sampled.eval()(**batch).loss.item() == pytest.approx(full.eval()(**batch).loss.item(), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_log_uniform_sampler_expected_counts_match_frequencies():
     """The log-Q correction needs `expected_count` close to each word's real inclusion probability. TF's formula
     (conditional on the number of tries) is close when num_sampled is a small part of the vocabulary, as in
@@ -217,6 +219,7 @@ def test_log_uniform_sampler_expected_counts_match_frequencies():
     assert expected_count(torch.tensor([0])).item() == pytest.approx(math.log(2) / math.log(1001), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_trainer_lowers_held_out_perplexity(toy, tmp_path):
     tokenizer, train, held_out = toy
     model = tiny_lm(tokenizer.vocab_size, lm_n_negative_samples=8)
@@ -230,6 +233,7 @@ def test_trainer_lowers_held_out_perplexity(toy, tmp_path):
     assert after["eval_forward_perplexity"] < 5 and after["eval_backward_perplexity"] < 5
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_2x4_equals_batch_8(toy, tmp_path):
     """With Trainer's num_items_in_batch the accumulated loss is the batch-8 loss exactly, even though the two
     micro-batches hold different numbers of predictions. SGD with lr 1: update = -gradient."""
@@ -255,6 +259,7 @@ def test_gradient_accumulation_2x4_equals_batch_8(toy, tmp_path):
                 torch.testing.assert_close(start[name] - param.detach(), grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_gives_the_same_gradients(toy, tmp_path):
     tokenizer, train, _ = toy
     batch = DataCollatorForElmoLanguageModeling(tokenizer)([train[i] for i in range(4)])
@@ -279,6 +284,7 @@ def test_activation_checkpointing_gives_the_same_gradients(toy, tmp_path):
     assert model.is_activation_checkpointing and np.isfinite(trainer.state.log_history[-1]["train_loss"])
 
 
+@pytest.mark.slow
 def test_bf16_training_on_cpu(toy, tmp_path):
     tokenizer, train, held_out = toy
     model = tiny_lm(tokenizer.vocab_size, lm_n_negative_samples=6)
@@ -298,6 +304,7 @@ def test_bf16_training_on_cpu(toy, tmp_path):
     assert all(np.isfinite(h["loss"]) for h in trainer.state.log_history if "loss" in h)
 
 
+@pytest.mark.slow
 def test_resume_from_checkpoint_continues_exactly(toy, tmp_path):
     """Sampled softmax and dropout draw from the RNG that Trainer saves and restores."""
     tokenizer, train, _ = toy
@@ -319,6 +326,7 @@ def test_perplexities_from_sums():
     assert out["perplexity"] == pytest.approx(math.e)
 
 
+@pytest.mark.slow
 def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkeypatch):
     """The script builds the vocabulary, trains, saves a folder that loads with AutoModelForPreTraining and
     trust_remote_code (same predictions); a second run continues from it, keeping its vocabulary and softmax."""
@@ -352,6 +360,7 @@ def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkey
     assert not torch.equal(tuned.model.lm_softmax.weight.cpu(), model.lm_softmax.weight)  # trained on, not reset
 
 
+@pytest.mark.slow
 def test_train_bilm_from_base_elmo_model_gets_new_softmax(tmp_path, tiny_model_dir, tiny):
     from elmo_transformers.cli import pretrain as train_bilm
 

@@ -18,6 +18,7 @@ def encode(tokenizer, sentences):
     return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
 
 
+@pytest.mark.slow
 def test_same_batch_twice_is_identical(tiny):
     """AllenNLP's second call differs by up to 3.9 (stateful LSTM); ours must not differ at all."""
     model, tokenizer = tiny

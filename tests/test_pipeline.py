@@ -24,6 +24,7 @@ def direct(model_class, folder, texts):
         return model(**batch)
 
 
+@pytest.mark.slow
 @pytest.mark.fidelity
 @pytest.mark.parametrize("batch_size", [1, 8])
 @pytest.mark.parametrize("which", ["tiny", "shipped"])
@@ -39,6 +40,7 @@ def test_feature_extraction_equals_the_model(which, batch_size, tiny_model_dir):
         assert_close_to_reference(got[i][0], want.last_hidden_state[i, :n], what=f"{which}, text {i}")
 
 
+@pytest.mark.slow
 @pytest.mark.fidelity
 def test_feature_extraction_gives_allennlp_elmo_vectors(tiny_model_dir):
     sentences, expected, _ = load_fixture("allennlp-tiny")
@@ -51,6 +53,7 @@ def test_feature_extraction_gives_allennlp_elmo_vectors(tiny_model_dir):
         assert_close_to_reference(np.array(vectors)[0], expected["elmo_representation"][i, :n], what=f"sentence {i}")
 
 
+@pytest.mark.slow
 def test_sentence_vectors_are_the_masked_mean(tiny):
     sentences, expected, _ = load_fixture("allennlp-tiny")
     model, tokenizer = tiny
@@ -76,6 +79,7 @@ def shipped_sequence_head(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 8])
 @pytest.mark.parametrize("which", ["tiny", "shipped"])
 def test_text_classification_equals_the_head(which, batch_size, tiny_heads_dir, request):

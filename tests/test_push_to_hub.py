@@ -43,6 +43,7 @@ def run_snippet(card, repo_id, folder, cwd, extra):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsys):
     stage = tmp_path / "stage"
     assert push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny", "--dry-run", "--staging-dir", str(stage),
@@ -64,6 +65,7 @@ def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsy
     assert_close_to_reference(np.array(got), expected["elmo_representation"][1, 0], what="the card's snippet")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head", ["token", "sequence"])
 def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
     """A Trainer output folder: the card says the head's task, Auto class and labels, lists its evaluation results as
@@ -123,6 +125,7 @@ def test_symlinked_modules_are_uploaded_as_files(tmp_path):
     assert "eval" not in files
 
 
+@pytest.mark.slow
 def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkeypatch):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_model_dir, broken)

@@ -59,6 +59,7 @@ def train(model, tokenizer, dataset, tmp_path, **kwargs):
     return trainer
 
 
+@pytest.mark.slow
 def test_token_classifier_from_base_folder_learns_rule_with_frozen_bilm(tiny_model_dir, tiny, tmp_path):
     """The ELMo recipe: the biLM (loaded from a base ElmoModel folder) is bit-identical after training, the mix
     weights and gamma moved, and the tagger learned the toy rule on held-out sentences."""
@@ -88,6 +89,7 @@ def test_token_classifier_from_base_folder_learns_rule_with_frozen_bilm(tiny_mod
     assert correct / sum(map(len, gold)) > 0.95
 
 
+@pytest.mark.slow
 def test_full_fine_tuning_changes_the_bilm(tiny_model_dir, tiny, tmp_path):
     _, tokenizer = tiny
     model = ElmoForTokenClassification.from_pretrained(tiny_model_dir, **head_kwargs(freeze_bilm=False))
@@ -177,12 +179,13 @@ def test_save_and_reload_with_auto_class_gives_identical_predictions(tiny_model_
 
 
 def test_bio_span_f1():
-    from finetune_token_classification import spans
+    from elmo_transformers.cli.finetune import spans
 
     assert spans(["B-PER", "I-PER", "O", "B-LOC", "I-ORG", "I-ORG"]) == {("PER", 0, 2), ("LOC", 3, 4), ("ORG", 4, 6)}
     assert spans(["I-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
 
 
+@pytest.mark.slow
 def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
     from elmo_transformers.cli.finetune import token_classification
 
@@ -204,6 +207,7 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
     assert trainer.model.config.freeze_bilm
 
 
+@pytest.mark.slow
 def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
     from elmo_transformers.cli.finetune import sequence_classification
 
@@ -224,7 +228,7 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
 
 
 def test_macro_f1_by_hand():
-    from finetune_sequence_classification import compute_metrics
+    from elmo_transformers.cli.finetune import sequence_metrics as compute_metrics
     from transformers import EvalPrediction
 
     logits = np.eye(3)[[0, 0, 1, 2]]  # predicted 0, 0, 1, 2

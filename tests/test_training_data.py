@@ -85,6 +85,7 @@ def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
                      str(tmp_path / "out"), "--do_train", *COMMON])
 
 
+@pytest.mark.slow
 def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     result = subprocess.run(
@@ -97,6 +98,7 @@ def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_resumed_bilm_training_keeps_the_checkpoint_vocabulary(tmp_path):
     """Resuming with other --min_count / --vocab_size must not rebuild vocab.txt under the checkpoint's softmax."""
     from elmo_transformers.cli import pretrain as train_bilm

@@ -27,7 +27,7 @@ from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassificat
 from tokenization_elmo import ElmoTokenizer
 
 from ..data import DataError
-from ..finetuning import label_encoder, label_mapping, load_head, parse_and_load, run
+from ..finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
 
 
 def spans(tags):
@@ -85,10 +85,7 @@ def token_classification(argv=None, prog=None):
             encoded["labels"].append(tag_ids[: len(ids)])
         return encoded
 
-    with training_args.main_process_first(desc="tokenize"):
-        splits = {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
-                                  remove_columns=split.column_names, desc=f"tokenize {name}")
-                  for name, split in raw.items()}
+    splits = tokenize_splits(raw, encode, training_args)
     model = load_head(ElmoForTokenClassification, head_args, labels, default_encoder="lstm")
     collator = DataCollatorForTokenClassification(tokenizer)
     return run(model, tokenizer, training_args, splits, collator, token_metrics(labels))
@@ -118,10 +115,7 @@ def sequence_classification(argv=None, prog=None):
                              for index, label in zip(indices, batch[label_column])]
         return encoded
 
-    with training_args.main_process_first(desc="tokenize"):
-        splits = {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
-                                  remove_columns=split.column_names, desc=f"tokenize {name}")
-                  for name, split in raw.items()}
+    splits = tokenize_splits(raw, encode, training_args)
     model = load_head(ElmoForSequenceClassification, head_args, labels, default_encoder="linear")
     return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), sequence_metrics)
 

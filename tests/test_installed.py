@@ -1,0 +1,103 @@
+"""The installed package, used as a new user would: the `elmo-transformers` command and the default model from a folder
+outside the checkout, in isolated processes (`python -I`: no PYTHONPATH, no current folder on the path), so that
+only what `pip install` put into the environment is used (.ci/run installs the project without -e)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+from conftest import FIXTURES, REPO
+
+from elmo_transformers.cli import COMMANDS
+
+pytestmark = pytest.mark.slow
+
+
+def installed(*args, cwd, timeout=600):
+    """`elmo-transformers ARGS` of this environment, isolated from the checkout; the finished process."""
+    command = Path(sys.executable).parent / "elmo-transformers"
+    if not command.exists():
+        pytest.fail(f"{command} is missing: install the project (pip install .) into this environment")
+    done = subprocess.run([str(command), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)})
+    assert done.returncode == 0, f"elmo-transformers {' '.join(map(str, args))}:\n{done.stderr[-3000:]}"
+    return done
+
+
+def isolated_python(code, cwd):
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_package_and_its_model_come_from_the_environment(tmp_path):
+    got = json.loads(isolated_python(
+        "import json, elmo_transformers, numpy as np\n"
+        "e = elmo_transformers.ElmoEmbedder()\n"
+        "v = e.embed_sentence(['The', 'bank', 'is', 'closed', '.'])\n"
+        "print(json.dumps({'package': elmo_transformers.__file__, 'model': elmo_transformers.DEFAULT_MODEL,\n"
+        "                  'source': e.source, 'shape': list(v.shape), 'finite': bool(np.isfinite(v).all())}))",
+        tmp_path).splitlines()[-1])
+    site = str(Path(sys.prefix).resolve())  # this environment, wherever it is (.ci/run keeps it in the checkout)
+    assert got["package"].startswith(site) and got["model"].startswith(site), got
+    assert not got["package"].startswith(str(REPO / "elmo_transformers")), got
+    assert got["source"] == got["model"] and Path(got["model"], "model.safetensors").is_file()
+    assert got["shape"] == [3, 5, 256] and got["finite"]
+
+
+def test_every_command_answers_help(tmp_path):
+    listing = installed("--help", cwd=tmp_path).stdout
+    same = subprocess.run([sys.executable, "-I", "-m", "elmo_transformers", "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert same.stdout == listing
+    usages = json.loads(isolated_python(
+        "import contextlib, io, json\n"
+        "from elmo_transformers.cli import COMMANDS, main\n"
+        "usages = {}\n"
+        "for name in COMMANDS:\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "        main([name, '--help'])\n"
+        "    usages[name] = out.getvalue()\n"
+        "print(json.dumps(usages))", tmp_path).splitlines()[-1])
+    for name in COMMANDS:
+        assert name in listing
+        assert f"elmo-transformers {name}" in usages[name], usages[name][:300]
+
+
+def test_the_commands_run_outside_the_checkout(tmp_path):
+    """convert -> embed -> finetune -> push (dry run) on the tiny fixture, pretrain one step from it, perplexity and
+    the demo on the default model: the chain a new user follows, all from a folder of their own."""
+    tiny = FIXTURES / "allennlp-tiny"
+    installed("convert", "allennlp", "--options", tiny / "options.json", "--weights", tiny / "weights.hdf5",
+              "--output", "tiny", cwd=tmp_path)
+    (tmp_path / "text.txt").write_text("The cat sat on the mat .\nELMo reads characters .\n")
+    installed("embed", "text.txt", "vectors.hdf5", "--model", "tiny", "--top", cwd=tmp_path)
+    with h5py.File(tmp_path / "vectors.hdf5") as f:
+        assert f["0"].shape == (7, 16) and f["1"].shape == (4, 16)
+
+    (tmp_path / "train.jsonl").write_text("".join(
+        json.dumps({"text": text, "label": label}) + "\n"
+        for text, label in [("a fine film", "pos"), ("a dull film", "neg")] * 4))
+    trainer_flags = ["--max-steps", "1", "--per-device-train-batch-size", "4", "--report-to", "none",
+                     "--save-strategy", "no", "--use-cpu"]
+    installed("finetune", "sequence-classification", "--model-name-or-path", "tiny", "--train-file", "train.jsonl",
+              "--output-dir", "head", "--do-train", *trainer_flags, cwd=tmp_path)
+    assert json.loads((tmp_path / "head" / "config.json").read_text())["architectures"] == [
+        "ElmoForSequenceClassification"]
+    dry_run = installed("push", "head", "me/elmo-head", "--dry-run", "--staging-dir", "stage", cwd=tmp_path)
+    assert "dry run: would upload" in dry_run.stdout and (tmp_path / "stage" / "modeling_elmo.py").is_file()
+
+    (tmp_path / "corpus.txt").write_text("the cat sat on the mat .\nthe dog sat on the rug .\n" * 8)
+    installed("pretrain", "--model-name-or-path", "tiny", "--train-file", "corpus.txt", "--output-dir", "lm",
+              "--do-train", *trainer_flags, cwd=tmp_path)
+    perplexity = installed("perplexity", "corpus.txt", "--model", "lm", cwd=tmp_path).stdout
+    assert "forward" in perplexity and "backward" in perplexity
+
+    shipped = installed("perplexity", "text.txt", cwd=tmp_path).stdout  # the default model
+    assert "text.txt: 11 words" in shipped, shipped
+    assert 'The word "bank" in 4 places' in installed("demo", cwd=tmp_path).stdout
