@@ -21,10 +21,12 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import elmo_transformers
 
-DATA = "/work/shared/data/labeled/sentence-polarity"
+# The shared data folder next to the checkout (../shared): the data have no licence to be copied into the repository.
+DATA = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "labeled" / "sentence-polarity")
 # The adaptation budget, small enough for a shared 2-core CPU: 50 steps of 32 sentences (1,600 sentences, half an
 # epoch), a quarter of the default model's peak learning rate, sentences of similar length batched together.
 ADAPT = ["--max-steps", "50", "--train-sampling-strategy", "group_by_length",
