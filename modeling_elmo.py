@@ -899,9 +899,10 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         """LAMA's bidirectional score of every vocabulary word at one word position per sentence: the mean of the
         forward LM's log-probability (from the words to its left) and the backward LM's (from the words to its
         right), [B, lm_vocab_size]. The word at the position itself is never read, so any word may stand there
-        (the tokenizer's `mask_token`). `positions` [B] are 0-based word indices."""
+        (the tokenizer's `mask_token`). `positions` [B] (or one int for all) are 0-based word indices."""
         forward_states, backward_states, lengths = self.lm_states(input_ids, attention_mask)
         positions = torch.as_tensor(positions, device=forward_states.device).long()
+        positions = positions.expand(len(lengths)) if positions.dim() == 0 else positions
         if positions.shape != lengths.shape or (positions < 0).any() or (positions >= lengths - 2).any():
             raise ValueError("positions must hold one word index per sentence, within the sentence")
         rows = torch.arange(len(positions), device=positions.device)

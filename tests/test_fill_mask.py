@@ -117,7 +117,7 @@ def test_masked_word_log_probs_never_read_the_masked_word(lm_dir):
     batch = tokenizer([["a", "<mask>", "movie"], ["a", "good", "movie"]], is_split_into_words=True,
                       return_tensors="pt")
     with torch.no_grad():
-        scores = model.masked_word_log_probs(**batch, positions=torch.tensor([1, 1]))
+        scores = model.masked_word_log_probs(**batch, positions=1)
     assert torch.equal(scores[0], scores[1])
     with pytest.raises(ValueError, match="one word index per sentence"):
         model.masked_word_log_probs(**batch, positions=torch.tensor([1, 3]))
