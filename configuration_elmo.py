@@ -43,6 +43,15 @@ TASK_ENCODERS = ("linear", "lstm")
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
+# What a config may ask for, far above every published ELMo (Original: 4096 cells, projection 512, 2 layers, 50
+# characters; the largest vocabulary, lm1b's, has 793,471 words). A larger value is a typo or a hostile file: it is
+# refused by name before anything is allocated, instead of exhausting memory or time while building the model.
+MAX_DIM = 65536  # lstm_dim, projection_dim, embedding dims, filters per bank, task_encoder_dim
+MAX_LAYERS = 64  # n_layers, n_highway, filter banks, num_output_representations
+MAX_CHARACTERS_PER_TOKEN = 1024
+MAX_VOCAB_SIZE = 1 << 24  # lm_vocab_size, lm_n_negative_samples, char_vocab_size, word_vocab_size
+MAX_PARAMETERS = 1 << 32  # the whole model (16 GiB in float32)
+
 
 def _is_finite_number(value):
     """An int or float (not a bool, not a string such as "3") that is neither NaN nor infinite."""
@@ -202,42 +211,45 @@ class ElmoConfig(PretrainedConfig):
     def validate_elmo(self):
         """Fail early, naming the field, instead of deep inside the model."""
 
-        def positive_int(name):
+        def bounded_int(name, low, high):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ElmoConfig.{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"ElmoConfig.{name} must be an integer from {low} to {high:,}, got {value!r}")
 
-        for name in (
-            "lstm_dim",
-            "projection_dim",
-            "n_layers",
-            "num_output_representations",
-            "max_characters_per_token",
-            "task_encoder_dim",
-        ):
-            positive_int(name)
-        for name in ("lm_vocab_size", "lm_n_negative_samples", "char_vocab_size", "word_vocab_size"):
+        limits = {
+            "lstm_dim": (1, MAX_DIM),
+            "projection_dim": (1, MAX_DIM),
+            "n_layers": (1, MAX_LAYERS),
+            "num_output_representations": (1, MAX_LAYERS),
+            "max_characters_per_token": (3, MAX_CHARACTERS_PER_TOKEN),  # begin-of-word, a byte, end-of-word
+            "task_encoder_dim": (1, MAX_DIM),
+            "n_highway": (0, MAX_LAYERS),
+            "char_embedding_dim": (0, MAX_DIM),
+            "word_embedding_dim": (0, MAX_DIM),
+        }
+        optional = {
+            "lm_vocab_size": (4, MAX_VOCAB_SIZE),  # <S>, </S>, <UNK> and at least one word
+            "lm_n_negative_samples": (1, MAX_VOCAB_SIZE),
+            "char_vocab_size": (1, MAX_VOCAB_SIZE),
+            "word_vocab_size": (1, MAX_VOCAB_SIZE),
+        }
+        for name, (low, high) in limits.items():
+            bounded_int(name, low, high)
+        for name, (low, high) in optional.items():
             if getattr(self, name) is not None:
-                positive_int(name)
-        if self.lm_vocab_size is not None and self.lm_vocab_size < 4:
-            raise ValueError(
-                f"ElmoConfig.lm_vocab_size must be >= 4 (<S>, </S>, <UNK> and at least one word), got {self.lm_vocab_size}"
-            )
-        for name in ("n_highway", "char_embedding_dim", "word_embedding_dim"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"ElmoConfig.{name} must be a non-negative integer, got {value!r}")
+                bounded_int(name, low, high)
         self._validate_token_inputs()
-        if self.max_characters_per_token < 3:
+        if not isinstance(self.filters, list) or not 1 <= len(self.filters) <= MAX_LAYERS:
             raise ValueError(
-                "ElmoConfig.max_characters_per_token must be >= 3 (begin-of-word, at least one byte, end-of-word), "
-                f"got {self.max_characters_per_token!r}"
+                f"ElmoConfig.filters must list 1 to {MAX_LAYERS} [width, number] filter banks, got {self.filters!r:.200}"
             )
-        if not isinstance(self.filters, list) or not self.filters:
-            raise ValueError(f"ElmoConfig.filters must list at least one [width, number] filter bank, got {self.filters!r}")
         for f in self.filters:
-            if not isinstance(f, list) or len(f) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f):
-                raise ValueError(f"ElmoConfig.filters entries must be [width, number] positive integers, got {f!r}")
+            if not isinstance(f, list) or len(f) != 2 or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM for v in f
+            ):
+                raise ValueError(
+                    f"ElmoConfig.filters entries must be [width, number], integers from 1 to {MAX_DIM:,}, got {f!r:.200}"
+                )
             if f[0] > self.max_characters_per_token:
                 raise ValueError(
                     f"ElmoConfig.filters: width {f[0]} is wider than max_characters_per_token "
@@ -278,6 +290,22 @@ class ElmoConfig(PretrainedConfig):
         value = self.mix_l2_lambda
         if not _is_finite_number(value) or value < 0:
             raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
+        if self.num_parameters_estimate() > MAX_PARAMETERS:
+            raise ValueError(
+                f"ElmoConfig asks for about {self.num_parameters_estimate():,} parameters, more than {MAX_PARAMETERS:,}: "
+                "check lstm_dim, projection_dim, n_layers and the vocabulary sizes"
+            )
+
+    def num_parameters_estimate(self):
+        """The biLM's, the LM softmax's and the char / word embeddings' parameters, counted from the sizes alone
+        (the scalar mixes and task layers are small), so that a config can be judged before anything is built."""
+        H, P, L, F = self.lstm_dim, self.projection_dim, self.n_layers, self.n_filters
+        lstm = L * 2 * (2 * P * 4 * H + 4 * H + H * P)
+        d = self.char_embedding_dim
+        chars = (self.char_vocab_size or 261) * d + sum(width * d * n + n for width, n in self.filters)
+        tokens = chars + self.n_highway * (2 * F * F + 2 * F) + (F + self.word_embedding_dim) * P
+        words = (self.word_vocab_size or 0) * self.word_embedding_dim
+        return lstm + tokens + words + (self.lm_vocab_size or 0) * (P + 1)
 
     def _validate_token_inputs(self):
         """The optional word embedding, the character vocabulary and the boundary rows they need."""

@@ -463,6 +463,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
     # A language-model checkpoint (the shipped model) also holds the word softmax, which only ElmoForLanguageModeling
     # uses: loading the encoder or a task head from it leaves it out by design, not by accident.
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)lm_softmax\."]
+    # A scalar mix the checkpoint lacks (num_output_representations=2 on a folder saved with one, a converted biLM)
+    # starts as AllenNLP's Elmo starts every mix (weights 0, gamma 1): new by design, not a loading accident.
+    _keys_to_ignore_on_load_missing = [r"(^|\.)scalar_mixes\."]
 
     def frozen_modules(self):
         """Submodules this model never trains (heads override it)."""
@@ -581,6 +584,13 @@ class ElmoModel(ElmoPreTrainedModel):
             raise ValueError("empty batch: input_ids has no sentences")
         if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
             raise ValueError(f"input_ids must hold integer char ids, got dtype {input_ids.dtype}")
+        tables = (self.bilm.char_cnn.char_embedding, self.bilm.char_cnn.word_embedding)
+        largest = max(table.num_embeddings for table in tables if table is not None)
+        if torch.iinfo(input_ids.dtype).max < largest - 1:
+            raise ValueError(
+                f"input_ids of dtype {input_ids.dtype} cannot hold this model's ids (up to {largest - 1}), so they were "
+                "cut before they got here: keep the tokenizer's torch.long (return_tensors='pt')"
+            )
         input_ids = input_ids.long()
         self.bilm.char_cnn.check_ids(input_ids)
         mask = (input_ids > 0).any(dim=-1)
@@ -591,6 +601,11 @@ class ElmoModel(ElmoPreTrainedModel):
                 raise ValueError(
                     f"attention_mask must have shape [batch, words] = {list(mask.shape)} like input_ids, got "
                     f"{list(attention_mask.shape)}"
+                )
+            if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+                raise ValueError(
+                    "attention_mask must hold 1 for words and 0 for padding (or True and False), got values such as "
+                    f"{attention_mask[(attention_mask != 0) & (attention_mask != 1)][:3].tolist()}"
                 )
             mask = mask & attention_mask.bool()
         positions = torch.arange(mask.shape[1], device=mask.device)
@@ -634,14 +649,27 @@ class ElmoModel(ElmoPreTrainedModel):
         Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
         `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
         """
+        if self.dtype != torch.float32 and any(layer.int8 for layer in self.bilm.layers):
+            raise RuntimeError(
+                f"this model is quantized to int8 (quantize_int8), which computes in float32, but it is now {self.dtype}: "
+                "call model.to(torch.float32) to keep int8, or model.quantize_int8(False) before changing the dtype"
+            )
         input_ids, mask = self._check_inputs(input_ids, attention_mask)
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
-        if lstm_state is not None and (
-            len(lstm_state) != self.config.n_layers or lstm_state[0][0].shape[:2] != (2, input_ids.shape[0])
-        ):
-            raise ValueError(
-                "lstm_state must be the lstm_state output of a previous call of this model on the same number of texts"
-            )
+        if lstm_state is not None:
+            batch, P, H = input_ids.shape[0], self.config.projection_dim, self.config.lstm_dim
+            shapes = [(2, batch, P), (2, batch, H)]
+            if not (
+                isinstance(lstm_state, (tuple, list))
+                and len(lstm_state) == self.config.n_layers
+                and all(isinstance(layer, (tuple, list)) and len(layer) == 2 for layer in lstm_state)
+                and all(torch.is_tensor(s) and s.is_floating_point() and tuple(s.shape) == shape
+                        for layer in lstm_state for s, shape in zip(layer, shapes))
+            ):
+                raise ValueError(
+                    f"lstm_state must be the lstm_state output of a previous call of this model on the same number of "
+                    f"texts: {self.config.n_layers} pairs (h {list(shapes[0])}, c {list(shapes[1])}) of float tensors"
+                )
         layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
         return layers, final_state, mask, lengths
 
@@ -667,6 +695,11 @@ class ElmoModel(ElmoPreTrainedModel):
         output_attentions (`bool`, *optional*): accepted for the common encoder API; ELMo has no attention, so True is
             an error.
         """
+        flags = dict(output_hidden_states=output_hidden_states, return_dict=return_dict,
+                     return_lstm_state=return_lstm_state, output_attentions=output_attentions)
+        for name, value in flags.items():
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"{name} must be True, False or None, got {value!r}")
         if output_attentions:
             raise ValueError("ELMo has no attention layers: output_attentions=True is not supported")
         output_hidden_states = (
@@ -1004,6 +1037,19 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
         return self.config.mix_l2_lambda * sum((w**2).sum() for w in weights)
 
 
+def check_class_ids(labels, num_labels, shape, layout):
+    """Refuse class labels that cross entropy would misread or fail on: an integer tensor of `shape` (`layout` names
+    its axes; a trailing axis of 1 is accepted) holding ids in [0, num_labels) or -100 (ignored)."""
+    if not torch.is_tensor(labels) or labels.dtype.is_floating_point or labels.is_complex() or labels.dtype == torch.bool:
+        what = str(labels.dtype) if torch.is_tensor(labels) else type(labels).__name__
+        raise TypeError(f"labels must be a tensor of integer class ids {layout}, got {what}")
+    if tuple(labels.shape) not in (tuple(shape), (*shape, 1)):
+        raise ValueError(f"labels must have shape {layout} = {list(shape)}, got {list(labels.shape)}")
+    bad = labels[(labels != -100) & ((labels < 0) | (labels >= num_labels))]
+    if bad.numel():
+        raise ValueError(f"labels must be class ids in [0, {num_labels - 1}] or -100 (ignored), got {bad[:3].tolist()}")
+
+
 class ElmoForTokenClassification(ElmoTaskHeadModel):
     """One label per word (ELMo has no sub-words): logits [batch, words, num_labels]; labels -100 are ignored."""
 
@@ -1016,11 +1062,8 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
         logits = self.classifier(vectors)
         loss = None
         if labels is not None:
-            if labels.shape != mask.shape:
-                raise ValueError(
-                    f"labels must have shape [batch, words] = {list(mask.shape)}, got {list(labels.shape)}"
-                )
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            check_class_ids(labels, self.num_labels, mask.shape, "[batch, words]")
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten().long(), ignore_index=-100)
             loss = loss + self.mix_penalty()
         output = TokenClassifierOutput(loss=loss, logits=logits)
         return output if return_dict else output.to_tuple()
@@ -1041,18 +1084,27 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
         logits = self.classifier(masked_mean(vectors, mask))
         loss = None
         if labels is not None:
+            if not torch.is_tensor(labels):
+                raise TypeError(f"labels must be a tensor (class ids, or floats for regression), got {type(labels).__name__}")
             if self.config.problem_type is None:
                 if self.num_labels == 1:
                     self.config.problem_type = "regression"
-                elif labels.dtype in (torch.long, torch.int):
+                elif not labels.dtype.is_floating_point and labels.dtype != torch.bool:
                     self.config.problem_type = "single_label_classification"
                 else:
                     self.config.problem_type = "multi_label_classification"
+            batch = (logits.shape[0],)
             if self.config.problem_type == "regression":
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+                if not torch.is_tensor(labels) or labels.is_complex() or labels.numel() != logits.shape[0]:
+                    raise ValueError(f"regression labels must be a tensor of one number per text {list(batch)}")
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float().view(-1))
             elif self.config.problem_type == "single_label_classification":
-                loss = F.cross_entropy(logits.float(), labels.view(-1))
+                check_class_ids(labels, self.num_labels, batch, "[batch]")
+                loss = F.cross_entropy(logits.float(), labels.view(-1).long())
             else:
+                if not (torch.is_tensor(labels) and labels.shape == logits.shape and not labels.is_complex()
+                        and ((labels >= 0) & (labels <= 1)).all()):
+                    raise ValueError(f"multi-label labels must be a tensor {list(logits.shape)} of values in [0, 1]")
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             loss = loss + self.mix_penalty()
         output = SequenceClassifierOutput(loss=loss, logits=logits)

@@ -31,6 +31,11 @@ from transformers.tokenization_python import PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import logging
 
+try:  # loaded as remote code, the modules are one package
+    from .configuration_elmo import MAX_CHARACTERS_PER_TOKEN
+except ImportError:  # installed with pip, they are top-level modules
+    from configuration_elmo import MAX_CHARACTERS_PER_TOKEN
+
 logger = logging.get_logger(__name__)
 
 # Raw character ids (before the +1 shift): bytes are 0-255, then these markers.
@@ -196,8 +201,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
         word_vocab_file=None,
         **kwargs,
     ):
-        if max_characters_per_token < 3:
-            raise ValueError(f"max_characters_per_token must be >= 3, got {max_characters_per_token}")
+        value = max_characters_per_token
+        if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= MAX_CHARACTERS_PER_TOKEN:
+            raise ValueError(f"max_characters_per_token must be an integer from 3 to {MAX_CHARACTERS_PER_TOKEN:,} "
+                             f"(begin-of-word, at least one character, end-of-word), got {value!r:.100}")
         self.max_characters_per_token = max_characters_per_token
         self.vocab_file = vocab_file
         words = [BOS_WORD, EOS_WORD, UNK_WORD] if vocab_file is None else read_vocabulary(vocab_file)
@@ -291,6 +298,25 @@ class ElmoTokenizer(PreTrainedTokenizer):
             # <eow> first, <bow> last: ELMoForManyLangs' swap (see the module docstring).
             row += [chars[VOCAB_EOW], *ids, chars[VOCAB_BOW]] + [chars[VOCAB_PAD]] * (max_chars - 2 - len(ids))
         return tuple(i + 1 for i in row)
+
+    def check_rows(self, rows, where="input_ids"):
+        """Refuse word rows that this tokenizer could not have made: non-integers (floats, bools) or ids outside its
+        ranges (0 = no word, then the byte ids up to 261, or the vocabularies' ids + 1). `rows` is [..., words,
+        input_width], nested lists or an array."""
+        array = np.asarray(rows)
+        if array.size == 0:
+            return
+        if array.dtype.kind not in "iu" or array.shape[-1] != self.input_width:
+            raise ValueError(f"{where} must be rows of {self.input_width} integer ids per word, got "
+                             f"{array.dtype} values of shape {list(array.shape)}")
+        high = np.full(self.input_width, CHAR_VOCAB_SIZE - 1)
+        if self.vocabulary_inputs:
+            sizes = ([len(self.word_vocab)] if self.word_vocab else []) + [len(self.char_vocab or ())] * (
+                self.input_width - (1 if self.word_vocab else 0))
+            high = np.array(sizes)
+        if array.min() < 0 or (array > high).any():
+            raise ValueError(f"{where} holds ids outside this tokenizer's range (0 to {high.max()}), e.g. "
+                             f"{array[(array < 0) | (array > high)][:3].tolist()}")
 
     def _row_to_word(self, row):
         """Best-effort inverse of `token_row`; None for an all-zero (padding) row."""
@@ -391,6 +417,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         for name, value in unsupported.items():
             if value:
                 raise ValueError(f"ElmoTokenizer does not support {name}={value!r}")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0):
+            raise ValueError(f"max_length must be a non-negative int (words per sentence) or None, got {max_length!r}")
         is_batched, sentences = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
             sentences = [words[:max_length] for words in sentences]
@@ -457,6 +485,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             for j, chars in enumerate(sentence):
                 if len(chars) != self.input_width:
                     raise ValueError(f"sentence {i}, word {j} has {len(chars)} ids; expected {self.input_width}")
+            self.check_rows(sentence, f"sentence {i}")
         if "attention_mask" not in encoded and return_attention_mask is not False:
             encoded["attention_mask"] = [[1] * n for n in lengths]
 
@@ -490,6 +519,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         [words, 50] -> a space-joined string, a batch [batch, words, 50] -> a list of strings. Padding words are
         skipped; `skip_special_tokens` also drops `<S>` and `</S>`."""
         ids = token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids
+        self.check_rows(ids, "token_ids")
         if len(ids) and isinstance(ids[0], int):
             return self._row_to_word(ids) or ""
         if _nesting_depth(ids) == 3:

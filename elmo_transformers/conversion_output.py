@@ -18,14 +18,27 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import sys
 
 from .model_files import is_model_file
+from .output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 
 class ConversionError(ValueError):
     """The input cannot be converted, or the output cannot be written; the message is one line for the user."""
+
+
+MAX_PROBLEMS_SHOWN = 10
+
+
+def mismatch_error(path, problems, reference="the model config"):
+    """A ConversionError listing the first `MAX_PROBLEMS_SHOWN` ways the weight file `path` does not match the
+    options and counting the rest: a short message whatever the file or the options hold."""
+    shown = problems[:MAX_PROBLEMS_SHOWN]
+    more = len(problems) - len(shown)
+    if more:
+        shown.append(f"... and {more:,} more")
+    return ConversionError(f"{path} does not match {reference}:\n  " + "\n  ".join(shown))
 
 
 def is_earlier_conversion(folder):
@@ -40,31 +53,12 @@ def is_earlier_conversion(folder):
     return model_type == "elmo" and regular and all(is_model_file(n) for n in names)
 
 
-def _process_is_gone(owner):
-    """True only when the owner file names a process of this machine that has ended."""
-    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
-        return False
-    if owner["pid"] == os.getpid():
-        return False
-    try:
-        os.kill(owner["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
-
-
 def remove_stale_staging(output):
     """Remove the staging folders of killed conversions into `output` (see the module docstring for the proof)."""
     parent, name = os.path.split(output)
     for owner_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.owner")):
-        try:
-            with open(owner_file, encoding="utf-8") as f:
-                owner = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(owner, dict) or not _process_is_gone(owner):
+        owner = read_owner_file(owner_file)
+        if owner is None or not owner_is_gone(owner):
             continue
         staging = owner_file[: -len(".owner")]
         if os.path.isdir(staging) and not os.path.islink(staging):
@@ -94,8 +88,10 @@ def _check_output(output, overwrite):
             )
 
 
-def check_output(output, overwrite=False):
-    """Fail fast (before a long conversion) if `output` could not be written; returns its absolute path."""
+def check_output(output, overwrite=False, inputs=()):
+    """Fail fast (before a long conversion) if `output` could not be written or overlaps one of the `inputs` (the
+    files and folders converted); returns its absolute path."""
+    check_output_apart(output, inputs, "--output", ConversionError)
     output = os.path.abspath(output)
     _check_output(output, overwrite)
     parent = os.path.dirname(output)
@@ -116,9 +112,8 @@ def save_atomically(model, tokenizer, output, overwrite=False):
             os.makedirs(parent, exist_ok=True)
             remove_stale_staging(output)
             for folder in (staging, old):
-                with open(folder + ".owner", "x", encoding="utf-8") as f:
-                    owner_files.append(folder + ".owner")
-                    json.dump({"host": socket.gethostname(), "pid": os.getpid()}, f)
+                write_owner_file(folder + ".owner")
+                owner_files.append(folder + ".owner")
             os.mkdir(staging)
             umask = os.umask(0)
             os.umask(umask)
@@ -163,11 +158,11 @@ def add_arguments(parser):
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
 
 
-def run(args, convert, source):
-    """Check the output path, `convert(**config_kwargs) -> (model, tokenizer)`, write the folder; returns the exit
-    code, after one line on stderr for any ConversionError."""
+def run(args, convert, source, inputs):
+    """Check the output path against the `inputs` (paths), `convert(**config_kwargs) -> (model, tokenizer)`, write
+    the folder; returns the exit code, after one line on stderr for any ConversionError."""
     try:
-        check_output(args.output, args.overwrite)  # before the conversion, which can take a while
+        check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
         model, tokenizer = convert(
             num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
         )

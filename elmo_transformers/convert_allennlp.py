@@ -19,7 +19,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
-from .conversion_output import ConversionError
+from .conversion_output import ConversionError, mismatch_error
 
 
 def lstm_prefix(direction, layer, n_layers, flat):
@@ -79,8 +79,13 @@ def read_weights(config, weights_path):
             if name in found and tuple(found[name]) != shape
         ]
         problems += [f"unexpected dataset {name} {found[name]} (not called for by the options)" for name in found if name not in expected]
+        for name in expected if not problems else ():  # unwritten datasets read as zeros of any size they claim
+            dataset = hdf5[name]
+            stored, size = dataset.id.get_storage_size(), dataset.size * dataset.dtype.itemsize
+            if dataset.compression is None and stored < size:
+                problems.append(f"dataset {name} stores {stored:,} of its {size:,} bytes (truncated or sparse file)")
         if problems:
-            raise ConversionError(f"{weights_path} does not match the options:\n  " + "\n  ".join(problems))
+            raise mismatch_error(weights_path, problems, "the options")
         arrays = {}
         for name in expected:
             try:
@@ -168,7 +173,7 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
     except (OSError, ValueError) as e:
         raise ConversionError(f"invalid options {options_path}: {e}") from e
     softmax = None if softmax_path is None else read_softmax(config, softmax_path, vocab_path)
-    state = to_state_dict(config, read_weights(config, weights_path))
+    state = to_state_dict(config, read_weights(config, weights_path))  # checked against the options first
     if softmax is None:
         model = ElmoModel(config)
         tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)

@@ -19,7 +19,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
-from .conversion_output import ConversionError
+from .conversion_output import ConversionError, mismatch_error
 
 # The model configs shipped inside the elmoformanylangs package (configs/), used by all released models. Both files
 # have the same contents (the "cnn_0" one also says char_dim 50).
@@ -141,7 +141,7 @@ def check_tensors(state, expected, path):
     problems += [f"unexpected {name} {tuple(state[name].shape)}" for name in state if name not in expected]
     problems += [f"{name} holds NaN or infinite values" for name in expected if name in state and not state[name].isfinite().all()]
     if problems:
-        raise ConversionError(f"{path} does not match the model config:\n  " + "\n  ".join(problems))
+        raise mismatch_error(path, problems)
 
 
 def with_zero_row(weight):

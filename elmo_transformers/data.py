@@ -16,6 +16,15 @@ class DataError(ValueError):
     """Input data the commands cannot use as given (missing, empty, inconsistent): printed as one line, no traceback."""
 
 
+def settle_before_trainer(model, tokenizer, training_args):
+    """Settle what Trainer would otherwise change, with a warning, on every run: the special-token ids of the config
+    take the tokenizer's (ELMo adds its sentence boundaries inside the model, so they only have to agree), and
+    batches are not pinned in memory when there is no accelerator to copy them to."""
+    model.config.update({name: getattr(tokenizer, name) for name in ("bos_token_id", "eos_token_id", "pad_token_id")})
+    if not torch.accelerator.is_available():
+        training_args.dataloader_pin_memory = False
+
+
 def data_format(path):
     """The `datasets` builder for a local file, from its extension (compressed files: the extension before .gz)."""
     name = os.path.basename(path)

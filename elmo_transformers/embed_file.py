@@ -18,7 +18,8 @@ AllenNLP's stateful approximation). Memory depends on the window and --batch-siz
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
 run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
-refused: the batches decide the float rounding, so only the same batches give the same numbers.
+refused: the batches decide the float rounding, so only the same batches give the same numbers. While a run writes
+OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that one is alive.
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
 them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
@@ -41,6 +42,7 @@ import torch
 from tqdm import tqdm
 
 from .embedder import DEFAULT_BATCH_SIZE, process_state
+from .output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 MODES = ("all", "top", "average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -83,6 +85,7 @@ def check_paths(source, output, overwrite, resume):
             open(source, "rb").close()
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
+        check_output_apart(output, [source])
     if os.path.isdir(output):
         raise ValueError(f"the output {output} is a folder: give the path of the HDF5 file to write")
     parent = os.path.dirname(output)
@@ -95,6 +98,7 @@ def check_paths(source, output, overwrite, resume):
     if os.path.lexists(output) and not overwrite:
         raise ValueError(f"{output} exists (pass --overwrite to replace it)")
     run = PartialRun(output)
+    run.check_not_running()
     if run.exists() and not resume:
         raise ValueError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
 
@@ -118,7 +122,33 @@ class PartialRun:
     temporary name and renamed, so a killed process leaves only whole files."""
 
     def __init__(self, output):
+        self.output = output
         self.folder = output + ".partial"
+        self.owner_file = self.folder + ".owner"  # names the process writing OUTPUT (output_paths.py's owner files)
+
+    def check_not_running(self):
+        """Refuse while another run, still alive, writes the same OUTPUT."""
+        if not os.path.exists(self.owner_file):
+            return
+        owner = read_owner_file(self.owner_file) or {}
+        if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
+            raise ValueError(
+                f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
+                f"(named in {self.owner_file}): wait for it to finish or stop it; if it no longer runs, delete that file"
+            )
+
+    def claim(self):
+        """Announce this process as the writer of OUTPUT, taking over from a run that was killed."""
+        try:
+            write_owner_file(self.owner_file)
+        except FileExistsError:
+            self.check_not_running()
+            os.remove(self.owner_file)
+            write_owner_file(self.owner_file)
+
+    def release(self):
+        if (read_owner_file(self.owner_file) or {}).get("pid") == os.getpid():
+            os.remove(self.owner_file)
 
     def exists(self):
         """Shards are written only after run.json, so a folder without it holds nothing to resume."""
@@ -279,7 +309,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     if output_format not in MODES:
         raise ValueError(f"output_format must be one of {MODES}, got {output_format!r}")
     for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
-        if not (isinstance(value, int) and value > 0):
+        if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     output = os.path.abspath(output_file_path)
     check_paths(input_file, output, overwrite, resume)
@@ -300,6 +330,17 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         run.check(settings)
     state = process_state()
     state.wait_for_everyone()  # every process has checked the folder before the first one writes into it
+    if state.is_main_process:
+        run.claim()
+    try:
+        _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress)
+    finally:
+        if state.is_main_process:
+            run.release()
+
+
+def _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress):
+    """The work of `embed_file` once the paths are checked and this run owns OUTPUT."""
     if state.is_main_process and not run.exists():
         run.start(settings)
     state.wait_for_everyone()
@@ -326,7 +367,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
                 bar.update(len(unit))
     state.wait_for_everyone()
     if state.is_main_process:
-        run.finish(output, lines, counts)
+        run.finish(run.output, lines, counts)
     state.wait_for_everyone()
 
 

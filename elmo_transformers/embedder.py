@@ -6,6 +6,7 @@ AllenNLP's within float32 rounding, except that every call starts from a zero LS
 after loading; AllenNLP carries each batch's final state into the next one).
 """
 
+import numbers
 import os
 from itertools import islice
 
@@ -129,7 +130,7 @@ class ElmoEmbedder:
 
     def embed_sentences(self, sentences, batch_size=DEFAULT_BATCH_SIZE):
         """Lazily, in input order: reads `batch_size` word lists at a time from any iterable, yields one array each."""
-        if not (isinstance(batch_size, int) and batch_size > 0):
+        if isinstance(batch_size, bool) or not (isinstance(batch_size, int) and batch_size > 0):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         sentences = iter(sentences)
         while batch := list(islice(sentences, batch_size)):
@@ -147,6 +148,7 @@ class ElmoEmbedder:
         """One window of a long text in the stateful mode of `ElmoModel.forward_windows`: the window is a sentence
         of its own and the biLM starts from `lstm_state`, the state this returns for the previous window (None for
         the first). Returns (`[n_layers + 1, len(words), 2P]` float32, the state after this window)."""
+        check_word_lists([words], "embed_window")
         out = self._run([words], lstm_state=lstm_state, return_lstm_state=True)
         return torch.stack(out.hidden_states)[:, 0].float().cpu().numpy(), out.lstm_state
 
@@ -171,7 +173,10 @@ class ElmoEmbedder:
             check_word_lists(inputs, "tf_hub_outputs")
             sentences = list(inputs)
             if sequence_len is not None:
-                lengths = [int(n) for n in sequence_len]
+                lengths = sequence_len.tolist() if hasattr(sequence_len, "tolist") else list(sequence_len)
+                if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in lengths):
+                    raise TypeError(f"sequence_len must hold integer word counts, got {lengths[:5]!r}")
+                lengths = [int(n) for n in lengths]
                 if len(lengths) != len(sentences) or any(not 0 <= n <= len(s) for n, s in zip(lengths, sentences)):
                     raise ValueError("sequence_len needs one length per word list, each between 0 and the list's size")
                 sentences = [words[:n] for words, n in zip(sentences, lengths)]

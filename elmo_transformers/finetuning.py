@@ -9,7 +9,8 @@ import datasets
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
-from .data import DataError, load_splits
+from .data import DataError, load_splits, settle_before_trainer
+from .output_paths import check_output_apart
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ def parse_and_load(argv=None, prog=None):
     against the --do_* flags: what both fine-tuning tasks start with."""
     parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments), prog=prog)
     head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
+    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     set_seed(training_args.seed)
@@ -157,6 +160,7 @@ def run(model, tokenizer, training_args, splits, collator, compute_metrics):
     trust_remote_code. Metrics are printed and saved ({train,eval,test}_results.json)."""
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     logger.info(f"{type(model).__name__}: {model.num_parameters():,} parameters, {trainable:,} trainable")
+    settle_before_trainer(model, tokenizer, training_args)
     trainer = Trainer(
         model=model,
         args=training_args,

@@ -5,8 +5,9 @@
 1. Builds the upload folder from an allow-list of what a model repo needs (model_files.py: config, weights,
    tokenizer files, the code modules, README.md); anything else in DIR (Trainer's training_args.bin, which can hold
    a token, trainer_state.json, *_results.json, optimizer states, checkpoint-*/ and runs/ folders...) is left out
-   and listed. Symlinks are copied as the files they point to. README.md is the model card from model_card.py
-   (DIR's own README.md, if any, is kept instead).
+   and listed. Only regular files inside DIR go: a symbolic link leaving DIR is refused by name (except a code
+   module linked to this installation's own copy, as in the shipped default model). README.md is the model card
+   from model_card.py (DIR's own README.md, if any, is kept instead).
 2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): with
    `trust_remote_code=True` and its own code files, the Auto class of its architecture must load it and its
    pipeline must run on a sentence.
@@ -14,6 +15,7 @@
    `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -22,6 +24,8 @@ import sys
 import tempfile
 
 from huggingface_hub import HfApi
+
+from configuration_elmo import ELMO_MODULES
 
 from .model_card import architecture, model_card
 from .model_files import is_model_file
@@ -50,19 +54,46 @@ print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {ta
 """
 
 
+def installed_module(name):
+    """The real path of this installation's own module file `name` (e.g. modeling_elmo.py), or None."""
+    module = name.removesuffix(".py")
+    spec = importlib.util.find_spec(module) if name.endswith(".py") and module in ELMO_MODULES else None
+    return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
+
+
+def upload_files(model_dir):
+    """(names to upload, names left out) of DIR. Uploaded: regular files with a model-file name (or README.md)
+    inside DIR. A symbolic link is followed only when it stays inside DIR, or when it is a model module linked to
+    this installation's own copy of that module (the shipped default model links its code to the package's); any
+    other link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
+    root = os.path.realpath(model_dir)
+    kept, left_out = [], []
+    for name in sorted(os.listdir(model_dir)):
+        path = os.path.join(model_dir, name)
+        wanted = is_model_file(name) or name == "README.md"
+        if wanted and os.path.islink(path):
+            target = os.path.realpath(path)
+            if os.path.commonpath([root, target]) != root and target != installed_module(name):
+                raise SystemExit(f"error: {path} is a symbolic link to {target}, outside {model_dir}: only files "
+                                 "inside the folder are uploaded (copy the file in, or remove the link)")
+        if wanted and os.path.isfile(path):
+            kept.append(name)
+        else:
+            left_out.append(name + "/" if os.path.isdir(path) else name)
+    return kept, left_out
+
+
 def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
-    """Copy DIR's model files into `staging` (symlinks dereferenced) and add the model card; returns the sorted
-    file names of `staging`. What is left out is printed."""
-    names = sorted(os.listdir(model_dir))
-    if "config.json" not in names:
+    """Copy DIR's model files (`upload_files`) into `staging` (links copied as the files they point to) and add
+    the model card; returns the sorted file names of `staging`. What is left out is printed."""
+    if not os.path.isfile(os.path.join(model_dir, "config.json")):
         raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
-    kept = [n for n in names if (is_model_file(n) or n == "README.md") and os.path.isfile(os.path.join(model_dir, n))]
-    left_out = [n + "/" if os.path.isdir(os.path.join(model_dir, n)) else n for n in names if n not in kept]
+    kept, left_out = upload_files(model_dir)
     if left_out:
-        print(f"not uploading (not part of a model repo): {', '.join(left_out)}", file=sys.stderr)
+        print(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
     os.makedirs(staging, exist_ok=True)
     for name in kept:
-        shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows symlinks
+        shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows the checked links
     if "README.md" in kept:
         print(f"keeping {model_dir}/README.md as the model card (delete it to generate one)", file=sys.stderr)
     else:

@@ -7,6 +7,7 @@ metadata. Used by hub.py (`model_card(folder, repo_id, ...).save(path)`).
 
 import json
 import os
+import re
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
@@ -89,14 +90,14 @@ Or `pipeline("{{ task }}", model="{{ repo_id }}", trust_remote_code=True{{ ', ag
 {% if labels %}
 ## Labels
 
-{{ labels | length }} labels: {% for label in labels %}`{{ label }}`{{ ", " if not loop.last else "." }}{% endfor %}
+{{ labels | length }} labels: {% for label in labels %}{{ markdown_code(label) }}{{ ", " if not loop.last else "." }}{% endfor %}
 {% endif %}
 {% if results %}
 ## Evaluation
 
 | split | metric | value |
 |---|---|---|
-{% for r in results %}| {{ r.dataset_split }} | {{ r.metric_type }} | {{ "%.4f" | format(r.metric_value) }} |
+{% for r in results %}| {{ r.dataset_split }} | {{ markdown_code(r.metric_type, table=True) }} | {{ "%.4f" | format(r.metric_value) }} |
 {% endfor %}
 {% endif %}
 ## Layer layout
@@ -128,6 +129,18 @@ PIPELINE_OUTPUTS = {
     "token-classification": "entities (groups of adjacent words with one label) with `start`/`end` character "
     "offsets into the text.",
 }
+
+
+def markdown_code(text, table=False):
+    """`text` (a label or metric name from the folder, so anything) as one Markdown code span that shows it as it is
+    and can add nothing to the card: control characters are shown escaped (a line break could end the span and
+    start a heading), the fence is longer than any run of backticks inside, and in a table cell `|` is escaped."""
+    text = "".join(json.dumps(c)[1:-1] if c.isspace() and c != " " or not c.isprintable() else c for c in str(text))
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def architecture(config):
@@ -199,6 +212,7 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         pipeline_output=PIPELINE_OUTPUTS[task].format(hidden=2 * projection),
         labels=labels,
         results=results,
+        markdown_code=markdown_code,
         check=check or DEFAULT_CHECK,
         citation=CITATION,
     )

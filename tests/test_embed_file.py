@@ -139,6 +139,37 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
         assert_close_to_reference(resumed[key], expected[key], what=f"resumed line {key}")
 
 
+@pytest.mark.slow
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, tiny_model_dir, one_thread):
+    """Two embed_file runs on one OUTPUT at once: the second is told which process writes it (it used to die on a
+    raw ENOENT about a .tmp shard, or to call the running one "an interrupted run"); once that process is gone the
+    owner file it left does not block --resume."""
+    source = tmp_path / "input.txt"
+    source.write_text("the cat sat on the mat .\n" * 3000, encoding="utf-8")
+    output = tmp_path / "out.hdf5"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "1"]
+    first = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp_path.glob("out.hdf5.partial/shard-*.npz")):
+            assert first.poll() is None, first.stderr.read().decode()
+            assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
+            time.sleep(0.01)
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            with pytest.raises(SystemExit, match=rf"out.hdf5 is being written by process {first.pid} on "):
+                main([*args, *extra])
+        shards = set(tmp_path.glob("out.hdf5.partial/shard-*.npz"))
+        assert first.poll() is None and shards, "the first run goes on"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        first.stderr.close()
+    assert (tmp_path / "out.hdf5.partial.owner").exists()  # left by kill -9: the process is gone, so it is stale
+    with pytest.raises(SystemExit, match="interrupted run: pass --resume"):
+        main(args)
+
+
 def interrupt_after(monkeypatch, method, calls):
     """Make PartialRun.<method> raise KeyboardInterrupt (Ctrl-C) once it has stored `calls` results."""
     original = getattr(embed_file_module.PartialRun, method)

@@ -179,3 +179,16 @@ def test_converted_elmoformanylangs_folder_through_the_embedder(tmp_path, name):
     embedder = ElmoEmbedder(tmp_path / "converted", device="cpu")
     for i, layers in enumerate(embedder.embed_batch(sentences)):
         assert_close_to_reference(layers, expected[f"layers_{i}"], what=f"{name} sentence {i}")
+
+
+def test_embedder_inputs_are_refused_by_name(embedder):
+    with pytest.raises(TypeError, match="embed_window: sentence 0 is a str"):
+        embedder.embed_window("a b")  # would have been read as the characters of one word each
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got True"):
+        list(embedder.embed_sentences([["a"]], batch_size=True))
+    for lengths in ([1.5], [True], np.array([1.7])):
+        with pytest.raises(TypeError, match="sequence_len must hold integer word counts"):
+            embedder.tf_hub_outputs([["a", "b"]], sequence_len=lengths)
+    exact = embedder.tf_hub_outputs([["a", "b"]], sequence_len=[1])["elmo"]
+    for lengths in (torch.tensor([1]), np.array([1]), [np.int64(1)]):
+        assert torch.equal(embedder.tf_hub_outputs([["a", "b"]], sequence_len=lengths)["elmo"], exact)

@@ -361,7 +361,8 @@ def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_train_bilm_from_base_elmo_model_gets_new_softmax(tmp_path, tiny_model_dir, tiny):
+def test_train_bilm_from_base_elmo_model_gets_new_softmax(tmp_path, tiny_model_dir, tiny, caplog, capfd, recwarn):
+    """Also: pretraining on a CPU prints no special-token notice and no pin_memory warning."""
     from elmo_transformers.cli import pretrain as train_bilm
 
     (tmp_path / "train.txt").write_text("\n".join(" ".join(s) for s in toy_sentences(16, seed=3)) + "\n")
@@ -369,6 +370,8 @@ def test_train_bilm_from_base_elmo_model_gets_new_softmax(tmp_path, tiny_model_d
                                "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--save_strategy", "no",
                                "--model_name_or_path", str(tiny_model_dir), "--learning_rate", "0",
                                "--disable_tqdm", "true"])
+    noise = [str(w.message) for w in recwarn] + [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
+    assert not [n for n in noise if "pin_memory" in n or "PAD/BOS/EOS" in n], noise
     base, _ = tiny
     model = trainer.model
     assert model.config.lm_vocab_size == len((tmp_path / "out" / "vocab.txt").read_text().split())

@@ -156,6 +156,18 @@ def test_several_representations_and_layer_norm(tiny_model_dir, tiny):
         torch.testing.assert_close(a, b)
 
 
+def test_a_second_scalar_mix_loads_silently(tiny_model_dir, caplog, capfd):
+    """The README's migration line (num_output_representations=2) on a folder saved with one mix: the new mix starts
+    as AllenNLP's (weights 0, gamma 1) and loading reports nothing (it printed a LOAD REPORT with MISSING
+    scalar_mixes.1.* and "Consider training on your downstream task")."""
+    capfd.readouterr()
+    model = ElmoModel.from_pretrained(tiny_model_dir, num_output_representations=2)
+    said = capfd.readouterr().err + "".join(r.getMessage() for r in caplog.records)
+    assert "MISSING" not in said and "scalar_mixes" not in said and "LOAD REPORT" not in said, said
+    assert torch.equal(model.scalar_mixes[1].scalar_parameters, torch.zeros(3))
+    assert torch.equal(model.scalar_mixes[1].gamma, torch.ones(1))
+
+
 def test_fixed_scalar_mix_parameters_are_frozen(tiny_model_dir, tiny):
     _, tokenizer = tiny
     model = ElmoModel.from_pretrained(tiny_model_dir, scalar_mix_parameters=[-30.0, 30.0, -30.0]).eval()
@@ -228,3 +240,36 @@ def test_gradient_checkpointing_gives_same_gradients(tiny_model_dir, tiny):
 def test_invalid_config_is_named(field, value):
     with pytest.raises(ValueError, match=field):
         ElmoConfig(**{field: value})
+
+
+def test_inputs_that_would_be_read_wrongly_are_refused_or_converted_exactly(tiny):
+    """A hostile user's inputs: every one is refused by name, or converted without changing a value."""
+    model, tokenizer = tiny
+    enc = encode(tokenizer, SENTENCES)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    with torch.no_grad():
+        want = model(ids, mask).last_hidden_state
+        for exact in (dict(input_ids=ids.int()), dict(input_ids=ids.short()), dict(input_ids=ids, attention_mask=mask.bool()),
+                      dict(input_ids=ids, attention_mask=mask.float()), dict(input_ids=ids, attention_mask=mask.to(torch.uint8))):
+            assert torch.equal(model(**exact).last_hidden_state, want), list(exact)
+        refused = [
+            (dict(input_ids=ids.float()), ValueError, "integer char ids, got dtype torch.float32"),
+            (dict(input_ids=ids - 300), ValueError, r"char ids in \[0, 261\]"),
+            (dict(input_ids=ids + 300), ValueError, r"char ids in \[0, 261\]"),
+            (dict(input_ids=ids.to(torch.uint8)), ValueError, "uint8 cannot hold this model's ids"),
+            (dict(input_ids=ids.tolist()), TypeError, "must be a torch.Tensor"),
+            (dict(input_ids=None), TypeError, "got NoneType"),
+            (dict(input_ids=ids[0]), ValueError, r"shape \[batch, words, 50\]"),
+            (dict(input_ids=ids, attention_mask=mask * 0.5), ValueError, r"attention_mask must hold 1 for words and 0"),
+            (dict(input_ids=ids, attention_mask=mask * 2), ValueError, r"such as \[2, 2, 2\]"),
+            (dict(input_ids=ids, attention_mask=-mask), ValueError, "attention_mask must hold"),
+            (dict(input_ids=ids, attention_mask=mask.tolist()), TypeError, "attention_mask must be a torch.Tensor"),
+            (dict(input_ids=ids, output_hidden_states="no"), TypeError, "output_hidden_states must be True, False"),
+            (dict(input_ids=ids, return_lstm_state="yes"), TypeError, "return_lstm_state must be True, False"),
+            (dict(input_ids=ids, lstm_state="x"), ValueError, "lstm_state must be the lstm_state output"),
+            (dict(input_ids=ids, lstm_state=((torch.zeros(2, 3, 8), torch.zeros(2, 3, 5)),) * 2), ValueError,
+             r"pairs \(h \[2, 3, 8\], c \[2, 3, 16\]\)"),
+        ]
+        for kwargs, error, match in refused:
+            with pytest.raises(error, match=match):
+                model(**kwargs)

@@ -173,3 +173,48 @@ def test_no_token_is_a_clear_error(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(push_to_hub, "get_token", lambda: None)
     with pytest.raises(SystemExit, match="HF_TOKEN"):
         push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny"])
+
+
+def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_model_dir, capsys):
+    """A folder someone handed you: `extra.safetensors` links to the user's Hub token. Nothing is staged; the error
+    names the link. A link to a file inside the folder is copied; a non-model file is left out and listed."""
+    secret = tmp_path / "token"
+    secret.write_text("hf_secret")
+    model_dir = tmp_path / "handed"
+    shutil.copytree(tiny_model_dir, model_dir)
+    os.symlink(secret, model_dir / "extra.safetensors")
+    stage = tmp_path / "stage"
+    with pytest.raises(SystemExit, match=r"extra\.safetensors is a symbolic link to .*token, outside"):
+        push_to_hub.main([str(model_dir), "me/x", "--dry-run", "--staging-dir", str(stage)])
+    assert not stage.exists() or not any("hf_secret" in p.read_text(errors="ignore") for p in stage.iterdir())
+
+    for name in ("added_tokens.json", "special_tokens_map.json"):  # the same through the other allowed names
+        (model_dir / "extra.safetensors").unlink(missing_ok=True)
+        (model_dir / name).unlink(missing_ok=True)
+        os.symlink(secret, model_dir / name)
+        with pytest.raises(SystemExit, match=f"{name} is a symbolic link"):
+            hub.build_upload_folder(model_dir, tmp_path / f"stage-{name}", "me/x")
+        (model_dir / name).unlink()
+
+    os.symlink("model.safetensors", model_dir / "copy.safetensors")  # stays inside the folder: uploaded as a file
+    os.symlink(secret, model_dir / "notes.txt")  # not a model file: left out, never read
+    capsys.readouterr()
+    files = hub.build_upload_folder(model_dir, stage, "me/x")
+    assert "copy.safetensors" in files and not (stage / "copy.safetensors").is_symlink()
+    assert "notes.txt" not in files and "notes.txt" in capsys.readouterr().err
+
+
+def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
+    """Label names come from the folder's config.json: each shows as one code span, whatever it holds."""
+    from modeling_elmo import ElmoForTokenClassification
+
+    labels = ["O", "x\n\n# Injected heading", "[click](https://evil.example)", "a`b", "<img src=x>"]
+    model = ElmoForTokenClassification.from_pretrained(tiny_model_dir, id2label=dict(enumerate(labels)),
+                                                       label2id={l: i for i, l in enumerate(labels)})
+    model.save_pretrained(tmp_path / "head")
+    shutil.copy(os.path.join(tiny_model_dir, "tokenizer_config.json"), tmp_path / "head")
+    files = hub.build_upload_folder(tmp_path / "head", tmp_path / "stage", "me/x")
+    card = (tmp_path / "stage" / "README.md").read_text()
+    line = next(l for l in card.splitlines() if l.startswith("5 labels:"))
+    assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
+    assert "\n# Injected" not in card and "README.md" in files

@@ -54,8 +54,8 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
     expected = np.load(FIXTURES / name / "expected.npz")
     assert str(got["config_type"]) == "ElmoConfig"
     np.testing.assert_array_equal(got["char_ids"], expected["char_ids"])
-    assert_close_to_reference(got["layers"], expected["bilm_activations"], what=f"{name}: biLM layers")
-    assert_close_to_reference(got["elmo"], expected["elmo_representation"], what=f"{name}: ELMo vectors")
+    assert_close_to_reference(got["layers"], expected["bilm_activations"], "biLM layers (remote code)")
+    assert_close_to_reference(got["elmo"], expected["elmo_representation"], "ELMo vectors (remote code)")
 
 
 def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
@@ -101,7 +101,7 @@ def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
-    assert_close_to_reference(np.load(tmp_path / "out.npy"), expected, what="ELMo vectors, installed modules")
+    assert_close_to_reference(np.load(tmp_path / "out.npy"), expected, "installed package")
 
 
 NATIVE_CHILD = textwrap.dedent(

@@ -190,6 +190,27 @@ def test_int8_is_inference_only(tiny_model_dir, tiny):
         ElmoModel.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).quantize_int8()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_int8_then_another_dtype_says_int8_and_what_to_do(tiny_model_dir, tiny, dtype):
+    """quantize_int8(), then .to(torch.bfloat16), then a forward: the error names int8 and the two ways out (it was
+    the quantized engine's "expected scalar type Float but found BFloat16"); both ways out work."""
+    from modeling_elmo import ElmoModel
+
+    _, tokenizer = tiny
+    enc = encode(tokenizer, [WORDS])
+    model = ElmoModel.from_pretrained(tiny_model_dir).eval()
+    with torch.no_grad():
+        want = model.quantize_int8()(**enc).last_hidden_state
+        model.to(dtype)
+        with pytest.raises(RuntimeError, match=r"quantized to int8 .* now torch\.\w+: call model\.to\(torch\.float32\)"
+                                               r" to keep int8, or model\.quantize_int8\(False\)"):
+            model(**enc)
+        # int8 again (the weights went through `dtype` and back: close to the first int8 run, not bit-equal)
+        again = model.to(torch.float32)(**enc).last_hidden_state
+        assert torch.nn.functional.cosine_similarity(again, want, dim=-1).min() > 0.99
+        assert model.to(dtype).quantize_int8(False)(**enc).last_hidden_state.dtype == dtype
+
+
 def test_int8_needs_a_quantized_engine(tiny_model_dir, monkeypatch):
     from modeling_elmo import ElmoModel
 

@@ -178,6 +178,33 @@ def test_save_and_reload_with_auto_class_gives_identical_predictions(tiny_model_
         torch.testing.assert_close(loaded(**enc).logits, model(**enc).logits, atol=0, rtol=0)
 
 
+def test_labels_that_would_be_misread_are_refused(tiny_model_dir, tiny):
+    from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+
+    _, tokenizer = tiny
+    enc = tokenizer(["a b c", "d"], padding=True, return_tensors="pt")
+    token = ElmoForTokenClassification.from_pretrained(tiny_model_dir, num_labels=3)
+    sequence = ElmoForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=3)
+    cases = [
+        (token, torch.zeros(2, 3), TypeError, r"integer class ids \[batch, words\], got torch.float32"),
+        (token, torch.zeros(2, 3, dtype=torch.bool), TypeError, "got torch.bool"),
+        (token, [[0, 0, 0], [0, 0, 0]], TypeError, "got list"),
+        (token, torch.full((2, 3), 3), ValueError, r"class ids in \[0, 2\] or -100 \(ignored\), got \[3, 3, 3\]"),
+        (token, torch.full((2, 3), -5), ValueError, r"got \[-5, -5, -5\]"),
+        (sequence, torch.tensor([7, 0]), ValueError, r"got \[7\]"),
+        (sequence, torch.tensor([-1, 0]), ValueError, r"got \[-1\]"),
+        (sequence, [1, 0], TypeError, "got list"),
+    ]
+    for model, labels, error, match in cases:
+        with pytest.raises(error, match=match):
+            model(**enc, labels=labels)
+    # Integer labels of any width are class ids (int16 used to be taken for multi-label targets), read exactly.
+    want = sequence(**enc, labels=torch.tensor([2, 0])).loss
+    assert torch.equal(sequence(**enc, labels=torch.tensor([2, 0], dtype=torch.int16)).loss, want)
+    assert torch.equal(token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]], dtype=torch.int32)).loss,
+                       token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]])).loss)
+
+
 def test_bio_span_f1():
     from elmo_transformers.cli.finetune import spans
 
@@ -208,7 +235,8 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
+def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplog, capfd, recwarn):
+    """Also: on a CPU, fine-tuning prints no pin_memory warning and no special-token notice."""
     from elmo_transformers.cli.finetune import sequence_classification
 
     rng = random.Random(0)
@@ -223,6 +251,8 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path):
     for split in ("eval", "test"):
         metrics = json.loads((tmp_path / "out" / f"{split}_results.json").read_text())
         assert {f"{split}_accuracy", f"{split}_macro_f1"} <= set(metrics)
+    noise = [str(w.message) for w in recwarn] + [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
+    assert not [n for n in noise if "pin_memory" in n or "PAD/BOS/EOS" in n], noise
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", trust_remote_code=True)
     assert loaded.config.id2label == {0: "neg", 1: "pos"}
 

@@ -133,3 +133,20 @@ def test_empty_inputs_are_defined(tok):
     enc = tok(["", " "], padding=True, return_tensors="pt")
     assert enc["input_ids"].shape == (2, 0, 50)
     assert tok([], is_split_into_words=True)["input_ids"] == []  # one pre-tokenized sentence with no words
+
+
+def test_ids_the_tokenizer_could_not_have_made_are_refused(tok):
+    """pad (data collators) and decode take ids from users: floats, bools and out-of-range ids are refused; a
+    negative max_length is not read as "keep everything"."""
+    row = tok(["a"], is_split_into_words=False)["input_ids"][0][0]
+    for bad, match in [([[[1.5] * 50]], "integer ids per word, got float64"), ([[[True] * 50]], "got bool"),
+                       ([[[-1] * 50]], r"outside this tokenizer's range \(0 to 261\), e.g. \[-1"),
+                       ([[[262] * 50]], r"e.g. \[262")]:
+        with pytest.raises(ValueError, match=match):
+            tok.pad({"input_ids": bad})
+        with pytest.raises(ValueError, match=match):
+            tok.decode(bad[0])
+    assert tok.decode([row]) == "a" and tok.pad({"input_ids": [[row]]})["input_ids"] == [[row]]
+    for max_length in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="max_length must be a non-negative int"):
+            tok(["a b"], truncation=True, max_length=max_length)

@@ -36,10 +36,12 @@ def main(argv=None):
     if args.format == "allennlp":
         from ..convert_allennlp import convert
 
+        inputs = [p for p in (args.options, args.weights, args.softmax_weights, args.vocab) if p is not None]
         return conversion_output.run(
             args, lambda **kwargs: convert(args.options, args.weights, args.softmax_weights, args.vocab, **kwargs),
-            args.weights,
+            args.weights, inputs,
         )
     from ..convert_elmoformanylangs import convert
 
-    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir)
+    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,
+                                 [args.model_dir])

@@ -32,7 +32,9 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
-from ..data import DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits, text_to_windows
+from ..data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
+                    settle_before_trainer, text_to_windows)
+from ..output_paths import check_output_apart
 from ..pretraining import add_words_to_softmax, frequent_new_words
 
 logger = logging.getLogger(__name__)
@@ -215,6 +217,9 @@ def main(argv=None):
         raise ValueError("give --train_file / --validation_file or --dataset_name")
     if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
         raise ValueError("--do_train needs --train_file or --dataset_name")
+    inputs = [*(data_args.train_file or []), *(data_args.validation_file or []), data_args.vocab_file,
+              model_args.model_name_or_path]
+    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     set_seed(training_args.seed)
 
     windows = load_windows(data_args, training_args)
@@ -227,9 +232,8 @@ def main(argv=None):
             raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
                             "language model (with its vocab.txt), --do-train, and no --vocab-file")
         tokenizer = add_new_words(model, tokenizer, model_args, training_args, windows["train"])
-    # The backward LM's first target is <S>: its id is the vocabulary's, wherever the file lists it.
-    model.config.bos_token_id, model.config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
     logger.info(f"Model: {model.num_parameters():,} parameters, vocabulary {tokenizer.vocab_size:,} words")
+    settle_before_trainer(model, tokenizer, training_args)
 
     trainer = Trainer(
         model=model,

@@ -9,6 +9,7 @@ import tempfile
 from huggingface_hub import get_token
 
 from .. import hub
+from ..output_paths import check_output_apart
 
 
 def main(argv=None):
@@ -34,6 +35,8 @@ def main(argv=None):
         raise SystemExit(f"error: {args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
         raise SystemExit("error: no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+    if args.staging_dir:
+        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", lambda m: SystemExit(f"error: {m}"))
     if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
         raise SystemExit(f"error: --staging-dir {args.staging_dir} is not empty")
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")

@@ -1,0 +1,72 @@
+"""Output rules every tool that writes shares.
+
+1. Its output never overlaps one of its inputs (`check_output_apart`).
+
+An output that is an input (also through a symbolic or hard link), contains one (a folder around it) or sits inside
+one (a file or folder within an input folder) is refused with one line, so that a tool can never replace, fill or
+delete what it reads. Inputs that do not exist on this machine (Hub repo ids, stdin "-") cannot overlap and are
+skipped.
+
+2. Work in progress is announced by an owner file (`write_owner_file`): JSON naming the host and process id, created
+exclusively. A run that finds one refuses to touch what it announces while `owner_is_gone` is False; a run killed
+without cleaning up (`kill -9`) leaves it, and the next run may then take over what it owned.
+"""
+
+import json
+import os
+import socket
+
+
+def check_output_apart(output, inputs, option="output", error=ValueError):
+    """Raise `error` (the calling tool's one-line error type) naming the overlap if `output` is, contains or sits
+    inside one of `inputs` (paths; None, "-" and paths that do not exist are skipped). `option` names the output
+    in the message (e.g. "--output")."""
+    out = os.path.realpath(output)
+    for source in inputs:
+        if source is None or not isinstance(source, (str, os.PathLike)) or source == "-" or not os.path.exists(source):
+            continue
+        src = os.path.realpath(source)
+        same = out == src or (os.path.exists(out) and os.path.samefile(out, src))
+        if same:
+            relation = "is"
+        elif os.path.commonpath([out, src]) == src:
+            relation = "is inside"
+        elif os.path.commonpath([out, src]) == out:
+            relation = "contains"
+        else:
+            continue
+        raise error(
+            f"the {option} {output} {relation} the input {source}: a tool never writes over what it reads; "
+            f"choose another {option}"
+        )
+
+
+def write_owner_file(path):
+    """Create `path` naming this process; FileExistsError if another run already announced itself there."""
+    with open(path, "x", encoding="utf-8") as f:
+        json.dump({"host": socket.gethostname(), "pid": os.getpid()}, f)
+
+
+def read_owner_file(path):
+    """The owner recorded in `path` (a dict), or None if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            owner = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def owner_is_gone(owner):
+    """True only when the owner names a process of this machine, not this one, that has ended."""
+    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return False
+    if owner["pid"] == os.getpid():
+        return False
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return False
