@@ -42,6 +42,7 @@ ELMO_PIPELINES = {
         "impl": "pipeline_elmo.ElmoTokenClassificationPipeline",
         "pt": ["AutoModelForTokenClassification"],
     },
+    "fill-mask": {"impl": "pipeline_elmo.ElmoFillMaskPipeline", "pt": ["AutoModelForPreTraining"]},
 }
 
 TASK_ENCODERS = ("linear", "lstm")

@@ -594,10 +594,12 @@ class ElmoModel(ElmoPreTrainedModel):
             yield out
 
 
-# Word id of `<S>`, the first line of every bilm-tf vocabulary file (ElmoTokenizer checks the file).
-BOS_ID = 0
-# Rows of the full softmax computed at once: bounds the [rows, vocab] logits in evaluation.
-SOFTMAX_CHUNK = 2048
+# Word id of `<S>` when the config does not give one (`config.bos_token_id`): the first line of the vocabulary
+# files `elmo-transformers pretrain` builds. Converted published vocabularies set it (lm_1b's file puts `<S>` on line 1).
+DEFAULT_BOS_ID = 0
+# Logits of the full softmax held at once (rows x vocabulary, 16 MB in float32): evaluation and log-probabilities
+# go through the softmax in chunks of this many values, so memory does not grow with batch x words x vocabulary.
+SOFTMAX_CHUNK_VALUES = 1 << 22
 
 
 @dataclass
@@ -615,7 +617,8 @@ class ElmoLanguageModelingOutput(ModelOutput):
             This batch's perplexities (average = mean of the two, as the paper reports); only with the full softmax.
         forward_logits, backward_logits (`torch.FloatTensor` of shape `(batch, words + 1, lm_vocab_size)`):
             Full-softmax logits, returned without `labels`: position j of the forward LM predicts word j (word
-            `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`).
+            `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`). Vocabulary-sized
+            at every position: with a large vocabulary use `lm_log_probs` or `masked_word_log_probs` instead.
     """
 
     loss: torch.FloatTensor | None = None
@@ -714,11 +717,8 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
             Predictions per direction in the whole (accumulated) batch, given by Trainer; the loss is divided by it.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        layers, _, mask, lengths = self.elmo.bilm_layers(input_ids, attention_mask)
-        top = self.dropout(layers[-1])
-        size, words = self.config.projection_dim, input_ids.shape[1]
-        forward_states = top[:, : words + 1, :size]  # <S>, w_0 .. w_{n-1}: predict w_0 .. w_{n-1}, </S>
-        backward_states = top[:, 1:, size:]  # w_0 .. w_{n-1}, </S>: predict <S>, w_0 .. w_{n-1}
+        forward_states, backward_states, lengths = self.lm_states(input_ids, attention_mask)
+        words = input_ids.shape[1]
         if labels is None:
             output = ElmoLanguageModelingOutput(
                 forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states)
@@ -754,6 +754,42 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
             )
         return output if return_dict else output.to_tuple()
 
+    def lm_states(self, input_ids, attention_mask=None):
+        """The top biLM layer where the softmax reads it: forward states [B, words + 1, P] at `<S>, w_0 .. w_{n-1}`
+        (predicting `w_0 .. w_{n-1}, </S>`), backward states [B, words + 1, P] at `w_0 .. w_{n-1}, </S>`
+        (predicting `<S>, w_0 .. w_{n-1}`), after `lm_dropout`; and the lengths [B] with `<S>` and `</S>`."""
+        layers, _, _, lengths = self.elmo.bilm_layers(input_ids, attention_mask)
+        top = self.dropout(layers[-1])
+        size, words = self.config.projection_dim, input_ids.shape[1]
+        return top[:, : words + 1, :size], top[:, 1:, size:], lengths
+
+    def softmax_chunk_rows(self):
+        """Rows of hidden states sent through the full softmax at once (see `SOFTMAX_CHUNK_VALUES`)."""
+        return max(1, SOFTMAX_CHUNK_VALUES // self.config.lm_vocab_size)
+
+    def lm_log_probs(self, hidden):
+        """log P(word | state) over the whole vocabulary, [N, lm_vocab_size] float32, for states `hidden` [N, P]:
+        the softmax runs over a few rows at a time, so only the result is vocabulary-sized."""
+        if len(hidden) == 0:
+            return hidden.new_zeros(0, self.config.lm_vocab_size, dtype=torch.float32)
+        chunks = hidden.split(self.softmax_chunk_rows())
+        return torch.cat([F.log_softmax(self.lm_softmax(h).float(), dim=-1) for h in chunks])
+
+    def masked_word_log_probs(self, input_ids, attention_mask=None, positions=None):
+        """LAMA's bidirectional score of every vocabulary word at one word position per sentence: the mean of the
+        forward LM's log-probability (from the words to its left) and the backward LM's (from the words to its
+        right), [B, lm_vocab_size]. The word at the position itself is never read, so any word may stand there
+        (the tokenizer's `mask_token`). `positions` [B] (or one int for all) are 0-based word indices."""
+        forward_states, backward_states, lengths = self.lm_states(input_ids, attention_mask)
+        positions = torch.as_tensor(positions, device=forward_states.device).long()
+        positions = positions.expand(len(lengths)) if positions.dim() == 0 else positions
+        if positions.shape != lengths.shape or (positions < 0).any() or (positions >= lengths - 2).any():
+            raise ValueError("positions must hold one word index per sentence, within the sentence")
+        rows = torch.arange(len(positions), device=positions.device)
+        # Forward state j (after <S>, w_0 .. w_{j-1}) and backward state j + 1 (before w_{j+1} .. </S>) predict word j.
+        forward = self.lm_log_probs(forward_states[rows, positions])
+        return 0.5 * (forward + self.lm_log_probs(backward_states[rows, positions + 1]))
+
     def _targets(self, labels, lengths):
         """Check `labels` against the sentence lengths; return forward and backward targets [B, words + 1]."""
         valid = labels != -100
@@ -765,7 +801,8 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
                 "labels has targets past a sentence's end: a sentence of n words has n + 1 targets (its words, then "
                 "</S>), at positions 0..n"
             )
-        bos = labels.new_full((len(labels), 1), BOS_ID)
+        bos_id = self.config.bos_token_id if getattr(self.config, "bos_token_id", None) is not None else DEFAULT_BOS_ID
+        bos = labels.new_full((len(labels), 1), bos_id)
         backward = torch.where(valid, torch.cat([bos, labels[:, :-1]], dim=1), -100)
         return labels, backward
 
@@ -773,7 +810,7 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         """Per-prediction NLL under the full softmax, in row chunks so evaluation never holds [all rows, vocab]."""
         chunks = [
             F.cross_entropy(self.lm_softmax(h).float(), t, reduction="none")
-            for h, t in zip(hidden.split(SOFTMAX_CHUNK), targets.split(SOFTMAX_CHUNK))
+            for h, t in zip(hidden.split(self.softmax_chunk_rows()), targets.split(self.softmax_chunk_rows()))
         ]
         return torch.cat(chunks) if chunks else hidden.new_zeros(0, dtype=torch.float32)
 

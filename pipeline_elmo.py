@@ -1,4 +1,4 @@
-"""transformers pipelines for ELMo's character input: feature extraction, text and token classification.
+"""transformers pipelines for ELMo's character input: feature extraction, text and token classification, fill-mask.
 
 The stock pipelines batch by padding `input_ids` with `pad_token_id`, a word id (32768 for the shipped model),
 while ELMo's `input_ids` are [words, 50] char ids padded with all-zero rows; token classification also reads one id
@@ -7,6 +7,7 @@ per token. These subclasses change only that:
 - between `preprocess` and `_forward` the char ids travel as `char_ids`, a key the stock collate pads with 0;
 - token classification works on whole words (ELMo has no sub-words): one prediction per whitespace-separated word,
   with `start`/`end` character offsets into the input string; `index` is the word's position.
+- fill-mask ranks words of the LM's vocabulary by both directions of the biLM (LAMA's rule, see `ElmoFillMaskPipeline`).
 
 Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO_PIPELINES`), so
 `pipeline(task, model=folder, trust_remote_code=True)` uses them. Without remote code (installed package) pass `pipeline_class=` instead.
@@ -15,7 +16,9 @@ Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO
 import re
 
 import numpy as np
-from transformers.pipelines import FeatureExtractionPipeline, TextClassificationPipeline, TokenClassificationPipeline
+import torch
+from transformers.pipelines import (FeatureExtractionPipeline, FillMaskPipeline, TextClassificationPipeline,
+                                    TokenClassificationPipeline)
 from transformers.pipelines.token_classification import AggregationStrategy
 
 class ElmoCharIdsMixin:
@@ -112,3 +115,78 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
         for entity in entities:
             entity["word"] = sentence[entity["start"] : entity["end"]]
         return [e for e in entities if e.get("entity", e.get("entity_group")) not in ignore_labels]
+
+
+class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
+    """Words of the language model's vocabulary for the one `mask_token` (`<mask>`, a word of its own) in each text,
+    for `ElmoForLanguageModeling` folders.
+
+    LAMA's rule for ELMo: each word w is ranked by the mean of the forward LM's log P(w | left context) and the
+    backward LM's log P(w | right context) at the mask; `score` is exp of that mean normalised over the whole
+    vocabulary (so the scores of all words sum to 1). `<S>`, `</S>` and `<UNK>` are never returned. `targets` (a
+    word or a list) restricts the candidates to those vocabulary words; `top_k` (default 5) caps the list. `sequence`
+    is the input text with the mask replaced by the word; `token` is the word id, `token_str` the word.
+    """
+
+    def _sanitize_parameters(self, top_k=None, targets=None, tokenizer_kwargs=None):
+        if tokenizer_kwargs:
+            raise ValueError("ELMo fill-mask takes no tokenizer_kwargs: texts are split on white space")
+        postprocess_params = {}
+        if targets is not None:
+            postprocess_params["target_ids"] = self.get_target_ids(targets)
+        if top_k is not None:
+            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+                raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+            postprocess_params["top_k"] = top_k
+        return {}, {}, postprocess_params
+
+    def get_target_ids(self, targets):
+        """Vocabulary ids of `targets`, refusing words the softmax does not have and the special words."""
+        targets = [targets] if isinstance(targets, str) else list(targets)
+        vocab = self.tokenizer.get_vocab()
+        excluded = {self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token}
+        unknown = [t for t in targets if t not in vocab or t in excluded]
+        if unknown or not targets:
+            raise ValueError(f"targets must be words of the model's vocabulary other than <S>, </S>, <UNK>; "
+                             f"not: {unknown or targets}")
+        return torch.tensor([vocab[t] for t in dict.fromkeys(targets)])
+
+    def preprocess(self, inputs):
+        if not isinstance(inputs, str):
+            raise ValueError(f"ELMo fill-mask takes texts (str), got {type(inputs).__name__}")
+        mask = self.tokenizer.mask_token
+        spans = [m.span() for m in re.finditer(r"\S+", inputs)]  # the tokenizer's str.split()
+        masks = [i for i, (start, end) in enumerate(spans) if inputs[start:end] == mask]
+        if len(masks) != 1:
+            raise ValueError(f"ELMo fill-mask needs exactly one {mask} per text, as a word of its own (white space "
+                             f"around it); found {len(masks)} in {inputs!r}")
+        words = [inputs[start:end] for start, end in spans]
+        return {**self._char_inputs(words, is_split_into_words=True), "position": torch.tensor(masks),
+                "text": inputs, "span": spans[masks[0]]}
+
+    def _forward(self, model_inputs):
+        position = model_inputs.pop("position")
+        mean = self.model.masked_word_log_probs(**self._model_inputs(model_inputs), positions=position)
+        # log of exp(mean) / sum over the vocabulary of exp(mean)
+        return {"log_scores": mean - mean.logsumexp(dim=-1, keepdim=True), "text": model_inputs["text"],
+                "span": model_inputs["span"]}
+
+    def postprocess(self, model_outputs, top_k=5, target_ids=None):
+        log_scores = model_outputs["log_scores"][0]
+        if target_ids is None:
+            log_scores = log_scores.clone()
+            specials = [self.tokenizer.convert_tokens_to_ids(t) for t in
+                        (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)]
+            log_scores[specials] = float("-inf")
+            candidates = torch.arange(len(log_scores))
+        else:
+            candidates, log_scores = target_ids, log_scores[target_ids]
+        values, order = log_scores.topk(min(top_k, len(candidates) - (3 if target_ids is None else 0)))
+        text, (start, end) = model_outputs["text"], model_outputs["span"]
+        result = []
+        for value, index in zip(values.tolist(), order.tolist()):
+            word_id = int(candidates[index])
+            word = self.tokenizer.convert_ids_to_tokens(word_id)
+            result.append({"score": float(np.exp(value)), "token": word_id, "token_str": word,
+                           "sequence": text[:start] + word + text[end:]})
+        return result

@@ -50,6 +50,8 @@ CHAR_VOCAB_SIZE = 262
 BOS_WORD = "<S>"
 EOS_WORD = "</S>"
 UNK_WORD = "<UNK>"
+# The word the fill-mask pipeline fills (any text would do: LAMA's rule never reads the masked word's characters).
+MASK_WORD = "<mask>"
 
 # The symbols of an ELMoForManyLangs char.dic / word.dic (the word vocabulary needs only <oov> and <pad>).
 VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
@@ -77,6 +79,24 @@ def read_dic(path, required=()):
     if missing:
         raise ValueError(f"{path} lacks the symbols {missing} (an ELMoForManyLangs vocabulary lists {list(required)})")
     return vocab
+
+
+def read_vocabulary(path):
+    """A bilm-tf / lm_1b word vocabulary: one word a line, word id = line number (bilm-tf's `Vocabulary`: each line
+    stripped of white space). `<S>`, `</S>` and `<UNK>` may be on any line (bilm-tf files put them first, lm_1b's
+    begins `</S>`, `<S>`, `<UNK>`). Raises ValueError naming a missing special word or a word listed twice."""
+    with open(path, encoding="utf-8") as f:
+        words = [line.strip() for line in f]
+    missing = [w for w in (BOS_WORD, EOS_WORD, UNK_WORD) if w not in words]
+    if missing:
+        raise ValueError(f"{path} lacks the words {missing}: a bilm-tf vocabulary lists <S>, </S> and <UNK>, one word a line")
+    if len(set(words)) != len(words):
+        first = {}
+        for number, word in enumerate(words, 1):
+            if word in first:
+                raise ValueError(f"{path} lists the word {word!r} twice (lines {first[word]} and {number})")
+            first[word] = number
+    return words
 
 
 def write_dic(vocab, path):
@@ -158,8 +178,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     `input_ids` has shape [batch, words, max_characters_per_token] and `attention_mask` [batch, words]. Padding and
     truncation count words (padding is always on the right, as the biLM reads sentences from their first position).
-    An optional word vocabulary (`vocab.txt`, bilm-tf format: `<S>`, `</S>`, `<UNK>`, then words by descending
-    frequency) maps words to ids for language-model targets; the model's inputs are always characters.
+    An optional word vocabulary (`vocab.txt`, bilm-tf format: one word a line, word id = line number, `<S>`, `</S>`
+    and `<UNK>` on any line; see `read_vocabulary`) maps words to ids for language-model targets; the model's inputs
+    are always characters. `mask_token` marks the word the fill-mask pipeline fills.
     """
 
     vocab_files_names = {"vocab_file": "vocab.txt", "char_vocab_file": "char.dic", "word_vocab_file": "word.dic"}
@@ -175,6 +196,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         eos_token=EOS_WORD,
         unk_token=UNK_WORD,
         pad_token="<pad>",
+        mask_token=MASK_WORD,
         char_vocab_file=None,
         word_vocab_file=None,
         **kwargs,
@@ -185,15 +207,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
                              f"(begin-of-word, at least one character, end-of-word), got {value!r:.100}")
         self.max_characters_per_token = max_characters_per_token
         self.vocab_file = vocab_file
-        words = [BOS_WORD, EOS_WORD, UNK_WORD]
-        if vocab_file is not None:
-            with open(vocab_file, encoding="utf-8") as f:
-                words = [line.rstrip("\n") for line in f if line.rstrip("\n")]
-            if words[:3] != [BOS_WORD, EOS_WORD, UNK_WORD]:
-                raise ValueError(f"{vocab_file} must start with the lines <S>, </S>, <UNK> (bilm-tf vocabulary format)")
+        words = [BOS_WORD, EOS_WORD, UNK_WORD] if vocab_file is None else read_vocabulary(vocab_file)
         self.vocab = {w: i for i, w in enumerate(words)}
-        if len(self.vocab) != len(words):
-            raise ValueError(f"{vocab_file} lists a word twice")
         self.ids_to_words = words
         # Character-vocabulary mode (see the module docstring): ELMoForManyLangs' vocabularies.
         self.char_vocab = None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS)
@@ -208,6 +223,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             eos_token=eos_token,
             unk_token=unk_token,
             pad_token=pad_token,
+            mask_token=mask_token,
             char_vocab_file=char_vocab_file,
             word_vocab_file=word_vocab_file,
             **kwargs,

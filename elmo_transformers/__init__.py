@@ -19,8 +19,9 @@ import transformers
 import modeling_elmo
 from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
+from pipeline_elmo import (ElmoFeatureExtractionPipeline, ElmoFillMaskPipeline, ElmoTextClassificationPipeline,
+                           ElmoTokenClassificationPipeline)
 from quantization_elmo import ElmoInt8Config  # int8: from_pretrained(..., quantization_config=ElmoInt8Config())
-from pipeline_elmo import ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline, ElmoTokenClassificationPipeline
 from tokenization_elmo import ElmoTokenizer
 
 # The same classes the saved configs' auto_map names for remote code.
@@ -39,6 +40,7 @@ __all__ = [
     "ElmoConfig",
     "ElmoEmbedder",
     "ElmoFeatureExtractionPipeline",
+    "ElmoFillMaskPipeline",
     "ElmoForLanguageModeling",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",

@@ -5,6 +5,10 @@
 The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the three module files,
 so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works. Every dataset is checked against the options
 before anything is written; the folder appears only when the conversion succeeded.
+
+With the published softmax (`NAME_softmax_weights.hdf5`: group `softmax` with `W` [V, P] and `b` [V], shared by both
+directions) and its vocabulary (one word a line, word id = line number), the folder holds the language model: it
+loads as `AutoModelForPreTraining` (`ElmoForLanguageModeling`) and, without the softmax, as `AutoModel`.
 """
 
 import h5py
@@ -12,8 +16,8 @@ import numpy as np
 import torch
 
 from configuration_elmo import ElmoConfig
-from modeling_elmo import ElmoModel
-from tokenization_elmo import ElmoTokenizer
+from modeling_elmo import ElmoForLanguageModeling, ElmoModel
+from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
 from .conversion_output import ConversionError, mismatch_error
 
@@ -127,19 +131,65 @@ def to_state_dict(config, arrays):
     return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in state.items()}
 
 
-def convert(options_path, weights_path, **config_kwargs):
-    """Build an ElmoModel (and its tokenizer) holding the original weights."""
+def read_softmax(config, softmax_path, vocab_path):
+    """The published softmax and its vocabulary, checked against each other and the biLM: (W [V, P], b [V], words),
+    or ConversionError naming the problem."""
+    try:
+        words = read_vocabulary(vocab_path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e
+    try:
+        hdf5 = h5py.File(softmax_path, "r")
+    except OSError as e:
+        raise ConversionError(f"cannot read {softmax_path} as HDF5 (truncated or corrupt file?): {e}") from e
+    with hdf5:
+        missing = [name for name in ("softmax/W", "softmax/b") if not isinstance(hdf5.get(name), h5py.Dataset)]
+        if missing:
+            raise ConversionError(f"{softmax_path} lacks the datasets {missing}: a published softmax file holds the "
+                                  "group softmax with W [vocabulary, projection] and b [vocabulary]")
+        weight, bias = hdf5["softmax/W"], hdf5["softmax/b"]
+        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
+            raise ConversionError(f"{softmax_path}: softmax/W must be [vocabulary, projection] and softmax/b "
+                                  f"[vocabulary], got {weight.shape} and {bias.shape}")
+        if weight.shape[1] != config.projection_dim:
+            raise ConversionError(f"{softmax_path}: softmax/W has {weight.shape[1]} columns, the biLM's projection "
+                                  f"size is {config.projection_dim} (a softmax of another model?)")
+        if weight.shape[0] != len(words):
+            raise ConversionError(f"{vocab_path} has {len(words):,} lines but {softmax_path}'s softmax/W has "
+                                  f"{weight.shape[0]:,} rows: the vocabulary must be the softmax's, one word a line")
+        weight, bias = np.asarray(weight[...], dtype=np.float32), np.asarray(bias[...], dtype=np.float32)
+    if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+        raise ConversionError(f"{softmax_path} holds NaN or infinite values (corrupt file?)")
+    return weight, bias, words
+
+
+def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):
+    """Build an ElmoModel (and its tokenizer) holding the original weights; with `softmax_path` and `vocab_path`,
+    an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary)."""
+    if (softmax_path is None) != (vocab_path is None):
+        raise ConversionError("give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words")
     try:
         config = ElmoConfig.from_allennlp_options(options_path, **config_kwargs)
     except (OSError, ValueError) as e:
         raise ConversionError(f"invalid options {options_path}: {e}") from e
+    softmax = None if softmax_path is None else read_softmax(config, softmax_path, vocab_path)
     state = to_state_dict(config, read_weights(config, weights_path))  # checked against the options first
-    model = ElmoModel(config)
+    if softmax is None:
+        model = ElmoModel(config)
+        tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    else:
+        weight, bias, words = softmax
+        index = {w: i for i, w in enumerate(words)}
+        config.lm_vocab_size = len(words)
+        config.bos_token_id, config.eos_token_id = index[BOS_WORD], index[EOS_WORD]
+        model = ElmoForLanguageModeling(config)
+        tokenizer = ElmoTokenizer(vocab_file=str(vocab_path), max_characters_per_token=config.max_characters_per_token)
+        state = {f"elmo.{name}": value for name, value in state.items()}
+        state["lm_softmax.weight"], state["lm_softmax.bias"] = torch.from_numpy(weight), torch.from_numpy(bias)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # Only the scalar mixes are new (not part of the biLM file): they keep their initialisation.
-    if unexpected or any(not name.startswith("scalar_mixes.") for name in missing):
+    if unexpected or any("scalar_mixes." not in name for name in missing):
         raise ConversionError(f"internal mapping error: missing {missing}, unexpected {unexpected}")
-    tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
     return model.eval(), tokenizer
 
 

@@ -356,7 +356,7 @@ def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkey
 
     tuned = train_bilm.main(common + ["--output_dir", str(tmp_path / "tuned"), "--model_name_or_path", str(folder)])
     assert (tmp_path / "tuned" / "vocab.txt").read_text() == (folder / "vocab.txt").read_text()
-    assert tuned.model.config.lm_n_negative_samples is None  # not given this time: full softmax
+    assert tuned.model.config.lm_n_negative_samples == 5  # not given this time: the starting LM's sampled softmax
     assert not torch.equal(tuned.model.lm_softmax.weight.cpu(), model.lm_softmax.weight)  # trained on, not reset
 
 

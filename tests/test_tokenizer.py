@@ -99,9 +99,14 @@ def test_save_and_load_with_vocabulary(tmp_path):
     assert again.get_vocab() == tok.get_vocab() and again.max_characters_per_token == 20
     assert again("the cat", return_tensors="pt")["input_ids"].shape == (1, 2, 20)
     bad = tmp_path / "bad.txt"
-    bad.write_text("the\ncat\n")
-    with pytest.raises(ValueError, match="must start with"):
+    bad.write_text("the\n<S>\ncat\n")
+    with pytest.raises(ValueError, match=r"lacks the words \['</S>', '<UNK>'\]"):
         ElmoTokenizer(vocab_file=str(bad))
+    lm_1b = tmp_path / "lm_1b.txt"  # lm_1b's order; word ids are line numbers
+    lm_1b.write_text("</S>\n<S>\n<UNK>\nthe\n", encoding="utf-8")
+    tok = ElmoTokenizer(vocab_file=str(lm_1b))
+    assert (tok.bos_token_id, tok.eos_token_id, tok.unk_token_id, tok.vocab_size) == (1, 0, 2, 4)
+    assert tok.convert_tokens_to_ids(["the", "dog"]) == [3, 2] and tok.mask_token == "<mask>"
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,14 @@
 """`elmo-transformers convert allennlp | elmoformanylangs`: an original model into a Hub-ready ELMo folder.
 
-    elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR
+    elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR \
+        [--softmax-weights SOFTMAX.hdf5 --vocab VOCAB.txt]
     elmo-transformers convert elmoformanylangs MODEL_DIR --output DIR
 
 The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the model's module files,
 so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works, and with `import elmo_transformers` without
 remote code. Every weight is checked before anything is written; the folder appears only when the conversion
-succeeded, and --overwrite replaces only an earlier conversion.
+succeeded, and --overwrite replaces only an earlier conversion. With AllenNLP's published softmax and its
+vocabulary the folder is the language model (`AutoModelForPreTraining`; `AutoModel` loads the biLM alone).
 """
 
 import argparse
@@ -22,6 +24,8 @@ def main(argv=None):
                                   description="Convert AllenNLP's or bilm-tf's options.json + weights.hdf5.")
     allennlp.add_argument("--options", required=True, help="options.json of the original model")
     allennlp.add_argument("--weights", required=True, help="weights.hdf5 of the original model")
+    allennlp.add_argument("--softmax-weights", help="the published softmax (NAME_softmax_weights.hdf5): gives the LM")
+    allennlp.add_argument("--vocab", help="the softmax's vocabulary, one word a line (e.g. vocab-2016-09-10.txt)")
     efml = formats.add_parser("elmoformanylangs", help="an ELMoForManyLangs (HIT-SCIR) model folder",
                               description="Convert an ELMoForManyLangs model folder (config.json, char.dic, word.dic, "
                               "token_embedder.pkl, encoder.pkl).")
@@ -32,8 +36,11 @@ def main(argv=None):
     if args.format == "allennlp":
         from ..convert_allennlp import convert
 
-        return conversion_output.run(args, lambda **kwargs: convert(args.options, args.weights, **kwargs), args.weights,
-                                     [args.options, args.weights])
+        inputs = [p for p in (args.options, args.weights, args.softmax_weights, args.vocab) if p is not None]
+        return conversion_output.run(
+            args, lambda **kwargs: convert(args.options, args.weights, args.softmax_weights, args.vocab, **kwargs),
+            args.weights, inputs,
+        )
     from ..convert_elmoformanylangs import convert
 
     return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,

@@ -6,6 +6,14 @@ Lines are split into windows of at most --max-words words; each window is one bi
 The word vocabulary (bilm-tf format) is built from the training text unless --vocab-file is given or the starting
 model already has one of the right size; it is saved with the model as vocab.txt.
 
+Continuing a language model (a converted AllenNLP model with its published softmax, the shipped model, or an earlier
+run) keeps its softmax and vocabulary, and its sampled softmax (bilm-tf's 8,192 negatives if it has none);
+--add-words N first appends up to N of the new text's out-of-vocabulary words (seen --add-words-min-count times) to
+both. --resume-from-checkpoint continues an interrupted run.
+
+    elmo-transformers pretrain --model-name-or-path LM_FOLDER --train-file domain.txt --output-dir adapted \
+        --do-train --num-train-epochs 1 --learning-rate 2e-4 [--add-words 5000]
+
     elmo-transformers pretrain --train-file train.txt.gz --validation-file valid.txt.gz \\
         --output-dir out --do-train --do-eval --lstm-dim 256 --projection-dim 64 --n-negative-samples 1024
 
@@ -27,6 +35,7 @@ from tokenization_elmo import ElmoTokenizer
 from ..data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
                     settle_before_trainer, text_to_windows)
 from ..output_paths import check_output_apart
+from ..pretraining import add_words_to_softmax, frequent_new_words
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +57,12 @@ class ModelArguments:
     projection_dim: int = field(default=128, metadata={"help": "From scratch: LSTM projection / token embedding size."})
     n_layers: int = field(default=2, metadata={"help": "From scratch: LSTM layers per direction."})
     n_negative_samples: int | None = field(
-        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (None: full softmax)."}
+        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (default: the starting "
+                                "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."}
     )
+    add_words: int = field(default=0, metadata={"help": "Continuing an LM: append up to this many of the training "
+                                                "text's out-of-vocabulary words to its vocabulary and softmax."})
+    add_words_min_count: int = field(default=5, metadata={"help": "--add-words: only words seen this often."})
     lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
 
 
@@ -61,7 +74,7 @@ class DataArguments:
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
     text_column: str = field(default="text", metadata={"help": "Column holding the text."})
     validation_split_percentage: float = field(
-        default=1.0, metadata={"help": "Percent of the training lines held out when there is no validation split."}
+        default=1.0, metadata={"help": "Percent of the training lines held out when there is no validation split (0: none)."}
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training lines."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N evaluation lines."})
@@ -80,7 +93,7 @@ def load_windows(data_args, training_args):
     if data_args.validation_file:
         data_files["validation"] = data_args.validation_file
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_files)
-    if "validation" not in raw and "train" in raw:
+    if "validation" not in raw and "train" in raw and data_args.validation_split_percentage > 0:
         held_out = raw["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
@@ -129,6 +142,10 @@ def load_tokenizer(model_args, data_args, training_args, train_windows):
     return ElmoTokenizer(vocab_file=path), False
 
 
+# bilm-tf's negatives per batch, for a starting LM that has no sampled-softmax setting (a converted one).
+BILM_TF_NEGATIVE_SAMPLES = 8192
+
+
 def load_model(model_args, vocab_size, keep_softmax):
     """From scratch (size arguments), or the starting model's biLM with its softmax (same vocabulary) or a new one."""
     lm_fields = {
@@ -136,6 +153,10 @@ def load_model(model_args, vocab_size, keep_softmax):
         "lm_n_negative_samples": model_args.n_negative_samples,
         "lm_dropout": model_args.lm_dropout,
     }
+    if model_args.model_name_or_path and model_args.n_negative_samples is None:
+        start = ElmoConfig.from_pretrained(model_args.model_name_or_path)
+        if start.lm_vocab_size is not None:  # continuing a language model: its sampled softmax, or bilm-tf's
+            lm_fields["lm_n_negative_samples"] = start.lm_n_negative_samples or BILM_TF_NEGATIVE_SAMPLES
     if model_args.model_name_or_path and keep_softmax:
         return ElmoForLanguageModeling.from_pretrained(model_args.model_name_or_path, **lm_fields)
     if model_args.model_name_or_path:
@@ -156,6 +177,27 @@ def load_model(model_args, vocab_size, keep_softmax):
         **lm_fields,
     )
     return ElmoForLanguageModeling(config)
+
+
+def add_new_words(model, tokenizer, model_args, training_args, train_windows):
+    """--add-words: the text's frequent out-of-vocabulary words join the vocabulary (written to the output folder's
+    vocab.txt, after the starting model's words) and the softmax. Returns the tokenizer to train with."""
+    new_words, unseen_total = frequent_new_words(train_windows, tokenizer.get_vocab(), model_args.add_words,
+                                                 model_args.add_words_min_count)
+    if not new_words:
+        logger.info("--add-words: no out-of-vocabulary word is frequent enough; the vocabulary is unchanged")
+        return tokenizer
+    os.makedirs(training_args.output_dir, exist_ok=True)
+    path = os.path.join(training_args.output_dir, "vocab.txt")
+    with training_args.main_process_first(desc="vocabulary"):
+        if training_args.process_index == 0:
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(w + "\n" for w in [*tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)),
+                                                 *(w for w, _ in new_words)])
+    add_words_to_softmax(model, tokenizer.unk_token_id, new_words, unseen_total)
+    logger.info(f"--add-words: {len(new_words)} words added (e.g. {[w for w, _ in new_words[:10]]}), "
+                f"vocabulary {model.config.lm_vocab_size:,} words")
+    return ElmoTokenizer(vocab_file=path, max_characters_per_token=tokenizer.max_characters_per_token)
 
 
 def compute_metrics(eval_prediction):
@@ -183,6 +225,13 @@ def main(argv=None):
     windows = load_windows(data_args, training_args)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
     model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
+    if model_args.add_words and training_args.resume_from_checkpoint:
+        logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's (with the words added then)")
+    elif model_args.add_words:
+        if not (keep_softmax and training_args.do_train):
+            raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
+                            "language model (with its vocab.txt), --do-train, and no --vocab-file")
+        tokenizer = add_new_words(model, tokenizer, model_args, training_args, windows["train"])
     logger.info(f"Model: {model.num_parameters():,} parameters, vocabulary {tokenizer.vocab_size:,} words")
     settle_before_trainer(model, tokenizer, training_args)
 
