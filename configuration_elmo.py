@@ -155,7 +155,11 @@ class ElmoConfig(PretrainedConfig):
         self.char_embedding_dim = char_embedding_dim
         filters = DEFAULT_FILTERS if filters is None else filters
         # Lists of pairs are copied as lists (JSON gives lists, callers tuples); anything else is refused below.
-        self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in filters] if isinstance(filters, (list, tuple)) else filters
+        self.filters = (
+            [list(f) if isinstance(f, (list, tuple)) else f for f in filters]
+            if isinstance(filters, (list, tuple))
+            else filters
+        )
         self.n_highway = n_highway
         self.activation = activation
         self.n_characters = n_characters
@@ -255,14 +259,16 @@ class ElmoConfig(PretrainedConfig):
         self._validate_token_inputs()
         if not isinstance(self.filters, list) or not 1 <= len(self.filters) <= MAX_LAYERS:
             raise ValueError(
-                f"ElmoConfig.filters must list 1 to {MAX_LAYERS} [width, number] filter banks, got {self.filters!r:.200}"
+                f"ElmoConfig.filters must list 1 to {MAX_LAYERS} [width, number] filter banks, "
+                f"got {self.filters!r:.200}"
             )
         for f in self.filters:
             if not isinstance(f, list) or len(f) != 2 or not all(
                 isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM for v in f
             ):
                 raise ValueError(
-                    f"ElmoConfig.filters entries must be [width, number], integers from 1 to {MAX_DIM:,}, got {f!r:.200}"
+                    f"ElmoConfig.filters entries must be [width, number], integers from 1 to {MAX_DIM:,}, "
+                    f"got {f!r:.200}"
                 )
             if f[0] > self.max_characters_per_token:
                 raise ValueError(
@@ -276,7 +282,9 @@ class ElmoConfig(PretrainedConfig):
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
             if value is not None and (not _is_finite_number(value) or value <= 0):
-                raise ValueError(f"ElmoConfig.{name} must be a positive finite number or None (no clipping), got {value!r}")
+                raise ValueError(
+                    f"ElmoConfig.{name} must be a positive finite number or None (no clipping), got {value!r}"
+                )
         if not isinstance(self.use_skip_connections, bool):
             raise ValueError(f"ElmoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}")
         if not isinstance(self.do_layer_norm, bool):
@@ -286,7 +294,8 @@ class ElmoConfig(PretrainedConfig):
             or not all(_is_finite_number(w) for w in self.scalar_mix_parameters)
         ):
             raise ValueError(
-                f"ElmoConfig.scalar_mix_parameters must be a list of finite numbers or None, got {self.scalar_mix_parameters!r}"
+                "ElmoConfig.scalar_mix_parameters must be a list of finite numbers or None, "
+                f"got {self.scalar_mix_parameters!r}"
             )
         if self.scalar_mix_parameters is not None and len(self.scalar_mix_parameters) != self.n_layers + 1:
             raise ValueError(
@@ -306,7 +315,8 @@ class ElmoConfig(PretrainedConfig):
             raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
         if self.num_parameters_estimate() > MAX_PARAMETERS:
             raise ValueError(
-                f"ElmoConfig asks for about {self.num_parameters_estimate():,} parameters, more than {MAX_PARAMETERS:,}: "
+                f"ElmoConfig asks for about {self.num_parameters_estimate():,} parameters, "
+                f"more than {MAX_PARAMETERS:,}: "
                 "check lstm_dim, projection_dim, n_layers and the vocabulary sizes"
             )
 
@@ -334,7 +344,9 @@ class ElmoConfig(PretrainedConfig):
         rows = self.sentence_boundary_ids
         if not vocabulary_inputs:
             if rows is not None:
-                raise ValueError("ElmoConfig.sentence_boundary_ids is only for a character vocabulary or word embedding")
+                raise ValueError(
+                    "ElmoConfig.sentence_boundary_ids is only for a character vocabulary or word embedding"
+                )
             return
         if not (
             isinstance(rows, list)

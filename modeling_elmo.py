@@ -424,7 +424,8 @@ class ElmoModel(ElmoPreTrainedModel):
         chars = self.config.input_width
         if not torch.is_tensor(input_ids):
             raise TypeError(
-                f"input_ids must be a torch.Tensor of char ids [batch, words, {chars}], got {type(input_ids).__name__}: "
+                f"input_ids must be a torch.Tensor of char ids [batch, words, {chars}], "
+                f"got {type(input_ids).__name__}: "
                 "call the tokenizer with return_tensors='pt'"
             )
         if input_ids.dim() != 3 or input_ids.shape[-1] != chars:
@@ -440,7 +441,8 @@ class ElmoModel(ElmoPreTrainedModel):
         largest = max(table.num_embeddings for table in tables if table is not None)
         if torch.iinfo(input_ids.dtype).max < largest - 1:
             raise ValueError(
-                f"input_ids of dtype {input_ids.dtype} cannot hold this model's ids (up to {largest - 1}), so they were "
+                f"input_ids of dtype {input_ids.dtype} cannot hold this model's ids (up to {largest - 1}), "
+                "so they were "
                 "cut before they got here: keep the tokenizer's torch.long (return_tensors='pt')"
             )
         input_ids = input_ids.long()
@@ -487,7 +489,9 @@ class ElmoModel(ElmoPreTrainedModel):
             self.bilm.token_cache = None
             return
         if self.config.sentence_boundary_ids is not None:
-            raise ValueError("cache_token_embeddings maps words by the UTF-8 byte rules; this model reads vocabulary ids")
+            raise ValueError(
+                "cache_token_embeddings maps words by the UTF-8 byte rules; this model reads vocabulary ids"
+            )
         chars = self.config.max_characters_per_token
         rows = list(dict.fromkeys([BOS_WORD, EOS_WORD, *words]))
         char_ids = torch.tensor([word_to_char_ids(w, chars) for w in rows], device=self.device)
@@ -583,7 +587,9 @@ class ElmoModel(ElmoPreTrainedModel):
         if input_ids.dim() == 3 and input_ids.shape[0] == 1:
             input_ids = input_ids[0]
         if input_ids.dim() != 2:
-            raise ValueError(f"forward_windows takes one text, input_ids [words, C] or [1, words, C]; got {list(input_ids.shape)}")
+            raise ValueError(
+                f"forward_windows takes one text, input_ids [words, C] or [1, words, C]; got {list(input_ids.shape)}"
+            )
         if not (isinstance(window_size, int) and window_size > 0):
             raise ValueError(f"window_size must be a positive int, got {window_size!r}")
         state = None
@@ -595,7 +601,8 @@ class ElmoModel(ElmoPreTrainedModel):
 
 
 # Word id of `<S>` when the config does not give one (`config.bos_token_id`): the first line of the vocabulary
-# files `elmo-transformers pretrain` builds. Converted published vocabularies set it (lm_1b's file puts `<S>` on line 1).
+# files `elmo-transformers pretrain` builds. Converted published vocabularies set it (lm_1b's file puts `<S>` on
+# line 1).
 DEFAULT_BOS_ID = 0
 # Logits of the full softmax held at once (rows x vocabulary, 16 MB in float32): evaluation and log-probabilities
 # go through the softmax in chunks of this many values, so memory does not grow with batch x words x vocabulary.
@@ -887,7 +894,12 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
 def check_class_ids(labels, num_labels, shape, layout):
     """Refuse class labels that cross entropy would misread or fail on: an integer tensor of `shape` (`layout` names
     its axes; a trailing axis of 1 is accepted) holding ids in [0, num_labels) or -100 (ignored)."""
-    if not torch.is_tensor(labels) or labels.dtype.is_floating_point or labels.is_complex() or labels.dtype == torch.bool:
+    if (
+        not torch.is_tensor(labels)
+        or labels.dtype.is_floating_point
+        or labels.is_complex()
+        or labels.dtype == torch.bool
+    ):
         what = str(labels.dtype) if torch.is_tensor(labels) else type(labels).__name__
         raise TypeError(f"labels must be a tensor of integer class ids {layout}, got {what}")
     if tuple(labels.shape) not in (tuple(shape), (*shape, 1)):
@@ -932,7 +944,9 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
         loss = None
         if labels is not None:
             if not torch.is_tensor(labels):
-                raise TypeError(f"labels must be a tensor (class ids, or floats for regression), got {type(labels).__name__}")
+                raise TypeError(
+                    f"labels must be a tensor (class ids, or floats for regression), got {type(labels).__name__}"
+                )
             if self.config.problem_type is None:
                 if self.num_labels == 1:
                     self.config.problem_type = "regression"

@@ -10,7 +10,8 @@ per token. These subclasses change only that:
 - fill-mask ranks words of the LM's vocabulary by both directions of the biLM (LAMA's rule, see `ElmoFillMaskPipeline`).
 
 Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO_PIPELINES`), so
-`pipeline(task, model=folder, trust_remote_code=True)` uses them. Without remote code (installed package) pass `pipeline_class=` instead.
+`pipeline(task, model=folder, trust_remote_code=True)` uses them. Without remote code (installed package) pass
+`pipeline_class=` instead.
 """
 
 import re

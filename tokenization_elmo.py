@@ -89,7 +89,9 @@ def read_vocabulary(path):
         words = [line.strip() for line in f]
     missing = [w for w in (BOS_WORD, EOS_WORD, UNK_WORD) if w not in words]
     if missing:
-        raise ValueError(f"{path} lacks the words {missing}: a bilm-tf vocabulary lists <S>, </S> and <UNK>, one word a line")
+        raise ValueError(
+            f"{path} lacks the words {missing}: a bilm-tf vocabulary lists <S>, </S> and <UNK>, one word a line"
+        )
     if len(set(words)) != len(words):
         first = {}
         for number, word in enumerate(words, 1):
@@ -128,7 +130,9 @@ def word_to_char_ids(word, max_chars=50):
         return sentence_boundary_char_ids(max_chars)[1]
     encoded = word.encode("utf-8", errors="ignore")
     if len(encoded) > max_chars - 2:
-        logger.warning_once(f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} bytes.")
+        logger.warning_once(
+            f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} bytes."
+        )
         encoded = encoded[: max_chars - 2]
     raw = [BEGINNING_OF_WORD_CHAR, *encoded, END_OF_WORD_CHAR] + [PADDING_CHAR] * (max_chars - 2 - len(encoded))
     return tuple(c + 1 for c in raw)
@@ -417,7 +421,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         for name, value in unsupported.items():
             if value:
                 raise ValueError(f"ElmoTokenizer does not support {name}={value!r}")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0):
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0
+        ):
             raise ValueError(f"max_length must be a non-negative int (words per sentence) or None, got {max_length!r}")
         is_batched, sentences = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:

@@ -1,4 +1,5 @@
-"""`python -m elmo_transformers ...`: the `elmo-transformers` command (works under `torchrun -m` and `accelerate launch -m`)."""
+"""`python -m elmo_transformers ...`: the `elmo-transformers` command (works under `torchrun -m` and
+`accelerate launch -m`)."""
 
 import sys
 

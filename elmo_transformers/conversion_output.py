@@ -49,7 +49,8 @@ def is_earlier_conversion(folder):
             model_type = json.load(f).get("model_type")
     except (OSError, ValueError, AttributeError):
         return False
-    regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n)) for n in names)
+    regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n))
+                  for n in names)
     return model_type == "elmo" and regular and all(is_model_file(n) for n in names)
 
 
@@ -80,7 +81,9 @@ def _check_output(output, overwrite):
         if empty:
             return
         if not overwrite:
-            raise ConversionError(f"{output} exists and is not empty (pass --overwrite to replace an earlier conversion)")
+            raise ConversionError(
+                f"{output} exists and is not empty (pass --overwrite to replace an earlier conversion)"
+            )
         if not is_earlier_conversion(output):
             raise ConversionError(
                 f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "

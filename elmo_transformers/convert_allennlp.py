@@ -72,13 +72,19 @@ def read_weights(config, weights_path):
             expected = expected_shapes(config, flat="RNN_0/RNN/MultiRNNCell" not in hdf5)
         except (RuntimeError, OSError, KeyError, ValueError) as e:
             raise ConversionError(f"cannot read the structure of {weights_path} (corrupt file?): {e}") from e
-        problems = [f"missing dataset {name} (expected shape {shape})" for name, shape in expected.items() if name not in found]
+        problems = [
+            f"missing dataset {name} (expected shape {shape})" for name, shape in expected.items() if name not in found
+        ]
         problems += [
             f"dataset {name} has shape {found[name]}, expected {shape} from the options"
             for name, shape in expected.items()
             if name in found and tuple(found[name]) != shape
         ]
-        problems += [f"unexpected dataset {name} {found[name]} (not called for by the options)" for name in found if name not in expected]
+        problems += [
+            f"unexpected dataset {name} {found[name]} (not called for by the options)"
+            for name in found
+            if name not in expected
+        ]
         for name in expected if not problems else ():  # unwritten datasets read as zeros of any size they claim
             dataset = hdf5[name]
             stored, size = dataset.id.get_storage_size(), dataset.size * dataset.dtype.itemsize
@@ -94,7 +100,9 @@ def read_weights(config, weights_path):
                 raise ConversionError(f"cannot read dataset {name} from {weights_path} (corrupt file?): {e}") from e
             if not np.isfinite(arrays[name]).all():
                 raise ConversionError(f"dataset {name} in {weights_path} holds NaN or infinite values (corrupt file?)")
-    return {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): value for name, value in arrays.items()}
+    return {
+        name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): value for name, value in arrays.items()
+    }
 
 
 def tf_gates_to_ifgo(matrix, hidden):
@@ -114,8 +122,12 @@ def to_state_dict(config, arrays):
         state[f"bilm.char_cnn.convolutions.{i}.bias"] = arrays[f"CNN/b_cnn_{i}"]
     for k in range(config.n_highway):  # transform rows over carry rows
         high = f"CNN_high_{k}"
-        state[f"bilm.char_cnn.highways.{k}.weight"] = np.concatenate([arrays[f"{high}/W_transform"].T, arrays[f"{high}/W_carry"].T])
-        state[f"bilm.char_cnn.highways.{k}.bias"] = np.concatenate([arrays[f"{high}/b_transform"], arrays[f"{high}/b_carry"]])
+        state[f"bilm.char_cnn.highways.{k}.weight"] = np.concatenate(
+            [arrays[f"{high}/W_transform"].T, arrays[f"{high}/W_carry"].T]
+        )
+        state[f"bilm.char_cnn.highways.{k}.bias"] = np.concatenate(
+            [arrays[f"{high}/b_transform"], arrays[f"{high}/b_carry"]]
+        )
     state["bilm.char_cnn.projection.weight"] = arrays["CNN_proj/W_proj"].T
     state["bilm.char_cnn.projection.bias"] = arrays["CNN_proj/b_proj"]
     for layer in range(config.n_layers):
@@ -167,7 +179,9 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
     """Build an ElmoModel (and its tokenizer) holding the original weights; with `softmax_path` and `vocab_path`,
     an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary)."""
     if (softmax_path is None) != (vocab_path is None):
-        raise ConversionError("give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words")
+        raise ConversionError(
+            "give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words"
+        )
     try:
         config = ElmoConfig.from_allennlp_options(options_path, **config_kwargs)
     except (OSError, ValueError) as e:

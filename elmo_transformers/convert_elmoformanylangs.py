@@ -139,7 +139,11 @@ def check_tensors(state, expected, path):
         if name in state and tuple(state[name].shape) != shape
     ]
     problems += [f"unexpected {name} {tuple(state[name].shape)}" for name in state if name not in expected]
-    problems += [f"{name} holds NaN or infinite values" for name in expected if name in state and not state[name].isfinite().all()]
+    problems += [
+        f"{name} holds NaN or infinite values"
+        for name in expected
+        if name in state and not state[name].isfinite().all()
+    ]
     if problems:
         raise mismatch_error(path, problems)
 
@@ -171,8 +175,12 @@ def to_state_dict(config, token, encoder):
     for layer in range(config.n_layers):
         cells = [f"{direction}_layer_{layer}" for direction in ("forward", "backward")]
         # Gate blocks are i, f, g, o in both; the forget bias is already in the stored bias (no +1 at run time).
-        state[f"bilm.layers.{layer}.input_weight"] = torch.stack([encoder[f"{c}.input_linearity.weight"].T for c in cells])
-        state[f"bilm.layers.{layer}.state_weight"] = torch.stack([encoder[f"{c}.state_linearity.weight"].T for c in cells])
+        state[f"bilm.layers.{layer}.input_weight"] = torch.stack(
+            [encoder[f"{c}.input_linearity.weight"].T for c in cells]
+        )
+        state[f"bilm.layers.{layer}.state_weight"] = torch.stack(
+            [encoder[f"{c}.state_linearity.weight"].T for c in cells]
+        )
         state[f"bilm.layers.{layer}.bias"] = torch.stack([encoder[f"{c}.state_linearity.bias"] for c in cells])[:, None]
         state[f"bilm.layers.{layer}.projection_weight"] = torch.stack(
             [encoder[f"{c}.state_projection.weight"].T for c in cells]
@@ -195,11 +203,15 @@ def convert(model_dir, **config_kwargs):
         )
     except (OSError, ValueError, TypeError) as e:
         raise ConversionError(f"cannot read the vocabularies of {model_dir}: {e}") from e
-    sizes = {kind: len(vocab) for kind, vocab in (("char", tokenizer.char_vocab), ("word", tokenizer.word_vocab)) if vocab}
+    sizes = {
+        kind: len(vocab) for kind, vocab in (("char", tokenizer.char_vocab), ("word", tokenizer.word_vocab)) if vocab
+    }
     for kind, vocab in (("char", tokenizer.char_vocab), ("word", tokenizer.word_vocab)):
         bad = [t for t, i in (vocab or {}).items() if not 0 <= i < len(vocab)]
         if bad:
-            raise ConversionError(f"{files[kind]}: ids must run from 0 to {len(vocab) - 1} (one per entry), see {bad[:3]}")
+            raise ConversionError(
+                f"{files[kind]}: ids must run from 0 to {len(vocab) - 1} (one per entry), see {bad[:3]}"
+            )
     fields.update(char_vocab_size=sizes.get("char"), word_vocab_size=sizes.get("word"))
     fields["sentence_boundary_ids"] = [list(tokenizer.token_row("<bos>")), list(tokenizer.token_row("<eos>"))]
     try:

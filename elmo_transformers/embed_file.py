@@ -113,7 +113,9 @@ def work_units(counts, batch_size, max_words):
     then each line longer than `max_words` (an int) on its own."""
     order = sorted(range(len(counts)), key=counts.__getitem__)
     short = [i for i in order if counts[i] <= max_words]
-    return [short[k : k + batch_size] for k in range(0, len(short), batch_size)] + [i for i in order if counts[i] > max_words]
+    return [short[k : k + batch_size] for k in range(0, len(short), batch_size)] + [
+        i for i in order if counts[i] > max_words
+    ]
 
 
 class PartialRun:
@@ -134,7 +136,8 @@ class PartialRun:
         if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
             raise ValueError(
                 f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
-                f"(named in {self.owner_file}): wait for it to finish or stop it; if it no longer runs, delete that file"
+                f"(named in {self.owner_file}): wait for it to finish or stop it; "
+                "if it no longer runs, delete that file"
             )
 
     def claim(self):
@@ -188,7 +191,9 @@ class PartialRun:
         self._write(name, lambda f: np.savez(f, **{str(i): a for i, a in arrays.items()}))
 
     def add_window(self, line, start, vectors, lstm_state):
-        state = {f"{kind}{k}": s.float().cpu().numpy() for k, layer in enumerate(lstm_state) for kind, s in zip("hc", layer)}
+        state = {
+            f"{kind}{k}": s.float().cpu().numpy() for k, layer in enumerate(lstm_state) for kind, s in zip("hc", layer)
+        }
         name = f"window-{line:09d}-{start:012d}-{start + vectors.shape[-2]:012d}.npz"
         self._write(name, lambda f: np.savez(f, vectors=vectors, **state))
 
@@ -353,7 +358,8 @@ def _embed_lines(embedder, run, state, lines, settings, output_format, batch_siz
     ]
     mine = pending[state.process_index :: state.num_processes]
     if progress and state.is_main_process and state.num_processes > 1:
-        print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes", file=sys.stderr)
+        print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes",
+              file=sys.stderr)
     size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
     with tqdm(total=size, unit="line", desc="embedding", disable=not (progress and state.is_main_process)) as bar:
         for unit in mine:

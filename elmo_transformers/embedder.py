@@ -84,9 +84,9 @@ class ElmoEmbedder:
     """AllenNLP's `ElmoEmbedder`: word lists in, float32 NumPy arrays `[n_layers + 1, words, 2P]` out.
 
     `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`; default: the shipped model,
-    `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded
-    here, and to where a given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay
-    float32. The model is put in eval mode (no dropout).
+    `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate
+    picks (cuda, mps, ... else cpu) for a model loaded here, and to where a given model already is; `dtype` (e.g.
+    torch.bfloat16) is the compute dtype, outputs stay float32. The model is put in eval mode (no dropout).
     """
 
     def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None):

@@ -17,8 +17,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, `elmo-transformers "
-                                               "pretrain` output) or an already fine-tuned head of the same kind."})
+    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, "
+                                               "`elmo-transformers pretrain` output) or an already fine-tuned head "
+                                               "of the same kind."})
     freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
                                                               "fine-tuning."})
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})

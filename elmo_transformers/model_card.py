@@ -26,7 +26,8 @@ DEFAULT_CHECK = (
 
 CITATION = """@inproceedings{peters-etal-2018-deep,
     title = "Deep Contextualized Word Representations",
-    author = "Peters, Matthew E. and Neumann, Mark and Iyyer, Mohit and Gardner, Matt and Clark, Christopher and Lee, Kenton and Zettlemoyer, Luke",
+    author = "Peters, Matthew E. and Neumann, Mark and Iyyer, Mohit and Gardner, Matt and Clark, Christopher \
+and Lee, Kenton and Zettlemoyer, Luke",
     booktitle = "Proceedings of NAACL-HLT 2018",
     year = "2018",
     pages = "2227--2237",
@@ -44,7 +45,8 @@ ELMo ({{ shape }}): the biLM of Peters et al. (2018), *Deep contextualized word 
 model for `transformers`.
 {%- else -%}
 A {{ task }} head on ELMo ({{ shape }}), the biLM of Peters et al. (2018), *Deep contextualized word
-representations*{% if base_model %}, fine-tuned from [{{ base_model }}](https://huggingface.co/{{ base_model }}){% endif %}.
+representations*{% if base_model %}, fine-tuned from [{{ base_model }}]\
+(https://huggingface.co/{{ base_model }}){% endif %}.
 {%- endif %}
 {% if source %}
 Converted from: {{ source }}.
@@ -75,7 +77,8 @@ tokenizer = AutoTokenizer.from_pretrained("{{ repo_id }}", trust_remote_code=Tru
 model = {{ auto_class }}.from_pretrained("{{ repo_id }}", trust_remote_code=True).eval()
 
 batch = tokenizer(["The cat sat on the mat .", "ELMo"], padding=True, return_tensors="pt")  # whitespace words
-logits = model(**batch).logits  # {{ "[batch, words, labels]: one prediction per word" if task == "token-classification" else "[batch, labels]" }}
+logits = model(**batch).logits  # {{ "[batch, words, labels]: one prediction per word" if task == "token-classification"
+    else "[batch, labels]" }}
 {% if task == "token-classification" -%}
 words = batch["attention_mask"].sum(-1).tolist()
 predicted = [[model.config.id2label[i] for i in row[:n]] for row, n in zip(logits.argmax(-1).tolist(), words)]
@@ -85,19 +88,22 @@ predicted = [model.config.id2label[i] for i in logits.argmax(-1).tolist()]
 {%- endif %}
 ```
 
-Or `pipeline("{{ task }}", model="{{ repo_id }}", trust_remote_code=True{{ ', aggregation_strategy="simple"' if task == "token-classification" else "" }})`:
+Or `pipeline("{{ task }}", model="{{ repo_id }}", trust_remote_code=True{{ ', aggregation_strategy="simple"'
+    if task == "token-classification" else "" }})`:
 {{ pipeline_output }}
 {% if labels %}
 ## Labels
 
-{{ labels | length }} labels: {% for label in labels %}{{ markdown_code(label) }}{{ ", " if not loop.last else "." }}{% endfor %}
+{{ labels | length }} labels: {% for label in labels %}{{ markdown_code(label) }}{{ ", " if not loop.last
+    else "." }}{% endfor %}
 {% endif %}
 {% if results %}
 ## Evaluation
 
 | split | metric | value |
 |---|---|---|
-{% for r in results %}| {{ r.dataset_split }} | {{ markdown_code(r.metric_type, table=True) }} | {{ "%.4f" | format(r.metric_value) }} |
+{% for r in results %}| {{ r.dataset_split }} | {{ markdown_code(r.metric_type, table=True) }} | {{ "%.4f"
+    | format(r.metric_value) }} |
 {% endfor %}
 {% endif %}
 ## Layer layout

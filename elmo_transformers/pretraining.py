@@ -2,7 +2,6 @@
 out-of-vocabulary words (`elmo-transformers pretrain --add-words N`)."""
 
 import collections
-import math
 
 import torch
 from torch import nn
@@ -35,7 +34,8 @@ def add_words_to_softmax(model, unk_id, new_words, unseen_total):
     counts = torch.tensor([c for _, c in new_words], dtype=torch.float32)
     weight = old.weight[unk_id].expand(len(new_words), -1)
     bias = old.bias[unk_id] + torch.log(counts / max(unseen_total, 1)).to(old.bias.dtype)
-    grown = nn.Linear(old.in_features, old.out_features + len(new_words), device=old.weight.device, dtype=old.weight.dtype)
+    grown = nn.Linear(old.in_features, old.out_features + len(new_words), device=old.weight.device,
+                      dtype=old.weight.dtype)
     grown.weight.copy_(torch.cat([old.weight, weight]))
     grown.bias.copy_(torch.cat([old.bias, bias]))
     model.lm_softmax = grown

@@ -11,13 +11,13 @@ Random weights in the original HDF5 layout are written once for the named publis
 project's converter into `--cache` (default research/cache/, gitignored).
 
 Speed: for each batch size one subprocess loads the model once per `--dtypes` (fp32, bf16, int8 =
-`from_pretrained(..., quantization_config=ElmoInt8Config())`), makes a warm-up call of each implementation, then calls the baseline and
-each of ours in turn `--repeats` times, so that all see the same load on a noisy shared machine; medians are
-reported, and ratios against the baseline of the same run. Memory: each (implementation, dtype, batch size) in a
-fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole process
-(`ru_maxrss`: weights, loading and the calls), and the working memory of the measured call: the Linux
-peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the
-RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
+`from_pretrained(..., quantization_config=ElmoInt8Config())`), makes a warm-up call of each implementation, then
+calls the baseline and each of ours in turn `--repeats` times, so that all see the same load on a noisy shared
+machine; medians are reported, and ratios against the baseline of the same run. Memory: each (implementation, dtype,
+batch size) in a fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole
+process (`ru_maxrss`: weights, loading and the calls), and the working memory of the measured call: the Linux peak
+RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the RSS at
+that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
 With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.1, e.g. separate venvs made by
 `research/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
@@ -60,8 +60,9 @@ SIZES = {
     "Medium": dict(lstm_dim=2048, projection_dim=256, n_highway=1),  # 2x2048_256_2048cnn_1xhighway
     "Original": dict(lstm_dim=4096, projection_dim=512, n_highway=2),  # 2x4096_512_2048cnn_2xhighway
 }
+# word vocabulary of the benchmark sentences and of the LM head's softmax
 LM_VOCAB = 10_000
-DTYPES = ("fp32", "bf16", "int8")  # how our model runs; see load_model  # word vocabulary of the benchmark sentences and of the LM head's softmax
+DTYPES = ("fp32", "bf16", "int8")  # how our model runs; see load_model
 
 
 def converted_model_dir(size, cache):
@@ -449,7 +450,8 @@ def int8_quality(args):
     int8 = load_model(args.quality_model, "int8")
     batches = lambda items: [items[i : i + 32] for i in range(0, len(items), 32)]  # noqa: E731
     text = corpus_sentences(args.quality_corpus, args.quality_sentences)
-    cos = F.cosine_similarity(elmo_vectors(int8, tokenizer, batches(text)), elmo_vectors(fp32, tokenizer, batches(text)))
+    cos = F.cosine_similarity(elmo_vectors(int8, tokenizer, batches(text)),
+                              elmo_vectors(fp32, tokenizer, batches(text)))
     print(f"\nint8 vs fp32 ELMo vectors of {args.quality_model.name}, {len(cos)} words of {len(text)} sentences of "
           f"{args.quality_corpus.name}: cosine median {cos.median():.5f}, 1st percentile {cos.quantile(0.01):.5f}, "
           f"min {cos.min():.5f}", flush=True)
@@ -468,10 +470,13 @@ def int8_quality(args):
         optimizer.step()
     test_words, targets = batches([w for w, _ in test]), labels(test)
     with torch.no_grad():
-        accuracy = {name: (probe(elmo_vectors(model, tokenizer, test_words)).argmax(-1) == targets).float().mean().item()
-                    for name, model in (("fp32", fp32), ("int8", int8))}
+        accuracy = {
+            name: (probe(elmo_vectors(model, tokenizer, test_words)).argmax(-1) == targets).float().mean().item()
+            for name, model in (("fp32", fp32), ("int8", int8))
+        }
     print(f"Silver POS ({args.pos_data.name}), linear probe on the ELMo vectors trained on {len(train)} fp32 segments, "
-          f"test accuracy ({len(targets)} words): fp32 {100 * accuracy['fp32']:.2f}%, int8 {100 * accuracy['int8']:.2f}% "
+          f"test accuracy ({len(targets)} words): fp32 {100 * accuracy['fp32']:.2f}%, "
+          f"int8 {100 * accuracy['int8']:.2f}% "
           f"({100 * (accuracy['int8'] - accuracy['fp32']):+.2f} points)", flush=True)
 
 
@@ -565,14 +570,16 @@ def main():
         config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
         peak = {name: gemm_gflops(name) for name in ours}
         print("\nCeiling: a 2048^3 GEMM runs at " + ", ".join(f"{peak[d]:.0f} GFLOP/s in {d}" for d in ours)
-              + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give at most:")
+              + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give "
+              "at most:")
         print("| batch | GFLOP per batch | " + " | ".join(f"{d} ceiling tok/s" for d in ours) + " |")
         print("|---" * (2 + len(ours)) + "|")
         for batch_size in args.batch_sizes:
             batch = sentences(batch_size, seed=batch_size)
             words = sum(map(len, batch))
             gflop = bilm_flops(config, words, len({w for s in batch for w in s}), batch_size) / 1e9
-            print(f"| {batch_size} | {gflop:.1f} | " + " | ".join(f"{words * peak[d] / gflop:.0f}" for d in ours) + " |")
+            print(f"| {batch_size} | {gflop:.1f} | " + " | ".join(f"{words * peak[d] / gflop:.0f}" for d in ours)
+                  + " |")
         print(f"\nOne step's state GEMMs, both directions ([batch x {config.projection_dim}] x "
               f"[{config.projection_dim} x {4 * config.lstm_dim}]), median ms:")
         rows = {batch_size: step_gemm_ms(batch_size, config) for batch_size in args.batch_sizes}
@@ -583,7 +590,8 @@ def main():
     if args.quality_model and str(args.quality_model) not in ("", "."):
         int8_quality(args)
     if args.train_batch_size:
-        print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with {LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
+        print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with "
+              f"{LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
         for dtype in ("fp32", "bf16"):
             r = run_config(args, "train", dtype, args.train_batch_size, out_dir)
             print(f"  {dtype}{' autocast' if dtype == 'bf16' else ''}: {r['tokens_per_s']:.0f} tokens/s, "
@@ -591,7 +599,8 @@ def main():
     for words in args.document_words:
         r = run_config(args, "windows", "fp32", words, out_dir)
         print(f"\nforward_windows, {words}-word text, window {args.window}, fp32: {r['tokens_per_s']:.0f} tokens/s, "
-              f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB, first window vs stateless max abs diff "
+              f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB, "
+              "first window vs stateless max abs diff "
               f"{r['first_window_max_abs_diff']:.1e}", flush=True)
 
 

@@ -3,9 +3,10 @@
     python research/evaluate_perplexity.py --model elmo_transformers/models/elmo-pd-small \
         --train_file data/train.txt.gz --eval_file data/valid.txt.gz data/test.txt.gz
 
-Each evaluation file is cut into windows exactly as `elmo-transformers pretrain` cuts training text (`--max_words`, which must be
-the training run's), and scored with the full softmax, forward, backward and average perplexity. The baselines
-(`ngram_baselines.py`) are counted on `--train_file`, use the model's vocabulary and predict the same tokens.
+Each evaluation file is cut into windows exactly as `elmo-transformers pretrain` cuts training text (`--max_words`,
+which must be the training run's), and scored with the full softmax, forward, backward and average perplexity. The
+baselines (`ngram_baselines.py`) are counted on `--train_file`, use the model's vocabulary and predict the same
+tokens.
 """
 
 import argparse
@@ -22,8 +23,10 @@ from elmo_transformers.perplexity import bilm_perplexities
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a biLM language model folder (ElmoForLanguageModeling)")
-    parser.add_argument("--train-file", "--train_file", nargs="+", required=True, help="the training text, for the baselines")
-    parser.add_argument("--eval-file", "--eval_file", nargs="+", required=True, help="held-out text files, each scored alone")
+    parser.add_argument("--train-file", "--train_file", nargs="+", required=True,
+                        help="the training text, for the baselines")
+    parser.add_argument("--eval-file", "--eval_file", nargs="+", required=True,
+                        help="held-out text files, each scored alone")
     parser.add_argument("--max-words", "--max_words", type=int, default=30, help="window length used in training")
     parser.add_argument("--batch-size", "--batch_size", type=int, default=64)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -25,7 +25,6 @@ sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 from configuration_elmo import ElmoConfig  # noqa: E402
 from elmo_transformers.convert_allennlp import convert, to_state_dict, write_random_weights  # noqa: E402
 from reference_elmo import load_hdf5, reference_sentence  # noqa: E402
-from tokenization_elmo import ElmoTokenizer  # noqa: E402
 
 ALLENNLP = """
 import json, sys, warnings
@@ -70,16 +69,19 @@ def main():
     # forget bias + 1 to float32, which alone moves the float64 outputs by about 1e-9).
     exact = to_state_dict(config, arrays)
 
-    reference = [reference_sentence(arrays, options_dict, np.array(tokenizer([s], is_split_into_words=True)["input_ids"][0]))
+    reference = [reference_sentence(arrays, options_dict,
+                                    np.array(tokenizer([s], is_split_into_words=True)["input_ids"][0]))
                  for s in sentences]
     with torch.no_grad():
         batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
         batched = model(**batch, output_hidden_states=True).hidden_states
-        alone = [model(**tokenizer([s], is_split_into_words=True, return_tensors="pt"), output_hidden_states=True).hidden_states
+        alone = [model(**tokenizer([s], is_split_into_words=True, return_tensors="pt"),
+                       output_hidden_states=True).hidden_states
                  for s in sentences]
         double = model.double()
         double.load_state_dict(exact, strict=False)
-        in_float64 = [double(**tokenizer([s], is_split_into_words=True, return_tensors="pt"), output_hidden_states=True).hidden_states
+        in_float64 = [double(**tokenizer([s], is_split_into_words=True, return_tensors="pt"),
+                             output_hidden_states=True).hidden_states
                       for s in sentences]
     allennlp = None
     if args.allennlp_python:

@@ -78,7 +78,8 @@ def measure(folder, sentences, words):
     figures["scoring_peak_above_loaded_mb"] = round(rss_mb("VmHWM") - loaded)
     figures["perplexity"] = round(ppl["perplexity"])
 
-    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, pipeline_class=elmo_transformers.ElmoFillMaskPipeline)
+    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer,
+                    pipeline_class=elmo_transformers.ElmoFillMaskPipeline)
     texts = [" ".join(w if j != i % words else "<mask>" for j, w in enumerate(window)) for i, window in
              enumerate(windows[:BATCH])]
     reset_peak()

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers finetune sequence-classification ...` (run it with --help)."""
+"""Kept for earlier instructions: the same as `elmo-transformers finetune sequence-classification ...` (run it with
+--help)."""
 
 import sys
 

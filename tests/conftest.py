@@ -69,7 +69,8 @@ def tiny_heads_dir(tiny_model_dir, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("heads")
     token = ElmoForTokenClassification.from_pretrained(
-        tiny_model_dir, id2label=dict(enumerate(TOKEN_LABELS)), label2id={l: i for i, l in enumerate(TOKEN_LABELS)}
+        tiny_model_dir, id2label=dict(enumerate(TOKEN_LABELS)),
+        label2id={label: i for i, label in enumerate(TOKEN_LABELS)}
     )
     sequence = ElmoForSequenceClassification.from_pretrained(
         tiny_model_dir, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1}

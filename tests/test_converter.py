@@ -23,7 +23,8 @@ class Result:
 
 def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=None):
     """The converter's command line; in-process by default (the same main()), as a real subprocess on request."""
-    argv = ["convert", "allennlp", "--options", str(options), "--weights", str(weights), "--output", str(output), *extra]
+    argv = ["convert", "allennlp", "--options", str(options), "--weights", str(weights), "--output", str(output),
+            *extra]
     if in_process:
         import contextlib
         import io
@@ -370,9 +371,10 @@ def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     out = tmp_path / "out"
     child = tmp_path / "child.py"
     child.write_text(KILLED_CHILD)
-    argv = ["elmo-transformers", "convert", "allennlp", "--options", str(TINY / "options.json"), "--weights", str(TINY / "weights.hdf5"),
-            "--output", str(out)]
-    process = subprocess.Popen([sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True, env=command_env())
+    argv = ["elmo-transformers", "convert", "allennlp", "--options", str(TINY / "options.json"),
+            "--weights", str(TINY / "weights.hdf5"), "--output", str(out)]
+    process = subprocess.Popen([sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True,
+                               env=command_env())
     try:
         assert process.stdout.readline().strip() == "staged"
     finally:

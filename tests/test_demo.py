@@ -1,5 +1,5 @@
-"""`elmo-transformers demo`, the README's first command: with one sentence, with none and with the user's own sentences it
-shows one word's uses, and the similarities it prints are the cosines of the model's ELMo vectors."""
+"""`elmo-transformers demo`, the README's first command: with one sentence, with none and with the user's own
+sentences it shows one word's uses, and the similarities it prints are the cosines of the model's ELMo vectors."""
 
 import logging
 import re

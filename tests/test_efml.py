@@ -149,7 +149,8 @@ def test_auto_classes_with_remote_code_in_an_isolated_process(converted, tmp_pat
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
     result = subprocess.run(
-        [sys.executable, "-I", str(script), str(folder), str(FIXTURES / name / "sentences.json"), str(tmp_path / "o.npy")],
+        [sys.executable, "-I", str(script), str(folder), str(FIXTURES / name / "sentences.json"),
+         str(tmp_path / "o.npy")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -178,7 +179,7 @@ def test_task_heads_train_from_a_converted_folder(converted, tmp_path):
         labels = [b.pop("labels") for b in batch]
         padded = tokenizer.pad(batch, return_tensors="pt")
         width = padded["input_ids"].shape[1]
-        padded["labels"] = torch.tensor([l + [-100] * (width - len(l)) for l in labels])
+        padded["labels"] = torch.tensor([word_labels + [-100] * (width - len(word_labels)) for word_labels in labels])
         return padded
 
     args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, max_steps=2,

@@ -306,7 +306,8 @@ def test_bad_model_is_one_line_and_leaves_nothing(tmp_path):
     source.write_text("a b\n")
     message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"])
     assert "cannot load an ELMo model from" in message
-    assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path), "--top"])
+    assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path),
+                                                   "--top"])
     assert not list(tmp_path.glob("*.partial"))
 
 
@@ -368,7 +369,8 @@ def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_m
 
 
 @pytest.mark.slow
-def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch, one_thread):
+def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch,
+                                                                        one_thread):
     """torchrun (accelerate's multi-process launcher is the same engine) with 2 CPU processes (gloo): every
     process takes every 2nd batch or long line; the result equals one process's. Here it finishes a run that one
     process started and was interrupted in."""

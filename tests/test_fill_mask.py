@@ -22,7 +22,8 @@ MASKED = [(0, 0), (0, 4), (1, 6), (2, 1), (3, 0), (4, 3), (5, 9)]
 @pytest.fixture(scope="module")
 def lm_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fill-mask") / "lm"
-    assert cli_main(["convert", "allennlp", "--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"),
+    assert cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
+                     "--weights", str(LM / "weights.hdf5"),
                      "--softmax-weights", str(LM / "softmax.hdf5"), "--vocab", str(LM / "vocab.txt"),
                      "--output", str(folder)]) == 0
     return folder

@@ -18,8 +18,8 @@ LM = FIXTURES / "allennlp-lm-tiny"
 
 
 def convert(output, softmax=LM / "softmax.hdf5", vocab=LM / "vocab.txt", extra=()):
-    args = ["convert", "allennlp", "--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"), "--output", str(output),
-            "--softmax-weights", str(softmax), "--vocab", str(vocab), *extra]
+    args = ["convert", "allennlp", "--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"),
+            "--output", str(output), "--softmax-weights", str(softmax), "--vocab", str(vocab), *extra]
     return cli_main(args)
 
 
@@ -72,10 +72,12 @@ def test_log_probs_and_nll_equal_allennlp(lm_dir, reference, remote_code):
         assert_close_to_reference(scored.forward_nll[i], expected["forward_nll"][i], what=f"forward NLL {i}")
         assert_close_to_reference(scored.backward_nll[i], expected["backward_nll"][i], what=f"backward NLL {i}")
     # The NLL labels are the fixture's targets: ids found by name, <S> is line 1 and </S> line 0 of this vocabulary.
-    np.testing.assert_array_equal(labels_for(tokenizer, sentences).numpy(), expected["forward_targets"][:, : batch["input_ids"].shape[1] + 1])
+    np.testing.assert_array_equal(labels_for(tokenizer, sentences).numpy(),
+                                  expected["forward_targets"][:, : batch["input_ids"].shape[1] + 1])
     count = expected["n_tokens"] + 1
     assert torch.equal(scored.num_predictions, torch.as_tensor(count))
-    assert_close_to_reference(scored.loss, (expected["forward_nll"].sum() + expected["backward_nll"].sum()) / (2 * count.sum()))
+    assert_close_to_reference(scored.loss,
+                              (expected["forward_nll"].sum() + expected["backward_nll"].sum()) / (2 * count.sum()))
 
 
 def test_special_words_are_found_by_name_on_any_line(tmp_path, reference):

@@ -22,7 +22,8 @@ TEXT = ["the movie was good , the plot was thin .", "a good movie , a bad plot .
 @pytest.fixture(scope="module")
 def lm_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pretrain") / "lm"
-    assert cli_main(["convert", "allennlp", "--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"),
+    assert cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
+                     "--weights", str(LM / "weights.hdf5"),
                      "--softmax-weights", str(LM / "softmax.hdf5"), "--vocab", str(LM / "vocab.txt"),
                      "--output", str(folder)]) == 0
     return folder
@@ -53,7 +54,8 @@ def test_continue_a_converted_lm_with_new_words_and_resume(lm_dir, tmp_path):
     config = trainer.model.config
     assert (config.lm_vocab_size, config.lm_n_negative_samples, config.bos_token_id) == (35, 8192, 1)
 
-    trainer = pretrain.main(common + ["--max_steps", "3", "--resume_from_checkpoint", str(tmp_path / "run" / "checkpoint-2")])
+    trainer = pretrain.main(common + ["--max_steps", "3",
+                                      "--resume_from_checkpoint", str(tmp_path / "run" / "checkpoint-2")])
     assert trainer.state.global_step == 3 and trainer.model.config.lm_vocab_size == 35
     model = AutoModelForPreTraining.from_pretrained(tmp_path / "run", trust_remote_code=True)
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "run")

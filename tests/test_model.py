@@ -38,7 +38,8 @@ def test_sentence_alone_equals_sentence_in_padded_batch(tiny):
             alone = model(**encode(tokenizer, [words]), output_hidden_states=True)
             for a, b in zip(alone.hidden_states, batch.hidden_states):
                 assert_close_to_reference(b[i, : len(words)], a[0], f"sentence {i} in a batch")
-            assert_close_to_reference(batch.last_hidden_state[i, : len(words)], alone.last_hidden_state[0], f"sentence {i}")
+            assert_close_to_reference(batch.last_hidden_state[i, : len(words)], alone.last_hidden_state[0],
+                                      f"sentence {i}")
 
 
 def test_empty_sentence_in_batch_gives_zeros(tiny):
@@ -90,10 +91,12 @@ def test_bad_input_ids_are_named(tiny, make_ids, match):
     "make_inputs, error, match",
     [
         (lambda ids: (ids[:, :, 0], {"attention_mask": torch.ones(2, 3)}), ValueError, r"shape \[batch, words, 50\]"),
-        (lambda ids: (ids, {"attention_mask": torch.ones(1, 3)}), ValueError, r"attention_mask must have shape \[batch, words\] = \[2, 3\]"),
+        (lambda ids: (ids, {"attention_mask": torch.ones(1, 3)}), ValueError,
+         r"attention_mask must have shape \[batch, words\] = \[2, 3\]"),
         (lambda ids: (ids, {"attention_mask": torch.ones(3)}), ValueError, "attention_mask must have shape"),
         (lambda ids: (ids, {"attention_mask": torch.ones(2, 4)}), ValueError, "attention_mask must have shape"),
-        (lambda ids: (ids, {"attention_mask": [[1, 1, 1], [1, 1, 0]]}), TypeError, "attention_mask must be a torch.Tensor"),
+        (lambda ids: (ids, {"attention_mask": [[1, 1, 1], [1, 1, 0]]}), TypeError,
+         "attention_mask must be a torch.Tensor"),
         (lambda ids: (ids.numpy(), {}), TypeError, "return_tensors='pt'"),
         (lambda ids: (ids.tolist(), {}), TypeError, "return_tensors='pt'"),
     ],
@@ -212,7 +215,8 @@ def test_random_init_is_trainable_and_follows_bilm_tf():
     layer = model.bilm.layers[0]
     assert torch.equal(layer.bias[..., 8:16], torch.ones(2, 1, 8)) and not layer.bias[..., :8].any()
     assert torch.equal(model.bilm.char_cnn.highways[0].bias, torch.tensor([0.0] * 8 + [-2.0] * 8))
-    assert model.bilm.char_cnn.char_embedding.weight[1:].abs().max() <= 1 and not model.bilm.char_cnn.char_embedding.weight[0].any()
+    assert (model.bilm.char_cnn.char_embedding.weight[1:].abs().max() <= 1
+            and not model.bilm.char_cnn.char_embedding.weight[0].any())
     ids = torch.randint(1, 262, (2, 3, 50))
     model(ids).last_hidden_state.sum().backward()
     assert all(p.grad is not None for p in model.bilm.parameters())
@@ -249,8 +253,9 @@ def test_inputs_that_would_be_read_wrongly_are_refused_or_converted_exactly(tiny
     ids, mask = enc["input_ids"], enc["attention_mask"]
     with torch.no_grad():
         want = model(ids, mask).last_hidden_state
-        for exact in (dict(input_ids=ids.int()), dict(input_ids=ids.short()), dict(input_ids=ids, attention_mask=mask.bool()),
-                      dict(input_ids=ids, attention_mask=mask.float()), dict(input_ids=ids, attention_mask=mask.to(torch.uint8))):
+        for exact in (dict(input_ids=ids.int()), dict(input_ids=ids.short()),
+                      dict(input_ids=ids, attention_mask=mask.bool()), dict(input_ids=ids, attention_mask=mask.float()),
+                      dict(input_ids=ids, attention_mask=mask.to(torch.uint8))):
             assert torch.equal(model(**exact).last_hidden_state, want), list(exact)
         refused = [
             (dict(input_ids=ids.float()), ValueError, "integer char ids, got dtype torch.float32"),

@@ -1,7 +1,7 @@
 """`elmo-transformers push` (elmo_transformers.hub and .model_card): the folder that would be uploaded holds only
-what a model repo needs and loads in a fresh process; its card follows the architecture (task, Auto class, labels, evaluation results) and its
-usage snippet runs and gives AllenNLP's numbers or the head's predictions; the upload calls get the right repo,
-folder and files."""
+what a model repo needs and loads in a fresh process; its card follows the architecture (task, Auto class, labels,
+evaluation results) and its usage snippet runs and gives AllenNLP's numbers or the head's predictions; the upload
+calls get the right repo, folder and files."""
 
 import json
 import os
@@ -210,11 +210,11 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
 
     labels = ["O", "x\n\n# Injected heading", "[click](https://evil.example)", "a`b", "<img src=x>"]
     model = ElmoForTokenClassification.from_pretrained(tiny_model_dir, id2label=dict(enumerate(labels)),
-                                                       label2id={l: i for i, l in enumerate(labels)})
+                                                       label2id={label: i for i, label in enumerate(labels)})
     model.save_pretrained(tmp_path / "head")
     shutil.copy(os.path.join(tiny_model_dir, "tokenizer_config.json"), tmp_path / "head")
     files = hub.build_upload_folder(tmp_path / "head", tmp_path / "stage", "me/x")
     card = (tmp_path / "stage" / "README.md").read_text()
-    line = next(l for l in card.splitlines() if l.startswith("5 labels:"))
+    line = next(card_line for card_line in card.splitlines() if card_line.startswith("5 labels:"))
     assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
     assert "\n# Injected" not in card and "README.md" in files

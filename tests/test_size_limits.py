@@ -116,6 +116,7 @@ def test_elmoformanylangs_converter_refuses_absurd_configs_in_a_few_lines(tmp_pa
     config = json.loads((model / "tiny_config.json").read_text())
     edit(config)
     (model / "tiny_config.json").write_text(json.dumps(config))
-    result = measure(f"code = cli(['convert', 'elmoformanylangs', {str(model)!r}, '--output', {str(tmp_path / 'out')!r}])"
+    result = measure(f"code = cli(['convert', 'elmoformanylangs', {str(model)!r}, "
+                     f"'--output', {str(tmp_path / 'out')!r}])"
                      "\nassert code == 1\nreturn err.getvalue()")
     assert fragment in result["message"] and len(result["message"].splitlines()) <= 12, result["message"]

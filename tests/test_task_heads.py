@@ -221,14 +221,15 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
 
     write(tmp_path / "train.conll", toy_tagged(32, seed=0))
     write(tmp_path / "valid.conll", toy_tagged(8, seed=1))
-    trainer = token_classification(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.conll"),
+    trainer = token_classification(["--model_name_or_path", str(tiny_model_dir),
+                           "--train_file", str(tmp_path / "train.conll"),
                            "--validation_file", str(tmp_path / "valid.conll"), "--output_dir", str(tmp_path / "out"),
                            "--do_train", "--do_eval", "--max_steps", "3", "--report_to", "none", "--save_strategy",
                            "no", "--disable_tqdm", "true", "--task_encoder_dim", "4"])
     metrics = json.loads((tmp_path / "out" / "eval_results.json").read_text())
     assert 0 <= metrics["eval_accuracy"] <= 1 and "eval_f1" not in metrics  # POS-like tags: accuracy only
     loaded = AutoModelForTokenClassification.from_pretrained(tmp_path / "out", trust_remote_code=True).eval()
-    assert loaded.config.id2label == {i: l for i, l in enumerate(LABELS)}
+    assert loaded.config.id2label == {i: label for i, label in enumerate(LABELS)}
     assert loaded.config.task_encoder == "lstm"
     assert not torch.equal(loaded.elmo.scalar_mixes[0].gamma, torch.ones(1))  # trained and saved
     assert trainer.model.config.freeze_bilm

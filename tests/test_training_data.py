@@ -94,7 +94,8 @@ def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
         capture_output=True, text=True, env=command_env(),
     )
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)"
+    assert (result.stderr.strip().splitlines()[-1]
+            == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)")
     assert "Traceback" not in result.stderr
 
 

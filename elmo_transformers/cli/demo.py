@@ -1,4 +1,5 @@
-"""`elmo-transformers demo`: what ELMo is for, in one command: the same word gets different vectors in different contexts.
+"""`elmo-transformers demo`: what ELMo is for, in one command: the same word gets different vectors in different
+contexts.
 
     elmo-transformers demo ["A sentence ." "Another sentence ." ...] [--model DIR_OR_REPO]
 
@@ -39,9 +40,11 @@ def occurrences(sentences):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="elmo-transformers demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sentences", nargs="*", help="whitespace-tokenized sentences (default: examples about bank)")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="an ELMo folder or a Hub repo id (default: the shipped model)")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL),
+                        help="an ELMo folder or a Hub repo id (default: the shipped model)")
     args = parser.parse_args(argv)
 
     sentences = [s for s in args.sentences if s.split()] or EXAMPLES

@@ -15,7 +15,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", help="text file, one whitespace-tokenized sentence per line (- for stdin)")
     parser.add_argument("output", help="HDF5 file to write")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="converted ELMo folder or Hub repo id (default: the shipped model)")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL),
+                        help="converted ELMo folder or Hub repo id (default: the shipped model)")
     mode = parser.add_mutually_exclusive_group(required=True)
     for name, help_text in [
         ("all", "all biLM layers: (n_layers + 1, words, 2P) per line"),
@@ -23,11 +24,13 @@ def main(argv=None):
         ("average", "the plain mean of the layers: (words, 2P) per line"),
     ]:
         mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=help_text)
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences per forward pass (default 64)")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                        help="sentences per forward pass (default 64)")
     parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
                         help="longer lines are embedded in stateful windows of this many words (default 1000)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype (outputs are float32)")
-    parser.add_argument("--device", help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
+    parser.add_argument("--device",
+                        help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     args = parser.parse_args(argv)

@@ -21,7 +21,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="elmo-transformers perplexity", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE", help="text files, each scored alone")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="LM folder or Hub repo id (default: the shipped model)")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL),
+                        help="LM folder or Hub repo id (default: the shipped model)")
     parser.add_argument("--max-words", type=int, default=30, help="window length (default 30, the default model's)")
     parser.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default 32)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")

@@ -1,5 +1,6 @@
-"""`elmo-transformers pretrain`: train the ELMo biLM language model (`ElmoForLanguageModeling`) with Trainer: from scratch, or continuing from an
-existing ElmoModel folder (e.g. converted AllenNLP weights) on domain text, as the paper's domain fine-tuning.
+"""`elmo-transformers pretrain`: train the ELMo biLM language model (`ElmoForLanguageModeling`) with Trainer: from
+scratch, or continuing from an existing ElmoModel folder (e.g. converted AllenNLP weights) on domain text, as the
+paper's domain fine-tuning.
 
 Data: local text files (one sentence or paragraph per line; .txt or .txt.gz) or a Hub dataset with a text column.
 Lines are split into windows of at most --max-words words; each window is one biLM sentence (<S> ... </S>).
@@ -74,7 +75,8 @@ class DataArguments:
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
     text_column: str = field(default="text", metadata={"help": "Column holding the text."})
     validation_split_percentage: float = field(
-        default=1.0, metadata={"help": "Percent of the training lines held out when there is no validation split (0: none)."}
+        default=1.0,
+        metadata={"help": "Percent of the training lines held out when there is no validation split (0: none)."},
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training lines."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N evaluation lines."})
@@ -119,7 +121,8 @@ def load_tokenizer(model_args, data_args, training_args, train_windows):
         tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
         if data_args.vocab_file and ElmoTokenizer(vocab_file=data_args.vocab_file).get_vocab() != tokenizer.get_vocab():
             raise DataError(f"--vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
-                            f"{checkpoint}: its softmax rows follow the checkpoint's words (drop --vocab_file to resume)")
+                            f"{checkpoint}: its softmax rows follow the checkpoint's words "
+                            "(drop --vocab_file to resume)")
         logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; --vocab_size and "
                     "--min_count apply only when a vocabulary is built")
         return tokenizer, False
@@ -226,7 +229,8 @@ def main(argv=None):
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
     model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
     if model_args.add_words and training_args.resume_from_checkpoint:
-        logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's (with the words added then)")
+        logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's "
+                    "(with the words added then)")
     elif model_args.add_words:
         if not (keep_softmax and training_args.do_train):
             raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
