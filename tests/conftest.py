@@ -55,6 +55,26 @@ def tiny(tiny_model_dir):
     return ElmoModel.from_pretrained(tiny_model_dir).eval(), ElmoTokenizer.from_pretrained(tiny_model_dir)
 
 
+LM_FIXTURE = FIXTURES / "allennlp-lm-tiny"  # a biLM with AllenNLP's published softmax format, and AllenNLP's scores
+
+
+def convert_lm_fixture(output, softmax=LM_FIXTURE / "softmax.hdf5", vocab=LM_FIXTURE / "vocab.txt", extra=()):
+    """`elmo-transformers convert allennlp` of the LM fixture with its softmax; the exit code."""
+    from elmo_transformers.cli import main
+
+    return main(["convert", "allennlp", "--options", str(LM_FIXTURE / "options.json"), "--weights",
+                 str(LM_FIXTURE / "weights.hdf5"), "--output", str(output), "--softmax-weights", str(softmax),
+                 "--vocab", str(vocab), *map(str, extra)])
+
+
+@pytest.fixture(scope="session")
+def lm_dir(tmp_path_factory):
+    """The LM fixture converted with its softmax (ElmoForLanguageModeling), read-only for the tests."""
+    folder = tmp_path_factory.mktemp("lm") / "converted"
+    assert convert_lm_fixture(folder) == 0
+    return folder
+
+
 TOKEN_LABELS = ["O", "B-X", "I-X"]
 
 

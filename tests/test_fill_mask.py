@@ -7,26 +7,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import LM_FIXTURE as LM
 from tolerance import assert_close_to_reference
 from transformers import pipeline
 
 import elmo_transformers
-from elmo_transformers.cli import main as cli_main
 
-LM = FIXTURES / "allennlp-lm-tiny"
 # (sentence, masked word): first, middle and last words, a one-word sentence, an OOV word, the longest sentence.
 MASKED = [(0, 0), (0, 4), (1, 6), (2, 1), (3, 0), (4, 3), (5, 9)]
-
-
-@pytest.fixture(scope="module")
-def lm_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fill-mask") / "lm"
-    assert cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
-                     "--weights", str(LM / "weights.hdf5"),
-                     "--softmax-weights", str(LM / "softmax.hdf5"), "--vocab", str(LM / "vocab.txt"),
-                     "--output", str(folder)]) == 0
-    return folder
 
 
 def reference_scores(expected, sentence, word):

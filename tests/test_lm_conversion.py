@@ -6,28 +6,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import LM_FIXTURE as LM, convert_lm_fixture
 from tolerance import assert_close_to_reference
 from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
 
 from elmo_transformers.cli import main as cli_main
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import ElmoTokenizer
-
-LM = FIXTURES / "allennlp-lm-tiny"
-
-
-def convert(output, softmax=LM / "softmax.hdf5", vocab=LM / "vocab.txt", extra=()):
-    args = ["convert", "allennlp", "--options", str(LM / "options.json"), "--weights", str(LM / "weights.hdf5"),
-            "--output", str(output), "--softmax-weights", str(softmax), "--vocab", str(vocab), *extra]
-    return cli_main(args)
-
-
-@pytest.fixture(scope="module")
-def lm_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("lm") / "converted"
-    assert convert(folder) == 0
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +76,7 @@ def test_special_words_are_found_by_name_on_any_line(tmp_path, reference):
     with h5py.File(tmp_path / "softmax.hdf5", "w") as f:
         f["softmax/W"], f["softmax/b"] = weight[order], bias[order]
     (tmp_path / "vocab.txt").write_text("".join(words[i] + "\n" for i in order), encoding="utf-8")
-    assert convert(tmp_path / "lm", tmp_path / "softmax.hdf5", tmp_path / "vocab.txt") == 0
+    assert convert_lm_fixture(tmp_path / "lm", tmp_path / "softmax.hdf5", tmp_path / "vocab.txt") == 0
     model = ElmoForLanguageModeling.from_pretrained(tmp_path / "lm").eval()
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "lm")
     assert model.config.bos_token_id == order.tolist().index(1) and tokenizer.bos_token_id == model.config.bos_token_id
@@ -163,7 +148,7 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
         code = cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
                          "--weights", str(LM / "weights.hdf5"), "--output", str(output), "--vocab", str(vocab)])
     else:
-        code = convert(output, softmax, vocab)
+        code = convert_lm_fixture(output, softmax, vocab)
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
     import re

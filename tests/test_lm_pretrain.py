@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import LM_FIXTURE as LM
 from transformers import AutoModelForPreTraining
 
 from elmo_transformers.cli import main as cli_main
@@ -14,19 +14,8 @@ from elmo_transformers.pretraining import add_words_to_softmax
 from modeling_elmo import ElmoForLanguageModeling
 from tokenization_elmo import ElmoTokenizer
 
-LM = FIXTURES / "allennlp-lm-tiny"
 TEXT = ["the movie was good , the plot was thin .", "a good movie , a bad plot .", "the plot of the movie is thin .",
         "sequel sequel plot"]
-
-
-@pytest.fixture(scope="module")
-def lm_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pretrain") / "lm"
-    assert cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
-                     "--weights", str(LM / "weights.hdf5"),
-                     "--softmax-weights", str(LM / "softmax.hdf5"), "--vocab", str(LM / "vocab.txt"),
-                     "--output", str(folder)]) == 0
-    return folder
 
 
 def test_new_rows_start_as_unk_with_their_share(lm_dir):
