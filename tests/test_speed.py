@@ -1,5 +1,7 @@
 """The fast paths: which GEMMs run, the char-CNN token cache, bf16, and the stateful (windowed) mode."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,17 @@ def encode(tokenizer, sentences):
     return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
 
 
+@contextlib.contextmanager
+def char_cnn_rows_counted(model):
+    """The number of words the char CNN encodes in each call, while the block runs."""
+    rows = []
+    hook = model.bilm.char_cnn.register_forward_hook(lambda module, args, out: rows.append(args[0].shape[0]))
+    try:
+        yield rows
+    finally:
+        hook.remove()
+
+
 @pytest.mark.fidelity
 def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
     """The fidelity fixture goes through one input GEMM per layer and block, state GEMMs at the shrinking batch size
@@ -34,7 +47,7 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
     enc = encode(tokenizer, sentences)
     lengths = sorted((len(s) + 2 for s in sentences), reverse=True)
     steps = lengths[0]
-    gemm_rows, char_cnn_rows, cell_calls = [], [], []
+    gemm_rows, cell_calls = [], []
     real_baddbmm, real_cell = torch.baddbmm, modeling_elmo.inplace_lstm_cell
     def baddbmm(x, b1, b2):  # records the rows of each gates GEMM (input and state)
         if b2.shape[-1] == gates:
@@ -43,12 +56,8 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
 
     monkeypatch.setattr(torch, "baddbmm", baddbmm)
     monkeypatch.setattr(modeling_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
-    hook = model.bilm.char_cnn.register_forward_hook(lambda m, args, out: char_cnn_rows.append(args[0].shape[0]))
-    try:
-        with torch.no_grad():
-            out = model(**enc, output_hidden_states=True)
-    finally:
-        hook.remove()
+    with torch.no_grad(), char_cnn_rows_counted(model) as char_cnn_rows:
+        out = model(**enc, output_hidden_states=True)
     assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what="fast path")
 
     running = [sum(n > t for n in lengths) for t in range(steps)]
@@ -94,13 +103,8 @@ def test_token_cache_gives_same_numbers_without_char_cnn(tiny_model_dir):
     with torch.no_grad():
         plain = model(**enc, output_hidden_states=True)
     model.cache_token_embeddings(sorted(set(WORDS)) + ["a", "dog"])
-    rows = []
-    hook = model.bilm.char_cnn.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
-    try:
-        with torch.no_grad():
-            cached = model(**enc, output_hidden_states=True)
-    finally:
-        hook.remove()
+    with torch.no_grad(), char_cnn_rows_counted(model) as rows:
+        cached = model(**enc, output_hidden_states=True)
     assert rows == [1]  # only "unseen" was encoded
     for a, b in zip(cached.hidden_states, plain.hidden_states):
         assert_close_to_reference(a, b, what="token cache vs char CNN")
