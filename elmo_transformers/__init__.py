@@ -32,7 +32,7 @@ for auto_class, reference in ELMO_AUTO_MAP.items():
         model_class = getattr(modeling_elmo, reference.split(".")[-1])
         getattr(transformers, auto_class).register(ElmoConfig, model_class, exist_ok=True)
 
-from .embedder import ElmoEmbedder, batch_to_ids  # noqa: E402  (AllenNLP's names)
+from .embedding.embedder import ElmoEmbedder, batch_to_ids  # noqa: E402  (AllenNLP's names)
 from .models import DEFAULT_MODEL  # noqa: E402
 
 __all__ = [

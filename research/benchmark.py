@@ -68,8 +68,8 @@ DTYPES = ("fp32", "bf16", "int8")  # how our model runs; see load_model
 def converted_model_dir(size, cache):
     """Random original-format weights for `size`, converted once; returns the converted folder."""
     from configuration_elmo import ElmoConfig
-    from elmo_transformers.conversion_output import save_atomically
-    from elmo_transformers.convert_allennlp import convert, write_random_weights
+    from elmo_transformers.conversion.output import save_atomically
+    from elmo_transformers.conversion.allennlp import convert, write_random_weights
 
     folder = Path(cache) / size
     output = folder / "converted"

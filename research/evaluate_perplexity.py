@@ -16,8 +16,8 @@ import torch
 from ngram_baselines import baseline_perplexities
 from transformers import AutoModelForPreTraining, AutoTokenizer
 
-from elmo_transformers.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
-from elmo_transformers.perplexity import bilm_perplexities
+from elmo_transformers.training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
+from elmo_transformers.training.perplexity import bilm_perplexities
 
 
 def main(argv=None):

@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from configuration_elmo import ElmoConfig  # noqa: E402
-from elmo_transformers.convert_allennlp import convert, to_state_dict, write_random_weights  # noqa: E402
+from elmo_transformers.conversion.allennlp import convert, to_state_dict, write_random_weights  # noqa: E402
 from reference_elmo import load_hdf5, reference_sentence  # noqa: E402
 
 ALLENNLP = """

@@ -58,8 +58,8 @@ def measure(folder, sentences, words):
     from transformers import AutoModelForPreTraining, AutoTokenizer, pipeline
 
     import elmo_transformers
-    from elmo_transformers.data import DataCollatorForElmoLanguageModeling
-    from elmo_transformers.perplexity import bilm_perplexities
+    from elmo_transformers.training.data import DataCollatorForElmoLanguageModeling
+    from elmo_transformers.training.perplexity import bilm_perplexities
 
     torch.set_grad_enabled(False)
     before = rss_mb("VmRSS")

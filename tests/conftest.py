@@ -39,8 +39,8 @@ def load_fixture(name):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The allennlp-tiny fixture converted by the converter (both fixtures share these weights)."""
-    from elmo_transformers.conversion_output import save_atomically
-    from elmo_transformers.convert_allennlp import convert
+    from elmo_transformers.conversion.output import save_atomically
+    from elmo_transformers.conversion.allennlp import convert
 
     folder = FIXTURES / "allennlp-tiny"
     model, tokenizer = convert(folder / "options.json", folder / "weights.hdf5")

@@ -145,7 +145,7 @@ def test_missing_files_are_named(tmp_path):
 
 
 def test_n_characters_261_and_262_give_the_same_model(tmp_path):
-    from elmo_transformers.convert_allennlp import convert
+    from elmo_transformers.conversion.allennlp import convert
 
     options = json.loads((TINY / "options.json").read_text())
     options["char_cnn"]["n_characters"] = 261
@@ -163,7 +163,7 @@ def test_round_trip_through_options(tmp_path):
     assert ElmoConfig.from_allennlp_options(config.to_allennlp_options()).to_dict() == config.to_dict()
 
 
-# -- the output folder: nothing the converter did not write is ever replaced or deleted (conversion_output.py) --
+# -- the output folder: nothing the converter did not write is ever replaced or deleted (conversion/output.py) --
 
 
 def snapshot(folder):

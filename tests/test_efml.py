@@ -270,7 +270,7 @@ def test_broken_model_folders_are_named(tmp_path, damage, fragment):
 
 def test_shipped_model_config_is_found_by_name(tmp_path):
     """Released folders name the package's config (not in the folder): its built-in copy is used."""
-    from elmo_transformers.convert_elmoformanylangs import read_model_config
+    from elmo_transformers.conversion.elmoformanylangs import read_model_config
 
     source = copy_model(tmp_path)
     (source / "config.json").write_text(json.dumps({"config_path": "../configs/cnn_50_100_512_4096_sample.json"}))
@@ -338,7 +338,7 @@ def test_feature_extraction_pipeline_gives_the_package_average(converted):
 
 def test_push_to_hub_uploads_the_vocabularies(converted, tmp_path):
     """The .dic files are part of the model: the upload folder (the same file list the converter writes) has them."""
-    from elmo_transformers import hub
+    from elmo_transformers.hub import push as hub
 
     _, folder = converted
     files = hub.build_upload_folder(folder, tmp_path / "stage", "me/elmo-zh")

@@ -1,5 +1,5 @@
-"""elmo_transformers.embed_file (`elmo-transformers embed`, ElmoEmbedder.embed_file): the `allennlp elmo` HDF5 layout,
-checked against AllenNLP's own fixture outputs, and off the happy path."""
+"""elmo_transformers.embedding.embed_file (`elmo-transformers embed`, ElmoEmbedder.embed_file): the `allennlp elmo`
+HDF5 layout, checked against AllenNLP's own fixture outputs, and off the happy path."""
 
 import json
 import resource
@@ -17,7 +17,7 @@ import torch
 from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
-from elmo_transformers import embed_file as embed_file_module
+from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.cli import embed as embed_command
 from elmo_transformers.cli.embed import main
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import FIXTURE_NAMES, FIXTURES, load_fixture
 from tolerance import assert_close_to_reference
-from elmo_transformers.convert_allennlp import convert, write_random_weights
+from elmo_transformers.conversion.allennlp import convert, write_random_weights
 from reference_elmo import load_hdf5, reference_sentence
 
 from configuration_elmo import ElmoConfig
@@ -104,7 +104,7 @@ def test_original_size_in_float64_equals_the_float64_reference():
     512, the 2048-filter char CNN), with random weights large enough to clip cells and projections: only float64
     rounding remains. (In float32 the difference from exact arithmetic grows with the sentence length, for this port
     and AllenNLP alike: benchmarks/float32_vs_float64.py, docs/behaviour.md.)"""
-    from elmo_transformers.convert_allennlp import expected_shapes, to_state_dict
+    from elmo_transformers.conversion.allennlp import expected_shapes, to_state_dict
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
 

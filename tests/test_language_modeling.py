@@ -18,7 +18,7 @@ from modeling_elmo import ElmoForLanguageModeling, lm_perplexities, log_uniform_
 from tokenization_elmo import ElmoTokenizer
 
 from elmo_transformers.cli.pretrain import compute_metrics
-from elmo_transformers.data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
+from elmo_transformers.training.data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
 
 NOUNS = ["cat", "dog", "bird", "fish", "cow"]
 VERBS = ["sees", "likes", "chases", "bites"]

@@ -10,7 +10,7 @@ from transformers import AutoModelForPreTraining
 
 from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli import pretrain
-from elmo_transformers.pretraining import add_words_to_softmax
+from elmo_transformers.training.pretraining import add_words_to_softmax
 from modeling_elmo import ElmoForLanguageModeling
 from tokenization_elmo import ElmoTokenizer
 

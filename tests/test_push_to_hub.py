@@ -1,4 +1,4 @@
-"""`elmo-transformers push` (elmo_transformers.hub and .model_card): the folder that would be uploaded holds only
+"""`elmo-transformers push` (elmo_transformers.hub.push and .model_card): the folder that would be uploaded holds only
 what a model repo needs and loads in a fresh process; its card follows the architecture (task, Auto class, labels,
 evaluation results) and its usage snippet runs and gives AllenNLP's numbers or the head's predictions; the upload
 calls get the right repo, folder and files."""
@@ -18,7 +18,7 @@ from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
 
 from configuration_elmo import ELMO_MODULES
-from elmo_transformers import hub
+from elmo_transformers.hub import push as hub
 from elmo_transformers.cli import push as push_to_hub
 
 EXPECTED_FILES = {

@@ -80,7 +80,7 @@ def test_allennlp_converter_refuses_absurd_options_before_allocating(tmp_path, e
 
 def test_weight_file_that_claims_more_than_it_stores_is_refused(tmp_path):
     """Datasets of the Original model's shapes, never written: the file is a few KB but reads as 374 MB of zeros."""
-    from elmo_transformers.convert_allennlp import expected_shapes
+    from elmo_transformers.conversion.allennlp import expected_shapes
 
     options = allennlp_options(tmp_path, lambda o: o.update(ElmoConfig().to_allennlp_options()))
     weights = tmp_path / "weights.hdf5"

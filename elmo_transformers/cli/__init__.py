@@ -32,7 +32,7 @@ def main(argv=None):
     if argv[0] not in COMMANDS:
         print(f"error: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
         return 2
-    from ..data import DataError
+    from ..training.data import DataError
 
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     try:

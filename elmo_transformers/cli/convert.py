@@ -13,7 +13,7 @@ vocabulary the folder is the language model (`AutoModelForPreTraining`; `AutoMod
 
 import argparse
 
-from .. import conversion_output
+from ..conversion import output as conversion_output
 
 
 def main(argv=None):
@@ -34,14 +34,14 @@ def main(argv=None):
         conversion_output.add_arguments(subparser)
     args = parser.parse_args(argv)
     if args.format == "allennlp":
-        from ..convert_allennlp import convert
+        from ..conversion.allennlp import convert
 
         inputs = [p for p in (args.options, args.weights, args.softmax_weights, args.vocab) if p is not None]
         return conversion_output.run(
             args, lambda **kwargs: convert(args.options, args.weights, args.softmax_weights, args.vocab, **kwargs),
             args.weights, inputs,
         )
-    from ..convert_elmoformanylangs import convert
+    from ..conversion.elmoformanylangs import convert
 
     return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,
                                  [args.model_dir])

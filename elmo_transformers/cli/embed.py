@@ -1,12 +1,13 @@
-"""`elmo-transformers embed`: a text file's ELMo vectors into HDF5 (the rules: `elmo_transformers.embed_file`)."""
+"""`elmo-transformers embed`: a text file's ELMo vectors into HDF5 (the rules:
+`elmo_transformers.embedding.embed_file`)."""
 
 import argparse
 import os
 import sys
 
-from .. import embed_file as embed_file_module
-from ..embed_file import DTYPES, MAX_SENTENCE_WORDS, PartialRun, check_paths, embed_file
-from ..embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
+from ..embedding import embed_file as embed_file_module
+from ..embedding.embed_file import DTYPES, MAX_SENTENCE_WORDS, PartialRun, check_paths, embed_file
+from ..embedding.embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
 from ..models import DEFAULT_MODEL
 
 

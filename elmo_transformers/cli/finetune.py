@@ -26,8 +26,8 @@ from transformers import DataCollatorForTokenClassification, DataCollatorWithPad
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from tokenization_elmo import ElmoTokenizer
 
-from ..data import DataError
-from ..finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
+from ..training.data import DataError
+from ..training.finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
 
 
 def spans(tags):

@@ -13,8 +13,8 @@ import json
 from transformers import AutoModelForPreTraining, AutoTokenizer
 
 from ..models import DEFAULT_MODEL
-from ..data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
-from ..perplexity import bilm_perplexities
+from ..training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
+from ..training.perplexity import bilm_perplexities
 
 
 def main(argv=None):

@@ -33,10 +33,10 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
-from ..data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
+from ..training.data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
                     settle_before_trainer, text_to_windows)
 from ..output_paths import check_output_apart
-from ..pretraining import add_words_to_softmax, frequent_new_words
+from ..training.pretraining import add_words_to_softmax, frequent_new_words
 
 logger = logging.getLogger(__name__)
 

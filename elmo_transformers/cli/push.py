@@ -1,4 +1,5 @@
-"""`elmo-transformers push`: upload an ELMo folder to the Hub with a model card (the rules: `elmo_transformers.hub`)."""
+"""`elmo-transformers push`: upload an ELMo folder to the Hub with a model card (the rules:
+`elmo_transformers.hub.push`)."""
 
 import argparse
 import os
@@ -8,7 +9,7 @@ import tempfile
 
 from huggingface_hub import get_token
 
-from .. import hub
+from ..hub import push as hub
 from ..output_paths import check_output_apart
 
 

@@ -6,7 +6,7 @@ MODEL_DIR is a folder as ELMoForManyLangs publishes it: config.json (naming the 
 char.dic and word.dic, token_embedder.pkl and encoder.pkl. The model config is found as the package's `Embedder`
 finds it: at `config_path` relative to MODEL_DIR, then by its file name in MODEL_DIR, then among the configs the
 package ships (their contents are built in here). The output folder is written by the same rules as every converter
-(conversion_output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
+(conversion/output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
 """
 
 import copy
@@ -19,7 +19,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
-from .conversion_output import ConversionError, mismatch_error
+from .output import ConversionError, mismatch_error
 
 # The model configs shipped inside the elmoformanylangs package (configs/), used by all released models. Both files
 # have the same contents (the "cnn_0" one also says char_dim 50).

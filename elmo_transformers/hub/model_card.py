@@ -2,7 +2,7 @@
 
 The card follows `config.architectures`: the pipeline tag, the Auto class of the usage snippet, the labels of a
 task head, and the evaluation results Trainer wrote (`eval_results.json`, `test_results.json`) as model-index
-metadata. Used by hub.py (`model_card(folder, repo_id, ...).save(path)`).
+metadata. Used by push.py (`model_card(folder, repo_id, ...).save(path)`).
 """
 
 import json

@@ -17,7 +17,7 @@ from transformers import PreTrainedConfig
 from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
-from .models import DEFAULT_MODEL
+from ..models import DEFAULT_MODEL
 
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 
@@ -137,8 +137,9 @@ class ElmoEmbedder:
             yield from self.embed_batch(batch)
 
     def embed_file(self, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, **options):
-        """AllenNLP's `embed_file`: the work of `elmo-transformers embed` (see `elmo_transformers.embed_file`, which
-        also documents `options`); `input_file` is a path, "-" (stdin) or an open text file."""
+        """AllenNLP's `embed_file`: the work of `elmo-transformers embed` (see
+        `elmo_transformers.embedding.embed_file`, which also documents `options`); `input_file` is a path, "-" (stdin)
+        or an open text file."""
         from .embed_file import embed_file
 
         embed_file(self, input_file, output_file_path, output_format, batch_size, **options)

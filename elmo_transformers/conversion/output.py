@@ -20,8 +20,8 @@ import secrets
 import shutil
 import sys
 
-from .model_files import is_model_file
-from .output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..model_files import is_model_file
+from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 
 class ConversionError(ValueError):

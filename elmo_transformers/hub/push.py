@@ -28,7 +28,7 @@ from huggingface_hub import HfApi
 from configuration_elmo import ELMO_MODULES
 
 from .model_card import architecture, model_card
-from .model_files import is_model_file
+from ..model_files import is_model_file
 
 # Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files.
 LOAD_CHECK = """

@@ -10,7 +10,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
 from .data import DataError, load_splits, settle_before_trainer
-from .output_paths import check_output_apart
+from ..output_paths import check_output_apart
 
 logger = logging.getLogger(__name__)
 

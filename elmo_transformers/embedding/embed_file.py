@@ -42,7 +42,7 @@ import torch
 from tqdm import tqdm
 
 from .embedder import DEFAULT_BATCH_SIZE, process_state
-from .output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 MODES = ("all", "top", "average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -377,7 +377,7 @@ def _embed_lines(embedder, run, state, lines, settings, output_format, batch_siz
     state.wait_for_everyone()
 
 
-if __name__ == "__main__":  # python -m elmo_transformers.embed_file: the same as `elmo-transformers embed`
-    from .cli import main
+if __name__ == "__main__":  # python -m elmo_transformers.embedding.embed_file: the same as `elmo-transformers embed`
+    from ..cli import main
 
     sys.exit(main(["embed", *sys.argv[1:]]))

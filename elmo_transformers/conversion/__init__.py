@@ -1,0 +1,5 @@
+"""Converters: a model in another format (AllenNLP / bilm-tf HDF5, ELMoForManyLangs) into an ELMo folder.
+
+A new format is one module here with a `convert(...)` that returns the model and tokenizer, and a subparser in
+`cli/convert.py`; `output.py` writes the folder (atomic, `--overwrite` rules) for every converter.
+"""
