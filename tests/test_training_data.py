@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from conftest import command, command_env
-from elmo_transformers.training.data import DataError
+from elmo_transformers.errors import DataError
 from tokenization_elmo import ElmoTokenizer
 
 COMMON = ["--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--max_steps", "2"]

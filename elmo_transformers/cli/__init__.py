@@ -1,7 +1,8 @@
 """The `elmo-transformers` command (also `python -m elmo_transformers`): one module a subcommand, each with --help.
 
-A subcommand's module is imported only when it runs, so `elmo-transformers embed` does not load Trainer. Errors in
-the user's data (`DataError`) are printed as one line, without a traceback.
+A subcommand's module is imported only when it runs, so `elmo-transformers embed` does not load Trainer. This is the
+one place where errors become exit codes: a `UserError` (elmo_transformers.errors) is printed as one line
+`error: ...`, exit 1, without a traceback; usage errors exit 2 (argparse).
 """
 
 import importlib
@@ -32,12 +33,12 @@ def main(argv=None):
     if argv[0] not in COMMANDS:
         print(f"error: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
         return 2
-    from ..training.data import DataError
+    from ..errors import UserError
 
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     try:
         result = module.main(argv[1:])
-    except DataError as e:
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

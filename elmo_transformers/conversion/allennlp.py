@@ -19,7 +19,8 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
-from .output import ConversionError, mismatch_error
+from ..errors import ConversionError
+from .output import mismatch_error
 
 
 def lstm_prefix(direction, layer, n_layers, flat):

@@ -19,7 +19,8 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
-from .output import ConversionError, mismatch_error
+from ..errors import ConversionError
+from .output import mismatch_error
 
 # The model configs shipped inside the elmoformanylangs package (configs/), used by all released models. Both files
 # have the same contents (the "cnn_0" one also says char_dim 50).

@@ -18,14 +18,10 @@ import json
 import os
 import secrets
 import shutil
-import sys
 
+from ..errors import ConversionError
 from ..model_files import is_model_file
 from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
-
-
-class ConversionError(ValueError):
-    """The input cannot be converted, or the output cannot be written; the message is one line for the user."""
 
 
 MAX_PROBLEMS_SHOWN = 10
@@ -163,16 +159,12 @@ def add_arguments(parser):
 
 def run(args, convert, source, inputs):
     """Check the output path against the `inputs` (paths), `convert(**config_kwargs) -> (model, tokenizer)`, write
-    the folder; returns the exit code, after one line on stderr for any ConversionError."""
-    try:
-        check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
-        model, tokenizer = convert(
-            num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
-        )
-        output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
-    except ConversionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    the folder; returns the exit code (a ConversionError reaches `cli.main`, which prints it as one line)."""
+    check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
+    model, tokenizer = convert(
+        num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
+    )
+    output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"converted {source} ({n_params:,} parameters) -> {output}")
     return 0

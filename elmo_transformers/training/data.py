@@ -11,9 +11,7 @@ import torch
 
 from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
 
-
-class DataError(ValueError):
-    """Input data the commands cannot use as given (missing, empty, inconsistent): printed as one line, no traceback."""
+from ..errors import DataError
 
 
 def settle_before_trainer(model, tokenizer, training_args):

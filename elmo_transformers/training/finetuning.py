@@ -9,7 +9,8 @@ import datasets
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
-from .data import DataError, load_splits, settle_before_trainer
+from ..errors import DataError
+from .data import load_splits, settle_before_trainer
 from ..output_paths import check_output_apart
 
 logger = logging.getLogger(__name__)

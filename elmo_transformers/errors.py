@@ -1,0 +1,16 @@
+"""The one error model of the package: library code raises a `UserError` for anything the user can fix (a file, an
+argument, a model folder); `elmo_transformers.cli.main` prints it as one line `error: ...` and exits 1. Only `cli/`
+turns errors into exit codes; library callers catch these like any exception (they are also `ValueError`s, the
+type Python code expects for bad input)."""
+
+
+class UserError(ValueError):
+    """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
+
+
+class DataError(UserError):
+    """Input data the commands cannot use as given (missing, empty, inconsistent, wrong encoding)."""
+
+
+class ConversionError(UserError):
+    """The input cannot be converted, or the output cannot be written."""
