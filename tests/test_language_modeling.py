@@ -17,7 +17,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, lm_perplexities, log_uniform_candidates
 from tokenization_elmo import ElmoTokenizer
 
-from elmo_transformers.cli.pretrain import compute_metrics
+from elmo_transformers.training.pretraining import compute_metrics
 from elmo_transformers.training.data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
 
 NOUNS = ["cat", "dog", "bird", "fish", "cow"]

@@ -38,7 +38,7 @@ def main(argv=None):
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     try:
         result = module.main(argv[1:])
-    except UserError as e:
+    except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
         print(f"error: {e}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

@@ -49,8 +49,6 @@ def main(argv=None):
         print(f"\ninterrupted: finished lines are kept in {PartialRun(output).folder}; rerun with --resume",
               file=sys.stderr)
         return 130
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
     if process_state().is_main_process:
         print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
     return 0

@@ -26,8 +26,9 @@ from transformers import DataCollatorForTokenClassification, DataCollatorWithPad
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from tokenization_elmo import ElmoTokenizer
 
-from ..training.data import DataError
-from ..training.finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
+from ..errors import DataError
+from ..training.finetuning import label_encoder, label_mapping, load_head, parse_and_load, tokenize_splits
+from ..training.runner import run
 
 
 def spans(tags):

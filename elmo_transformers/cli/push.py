@@ -9,6 +9,7 @@ import tempfile
 
 from huggingface_hub import get_token
 
+from ..errors import UserError
 from ..hub import push as hub
 from ..output_paths import check_output_apart
 
@@ -33,13 +34,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     if not os.path.isdir(args.model_dir):
-        raise SystemExit(f"error: {args.model_dir} is not a folder")
+        raise UserError(f"{args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
-        raise SystemExit("error: no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+        raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
     if args.staging_dir:
-        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", lambda m: SystemExit(f"error: {m}"))
+        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", UserError)
     if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
-        raise SystemExit(f"error: --staging-dir {args.staging_dir} is not empty")
+        raise UserError(f"--staging-dir {args.staging_dir} is not empty")
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
     try:
         files = hub.build_upload_folder(

@@ -41,8 +41,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .embedder import DEFAULT_BATCH_SIZE, process_state
+from ..errors import DataError
 from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from .embedder import DEFAULT_BATCH_SIZE, process_state
 
 MODES = ("all", "top", "average")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -70,7 +71,7 @@ def read_lines(source):
             with open(sys.stdin.fileno() if source == "-" else source, encoding="utf-8", closefd=source != "-") as f:
                 lines = [line.strip() for line in f]
     except UnicodeDecodeError as e:
-        raise ValueError(f"{input_name(source)} is not UTF-8 text ({e}); convert it, e.g. with iconv") from None
+        raise DataError(f"{input_name(source)} is not UTF-8 text ({e}); convert it, e.g. with iconv") from None
     except OSError as e:
         raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
     if lines and lines[0].startswith("\ufeff"):
@@ -87,20 +88,20 @@ def check_paths(source, output, overwrite, resume):
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
         check_output_apart(output, [source])
     if os.path.isdir(output):
-        raise ValueError(f"the output {output} is a folder: give the path of the HDF5 file to write")
+        raise DataError(f"the output {output} is a folder: give the path of the HDF5 file to write")
     parent = os.path.dirname(output)
     if not os.path.isdir(parent):
-        raise ValueError(f"cannot write {output}: {parent} is not an existing folder")
+        raise DataError(f"cannot write {output}: {parent} is not an existing folder")
     try:
         tempfile.TemporaryFile(dir=parent).close()
     except OSError as e:
         raise OSError(f"cannot write into {parent}: {e.strerror or e}") from None
     if os.path.lexists(output) and not overwrite:
-        raise ValueError(f"{output} exists (pass --overwrite to replace it)")
+        raise DataError(f"{output} exists (pass --overwrite to replace it)")
     run = PartialRun(output)
     run.check_not_running()
     if run.exists() and not resume:
-        raise ValueError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
+        raise DataError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
 
 
 def select(layers, mode):
@@ -134,7 +135,7 @@ class PartialRun:
             return
         owner = read_owner_file(self.owner_file) or {}
         if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
-            raise ValueError(
+            raise DataError(
                 f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
                 f"(named in {self.owner_file}): wait for it to finish or stop it; "
                 "if it no longer runs, delete that file"
@@ -167,7 +168,7 @@ class PartialRun:
             saved = json.load(f)
         for key, value in settings.items():
             if saved.get(key) != value:
-                raise ValueError(
+                raise DataError(
                     f"cannot resume {self.folder}: it was started with {key}={saved.get(key)!r}, now "
                     f"{key}={value!r} (use the first run's settings, or delete the folder to start over)"
                 )
@@ -223,7 +224,7 @@ class PartialRun:
         batches, windows = self.progress()
         missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
         if missing:
-            raise ValueError(f"{self.folder} lacks lines {missing[:10]}: rerun with --resume")
+            raise DataError(f"{self.folder} lacks lines {missing[:10]}: rerun with --resume")
         index = json.dumps({line: str(i) for i, line in enumerate(lines)})
         files = [os.path.join(self.folder, name) for name in os.listdir(self.folder)]
         needed = sum(map(os.path.getsize, files)) + len(index.encode()) + 1024 * len(lines)  # ~1 KB HDF5 per dataset
@@ -312,10 +313,10 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the rules. Under accelerate
     launch / torchrun every process calls this with the same arguments."""
     if output_format not in MODES:
-        raise ValueError(f"output_format must be one of {MODES}, got {output_format!r}")
+        raise DataError(f"output_format must be one of {MODES}, got {output_format!r}")
     for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
         if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+            raise DataError(f"{name} must be a positive int, got {value!r}")
     output = os.path.abspath(output_file_path)
     check_paths(input_file, output, overwrite, resume)
     run = PartialRun(output)

@@ -17,6 +17,7 @@ from transformers import PreTrainedConfig
 from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
+from ..errors import UserError
 from ..models import DEFAULT_MODEL
 
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
@@ -45,7 +46,7 @@ def batch_to_ids(batch):
     """AllenNLP's `batch_to_ids`: word lists -> LongTensor [batch, longest, 50] of char ids, 0 at padding."""
     check_word_lists(batch, "batch_to_ids")
     if not batch:
-        raise ValueError("batch_to_ids: empty batch (pass at least one sentence; [] is a sentence with no words)")
+        raise UserError("batch_to_ids: empty batch (pass at least one sentence; [] is a sentence with no words)")
     return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
 
@@ -65,9 +66,9 @@ def load_elmo(name_or_path, dtype=None):
     except OSError as e:
         raise cannot_load(e) from None
     if not config:
-        raise ValueError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
+        raise UserError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
     if config.get("model_type") != "elmo":
-        raise ValueError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
+        raise UserError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
                          f"{config.get('model_type')!r}, not 'elmo'")
     kwargs = {} if dtype is None else {"dtype": dtype}
     try:
@@ -76,7 +77,7 @@ def load_elmo(name_or_path, dtype=None):
         raise cannot_load(e) from None
     missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
     if missing:
-        raise ValueError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
+        raise UserError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
     return model
 
 
@@ -131,7 +132,7 @@ class ElmoEmbedder:
     def embed_sentences(self, sentences, batch_size=DEFAULT_BATCH_SIZE):
         """Lazily, in input order: reads `batch_size` word lists at a time from any iterable, yields one array each."""
         if isinstance(batch_size, bool) or not (isinstance(batch_size, int) and batch_size > 0):
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise UserError(f"batch_size must be a positive int, got {batch_size!r}")
         sentences = iter(sentences)
         while batch := list(islice(sentences, batch_size)):
             yield from self.embed_batch(batch)
@@ -168,7 +169,7 @@ class ElmoEmbedder:
             raise TypeError("tf_hub_outputs takes a non-empty list of strings or of word lists")
         if all(isinstance(text, str) for text in inputs):
             if sequence_len is not None:
-                raise ValueError("sequence_len goes with word lists (TF-Hub's tokens signature), not raw strings")
+                raise UserError("sequence_len goes with word lists (TF-Hub's tokens signature), not raw strings")
             sentences = [text.split() for text in inputs]
         else:
             check_word_lists(inputs, "tf_hub_outputs")
@@ -179,7 +180,7 @@ class ElmoEmbedder:
                     raise TypeError(f"sequence_len must hold integer word counts, got {lengths[:5]!r}")
                 lengths = [int(n) for n in lengths]
                 if len(lengths) != len(sentences) or any(not 0 <= n <= len(s) for n, s in zip(lengths, sentences)):
-                    raise ValueError("sequence_len needs one length per word list, each between 0 and the list's size")
+                    raise UserError("sequence_len needs one length per word list, each between 0 and the list's size")
                 sentences = [words[:n] for words, n in zip(sentences, lengths)]
         out = self._run(sentences)
         layers = [layer.float() for layer in out.hidden_states]

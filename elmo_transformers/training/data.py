@@ -33,7 +33,7 @@ def data_format(path):
     formats = {"txt": "text", "text": "text", "json": "json", "jsonl": "json", "csv": "csv", "tsv": "csv",
                "conll": "conll"}
     if extension not in formats:
-        raise ValueError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
+        raise DataError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
     return formats[extension]
 
 
@@ -52,7 +52,7 @@ def read_conll(paths):
                     continue
                 columns = line.split("\t") if "\t" in line else line.split()
                 if len(columns) < 2:
-                    raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
+                    raise DataError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
                 tokens.append(columns[0])
                 tags.append(columns[-1])
             if tokens:
@@ -64,13 +64,13 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     if dataset_name is not None:
         return datasets.load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
     if not data_files:
-        raise ValueError("give a dataset name or local data files")
+        raise DataError("give a dataset name or local data files")
     for paths in data_files.values():
         for path in paths:
             check_has_data(path)
     formats = {data_format(p) for paths in data_files.values() for p in paths}
     if len(formats) != 1:
-        raise ValueError(f"all data files must have one format, got {sorted(formats)}")
+        raise DataError(f"all data files must have one format, got {sorted(formats)}")
     builder = formats.pop()
     if builder == "conll":  # no `datasets` builder for CoNLL: one generator per split
         return datasets.DatasetDict(
@@ -111,7 +111,7 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None):
     that carry the LSTM state over), so a paragraph cut in several windows has one artificial boundary per cut.
     """
     if text_column not in dataset.column_names:
-        raise ValueError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set --text_column")
+        raise DataError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set --text_column")
 
     def windows(batch):
         out = [w for line in batch[text_column] if line for w in split_into_windows(line.split(), max_words)]
@@ -134,10 +134,15 @@ def build_vocabulary(dataset, path, vocab_size=None, min_count=1):
     if vocab_size is not None:
         ranked = ranked[: max(vocab_size - 3, 0)]
     if not ranked:
-        raise ValueError(f"no word occurs at least {min_count} times in the training data: empty vocabulary")
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(w + "\n" for w in [BOS_WORD, EOS_WORD, UNK_WORD, *ranked])
+        raise DataError(f"no word occurs at least {min_count} times in the training data: empty vocabulary")
+    write_words(path, [BOS_WORD, EOS_WORD, UNK_WORD, *ranked])
     return len(ranked) + 3
+
+
+def write_words(path, words):
+    """A vocabulary file: one word a line (bilm-tf's format; word id = line number)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(w + "\n" for w in words)
 
 
 @dataclass

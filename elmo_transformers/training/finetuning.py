@@ -1,19 +1,17 @@
-"""What the two fine-tuning tasks share: arguments, labels, loading the head, and the Trainer run."""
+"""What the two fine-tuning tasks share: arguments, data, labels and loading the head (the Trainer run itself is
+`runner.run`)."""
 
 import json
-import logging
-import sys
 from dataclasses import dataclass, field
 
 import datasets
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
-from ..errors import DataError
-from .data import load_splits, settle_before_trainer
-from ..output_paths import check_output_apart
 
-logger = logging.getLogger(__name__)
+from ..errors import DataError
+from ..output_paths import check_output_apart
+from .data import load_splits
+from .runner import check_splits, limit_samples, parse_arguments
 
 
 @dataclass
@@ -49,17 +47,13 @@ class DataArguments:
 
 
 def parse_and_load(argv=None, prog=None):
-    """The command line (head, data and Trainer arguments), logging and the seed, then the data splits, checked
-    against the --do_* flags: what both fine-tuning tasks start with."""
-    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments), prog=prog)
-    head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    """The command line (head, data and Trainer arguments), then the data splits, checked against the --do_* flags:
+    what both fine-tuning tasks start with."""
+    head_args, data_args, training_args = parse_arguments((HeadArguments, DataArguments), argv, prog)
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    set_seed(training_args.seed)
     raw = load_data(data_args)
-    check_training_args(training_args, raw)
+    check_splits(training_args, raw)
     return head_args, data_args, training_args, raw
 
 
@@ -73,11 +67,7 @@ def load_data(data_args):
     for split in raw:
         if len(raw[split]) == 0:
             raise DataError(f"the {split} split has no examples")
-    for split in raw:
-        limit = data_args.max_train_samples if split == "train" else data_args.max_eval_samples
-        if limit is not None:
-            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
-    return raw
+    return limit_samples(raw, data_args.max_train_samples, data_args.max_eval_samples)
 
 
 def label_mapping(raw, column, nested, model_name_or_path, head_class):
@@ -155,42 +145,3 @@ def tokenize_splits(raw, encode, training_args):
         return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
                                 remove_columns=split.column_names, desc=f"tokenize {name}")
                 for name, split in raw.items()}
-
-
-def run(model, tokenizer, training_args, splits, collator, compute_metrics):
-    """Train, evaluate, predict the test split, save: the saved folder loads with the Auto classes and
-    trust_remote_code. Metrics are printed and saved ({train,eval,test}_results.json)."""
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info(f"{type(model).__name__}: {model.num_parameters():,} parameters, {trainable:,} trainable")
-    settle_before_trainer(model, tokenizer, training_args)
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=splits.get("train") if training_args.do_train else None,
-        eval_dataset=splits.get("validation") if training_args.do_eval else None,
-        processing_class=tokenizer,
-        data_collator=collator,
-        compute_metrics=compute_metrics,
-    )
-    if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        trainer.save_model()
-        trainer.log_metrics("train", result.metrics)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
-    if training_args.do_eval:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-    if training_args.do_predict:
-        metrics = trainer.predict(splits["test"], metric_key_prefix="test").metrics
-        trainer.log_metrics("test", metrics)
-        trainer.save_metrics("test", metrics)
-    return trainer
-
-
-def check_training_args(training_args: TrainingArguments, splits):
-    for flag, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
-        if getattr(training_args, flag) and split not in splits:
-            raise DataError(f"--{flag} needs a {split} split")
-
