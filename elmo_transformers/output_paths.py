@@ -16,9 +16,11 @@ import json
 import os
 import socket
 
+from .errors import UserError
 
-def check_output_apart(output, inputs, option="output", error=ValueError):
-    """Raise `error` (the calling tool's one-line error type) naming the overlap if `output` is, contains or sits
+
+def check_output_apart(output, inputs, option="output", error=UserError):
+    """Raise `error` (a UserError type) naming the overlap if `output` is, contains or sits
     inside one of `inputs` (paths; None, "-" and paths that do not exist are skipped). `option` names the output
     in the message (e.g. "--output")."""
     out = os.path.realpath(output)

@@ -1,6 +1,8 @@
 """elmo_transformers.embedding.embed_file (`elmo-transformers embed`, ElmoEmbedder.embed_file): the `allennlp elmo`
 HDF5 layout, checked against AllenNLP's own fixture outputs, and off the happy path."""
 
+import contextlib
+import io
 import json
 import resource
 import shutil
@@ -19,7 +21,9 @@ from tolerance import assert_close_to_reference
 
 from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.cli import embed as embed_command
+from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
+from elmo_transformers.errors import UserError
 
 
 @pytest.fixture
@@ -85,17 +89,17 @@ def test_blank_lines_and_a_1000_character_token(tmp_path, tiny, tiny_model_dir):
 
 def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     output = embed(tmp_path, tiny_model_dir, ["a b"], "--top")
-    with pytest.raises(SystemExit, match="exists"):
+    with pytest.raises(UserError, match="exists"):
         main([str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--top"])
     os.makedirs(str(output) + "2.partial")
     with open(str(output) + "2.partial/run.json", "w") as f:
         f.write("{}")
-    with pytest.raises(SystemExit, match="--resume"):
+    with pytest.raises(UserError, match="--resume"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
-    with pytest.raises(SystemExit, match="started with input_sha256=None"):
+    with pytest.raises(UserError, match="started with input_sha256=None"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
-    with pytest.raises(SystemExit, match="latin1.txt is not UTF-8"):
+    with pytest.raises(UserError, match="latin1.txt is not UTF-8"):
         main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
 
 
@@ -126,7 +130,7 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     assert not output.exists(), "a killed run must not leave a complete-looking output"
     assert 3 <= len(list(partial.glob("shard-*.npz"))) < 300
 
-    with pytest.raises(SystemExit, match="--resume"):
+    with pytest.raises(UserError, match="--resume"):
         main(args)
     assert main([*args, "--resume"]) == 0
     assert not partial.exists()
@@ -157,7 +161,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
             assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
             time.sleep(0.01)
         for extra in ([], ["--resume"], ["--overwrite"]):
-            with pytest.raises(SystemExit, match=rf"out.hdf5 is being written by process {first.pid} on "):
+            with pytest.raises(UserError, match=rf"out.hdf5 is being written by process {first.pid} on "):
                 main([*args, *extra])
         shards = set(tmp_path.glob("out.hdf5.partial/shard-*.npz"))
         assert first.poll() is None and shards, "the first run goes on"
@@ -166,7 +170,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
         first.wait()
         first.stderr.close()
     assert (tmp_path / "out.hdf5.partial.owner").exists()  # left by kill -9: the process is gone, so it is stale
-    with pytest.raises(SystemExit, match="interrupted run: pass --resume"):
+    with pytest.raises(UserError, match="interrupted run: pass --resume"):
         main(args)
 
 
@@ -235,9 +239,9 @@ def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, m
     interrupt_after(monkeypatch, "add_batch", 2)
     assert main(args) == 130
     monkeypatch.undo()
-    with pytest.raises(SystemExit, match="started with batch_size=2, now batch_size=3"):
+    with pytest.raises(UserError, match="started with batch_size=2, now batch_size=3"):
         main([*args, "--resume", "--batch-size", "3"])
-    with pytest.raises(SystemExit, match="started with max_sentence_words=1000, now max_sentence_words=5"):
+    with pytest.raises(UserError, match="started with max_sentence_words=1000, now max_sentence_words=5"):
         main([*args, "--resume", "--max-sentence-words", "5"])
     assert main([*args, "--resume"]) == 0
 
@@ -264,10 +268,12 @@ def no_model_loading(monkeypatch):
 
 
 def one_line_error(args):
-    with pytest.raises(SystemExit) as raised:
-        main(args)
-    message = str(raised.value.code)
-    assert message.startswith("error: ") and "\n" not in message and "Traceback" not in message
+    """The stderr of `elmo-transformers embed ARGS`, which must fail with one line `error: ...`, exit 1."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli_main(["embed", *args]) == 1
+    message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
+    assert message.startswith("error: ") and "Traceback" not in err.getvalue()
     return message
 
 

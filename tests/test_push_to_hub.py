@@ -20,6 +20,7 @@ from tolerance import assert_close_to_reference
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
 from elmo_transformers.cli import push as push_to_hub
+from elmo_transformers.errors import UserError
 
 EXPECTED_FILES = {
     "README.md",
@@ -171,7 +172,7 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
 
 def test_no_token_is_a_clear_error(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(push_to_hub, "get_token", lambda: None)
-    with pytest.raises(SystemExit, match="HF_TOKEN"):
+    with pytest.raises(UserError, match="HF_TOKEN"):
         push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny"])
 
 
