@@ -1,15 +1,15 @@
 """ELMo configuration: the fields of the original options.json plus the scalar-mix settings of AllenNLP's `Elmo`."""
 
 import copy
-import json
 import math
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from transformers import PretrainedConfig
-from transformers.utils import logging
 
-logger = logging.get_logger(__name__)
+if TYPE_CHECKING:  # never run; transformers' remote-code loader copies the relative imports it finds in the source
+    from .pipeline_elmo import ElmoFeatureExtractionPipeline  # noqa: F401
 
 # The model's code: modules at the repository root, installed as top-level modules, and saved into every model
 # folder so that it loads with remote code (pyproject.toml's py-modules names them too; a test checks the two agree).
@@ -197,18 +197,15 @@ class ElmoConfig(PretrainedConfig):
         """Save as usual, plus the pipeline module beside the config.
 
         `pipeline(task, model=folder, trust_remote_code=True)` loads the classes of `custom_pipelines` from the
-        folder's pipeline_elmo.py. The module is imported here, on save, not at the top of this file, so that loading
-        a config does not import transformers.pipelines; transformers also fetches every module named in a relative
-        import of this file when it loads it as remote code, so the module travels with the config.
+        folder's pipeline_elmo.py. It is this file's sibling wherever the code lives (installed, a checkout, or
+        transformers' remote-code cache, which copies it because of the import under TYPE_CHECKING at the top): it
+        is copied by path, not imported, so saving a config does not load transformers.pipelines.
         """
         super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
-        try:
-            from .pipeline_elmo import __file__ as pipeline_file
-        except ImportError:
-            from pipeline_elmo import __file__ as pipeline_file
-        target = os.path.join(save_directory, os.path.basename(pipeline_file))
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline_elmo.py")
+        target = os.path.join(save_directory, "pipeline_elmo.py")
         if not os.path.exists(target):
-            shutil.copyfile(pipeline_file, target)
+            shutil.copyfile(source, target)
 
     @property
     def n_filters(self):
@@ -358,65 +355,6 @@ class ElmoConfig(PretrainedConfig):
                 f"ElmoConfig.sentence_boundary_ids must be the BOS and EOS input rows, two lists of {self.input_width} "
                 f"positive ids, got {rows!r}"
             )
-
-    @classmethod
-    def from_allennlp_options(cls, options, **kwargs):
-        """Build a config from an AllenNLP / bilm-tf `options.json` (a path or the parsed dict).
-
-        Training-only keys (batch_size, n_epochs, ...) are ignored; `kwargs` set the fields options.json lacks
-        (num_output_representations, do_layer_norm, dropout, ...).
-        """
-        if isinstance(options, (str, os.PathLike)):
-            with open(options, encoding="utf-8") as f:
-                try:
-                    options = json.load(f)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{options} is not valid JSON: {e}") from e
-        try:
-            lstm, char_cnn = options["lstm"], options["char_cnn"]
-            fields = dict(
-                char_embedding_dim=char_cnn["embedding"]["dim"],
-                filters=char_cnn["filters"],
-                n_highway=char_cnn["n_highway"],
-                activation=char_cnn.get("activation", "relu"),
-                n_characters=char_cnn.get("n_characters", 262),
-                max_characters_per_token=char_cnn.get("max_characters_per_token", 50),
-                lstm_dim=lstm["dim"],
-                projection_dim=lstm["projection_dim"],
-                n_layers=lstm["n_layers"],
-                cell_clip=lstm.get("cell_clip"),
-                proj_clip=lstm.get("proj_clip"),
-            )
-        except KeyError as e:
-            raise ValueError(f"options are missing the required key {e} (expected the AllenNLP options.json layout)")
-        except (TypeError, AttributeError) as e:
-            raise ValueError(f"options do not have the AllenNLP options.json layout (lstm and char_cnn objects): {e}")
-        if "use_skip_connections" not in lstm:
-            logger.warning("options.json has no lstm.use_skip_connections; using true, as AllenNLP does")
-        fields["use_skip_connections"] = lstm.get("use_skip_connections", True)  # validated: a JSON true or false
-        fields.update(kwargs)
-        return cls(**fields)
-
-    def to_allennlp_options(self):
-        """The options.json dict that describes this model's biLM."""
-        return {
-            "lstm": {
-                "dim": self.lstm_dim,
-                "projection_dim": self.projection_dim,
-                "n_layers": self.n_layers,
-                "cell_clip": self.cell_clip,
-                "proj_clip": self.proj_clip,
-                "use_skip_connections": self.use_skip_connections,
-            },
-            "char_cnn": {
-                "activation": self.activation,
-                "embedding": {"dim": self.char_embedding_dim},
-                "filters": self.filters,
-                "n_highway": self.n_highway,
-                "n_characters": self.n_characters,
-                "max_characters_per_token": self.max_characters_per_token,
-            },
-        }
 
 
 ElmoConfig.register_for_auto_class()

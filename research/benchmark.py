@@ -69,7 +69,7 @@ def converted_model_dir(size, cache):
     """Random original-format weights for `size`, converted once; returns the converted folder."""
     from configuration_elmo import ElmoConfig
     from elmo_transformers.conversion.output import save_atomically
-    from elmo_transformers.conversion.allennlp import convert, write_random_weights
+    from elmo_transformers.conversion.allennlp import convert, options_from_config, write_random_weights
 
     folder = Path(cache) / size
     output = folder / "converted"
@@ -77,7 +77,7 @@ def converted_model_dir(size, cache):
         return output
     folder.mkdir(parents=True, exist_ok=True)
     config = ElmoConfig(**SIZES[size])
-    (folder / "options.json").write_text(json.dumps(config.to_allennlp_options()))
+    (folder / "options.json").write_text(json.dumps(options_from_config(config)))
     write_random_weights(config, folder / "weights.hdf5", seed=0)
     model, tokenizer = convert(folder / "options.json", folder / "weights.hdf5")
     save_atomically(model, tokenizer, output, overwrite=True)
