@@ -278,24 +278,6 @@ def test_shipped_model_config_is_found_by_name(tmp_path):
     assert config["token_embedder"]["char_dim"] == 50 and config["encoder"]["dim"] == 4096
 
 
-@pytest.mark.parametrize(
-    "fields, fragment",
-    [
-        (dict(word_vocab_size=10), "word_vocab_size and word_embedding_dim"),
-        (dict(char_embedding_dim=0), "char_embedding_dim is 0"),
-        (dict(char_vocab_size=10), "sentence_boundary_ids"),
-        (dict(char_vocab_size=10, sentence_boundary_ids=[[1] * 50, [2] * 49]), "sentence_boundary_ids"),
-        (dict(sentence_boundary_ids=[[1] * 50, [2] * 50]), "only for a character vocabulary"),
-        (dict(word_vocab_size=10, word_embedding_dim=-1), "word_embedding_dim"),
-    ],
-)
-def test_config_refuses_inconsistent_vocabulary_fields(fields, fragment):
-    from configuration_elmo import ElmoConfig
-
-    with pytest.raises(ValueError, match=fragment):
-        ElmoConfig(**fields)
-
-
 def test_ids_outside_the_vocabularies_are_named(converted):
     from modeling_elmo import ElmoModel
 
