@@ -4,6 +4,7 @@ import copy
 import math
 import os
 import shutil
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from transformers import PretrainedConfig
@@ -120,77 +121,46 @@ class ElmoConfig(PretrainedConfig):
 
     model_type = "elmo"
 
-    def __init__(
-        self,
-        char_embedding_dim=16,
-        filters=None,
-        n_highway=2,
-        activation="relu",
-        n_characters=262,
-        max_characters_per_token=50,
-        lstm_dim=4096,
-        projection_dim=512,
-        n_layers=2,
-        cell_clip=3.0,
-        proj_clip=3.0,
-        use_skip_connections=True,
-        num_output_representations=1,
-        do_layer_norm=False,
-        scalar_mix_parameters=None,
-        dropout=0.5,
-        freeze_bilm=True,
-        task_encoder="linear",
-        task_encoder_dim=128,
-        mix_l2_lambda=0.0,
-        lm_vocab_size=None,
-        lm_n_negative_samples=None,
-        lm_dropout=0.0,
-        char_vocab_size=None,
-        word_vocab_size=None,
-        word_embedding_dim=0,
-        sentence_boundary_ids=None,
-        lstm_gates_block_elements=2**24,
-        **kwargs,
-    ):
-        self.char_embedding_dim = char_embedding_dim
-        filters = DEFAULT_FILTERS if filters is None else filters
-        # Lists of pairs are copied as lists (JSON gives lists, callers tuples); anything else is refused below.
-        self.filters = (
-            [list(f) if isinstance(f, (list, tuple)) else f for f in filters]
-            if isinstance(filters, (list, tuple))
-            else filters
-        )
-        self.n_highway = n_highway
-        self.activation = activation
-        self.n_characters = n_characters
-        self.max_characters_per_token = max_characters_per_token
-        self.lstm_dim = lstm_dim
-        self.projection_dim = projection_dim
-        self.n_layers = n_layers
-        self.cell_clip = cell_clip
-        self.proj_clip = proj_clip
-        self.use_skip_connections = use_skip_connections
-        self.num_output_representations = num_output_representations
-        self.do_layer_norm = do_layer_norm
-        self.scalar_mix_parameters = (
-            list(scalar_mix_parameters) if isinstance(scalar_mix_parameters, (list, tuple)) else scalar_mix_parameters
-        )
-        self.dropout = dropout
-        self.freeze_bilm = freeze_bilm
-        self.task_encoder = task_encoder
-        self.task_encoder_dim = task_encoder_dim
-        self.mix_l2_lambda = mix_l2_lambda
-        self.lm_vocab_size = lm_vocab_size
-        self.lm_n_negative_samples = lm_n_negative_samples
-        self.lm_dropout = lm_dropout
-        self.char_vocab_size = char_vocab_size
-        self.word_vocab_size = word_vocab_size
-        self.word_embedding_dim = word_embedding_dim
-        self.sentence_boundary_ids = sentence_boundary_ids
-        self.lstm_gates_block_elements = lstm_gates_block_elements
+    char_embedding_dim: int = 16
+    filters: list = field(default_factory=lambda: copy.deepcopy(DEFAULT_FILTERS))
+    n_highway: int = 2
+    activation: str = "relu"
+    n_characters: int = 262
+    max_characters_per_token: int = 50
+    lstm_dim: int = 4096
+    projection_dim: int = 512
+    n_layers: int = 2
+    cell_clip: float | None = 3.0
+    proj_clip: float | None = 3.0
+    use_skip_connections: bool = True
+    num_output_representations: int = 1
+    do_layer_norm: bool = False
+    scalar_mix_parameters: list | None = None
+    dropout: float = 0.5
+    freeze_bilm: bool = True
+    task_encoder: str = "linear"
+    task_encoder_dim: int = 128
+    mix_l2_lambda: float = 0.0
+    lm_vocab_size: int | None = None
+    lm_n_negative_samples: int | None = None
+    lm_dropout: float = 0.0
+    char_vocab_size: int | None = None
+    word_vocab_size: int | None = None
+    word_embedding_dim: int = 0
+    sentence_boundary_ids: list | None = None
+    lstm_gates_block_elements: int = 2**24
+
+    def __post_init__(self, **kwargs):
+        # Callers may give tuples where JSON gives lists; the checks below see lists.
+        if isinstance(self.filters, tuple) or (
+            isinstance(self.filters, list) and any(isinstance(f, tuple) for f in self.filters)
+        ):
+            self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in self.filters]
+        if isinstance(self.scalar_mix_parameters, tuple):
+            self.scalar_mix_parameters = list(self.scalar_mix_parameters)
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
-        super().__init__(**kwargs)
+        super().__post_init__(**kwargs)
         self.validate_elmo()
 
     def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):
