@@ -20,14 +20,7 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
 
 import sys
 
-import numpy as np
-from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
-
-from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-from tokenization_elmo import ElmoTokenizer
-
-from ..training.data import DataError
-from ..training.finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
+from . import import_package
 
 
 def spans(tags):
@@ -66,6 +59,14 @@ def token_metrics(labels):
 
 
 def token_classification(argv=None, prog=None):
+    from transformers import DataCollatorForTokenClassification
+
+    from modeling_elmo import ElmoForTokenClassification
+    from tokenization_elmo import ElmoTokenizer
+
+    from ..errors import DataError
+    from ..training.finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
+
     head_args, data_args, training_args, raw = parse_and_load(argv, prog)
     words_column = data_args.text_column or "tokens"
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
@@ -92,6 +93,8 @@ def token_classification(argv=None, prog=None):
 
 
 def sequence_metrics(prediction):
+    import numpy as np
+
     predicted, gold = prediction.predictions.argmax(-1), prediction.label_ids
     f1s = []
     for label in np.union1d(predicted, gold):
@@ -102,6 +105,13 @@ def sequence_metrics(prediction):
 
 
 def sequence_classification(argv=None, prog=None):
+    from transformers import DataCollatorWithPadding
+
+    from modeling_elmo import ElmoForSequenceClassification
+    from tokenization_elmo import ElmoTokenizer
+
+    from ..training.finetuning import label_encoder, label_mapping, load_head, parse_and_load, run, tokenize_splits
+
     head_args, data_args, training_args, raw = parse_and_load(argv, prog)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     labels = label_mapping(raw, label_column, False, head_args.model_name_or_path, ElmoForSequenceClassification)
@@ -132,5 +142,6 @@ def main(argv=None):
         print(f"usage: elmo-transformers finetune {{{','.join(TASKS)}}} [--help] ...", file=sys.stderr)
         return 2
     task = argv.pop(0)
+    import_package()  # the task's arguments are parsed with Trainer's, which import torch anyway
     TASKS[task](argv, prog=f"elmo-transformers finetune {task}")
     return 0
