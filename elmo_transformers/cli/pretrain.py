@@ -35,7 +35,9 @@ from tokenization_elmo import ElmoTokenizer
 
 from ..training.data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
                     settle_before_trainer, text_to_windows)
+from ..model_source import resolve_model
 from ..output_paths import check_output_apart
+from . import import_package
 from ..training.pretraining import add_words_to_softmax, frequent_new_words
 
 logger = logging.getLogger(__name__)
@@ -212,6 +214,11 @@ def compute_metrics(eval_prediction):
 def main(argv=None):
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments), prog="elmo-transformers pretrain")
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    if model_args.model_name_or_path:
+        resolve_model(model_args.model_name_or_path, "--model-name-or-path")
+    if model_args.add_words < 0 or model_args.add_words_min_count < 1:
+        raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
+    import_package()
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,

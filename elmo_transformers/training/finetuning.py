@@ -10,6 +10,8 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
 from ..errors import DataError
+from ..model_source import resolve_model
+from ..models import DEFAULT_MODEL
 from .data import load_splits, settle_before_trainer
 from ..output_paths import check_output_apart
 
@@ -18,9 +20,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, "
-                                               "`elmo-transformers pretrain` output) or an already fine-tuned head "
-                                               "of the same kind."})
+    model_name_or_path: str = field(default=DEFAULT_MODEL,
+                                    metadata={"help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
+                                              "`elmo-transformers pretrain` output) or an already fine-tuned head "
+                                              "of the same kind (default: the shipped model)."})
     freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
                                                               "fine-tuning."})
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
@@ -53,6 +56,7 @@ def parse_and_load(argv=None, prog=None):
     against the --do_* flags: what both fine-tuning tasks start with."""
     parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments), prog=prog)
     head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    resolve_model(head_args.model_name_or_path, "--model-name-or-path")
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
