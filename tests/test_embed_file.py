@@ -17,9 +17,10 @@ import torch
 from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
-from elmo_transformers.embedding import embed_file as embed_file_module
-from elmo_transformers.cli import embed as embed_command
+from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
+from elmo_transformers.embedding import embed_file as embed_file_module
+from elmo_transformers.embedding import embedder as embedder_module
 
 
 @pytest.fixture
@@ -95,8 +96,12 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(SystemExit, match="started with input_sha256=None"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
-    with pytest.raises(SystemExit, match="latin1.txt is not UTF-8"):
+    with pytest.raises(SystemExit, match=r"latin1.txt: not UTF-8 text \(byte 0xe9\)"):
         main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    (tmp_path / "utf16.txt").write_bytes("a b\n".encode("utf-16-le"))  # no byte-order mark: decodes as UTF-8
+    with pytest.raises(SystemExit, match=r"utf16.txt, line 1: NUL characters .* likely UTF-16LE"):
+        main([str(tmp_path / "utf16.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    assert not (tmp_path / "x.hdf5").exists() and not (tmp_path / "x.hdf5.partial").exists()
 
 
 @pytest.mark.slow
@@ -242,6 +247,27 @@ def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, m
     assert main([*args, "--resume"]) == 0
 
 
+@pytest.mark.slow
+def test_resume_refuses_other_weights_at_the_same_path(tmp_path, tiny, tiny_model_dir, monkeypatch):
+    """The folder --model names is the same path, but its weights changed between the runs."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    lines = [" ".join(["w"] * n) for n in range(1, 13)]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), "--top", "--batch-size", "2"]
+    interrupt_after(monkeypatch, "add_batch", 2)
+    assert main(args) == 130
+    monkeypatch.undo()
+    model, _ = tiny
+    changed = type(model).from_pretrained(model_dir)
+    with torch.no_grad():
+        next(changed.parameters()).add_(0.01)
+    changed.save_pretrained(model_dir)
+    with pytest.raises(SystemExit, match="started with weights_sha256="):
+        main([*args, "--resume"])
+    assert (tmp_path / "out.hdf5.partial").is_dir() and not (tmp_path / "out.hdf5").exists()
+
+
 def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path, tiny_model_dir):
     sentences, expected, _ = load_fixture("allennlp-tiny")
     source = tmp_path / "bom.txt"
@@ -260,7 +286,7 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad path was found")
 
-    monkeypatch.setattr(embed_command, "ElmoEmbedder", refuse)
+    monkeypatch.setattr(embedder_module, "ElmoEmbedder", refuse)
 
 
 def one_line_error(args):
@@ -301,11 +327,12 @@ def test_unwritable_output_folder_is_found_before_the_work(tmp_path, tiny_model_
     assert message == f"error: cannot write into {tmp_path}: Permission denied"
 
 
-def test_bad_model_is_one_line_and_leaves_nothing(tmp_path):
+def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
-    message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"])
-    assert "cannot load an ELMo model from" in message
+    assert cli_main(["embed", str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"]) == 1
+    assert capsys.readouterr().err == f"error: --model {tmp_path / 'nope'}: no such folder, and not a Hub repo id " \
+                                      "(NAME or OWNER/NAME)\n"
     assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path),
                                                    "--top"])
     assert not list(tmp_path.glob("*.partial"))

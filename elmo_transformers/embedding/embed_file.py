@@ -18,8 +18,10 @@ AllenNLP's stateful approximation). Memory depends on the window and --batch-siz
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
 run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
-refused: the batches decide the float rounding, so only the same batches give the same numbers. While a run writes
-OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that one is alive.
+refused, and so is resuming after the model's weights changed, even at the same path (run.json records a SHA-256 of
+the loaded weights): the batches decide the float rounding, so only the same batches give the same numbers. While a
+run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
+one is alive.
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
 them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
@@ -41,12 +43,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .embedder import DEFAULT_BATCH_SIZE, process_state
+from .defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, MODES
+from .embedder import process_state
+from ..text_input import checked_lines
 from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
-MODES = ("all", "top", "average")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-MAX_SENTENCE_WORDS = 1000
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
 
@@ -65,12 +67,10 @@ def read_lines(source):
     byte-order mark (an editor's encoding mark, not part of the first word)."""
     try:
         if hasattr(source, "read"):
-            lines = [line.strip() for line in source]
+            lines = [line.strip() for line in checked_lines(source, input_name(source))]
         else:
             with open(sys.stdin.fileno() if source == "-" else source, encoding="utf-8", closefd=source != "-") as f:
-                lines = [line.strip() for line in f]
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{input_name(source)} is not UTF-8 text ({e}); convert it, e.g. with iconv") from None
+                lines = [line.strip() for line in checked_lines(f, input_name(source))]
     except OSError as e:
         raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
     if lines and lines[0].startswith("\ufeff"):
@@ -306,6 +306,17 @@ def embed_long_line(embedder, run, line_number, line, window, mode, done):
         start += len(chunk)
 
 
+def weights_sha256(model):
+    """SHA-256 over the name, dtype, shape and bytes of every parameter and buffer: what identifies the numbers a
+    model computes with, wherever it was loaded from (the same folder path may hold other weights tomorrow)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, *,
                max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True):
     """Embed `input_file` (a path, "-" for stdin, or an open text file) into the HDF5 file `output_file_path`
@@ -327,6 +338,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         "input_sha256": fingerprint.hexdigest(),
         "mode": output_format,
         "model": embedder.source,
+        "weights_sha256": weights_sha256(embedder.model),
         "dtype": str(embedder.model.dtype).removeprefix("torch."),
         "batch_size": batch_size,
         "max_sentence_words": max_sentence_words,

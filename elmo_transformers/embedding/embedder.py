@@ -18,8 +18,7 @@ from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
 from ..models import DEFAULT_MODEL
-
-DEFAULT_BATCH_SIZE = 64  # AllenNLP's
+from .defaults import DEFAULT_BATCH_SIZE
 
 
 def process_state():

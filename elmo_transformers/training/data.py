@@ -12,6 +12,7 @@ import torch
 from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
 
 from ..errors import DataError
+from ..text_input import checked_lines
 
 
 def settle_before_trainer(model, tokenizer, training_args):
@@ -83,12 +84,16 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
 
 
 def check_has_data(path):
-    """A local data file must exist and hold a non-blank line (compressed files are read through fsspec): `datasets`
-    fails on an empty file with a bare StopIteration or a generic generation error."""
+    """A local data file must exist, be UTF-8 text without NUL characters (`text_input`) and hold a non-blank line
+    (compressed files are read through fsspec): `datasets` fails on an empty file with a bare StopIteration or a
+    generic generation error, and reads UTF-16 without a byte-order mark as words full of NULs."""
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file")
     with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
-        if not any(line.strip() for line in f):
+        blank = True
+        for line in checked_lines(f, path):  # every line, for the encoding
+            blank = blank and not line.strip()
+        if blank:
             raise DataError(f"{path}: the file is empty (no examples)")
 
 
