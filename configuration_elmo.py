@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 
+import torch
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
@@ -188,6 +189,10 @@ class ElmoConfig(PretrainedConfig):
         self.word_embedding_dim = word_embedding_dim
         self.sentence_boundary_ids = sentence_boundary_ids
         self.lstm_gates_block_elements = lstm_gates_block_elements
+        for key in ("dtype", "torch_dtype"):  # transformers would fail with AttributeError: torch has no 'banana'
+            value = kwargs.get(key)
+            if isinstance(value, str) and value != "auto" and not isinstance(getattr(torch, value, None), torch.dtype):
+                raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype (e.g. 'float32', 'bfloat16')")
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__init__(**kwargs)
@@ -372,6 +377,8 @@ class ElmoConfig(PretrainedConfig):
                     options = json.load(f)
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{options} is not valid JSON: {e}") from e
+                except RecursionError:
+                    raise ValueError(f"{options} nests lists or objects too deeply to be an options.json") from None
         try:
             lstm, char_cnn = options["lstm"], options["char_cnn"]
             fields = dict(

@@ -3,7 +3,7 @@ the local cache or on a reachable Hub. A name that is neither is one line (`Mode
 transformers' offline retries and a traceback. `content_id` names the weights a run used (embed --resume compares
 it), from their bytes or the Hub commit, never from a path or a time stamp."""
 
-import hashlib
+import contextlib
 import os
 
 from huggingface_hub import HfApi, constants, snapshot_download
@@ -11,10 +11,7 @@ from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntr
                                     RepositoryNotFoundError)
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import ModelError
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".hdf5", ".h5", ".pkl")
-CHUNK = 1 << 24
+from .errors import ModelError, UserError
 
 
 def resolve_model(name, option="--model"):
@@ -47,20 +44,14 @@ def resolve_model(name, option="--model"):
     return snapshot_download(name)
 
 
-def content_id(folder):
-    """What identifies the model in `folder` (a resolved folder): the Hub commit of a cached snapshot, else a
-    SHA-256 over the names and bytes of its weight files and config.json (all of them: a weight changed anywhere
-    changes it)."""
-    folder = os.path.realpath(folder)
-    cache = os.path.realpath(constants.HF_HUB_CACHE)
-    if os.path.commonpath([folder, cache]) == cache and os.path.basename(os.path.dirname(folder)) == "snapshots":
-        return f"hub-commit:{os.path.basename(folder)}"
-    digest = hashlib.sha256()
-    names = sorted(n for n in os.listdir(folder) if (n.endswith(WEIGHT_SUFFIXES) or n == "config.json") and
-                   os.path.isfile(os.path.join(folder, n)))
-    for name in names:
-        digest.update(name.encode() + b"\0")
-        with open(os.path.join(folder, name), "rb") as f:
-            while chunk := f.read(CHUNK):
-                digest.update(chunk)
-    return f"sha256:{digest.hexdigest()}"
+@contextlib.contextmanager
+def loading(name, option="--model"):
+    """Around a command's `from_pretrained` calls: a folder that cannot be loaded (a config.json that is not JSON or
+    holds a bad value, missing or mismatched weights) is one ModelError line naming `option`, not a traceback."""
+    try:
+        yield
+    except UserError:
+        raise
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"{option} {name}: cannot load it: {first}") from None

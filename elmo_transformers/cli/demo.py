@@ -14,7 +14,7 @@ import argparse
 import itertools
 from collections import defaultdict
 
-from ..model_source import resolve_model
+from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package
 
@@ -47,7 +47,7 @@ def main(argv=None):
     folder = resolve_model(args.model)
     import_package()  # registers ELMo with the Auto classes
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging
 
     sentences = [s for s in args.sentences if s.split()] or EXAMPLES
@@ -55,8 +55,10 @@ def main(argv=None):
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
     logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModel.from_pretrained(folder).eval()
+    with loading(args.model):
+        config = AutoConfig.from_pretrained(folder)  # first: its errors are the clearest
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModel.from_pretrained(folder, config=config).eval()
     with torch.no_grad():
         out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
 

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from ..errors import DataError, ModelError
-from ..model_source import resolve_model
+from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 from . import import_package, torch_device
@@ -49,17 +49,15 @@ def main(argv=None):
     device = torch_device(args.device)
     windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)["words"]
                for path in args.files}  # every file is read (and its encoding checked) before the model loads
-    config = AutoConfig.from_pretrained(folder)
-    if config.model_type != "elmo":
-        raise ModelError(f"--model {args.model} is not an ELMo model (model_type {config.model_type!r})")
-    if config.lm_vocab_size is None:
-        raise ModelError(f"--model {args.model}: {NOT_AN_LM}")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForPreTraining.from_pretrained(folder).to(device).eval()
-    try:
+    with loading(args.model):
+        config = AutoConfig.from_pretrained(folder)
+        if config.model_type != "elmo":
+            raise ModelError(f"--model {args.model} is not an ELMo model (model_type {config.model_type!r})")
+        if config.lm_vocab_size is None:
+            raise ModelError(f"--model {args.model}: {NOT_AN_LM}")
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForPreTraining.from_pretrained(folder).to(device).eval()
         model.check_vocabulary(tokenizer)
-    except ValueError as e:
-        raise ModelError(f"--model {args.model}: {e}") from None
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
     results = {}
     for path in args.files:
