@@ -52,6 +52,7 @@ EOS_WORD = "</S>"
 UNK_WORD = "<UNK>"
 # The word the fill-mask pipeline fills (any text would do: LAMA's rule never reads the masked word's characters).
 MASK_WORD = "<mask>"
+PAD_WORD = "<pad>"  # the padding token transformers' collators ask for; ELMo pads with zero rows
 
 # The symbols of an ELMoForManyLangs char.dic / word.dic (the word vocabulary needs only <oov> and <pad>).
 VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
@@ -199,7 +200,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         bos_token=BOS_WORD,
         eos_token=EOS_WORD,
         unk_token=UNK_WORD,
-        pad_token="<pad>",
+        pad_token=PAD_WORD,
         mask_token=MASK_WORD,
         char_vocab_file=None,
         word_vocab_file=None,

@@ -9,7 +9,7 @@ import datasets
 import fsspec
 import torch
 
-from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
+from tokenization_elmo import BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, ElmoTokenizer
 
 from ..errors import DataError
 from ..text_input import checked_lines
@@ -125,15 +125,21 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None):
     return dataset.map(windows, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc="windows")
 
 
+# Never words of a vocabulary built from text: the first three head every vocab.txt; the tokenizer's mask and pad
+# tokens stay its added tokens (a text that uses them as words must not make `mask_token_id` a softmax word).
+SPECIAL_WORDS = (BOS_WORD, EOS_WORD, UNK_WORD, MASK_WORD, PAD_WORD)
+
+
 def build_vocabulary(dataset, path, vocab_size=None, min_count=1):
     """Write a bilm-tf vocabulary file from the "words" column: `<S>`, `</S>`, `<UNK>`, then words by descending
-    count (ties in alphabetical order), at most `vocab_size` lines in all, each seen at least `min_count` times.
+    count (ties in alphabetical order), at most `vocab_size` lines in all, each seen at least `min_count` times;
+    `<mask>` and `<pad>` in the text are left out (`SPECIAL_WORDS`).
     Returns the number of lines."""
     counts = collections.Counter()
     for batch in dataset.iter(batch_size=10_000):
         for words in batch["words"]:
             counts.update(words)
-    for special in (BOS_WORD, EOS_WORD, UNK_WORD):
+    for special in SPECIAL_WORDS:
         counts.pop(special, None)
     ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
     if vocab_size is not None:

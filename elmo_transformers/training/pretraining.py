@@ -6,17 +6,18 @@ import collections
 import torch
 from torch import nn
 
-from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD
+from .data import SPECIAL_WORDS
 
 
 def frequent_new_words(windows, vocab, max_words, min_count):
     """The words of `windows` ("words" column) missing from `vocab`, seen at least `min_count` times, most frequent
-    first (ties alphabetical), at most `max_words`; with their counts, and the count of all missing-word tokens."""
+    first (ties alphabetical), at most `max_words` (`SPECIAL_WORDS` never); with their counts, and the count of all
+    missing-word tokens."""
     counts = collections.Counter()
     for batch in windows.iter(batch_size=10_000):
         for words in batch["words"]:
             counts.update(w for w in words if w not in vocab)
-    for special in (BOS_WORD, EOS_WORD, UNK_WORD):
+    for special in SPECIAL_WORDS:
         counts.pop(special, None)
     ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))[:max_words]
     return [(w, counts[w]) for w in ranked], sum(counts.values())
