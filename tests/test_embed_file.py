@@ -421,3 +421,45 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
     assert got_index == want_index and got.keys() == want.keys() and len(got) == 300
     for key in want:
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
+def test_assembly_shows_its_progress(tmp_path, tiny_model_dir, capsys):
+    """The HDF5 file of a large input takes minutes to write after the embedding bar ends: it has a bar of its own,
+    counting batches' lines and long lines alike."""
+    lines = lines_for_assembly()[:130] + [" ".join(["w"] * 40)]
+    embed(tmp_path, tiny_model_dir, lines, "--top", "--max-sentence-words", "16")
+    err = capsys.readouterr().err.replace("\r", "\n")
+    bars = [part for part in err.splitlines() if part.startswith("writing HDF5")]
+    assert bars and "131/131" in bars[-1], bars[-1:]
+
+
+def peak_rss_mb(args):
+    """Peak resident memory (MB) of the largest process of `elmo-transformers ARGS` (the HDF5 writer included)."""
+    code = ("import resource, subprocess, sys\n"
+            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "assert done.returncode == 0, done.stderr[-2000:]\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    done = subprocess.run([sys.executable, "-c", code, *command(*args)], env=command_env(OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.slow
+def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model_dir):
+    """The documented rule for one long line: the model's memory does not grow with it (windows), the text is held
+    (up to about 4 bytes of memory for each byte of input) and stored once more in sentence_to_index."""
+    sizes, peaks, outputs = [1, 41], [], []
+    for megabytes in sizes:
+        word = "x" * 10_000  # long words: few windows, so the text, not the model, is what grows
+        source = tmp_path / f"{megabytes}.txt"
+        source.write_text(" ".join([word] * (megabytes * 100)) + "\nshort line .\n")
+        output = tmp_path / f"{megabytes}.hdf5"
+        peaks.append(peak_rss_mb(["embed", source, output, "--model", tiny_model_dir, "--top"]))
+        outputs.append(output.stat().st_size / 1e6)
+        with h5py.File(output) as f:
+            assert json.loads(f["sentence_to_index"][0]) == {source.read_text().splitlines()[0]: "0",
+                                                             "short line .": "1"}
+    text_growth = (sizes[1] - sizes[0]) * 1.0001  # MB of text added
+    assert peaks[1] - peaks[0] <= 5 * text_growth, (sizes, peaks)
+    assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)
