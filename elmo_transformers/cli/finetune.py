@@ -135,11 +135,12 @@ TASKS = {"token-classification": token_classification, "sequence-classification"
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    usage = f"usage: elmo-transformers finetune {{{','.join(TASKS)}}} [--help] ..."
     if argv[:1] in (["-h"], ["--help"]):
-        print(__doc__)
+        print(f"{usage}\n\n{__doc__}")
         return 0
     if not argv or argv[0] not in TASKS:
-        print(f"usage: elmo-transformers finetune {{{','.join(TASKS)}}} [--help] ...", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     task = argv.pop(0)
     import_package()  # the task's arguments are parsed with Trainer's, which import torch anyway
