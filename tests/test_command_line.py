@@ -4,6 +4,7 @@ before the work, in every command."""
 
 import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -256,3 +257,28 @@ def test_pretrain_refuses_a_negative_add_words(text, tmp_path, capsys):
     one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train", "--add-words",
                    "-5"], capsys), "--add-words must be 0 (none) or more")
     assert not (tmp_path / "pt").exists()
+
+
+def rewrite_keeping_the_time_stamp(path, content):
+    times = path.stat()
+    path.write_text(content)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+
+def test_figures_come_from_the_content_not_from_a_cache_keyed_by_path_and_time(text, lm_dir, tmp_path, capsys):
+    """`datasets` keys local files by path and modification time: a file rewritten in the same second (or copied
+    with its time stamp) must still be read anew, for perplexity, pre-training and fine-tuning alike."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert run(["perplexity", text, "--model", lm_dir, "--output", first], capsys)[0] == 0
+    rewrite_keeping_the_time_stamp(text, "zebra quantum ox .\n")
+    assert run(["perplexity", text, "--model", lm_dir, "--output", second], capsys)[0] == 0
+    assert json.loads(first.read_text())[str(text)]["words"] == 11
+    assert json.loads(second.read_text())[str(text)]["words"] == 4
+
+    from elmo_transformers.training.data import load_splits
+
+    conll = tmp_path / "train.conll"
+    conll.write_text("a\tO\nb\tB-X\n")
+    assert load_splits(data_files={"train": [str(conll)]})["train"]["tokens"] == [["a", "b"]]
+    rewrite_keeping_the_time_stamp(conll, "c\tO\n")
+    assert load_splits(data_files={"train": [str(conll)]})["train"]["tokens"] == [["c"]]

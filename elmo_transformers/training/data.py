@@ -2,6 +2,7 @@
 `datasets`, the biLM word vocabulary, windows and the language-model collator."""
 
 import collections
+import hashlib
 import os
 from dataclasses import dataclass
 
@@ -61,7 +62,11 @@ def read_conll(paths):
 
 
 def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, cache_dir=None):
-    """A DatasetDict from a Hub dataset name or from local files ({split: [paths]}, all of one format)."""
+    """A DatasetDict from a Hub dataset name or from local files ({split: [paths]}, all of one format).
+
+    Local files are prepared into a cache folder named by a SHA-256 of their bytes (`content_cache_dir`): `datasets`
+    keys local files by path and modification time, so a file rewritten within the same second, or copied with its
+    time stamp kept, would otherwise give the examples of its old content."""
     if dataset_name is not None:
         return datasets.load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
     if not data_files:
@@ -69,6 +74,7 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     for paths in data_files.values():
         for path in paths:
             check_has_data(path)
+    cache_dir = content_cache_dir(data_files, cache_dir)
     formats = {data_format(p) for paths in data_files.values() for p in paths}
     if len(formats) != 1:
         raise ValueError(f"all data files must have one format, got {sorted(formats)}")
@@ -81,6 +87,20 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     tsv = any(p.endswith((".tsv", ".tsv.gz")) for paths in data_files.values() for p in paths)
     kwargs = {"delimiter": "\t"} if tsv else {}
     return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
+
+
+def content_cache_dir(data_files, cache_dir=None):
+    """`cache_dir` (default: datasets' cache) / elmo-transformers-files / the SHA-256 of the splits' names and their
+    files' bytes, in order."""
+    digest = hashlib.sha256()
+    for split, paths in sorted(data_files.items()):
+        digest.update(f"{split}\0{len(paths)}\0".encode())
+        for path in paths:
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    digest.update(chunk)
+            digest.update(b"\0")
+    return os.path.join(cache_dir or datasets.config.HF_DATASETS_CACHE, "elmo-transformers-files", digest.hexdigest())
 
 
 def check_has_data(path):
