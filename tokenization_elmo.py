@@ -88,6 +88,10 @@ def read_vocabulary(path):
     begins `</S>`, `<S>`, `<UNK>`). Raises ValueError naming a missing special word or a word listed twice."""
     with open(path, encoding="utf-8") as f:
         words = [line.strip() for line in f]
+    for number, word in enumerate(words, 1):
+        if "\x00" in word:  # UTF-16 without a byte-order mark decodes as UTF-8 with a NUL beside every letter
+            raise ValueError(f"{path}, line {number}: NUL characters in the word; the file is likely UTF-16, not "
+                             "UTF-8: convert it, e.g. with iconv")
     missing = [w for w in (BOS_WORD, EOS_WORD, UNK_WORD) if w not in words]
     if missing:
         raise ValueError(

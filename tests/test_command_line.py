@@ -210,6 +210,12 @@ def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, 
     one_line(*run(["perplexity", latin, "--model", lm_dir], capsys), "not UTF-8 text (byte 0xe9)")
     one_line(*run(["pretrain", "--train-file", utf16, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
              "likely UTF-16LE")
+    lm = FIXTURES / "allennlp-lm-tiny"
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes("<S>\n</S>\n<UNK>\nthe\n".encode("utf-16-le"))  # read (and refused) before its size is checked
+    one_line(*run(["convert", "allennlp", "--options", lm / "options.json", "--weights", lm / "weights.hdf5",
+                   "--softmax-weights", lm / "softmax.hdf5", "--vocab", vocab, "--output", tmp_path / "lm"], capsys),
+             "line 1: NUL characters in the word; the file is likely UTF-16")
 
 
 def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp_path, capsys):
