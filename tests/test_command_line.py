@@ -288,3 +288,17 @@ def test_figures_come_from_the_content_not_from_a_cache_keyed_by_path_and_time(t
     assert load_splits(data_files={"train": [str(conll)]})["train"]["tokens"] == [["a", "b"]]
     rewrite_keeping_the_time_stamp(conll, "c\tO\n")
     assert load_splits(data_files={"train": [str(conll)]})["train"]["tokens"] == [["c"]]
+
+
+@pytest.mark.slow
+def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
+    assert run(["finetune", "sequence-classification", "--train-file", data, "--output-dir", tmp_path / "out",
+                "--do-train", "--max-steps", "1", "--report-to", "none"], capsys)[0] == 0
+    trained = load_file(tmp_path / "out" / "model.safetensors")
+    shipped = load_file(f"{DEFAULT_MODEL}/model.safetensors")
+    bilm = [name for name in shipped if name.startswith("elmo.bilm.")]
+    assert bilm and all(torch.equal(trained[name], shipped[name]) for name in bilm)  # its frozen biLM
