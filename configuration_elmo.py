@@ -7,6 +7,7 @@ import shutil
 from dataclasses import field
 from typing import TYPE_CHECKING
 
+import torch
 from transformers import PretrainedConfig
 
 if TYPE_CHECKING:  # never run; transformers' remote-code loader copies the relative imports it finds in the source
@@ -158,6 +159,10 @@ class ElmoConfig(PretrainedConfig):
             self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in self.filters]
         if isinstance(self.scalar_mix_parameters, tuple):
             self.scalar_mix_parameters = list(self.scalar_mix_parameters)
+        # transformers would fail with AttributeError: module 'torch' has no attribute 'banana'
+        for key, value in (("dtype", self.dtype), ("torch_dtype", kwargs.get("torch_dtype"))):
+            if isinstance(value, str) and value != "auto" and not isinstance(getattr(torch, value, None), torch.dtype):
+                raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype (e.g. 'float32', 'bfloat16')")
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__post_init__(**kwargs)

@@ -712,6 +712,16 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
     def frozen_modules(self):
         return [self.elmo.scalar_mixes]  # not used by the LM objective
 
+    def check_vocabulary(self, tokenizer):
+        """Raise ValueError unless `tokenizer`'s word vocabulary (vocab.txt) has one word per softmax row: a longer
+        or shorter file loads, then gives ids past the softmax or words the softmax never scored."""
+        if tokenizer.vocab_size != self.config.lm_vocab_size:
+            raise ValueError(
+                f"the tokenizer's word vocabulary has {tokenizer.vocab_size:,} words (vocab.txt) but the language "
+                f"model's softmax has {self.config.lm_vocab_size:,} (lm_vocab_size in config.json): they must be the "
+                "vocabulary the model was trained with; restore that vocab.txt"
+            )
+
     def get_output_embeddings(self):
         return self.lm_softmax
 

@@ -129,6 +129,10 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
     is the input text with the mask replaced by the word; `token` is the word id, `token_str` the word.
     """
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model.check_vocabulary(self.tokenizer)
+
     def _sanitize_parameters(self, top_k=None, targets=None, tokenizer_kwargs=None):
         if tokenizer_kwargs:
             raise ValueError("ELMo fill-mask takes no tokenizer_kwargs: texts are split on white space")

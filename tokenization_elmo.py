@@ -52,6 +52,7 @@ EOS_WORD = "</S>"
 UNK_WORD = "<UNK>"
 # The word the fill-mask pipeline fills (any text would do: LAMA's rule never reads the masked word's characters).
 MASK_WORD = "<mask>"
+PAD_WORD = "<pad>"  # the padding token transformers' collators ask for; ELMo pads with zero rows
 
 # The symbols of an ELMoForManyLangs char.dic / word.dic (the word vocabulary needs only <oov> and <pad>).
 VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
@@ -87,6 +88,10 @@ def read_vocabulary(path):
     begins `</S>`, `<S>`, `<UNK>`). Raises ValueError naming a missing special word or a word listed twice."""
     with open(path, encoding="utf-8") as f:
         words = [line.strip() for line in f]
+    for number, word in enumerate(words, 1):
+        if "\x00" in word:  # UTF-16 without a byte-order mark decodes as UTF-8 with a NUL beside every letter
+            raise ValueError(f"{path}, line {number}: NUL characters in the word; the file is likely UTF-16, not "
+                             "UTF-8: convert it, e.g. with iconv")
     missing = [w for w in (BOS_WORD, EOS_WORD, UNK_WORD) if w not in words]
     if missing:
         raise ValueError(
@@ -199,7 +204,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         bos_token=BOS_WORD,
         eos_token=EOS_WORD,
         unk_token=UNK_WORD,
-        pad_token="<pad>",
+        pad_token=PAD_WORD,
         mask_token=MASK_WORD,
         char_vocab_file=None,
         word_vocab_file=None,

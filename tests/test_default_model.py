@@ -81,8 +81,10 @@ def test_default_model_code_is_the_repository_code():
 
 
 def test_the_installed_modules_are_the_model_modules():
-    """pyproject.toml installs the root modules as top-level modules: the same list as ELMO_MODULES."""
+    """pyproject.toml installs the root modules as top-level modules: the same list as ELMO_MODULES, and the console
+    entry point (outside the package so that --help does not wait for its import)."""
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert tuple(project["tool"]["setuptools"]["py-modules"]) == ELMO_MODULES
+    assert tuple(project["tool"]["setuptools"]["py-modules"]) == (*ELMO_MODULES, "elmo_transformers_cli")
+    assert project["project"]["scripts"] == {"elmo-transformers": "elmo_transformers_cli:main"}

@@ -19,10 +19,10 @@ import torch
 from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
-from elmo_transformers.embedding import embed_file as embed_file_module
-from elmo_transformers.cli import embed as embed_command
 from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
+from elmo_transformers.embedding import embed_file as embed_file_module
+from elmo_transformers.embedding import embedder as embedder_module
 from elmo_transformers.errors import UserError
 
 
@@ -99,8 +99,12 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(UserError, match="started with input_sha256=None"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
-    with pytest.raises(UserError, match="latin1.txt is not UTF-8"):
+    with pytest.raises(UserError, match=r"latin1.txt: not UTF-8 text \(byte 0xe9\)"):
         main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    (tmp_path / "utf16.txt").write_bytes("a b\n".encode("utf-16-le"))  # no byte-order mark: decodes as UTF-8
+    with pytest.raises(UserError, match=r"utf16.txt, line 1: NUL characters .* likely UTF-16LE"):
+        main([str(tmp_path / "utf16.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    assert not (tmp_path / "x.hdf5").exists() and not (tmp_path / "x.hdf5.partial").exists()
 
 
 @pytest.mark.slow
@@ -246,6 +250,27 @@ def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, m
     assert main([*args, "--resume"]) == 0
 
 
+@pytest.mark.slow
+def test_resume_refuses_other_weights_at_the_same_path(tmp_path, tiny, tiny_model_dir, monkeypatch):
+    """The folder --model names is the same path, but its weights changed between the runs."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    lines = [" ".join(["w"] * n) for n in range(1, 13)]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), "--top", "--batch-size", "2"]
+    interrupt_after(monkeypatch, "add_batch", 2)
+    assert main(args) == 130
+    monkeypatch.undo()
+    model, _ = tiny
+    changed = type(model).from_pretrained(model_dir)
+    with torch.no_grad():
+        next(changed.parameters()).add_(0.01)
+    changed.save_pretrained(model_dir)
+    with pytest.raises(UserError, match="started with weights_sha256="):
+        main([*args, "--resume"])
+    assert (tmp_path / "out.hdf5.partial").is_dir() and not (tmp_path / "out.hdf5").exists()
+
+
 def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path, tiny_model_dir):
     sentences, expected, _ = load_fixture("allennlp-tiny")
     source = tmp_path / "bom.txt"
@@ -264,7 +289,7 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad path was found")
 
-    monkeypatch.setattr(embed_command, "ElmoEmbedder", refuse)
+    monkeypatch.setattr(embedder_module, "ElmoEmbedder", refuse)
 
 
 def one_line_error(args):
@@ -307,11 +332,12 @@ def test_unwritable_output_folder_is_found_before_the_work(tmp_path, tiny_model_
     assert message == f"error: cannot write into {tmp_path}: Permission denied"
 
 
-def test_bad_model_is_one_line_and_leaves_nothing(tmp_path):
+def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
-    message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"])
-    assert "cannot load an ELMo model from" in message
+    assert cli_main(["embed", str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"]) == 1
+    assert capsys.readouterr().err == f"error: --model {tmp_path / 'nope'}: no such folder, and not a Hub repo id " \
+                                      "(NAME or OWNER/NAME)\n"
     assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path),
                                                    "--top"])
     assert not list(tmp_path.glob("*.partial"))
@@ -400,3 +426,45 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
     assert got_index == want_index and got.keys() == want.keys() and len(got) == 300
     for key in want:
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
+def test_assembly_shows_its_progress(tmp_path, tiny_model_dir, capsys):
+    """The HDF5 file of a large input takes minutes to write after the embedding bar ends: it has a bar of its own,
+    counting batches' lines and long lines alike."""
+    lines = lines_for_assembly()[:130] + [" ".join(["w"] * 40)]
+    embed(tmp_path, tiny_model_dir, lines, "--top", "--max-sentence-words", "16")
+    err = capsys.readouterr().err.replace("\r", "\n")
+    bars = [part for part in err.splitlines() if part.startswith("writing HDF5")]
+    assert bars and "131/131" in bars[-1], bars[-1:]
+
+
+def peak_rss_mb(args):
+    """Peak resident memory (MB) of the largest process of `elmo-transformers ARGS` (the HDF5 writer included)."""
+    code = ("import resource, subprocess, sys\n"
+            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "assert done.returncode == 0, done.stderr[-2000:]\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    done = subprocess.run([sys.executable, "-c", code, *command(*args)], env=command_env(OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.slow
+def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model_dir):
+    """The documented rule for one long line: the model's memory does not grow with it (windows), the text is held
+    (up to about 4 bytes of memory for each byte of input) and stored once more in sentence_to_index."""
+    sizes, peaks, outputs = [1, 41], [], []
+    for megabytes in sizes:
+        word = "x" * 10_000  # long words: few windows, so the text, not the model, is what grows
+        source = tmp_path / f"{megabytes}.txt"
+        source.write_text(" ".join([word] * (megabytes * 100)) + "\nshort line .\n")
+        output = tmp_path / f"{megabytes}.hdf5"
+        peaks.append(peak_rss_mb(["embed", source, output, "--model", tiny_model_dir, "--top"]))
+        outputs.append(output.stat().st_size / 1e6)
+        with h5py.File(output) as f:
+            assert json.loads(f["sentence_to_index"][0]) == {source.read_text().splitlines()[0]: "0",
+                                                             "short line .": "1"}
+    text_growth = (sizes[1] - sizes[0]) * 1.0001  # MB of text added
+    assert peaks[1] - peaks[0] <= 5 * text_growth, (sizes, peaks)
+    assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)

@@ -14,6 +14,7 @@ vocabulary the folder is the language model (`AutoModelForPreTraining`; `AutoMod
 import argparse
 
 from ..conversion import output as conversion_output
+from . import import_package
 
 
 def main(argv=None):
@@ -33,6 +34,7 @@ def main(argv=None):
     for subparser in (allennlp, efml):
         conversion_output.add_arguments(subparser)
     args = parser.parse_args(argv)
+    import_package()
     if args.format == "allennlp":
         from ..conversion.allennlp import convert
 

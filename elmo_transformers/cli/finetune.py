@@ -20,19 +20,23 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
 
 import sys
 
-from ..training.finetuning import sequence_classification, token_classification
+from . import import_package
 
-TASKS = {"token-classification": token_classification, "sequence-classification": sequence_classification}
+TASKS = ("token-classification", "sequence-classification")  # functions of training/finetuning.py, - read as _
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    usage = f"usage: elmo-transformers finetune {{{','.join(TASKS)}}} [--help] ..."
     if argv[:1] in (["-h"], ["--help"]):
-        print(__doc__)
+        print(f"{usage}\n\n{__doc__}")
         return 0
     if not argv or argv[0] not in TASKS:
-        print(f"usage: elmo-transformers finetune {{{','.join(TASKS)}}} [--help] ...", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     task = argv.pop(0)
-    TASKS[task](argv, prog=f"elmo-transformers finetune {task}")
+    import_package()  # the task's arguments are parsed with Trainer's, which import torch anyway
+    from ..training import finetuning
+
+    getattr(finetuning, task.replace("-", "_"))(argv, prog=f"elmo-transformers finetune {task}")
     return 0

@@ -21,11 +21,14 @@ both. --resume-from-checkpoint continues an interrupted run.
 Prints and saves (eval_results.json) the forward, backward and average perplexity on the evaluation split.
 """
 
-from ..training.pretraining import DataArguments, ModelArguments, pretrain
-from ..training.runner import parse_arguments
+from . import import_package
 
 
 def main(argv=None):
+    from ..training.pretraining import DataArguments, ModelArguments, pretrain
+    from ..training.runner import parse_arguments
+
     model_args, data_args, training_args = parse_arguments((ModelArguments, DataArguments), argv,
                                                            "elmo-transformers pretrain")
+    import_package()
     return pretrain(model_args, data_args, training_args)

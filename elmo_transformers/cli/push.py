@@ -10,12 +10,13 @@ import tempfile
 from huggingface_hub import get_token
 
 from ..errors import UserError
-from ..hub import push as hub
 from ..output_paths import check_output_apart
+from . import import_package, module_doc
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers push", description=hub.__doc__,
+    parser = argparse.ArgumentParser(prog="elmo-transformers push",
+                                     description=module_doc("elmo_transformers.hub.push"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained)")
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
@@ -41,6 +42,15 @@ def main(argv=None):
         check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", UserError)
     if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
         raise UserError(f"--staging-dir {args.staging_dir} is not empty")
+    if args.staging_dir:
+        try:
+            os.makedirs(args.staging_dir, exist_ok=True)
+            tempfile.TemporaryFile(dir=args.staging_dir).close()
+        except OSError as e:
+            raise UserError(f"cannot write into --staging-dir {args.staging_dir}: {e.strerror or e}") from None
+    import_package()
+    from ..hub import push as hub
+
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
     try:
         files = hub.build_upload_folder(

@@ -41,6 +41,8 @@ def config_from_options(options, **kwargs):
                 options = json.load(f)
             except json.JSONDecodeError as e:
                 raise ConversionError(f"{options} is not valid JSON: {e}") from e
+            except RecursionError:
+                raise ConversionError(f"{options} nests lists or objects too deeply to be an options.json") from None
     try:
         lstm, char_cnn = options["lstm"], options["char_cnn"]
         fields = dict(

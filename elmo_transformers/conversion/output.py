@@ -20,7 +20,6 @@ import secrets
 import shutil
 
 from ..errors import ConversionError
-from ..model_files import is_model_file
 from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 
@@ -39,6 +38,8 @@ def mismatch_error(path, problems, reference="the model config"):
 
 def is_earlier_conversion(folder):
     """True if `folder` holds only files a conversion writes, including a config.json of model_type elmo."""
+    from ..model_files import is_model_file  # imports transformers: not before `convert --help` has answered
+
     try:
         names = os.listdir(folder)
         with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:

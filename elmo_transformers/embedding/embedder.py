@@ -19,8 +19,7 @@ from tokenization_elmo import ElmoTokenizer
 
 from ..errors import UserError
 from ..models import DEFAULT_MODEL
-
-DEFAULT_BATCH_SIZE = 64  # AllenNLP's
+from .defaults import DEFAULT_BATCH_SIZE
 
 
 def process_state():

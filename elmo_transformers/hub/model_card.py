@@ -13,7 +13,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from configuration_elmo import ELMO_AUTO_MAP, ELMO_PIPELINES
 
-from ..errors import UserError
+from ..errors import ModelError
 
 # Trainer's metric files and the data split each one measured.
 RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
@@ -158,7 +158,7 @@ def architecture(config):
     name = (config.get("architectures") or ["ElmoModel"])[0]
     auto_classes = {reference.split(".")[-1]: auto for auto, reference in ELMO_AUTO_MAP.items() if auto != "AutoConfig"}
     if name not in auto_classes:
-        raise UserError(f"config.architectures names {name!r}; expected one of {sorted(auto_classes)}")
+        raise ModelError(f"config.architectures names {name!r:.100}; expected one of {sorted(auto_classes)}")
     auto_class = auto_classes[name]
     tasks = [task for task, pipeline in ELMO_PIPELINES.items() if auto_class in pipeline["pt"]]
     return name, auto_class, tasks[0] if tasks else "feature-extraction"

@@ -13,6 +13,8 @@ from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassificat
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError
+from ..model_source import resolve_model
+from ..models import DEFAULT_MODEL
 from ..output_paths import check_output_apart
 from .data import load_splits
 from .runner import check_splits, limit_samples, parse_arguments, run
@@ -20,9 +22,10 @@ from .runner import check_splits, limit_samples, parse_arguments, run
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, "
-                                               "`elmo-transformers pretrain` output) or an already fine-tuned head "
-                                               "of the same kind."})
+    model_name_or_path: str = field(default=DEFAULT_MODEL,
+                                    metadata={"help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
+                                              "`elmo-transformers pretrain` output) or an already fine-tuned head "
+                                              "of the same kind (default: the shipped model)."})
     freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
                                                               "fine-tuning."})
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
@@ -54,6 +57,7 @@ def parse_and_load(argv=None, prog=None):
     """The command line (head, data and Trainer arguments), then the data splits, checked against the --do_* flags:
     what both fine-tuning tasks start with."""
     head_args, data_args, training_args = parse_arguments((HeadArguments, DataArguments), argv, prog)
+    resolve_model(head_args.model_name_or_path, "--model-name-or-path")
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     raw = load_data(data_args)

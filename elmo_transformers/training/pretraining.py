@@ -11,11 +11,13 @@ from torch import nn
 
 from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
-from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
+from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError
+from ..model_source import resolve_model
 from ..output_paths import check_output_apart
-from .data import DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows, write_words
+from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
+                   write_words)
 from .runner import limit_samples, run
 
 logger = logging.getLogger(__name__)
@@ -23,12 +25,13 @@ logger = logging.getLogger(__name__)
 
 def frequent_new_words(windows, vocab, max_words, min_count):
     """The words of `windows` ("words" column) missing from `vocab`, seen at least `min_count` times, most frequent
-    first (ties alphabetical), at most `max_words`; with their counts, and the count of all missing-word tokens."""
+    first (ties alphabetical), at most `max_words` (`SPECIAL_WORDS` never); with their counts, and the count of all
+    missing-word tokens."""
     counts = collections.Counter()
     for batch in windows.iter(batch_size=10_000):
         for words in batch["words"]:
             counts.update(w for w in words if w not in vocab)
-    for special in (BOS_WORD, EOS_WORD, UNK_WORD):
+    for special in SPECIAL_WORDS:
         counts.pop(special, None)
     ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))[:max_words]
     return [(w, counts[w]) for w in ranked], sum(counts.values())
@@ -227,6 +230,10 @@ def write_run_vocabulary(training_args, write):
 
 def pretrain(model_args, data_args, training_args):
     """The `pretrain` command once its arguments are parsed: data, vocabulary, model, then the Trainer run."""
+    if model_args.model_name_or_path:
+        resolve_model(model_args.model_name_or_path, "--model-name-or-path")
+    if model_args.add_words < 0 or model_args.add_words_min_count < 1:
+        raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
