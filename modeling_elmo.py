@@ -6,6 +6,7 @@ combine the layers into ELMo vectors. Numerics follow AllenNLP's `Elmo`/`_ElmoBi
 from a zero LSTM state (AllenNLP carries the previous batch's final state).
 """
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -171,11 +172,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
         self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
         self.config = config
-        self.int8_gemms = None  # set by `quantize_lstm_int8`, which drops the float weights above
+        self.gemms = FloatGemms(self)  # chosen once; `quantize_lstm_int8` puts int8 ones in their place
 
     def quantize_lstm_int8(self):
         """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
-        self.int8_gemms = Int8Gemms.from_layer(self)
+        self.gemms = Int8Gemms.from_layer(self)
         del self.input_weight, self.state_weight, self.bias, self.projection_weight
 
     def forward(self, inputs, batch_sizes, state=None):
@@ -189,17 +190,24 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         kept in float32: it accumulates over all steps, the GEMMs do not.
         """
         _, batch, steps, _ = inputs.shape
-        hidden, proj, cell_clip, proj_clip = (self.config.lstm_dim, self.config.projection_dim, self.config.cell_clip,
-                                              self.config.proj_clip)
+        hidden, proj = self.config.lstm_dim, self.config.projection_dim
         cell_dtype = torch.float32 if inputs.dtype in (torch.bfloat16, torch.float16) else inputs.dtype
         if state is None:
             h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
         else:
             h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
-        if self.int8_gemms is not None and self.training:
+        int8 = isinstance(self.gemms, Int8Gemms)
+        if int8 and self.training:
             raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
                                "quantization_config to train it")
-        gemms = self.int8_gemms or FloatGemms(self)
+        with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
+            return self._recurrence(inputs, batch_sizes, h, c)
+
+    def _recurrence(self, inputs, batch_sizes, h, c):
+        """The time steps of `forward`, from the initial state (h, c)."""
+        batch, steps = inputs.shape[1], inputs.shape[2]
+        proj, cell_clip, proj_clip = self.config.projection_dim, self.config.cell_clip, self.config.proj_clip
+        gemms = self.gemms
         cell = lstm_cell if torch.is_grad_enabled() else inplace_lstm_cell
         block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
