@@ -137,3 +137,57 @@ def test_int8_runs_without_no_grad(tiny_model_dir, tiny):
     assert torch.is_grad_enabled()
     out = model(**enc, output_hidden_states=True)
     torch.testing.assert_close(torch.stack(out.hidden_states), hidden_states(model, enc), rtol=0, atol=0)
+
+
+SENTENCES = [
+    "It is a truth universally acknowledged , that a single man in possession of a good fortune , must be in want "
+    "of a wife .",
+    "However little known the feelings or views of such a man may be on his first entering a neighbourhood , this "
+    "truth is so well fixed in the minds of the surrounding families .",
+    "My dear Mr. Bennet , said his lady to him one day , have you heard that Netherfield Park is let at last ?",
+    "Mr. Bennet replied that he had not .",
+    "She put the money in the bank and sat down by the river to rest .",
+    "The old man walked slowly along the bank of the river , looking for his boat .",
+    "Call me Ishmael .",
+    "In the beginning God created the heaven and the earth .",
+]
+
+
+@pytest.mark.slow
+def test_embed_int8_stays_within_the_int8_rule(tmp_path):
+    """`elmo-transformers embed --dtype int8` on the shipped model: every vector of every layer against the float32
+    run's, cosine median >= 0.999 and 1st percentile >= 0.99 (the rule in embed --help and docs/speed.md)."""
+    import h5py
+    import numpy as np
+    from conftest import command, command_env
+    import subprocess
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    arrays = {}
+    for dtype in ("float32", "int8"):
+        output = tmp_path / f"{dtype}.hdf5"
+        done = subprocess.run(command("embed", text, output, "--all", "--dtype", dtype), env=command_env(),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        with h5py.File(output) as f:
+            arrays[dtype] = np.concatenate([f[str(i)][()].reshape(-1, f[str(i)].shape[-1])
+                                            for i in range(len(SENTENCES))])
+    fp32, int8 = (torch.from_numpy(arrays[k]) for k in ("float32", "int8"))
+    keep = fp32.norm(dim=-1) > 0
+    cos = torch.nn.functional.cosine_similarity(int8[keep], fp32[keep], dim=-1)
+    assert cos.median() >= 0.999 and torch.quantile(cos, 0.01) >= 0.99, (cos.median(), torch.quantile(cos, 0.01))
+    assert not torch.equal(int8, fp32), "--dtype int8 did not change the GEMMs"
+
+
+def test_embedder_takes_quantization_config(tiny_model_dir, tiny):
+    """ElmoEmbedder(folder, quantization_config=ElmoInt8Config()) runs int8 on the CPU and refuses other devices."""
+    from elmo_transformers import ElmoEmbedder, ElmoInt8Config
+    from elmo_transformers.errors import UserError
+
+    embedder = ElmoEmbedder(tiny_model_dir, quantization_config=ElmoInt8Config())
+    assert embedder.model.is_quantized and all(isinstance(layer.gemms, Int8Gemms)
+                                               for layer in embedder.model.bilm.layers)
+    assert embedder.embed_sentence(WORDS).shape == (3, len(WORDS), 16)
+    with pytest.raises(UserError, match="int8 inference runs on the CPU"):
+        ElmoEmbedder(tiny_model_dir, device="cuda", quantization_config=ElmoInt8Config())

@@ -30,7 +30,11 @@ def main(argv=None):
                         help="sentences per forward pass (default 64)")
     parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
                         help="longer lines are embedded in stateful windows of this many words (default 1000)")
-    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="float32", help="compute dtype (outputs are float32)")
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="float32",
+                        help="compute dtype; outputs are float32. int8: int8 LSTM weights on the CPU, the fastest "
+                        "there; its vectors stay within the int8 rule (cosine to float32 on the default model: median "
+                        ">= 0.999, 1st percentile >= 0.99; docs/speed.md). bfloat16 pays on CPUs with native bf16 and "
+                        "on GPUs")
     parser.add_argument("--device",
                         help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
@@ -48,7 +52,12 @@ def main(argv=None):
     output = os.path.abspath(args.output)
     try:
         check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
-        embedder = ElmoEmbedder(folder, device=device, dtype=DTYPES[args.dtype])
+        if args.dtype == "int8":
+            from quantization_elmo import ElmoInt8Config
+
+            embedder = ElmoEmbedder(folder, device=device, quantization_config=ElmoInt8Config())
+        else:
+            embedder = ElmoEmbedder(folder, device=device, dtype=DTYPES[args.dtype])
         embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
                    resume=args.resume, overwrite=args.overwrite)
     except KeyboardInterrupt:

@@ -52,7 +52,7 @@ from ..text_input import checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, MODES
 from .embedder import process_state
 
-DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES if name != "int8"}  # int8: quantization_config
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
 
@@ -356,7 +356,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         "mode": output_format,
         "model": embedder.source,
         "weights_sha256": weights_sha256(embedder.model),
-        "dtype": str(embedder.model.dtype).removeprefix("torch."),
+        "dtype": ("int8" if getattr(embedder.model, "is_quantized", False)
+                  else str(embedder.model.dtype).removeprefix("torch.")),
         "batch_size": batch_size,
         "max_sentence_words": max_sentence_words,
     }

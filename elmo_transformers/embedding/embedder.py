@@ -49,7 +49,7 @@ def batch_to_ids(batch):
     return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
 
-def load_elmo(name_or_path, dtype=None):
+def load_elmo(name_or_path, dtype=None, quantization_config=None):
     """ElmoModel from a folder or Hub id, refusing what is not an ELMo biLM instead of running random weights.
 
     A checkpoint of any ELMo head (language model, classifiers) gives its biLM; a missing scalar mix starts as the
@@ -70,6 +70,8 @@ def load_elmo(name_or_path, dtype=None):
         raise UserError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
                          f"{config.get('model_type')!r}, not 'elmo'")
     kwargs = {} if dtype is None else {"dtype": dtype}
+    if quantization_config is not None:
+        kwargs["quantization_config"] = quantization_config
     try:
         model, info = ElmoModel.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
     except OSError as e:
@@ -86,18 +88,28 @@ class ElmoEmbedder:
     `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`; default: the shipped model,
     `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate
     picks (cuda, mps, ... else cpu) for a model loaded here, and to where a given model already is; `dtype` (e.g.
-    torch.bfloat16) is the compute dtype, outputs stay float32. The model is put in eval mode (no dropout).
+    torch.bfloat16) is the compute dtype, outputs stay float32. `quantization_config=ElmoInt8Config()` loads the
+    model with int8 LSTM weights, as `from_pretrained` does (CPU, float32 activations; the fastest way on a CPU,
+    within the int8 rule of docs/speed.md). The model is put in eval mode (no dropout).
     """
 
-    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None):
+    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None):
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
-            loaded = load_elmo(model, dtype).to(device or process_state().device)
+            if quantization_config is not None and torch.device(device or "cpu").type != "cpu":
+                raise UserError(f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
+                                "dtype=torch.bfloat16 on an accelerator")
+            loaded = load_elmo(model, dtype, quantization_config)
+            loaded = loaded.to(device or ("cpu" if quantization_config is not None else process_state().device))
             tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
             model = loaded
         else:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
+            if quantization_config is not None:
+                raise TypeError("ElmoEmbedder(model, quantization_config=...): quantization happens when a model "
+                                "loads; pass its folder or repo id, or load it with from_pretrained(..., "
+                                "quantization_config=...) yourself")
             self.source = model.name_or_path
             model = model.to(device=device, dtype=dtype)
         self.model = model.eval()
