@@ -302,3 +302,8 @@ def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
     shipped = load_file(f"{DEFAULT_MODEL}/model.safetensors")
     bilm = [name for name in shipped if name.startswith("elmo.bilm.")]
     assert bilm and all(torch.equal(trained[name], shipped[name]) for name in bilm)  # its frozen biLM
+
+
+def test_pretrain_on_too_few_lines_to_hold_out_validation_is_one_line(text, tmp_path, capsys):
+    one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train",
+                   "--validation-split-percentage", "60"], capsys), "cannot hold out 60.0% of 2 training lines")

@@ -23,6 +23,7 @@ Prints and saves (eval_results.json) the forward, backward and average perplexit
 
 import json
 import logging
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -98,6 +99,11 @@ def load_windows(data_args, training_args):
         data_files["validation"] = data_args.validation_file
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_files)
     if "validation" not in raw and "train" in raw and data_args.validation_split_percentage > 0:
+        lines, share = len(raw["train"]), data_args.validation_split_percentage / 100
+        if not 0 < share < 1 or lines - math.ceil(lines * share) < 1:  # datasets holds out ceil(share x lines)
+            raise DataError(f"cannot hold out {data_args.validation_split_percentage}% of {lines:,} training lines "
+                            "for validation (each part needs a line): give --validation-file, or "
+                            "--validation-split-percentage 0 for none")
         held_out = raw["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
