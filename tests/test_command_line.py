@@ -236,7 +236,9 @@ def test_a_config_dtype_torch_lacks_is_one_line(tiny_model_dir, tmp_path, capsys
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "dtype": "banana"}))
-    one_line(*run(["demo", "--model", model], capsys), "cannot load it", "'banana' is not a torch dtype")
+    for command in ("demo", "perplexity", "embed", "finetune", "pretrain"):
+        argv = missing_model_commands(tmp_path, str(model))[command]
+        one_line(*run(argv, capsys), "'banana' is not a torch dtype")
 
 
 def test_a_deeply_nested_options_json_is_one_line(tmp_path, capsys):

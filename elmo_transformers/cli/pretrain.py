@@ -36,7 +36,7 @@ from tokenization_elmo import ElmoTokenizer
 
 from ..training.data import (DataCollatorForElmoLanguageModeling, DataError, build_vocabulary, load_splits,
                     settle_before_trainer, text_to_windows)
-from ..model_source import resolve_model
+from ..model_source import load_config, resolve_model
 from ..output_paths import check_output_apart
 from . import import_package
 from ..training.pretraining import add_words_to_softmax, frequent_new_words
@@ -225,6 +225,8 @@ def main(argv=None):
     if model_args.add_words < 0 or model_args.add_words_min_count < 1:
         raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
     import_package()
+    if model_args.model_name_or_path:
+        load_config(model_args.model_name_or_path, "--model-name-or-path")  # a broken config.json: one line, now
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,

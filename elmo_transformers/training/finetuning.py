@@ -10,7 +10,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from configuration_elmo import ElmoConfig
 from ..errors import DataError
-from ..model_source import resolve_model
+from ..model_source import load_config
 from ..models import DEFAULT_MODEL
 from .data import load_splits, settle_before_trainer
 from ..output_paths import check_output_apart
@@ -56,7 +56,7 @@ def parse_and_load(argv=None, prog=None):
     against the --do_* flags: what both fine-tuning tasks start with."""
     parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments), prog=prog)
     head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    resolve_model(head_args.model_name_or_path, "--model-name-or-path")
+    load_config(head_args.model_name_or_path, "--model-name-or-path")  # a missing or broken model: one line, now
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
