@@ -55,3 +55,13 @@ def loading(name, option="--model"):
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"{option} {name}: cannot load it: {first}") from None
+
+
+def load_config(name, option="--model"):
+    """The config of the model `name` (resolved first), read before any work: a config.json that is not JSON or
+    holds a value the config refuses (a dtype torch lacks, a negative size) is one ModelError line."""
+    from transformers import AutoConfig
+
+    folder = resolve_model(name, option)
+    with loading(name, option):
+        return AutoConfig.from_pretrained(folder)

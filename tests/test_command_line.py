@@ -236,7 +236,9 @@ def test_a_config_dtype_torch_lacks_is_one_line(tiny_model_dir, tmp_path, capsys
     model = shutil.copytree(tiny_model_dir, tmp_path / "model")
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "dtype": "banana"}))
-    one_line(*run(["demo", "--model", model], capsys), "cannot load it", "'banana' is not a torch dtype")
+    for command in ("demo", "perplexity", "embed", "finetune", "pretrain"):
+        argv = missing_model_commands(tmp_path, str(model))[command]
+        one_line(*run(argv, capsys), "'banana' is not a torch dtype")
 
 
 def test_a_deeply_nested_options_json_is_one_line(tmp_path, capsys):
@@ -302,3 +304,8 @@ def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
     shipped = load_file(f"{DEFAULT_MODEL}/model.safetensors")
     bilm = [name for name in shipped if name.startswith("elmo.bilm.")]
     assert bilm and all(torch.equal(trained[name], shipped[name]) for name in bilm)  # its frozen biLM
+
+
+def test_pretrain_on_too_few_lines_to_hold_out_validation_is_one_line(text, tmp_path, capsys):
+    one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train",
+                   "--validation-split-percentage", "60"], capsys), "cannot hold out 60.0% of 2 training lines")

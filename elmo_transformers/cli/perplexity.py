@@ -47,8 +47,9 @@ def main(argv=None):
     from ..training.perplexity import bilm_perplexities
 
     device = torch_device(args.device)
-    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)["words"]
-               for path in args.files}  # every file is read (and its encoding checked) before the model loads
+    # Every file is read (and its encoding checked) before the model loads; the windows stay in datasets' Arrow files.
+    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)
+               for path in args.files}
     with loading(args.model):
         config = AutoConfig.from_pretrained(folder)
         if config.model_type != "elmo":
@@ -61,8 +62,8 @@ def main(argv=None):
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
     results = {}
     for path in args.files:
-        figures = bilm_perplexities(model, collator, windows[path], args.batch_size, device)
-        results[path] = {"words": sum(len(w) for w in windows[path]), **figures}
+        figures = bilm_perplexities(model, collator, windows[path]["words"], args.batch_size, device)
+        results[path] = {"words": sum(windows[path]["length"]), **figures}
         print(f"{path}: {results[path]['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
               f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}")
     if args.output:

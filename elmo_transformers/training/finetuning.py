@@ -13,7 +13,7 @@ from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassificat
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError
-from ..model_source import resolve_model
+from ..model_source import load_config
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_output_apart
 from .data import load_splits
@@ -57,7 +57,7 @@ def parse_and_load(argv=None, prog=None):
     """The command line (head, data and Trainer arguments), then the data splits, checked against the --do_* flags:
     what both fine-tuning tasks start with."""
     head_args, data_args, training_args = parse_arguments((HeadArguments, DataArguments), argv, prog)
-    resolve_model(head_args.model_name_or_path, "--model-name-or-path")
+    load_config(head_args.model_name_or_path, "--model-name-or-path")  # a missing or broken model: one line, now
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     raw = load_data(data_args)

@@ -3,6 +3,7 @@ text, whose softmax then grows by the text's frequent out-of-vocabulary words (`
 import collections
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -14,7 +15,7 @@ from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError
-from ..model_source import resolve_model
+from ..model_source import load_config, resolve_model
 from ..output_paths import check_output_apart
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
@@ -113,6 +114,11 @@ def load_windows(data_args, training_args):
         data_files["validation"] = data_args.validation_file
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_files)
     if "validation" not in raw and "train" in raw and data_args.validation_split_percentage > 0:
+        lines, share = len(raw["train"]), data_args.validation_split_percentage / 100
+        if not 0 < share < 1 or lines - math.ceil(lines * share) < 1:  # datasets holds out ceil(share x lines)
+            raise DataError(f"cannot hold out {data_args.validation_split_percentage}% of {lines:,} training lines "
+                            "for validation (each part needs a line): give --validation-file, or "
+                            "--validation-split-percentage 0 for none")
         held_out = raw["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
@@ -234,6 +240,8 @@ def pretrain(model_args, data_args, training_args):
         resolve_model(model_args.model_name_or_path, "--model-name-or-path")
     if model_args.add_words < 0 or model_args.add_words_min_count < 1:
         raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
+    if model_args.model_name_or_path:
+        load_config(model_args.model_name_or_path, "--model-name-or-path")  # a broken config.json: one line, now
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
