@@ -6,7 +6,7 @@ import os
 import sys
 
 from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
-from ..model_source import resolve_model
+from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package, module_doc, torch_device
 
@@ -52,12 +52,13 @@ def main(argv=None):
     output = os.path.abspath(args.output)
     try:
         check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
-        if args.dtype == "int8":
-            from quantization_elmo import ElmoInt8Config
+        with loading(args.model):
+            if args.dtype == "int8":
+                from quantization_elmo import ElmoInt8Config
 
-            embedder = ElmoEmbedder(folder, device=device, quantization_config=ElmoInt8Config())
-        else:
-            embedder = ElmoEmbedder(folder, device=device, dtype=DTYPES[args.dtype])
+                embedder = ElmoEmbedder(folder, device=device, quantization_config=ElmoInt8Config())
+            else:
+                embedder = ElmoEmbedder(folder, device=device, dtype=DTYPES[args.dtype])
         embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
                    resume=args.resume, overwrite=args.overwrite)
     except KeyboardInterrupt:
