@@ -219,3 +219,20 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
     line = next(card_line for card_line in card.splitlines() if card_line.startswith("5 labels:"))
     assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
     assert "\n# Injected" not in card and "README.md" in files
+
+
+@pytest.mark.slow
+def test_push_of_language_models(tmp_path, lm_dir, capsys):
+    """A converted language model (a generated card) and the shipped default model (its own card): the dry run's
+    fresh-process check loads AutoModelForPreTraining and runs fill-mask on a text with `<mask>` (it failed on every
+    LM folder with KeyError 'fill-mask' in the card, or fill-mask on a text without `<mask>`)."""
+    for name, folder in (("converted", lm_dir), ("shipped", SHIPPED)):
+        stage = tmp_path / name
+        assert push_to_hub.main([str(folder), f"me/elmo-{name}", "--dry-run", "--staging-dir", str(stage)]) == 0
+        err = capsys.readouterr().err
+        assert "ElmoForLanguageModeling (AutoModelForPreTraining)" in err and "fill-mask pipeline" in err, err
+    assert ModelCard.load(tmp_path / "converted" / "README.md").data.pipeline_tag == "fill-mask"  # the shipped: its own
+    # The generated card's snippet: the LM's next-word scores, [1 sentence, 7 words + 1, the vocabulary].
+    got = run_snippet(ModelCard.load(tmp_path / "converted" / "README.md"), "me/elmo-converted", tmp_path / "converted",
+                      tmp_path / "elsewhere", "\nimport json; print(json.dumps(list(out.forward_logits.shape)))\n")
+    assert got == [1, 8, json.loads((lm_dir / "config.json").read_text())["lm_vocab_size"]]

@@ -72,6 +72,15 @@ out.last_hidden_state   # [batch, words, {{ hidden }}] the scalar mix of the lay
 out.hidden_states       # {{ n_layers + 1 }} tensors [batch, words, {{ hidden }}]: the biLM layers
 masked_mean = importlib.import_module(type(model).__module__).masked_mean
 sentence_vectors = masked_mean(out.last_hidden_state, out.mask)  # [batch, {{ hidden }}], like TF-Hub's `default`
+{%- elif task == "fill-mask" -%}
+from transformers import AutoModelForPreTraining, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{{ repo_id }}", trust_remote_code=True)
+model = AutoModelForPreTraining.from_pretrained("{{ repo_id }}", trust_remote_code=True).eval()
+
+batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")  # words split on whitespace
+out = model(**batch)
+out.forward_logits, out.backward_logits  # [batch, words + 1, vocabulary]: each direction's next-word scores
 {%- else -%}
 from transformers import {{ auto_class }}, AutoTokenizer
 
@@ -136,6 +145,8 @@ PIPELINE_OUTPUTS = {
     "text-classification": "the label and its probability for each text.",
     "token-classification": "entities (groups of adjacent words with one label) with `start`/`end` character "
     "offsets into the text.",
+    "fill-mask": "the likeliest words for the one `<mask>` word of each text, e.g. `He is the king of <mask> .`, "
+    "ranked by the mean of the forward and backward log-probabilities, with their scores.",
 }
 
 

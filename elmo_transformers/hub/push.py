@@ -47,7 +47,7 @@ if type(model).__name__ != name:
 with torch.no_grad():
     model(**tokenizer(["Hello world !"], return_tensors="pt"))
 pipe = pipeline(task, model=folder, trust_remote_code=True)
-result = pipe("Hello world !")
+result = pipe("Hello <mask> !" if task == "fill-mask" else "Hello world !")
 if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
     sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
 print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
