@@ -8,6 +8,8 @@ import sys
 import tempfile
 
 from huggingface_hub import get_token
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 from ..errors import UserError
 from ..output_paths import check_output_apart
@@ -34,6 +36,13 @@ def main(argv=None):
                       "first of --datasets)")
     args = parser.parse_args(argv)
 
+    for option, value in (("REPO_ID", args.repo_id), ("--base-model", args.base_model),
+                          *(("--datasets", name) for name in args.datasets)):
+        try:
+            if value is not None:
+                validate_repo_id(value)
+        except HFValidationError as e:
+            raise UserError(f"{option} {value!r:.100} is not a Hub repo id ({str(e).splitlines()[0]})") from None
     if not os.path.isdir(args.model_dir):
         raise UserError(f"{args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
@@ -52,6 +61,7 @@ def main(argv=None):
     from ..hub import push as hub
 
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
     try:
         files = hub.build_upload_folder(
             args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
@@ -62,11 +72,12 @@ def main(argv=None):
         if args.dry_run:
             print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
             print("\n".join(f"  {name}" for name in files))
+            kept = True
             return 0
         url = hub.upload(staging, args.repo_id, args.private)
         print(f"uploaded {len(files)} files to {url}")
         return 0
     finally:
-        if not args.dry_run and not args.staging_dir:
+        if not kept and not args.staging_dir:  # only the temporary folder push made itself
             shutil.rmtree(staging, ignore_errors=True)
 

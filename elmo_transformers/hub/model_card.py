@@ -224,7 +224,7 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         auto_class=auto_class,
         base_model=base_model,
         shape=f"{n_layers} x {config['lstm_dim']} LSTM, projection {projection}, {config['n_highway']} highway",
-        source=source,
+        source=markdown_code(source) if source else None,  # the user's words, shown as they are: no Markdown/HTML
         hidden=2 * projection,
         projection=projection,
         n_layers=n_layers,
@@ -232,6 +232,6 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         labels=labels,
         results=results,
         markdown_code=markdown_code,
-        check=check or DEFAULT_CHECK,
+        check=f"Checked: {markdown_code(check)}" if check else DEFAULT_CHECK,
         citation=CITATION,
     )
