@@ -15,7 +15,7 @@ from conftest import FIXTURES, command_env
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from configuration_elmo import ElmoConfig
-from elmo_transformers import DEFAULT_MODEL, model_source, output_paths
+from elmo_transformers import DEFAULT_MODEL, ElmoFillMaskPipeline, model_source, output_paths
 from elmo_transformers.cli import main as cli_main
 from elmo_transformers.errors import ModelError
 
@@ -166,7 +166,7 @@ def test_perplexity_refuses_a_vocab_txt_of_another_size(text, lm_dir, tmp_path, 
     from transformers import pipeline
 
     with pytest.raises(ValueError, match="word vocabulary has"):
-        pipeline("fill-mask", model=str(model), trust_remote_code=True)
+        pipeline("fill-mask", model=str(model), pipeline_class=ElmoFillMaskPipeline)
 
 
 def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm_dir, tmp_path, capsys,

@@ -310,9 +310,11 @@ def test_feature_extraction_pipeline_gives_the_package_average(converted):
     output_layer=-1, the average of the 3 layers."""
     from transformers import pipeline
 
+    from elmo_transformers import ElmoFeatureExtractionPipeline
+
     name, folder = converted
     _, sentences, expected = load(name)
-    extractor = pipeline("feature-extraction", model=str(folder), trust_remote_code=True)
+    extractor = pipeline("feature-extraction", model=str(folder), pipeline_class=ElmoFeatureExtractionPipeline)
     for i in (1, 2, 3):  # Chinese, Japanese, Cyrillic (white-space separated, as the pipeline splits text)
         vectors = np.array(extractor(" ".join(sentences[i])))[0]
         assert_close_to_reference(vectors, expected[f"average_{i}"], what=f"{name} pipeline sentence {i}")
