@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, SHIPPED, TOKEN_LABELS, load_fixture
+from conftest import LM_FIXTURE, REPO, SHIPPED, TOKEN_LABELS, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
 
@@ -132,7 +132,7 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
     shutil.copytree(tiny_model_dir, broken)
     (broken / "modeling_elmo.py").unlink()
     monkeypatch.setattr(HfApi, "upload_folder", lambda *a, **k: pytest.fail("must not upload"))
-    with pytest.raises(SystemExit, match="does not load with the Auto classes"):
+    with pytest.raises(UserError, match="fails the check in a fresh Python process.*loading the model"):
         push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
 
 
@@ -219,3 +219,54 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
     line = next(card_line for card_line in card.splitlines() if card_line.startswith("5 labels:"))
     assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
     assert "\n# Injected" not in card and "README.md" in files
+
+
+@pytest.mark.slow
+@pytest.mark.fidelity
+def test_dry_run_of_a_language_model(tmp_path, lm_dir, capsys):
+    """A converted LM (ElmoForLanguageModeling): the card says fill-mask, the fresh-process check runs fill-mask on a
+    text with a `<mask>` word, and the card's snippet plus the fill-mask pipeline it names give AllenNLP's scores."""
+    from test_fill_mask import reference_scores
+
+    stage = tmp_path / "stage"
+    assert push_to_hub.main([str(lm_dir), "me/elmo-lm", "--dry-run", "--staging-dir", str(stage)]) == 0
+    assert "fill-mask pipeline: ElmoFillMaskPipeline" in capsys.readouterr().err
+    assert {"vocab.txt", "README.md"} | EXPECTED_FILES <= set(os.listdir(stage))
+    card = ModelCard.load(stage / "README.md")
+    assert card.data.pipeline_tag == "fill-mask" and 'pipeline("fill-mask"' in card.text
+
+    sentences = json.loads((LM_FIXTURE / "sentences.json").read_text(encoding="utf-8"))
+    words = list(sentences[0])
+    words[4] = "<mask>"
+    got = run_snippet(card, "me/elmo-lm", stage, tmp_path / "elsewhere", (
+        "\nfrom transformers import pipeline\nimport json\n"
+        f"fill = pipeline('fill-mask', model={str(stage)!r}, trust_remote_code=True)\n"
+        f"print(json.dumps([{{'token': r['token'], 'score': r['score']}} for r in fill({' '.join(words)!r}, "
+        "top_k=3)] + [list(sentence_vectors.shape)]))\n"))
+    assert got[-1] == [2, 2 * json.loads((lm_dir / "config.json").read_text())["projection_dim"]]
+    scores = reference_scores(load_fixture("allennlp-lm-tiny")[1], 0, 4)
+    assert [r["token"] for r in got[:-1]] == np.argsort(-scores)[:3].tolist()
+    assert_close_to_reference(np.array([r["score"] for r in got[:-1]]), -np.sort(-scores)[:3],
+                              what="fill-mask scores of the pushed LM")
+
+
+@pytest.mark.slow
+def test_dry_run_of_the_default_model(tmp_path, capsys):
+    """The shipped default model (an LM with its own card) passes the check: its pipeline is fill-mask."""
+    stage = tmp_path / "stage"
+    assert push_to_hub.main([str(SHIPPED), "me/elmo-pd-small", "--dry-run", "--staging-dir", str(stage)]) == 0
+    captured = capsys.readouterr()
+    assert "ElmoForLanguageModeling (AutoModelForPreTraining)" in captured.err and "fill-mask" in captured.err
+    assert (stage / "README.md").read_bytes() == (SHIPPED / "README.md").read_bytes()
+    assert {"vocab.txt", "model.safetensors"} <= set(os.listdir(stage)) and "eval" not in os.listdir(stage)
+
+
+@pytest.mark.slow
+def test_a_failing_check_names_its_step(tmp_path, lm_dir):
+    """A pipeline that fails is reported as the pipeline step, not as a folder that does not load."""
+    broken = tmp_path / "broken"
+    shutil.copytree(lm_dir, broken)
+    words = (broken / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (broken / "vocab.txt").write_text("\n".join(words + ["extra"]) + "\n", encoding="utf-8")  # not the softmax's size
+    with pytest.raises(UserError, match=r"fails the check .*loading the fill-mask pipeline failed: .*vocabulary"):
+        push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])

@@ -42,9 +42,10 @@ TEMPLATE = """---
 
 # {{ name }}
 
-{% if task == "feature-extraction" -%}
+{% if task in ("feature-extraction", "fill-mask") -%}
 ELMo ({{ shape }}): the biLM of Peters et al. (2018), *Deep contextualized word representations*, as a PyTorch
-model for `transformers`.
+model for `transformers`{% if task == "fill-mask" %}, with its language-model softmax (`AutoModelForPreTraining`
+loads the language model, `AutoModel` the ELMo encoder alone){% endif %}.
 {%- else -%}
 A {{ task }} head on ELMo ({{ shape }}), the biLM of Peters et al. (2018), *Deep contextualized word
 representations*{% if base_model %}, fine-tuned from [{{ base_model }}]\
@@ -59,7 +60,7 @@ The code comes with the model (`trust_remote_code=True`). Where remote code is n
 elmo-transformers project, `import elmo_transformers` and leave out `trust_remote_code`.
 
 ```python
-{% if task == "feature-extraction" -%}
+{% if task in ("feature-extraction", "fill-mask") -%}
 import importlib
 from transformers import AutoModel, AutoTokenizer
 
@@ -91,7 +92,8 @@ predicted = [model.config.id2label[i] for i in logits.argmax(-1).tolist()]
 ```
 
 Or `pipeline("{{ task }}", model="{{ repo_id }}", trust_remote_code=True{{ ', aggregation_strategy="simple"'
-    if task == "token-classification" else "" }})`:
+    if task == "token-classification" else "" }})`{{ ' on a text with one `<mask>` word, e.g. "The cat sat on the
+<mask> ."' if task == "fill-mask" else "" }}:
 {{ pipeline_output }}
 {% if labels %}
 ## Labels
@@ -136,6 +138,8 @@ PIPELINE_OUTPUTS = {
     "text-classification": "the label and its probability for each text.",
     "token-classification": "entities (groups of adjacent words with one label) with `start`/`end` character "
     "offsets into the text.",
+    "fill-mask": "the language model's likeliest words for the mask (the mean of the forward and backward log "
+    "probabilities), each with its score.",
 }
 
 
@@ -153,8 +157,8 @@ def markdown_code(text, table=False):
 
 def architecture(config):
     """(architecture name, Auto class, pipeline task) of a config dict, from the Auto map and the pipelines every
-    saved config carries; a folder without `architectures` is an ElmoModel, and a model no pipeline lists (the LM)
-    is served by feature extraction."""
+    saved config carries (the LM's is fill-mask); a folder without `architectures` is an ElmoModel, and a model no
+    pipeline lists is served by feature extraction."""
     name = (config.get("architectures") or ["ElmoModel"])[0]
     auto_classes = {reference.split(".")[-1]: auto for auto, reference in ELMO_AUTO_MAP.items() if auto != "AutoConfig"}
     if name not in auto_classes:
