@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -185,7 +186,7 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_m
     shutil.copytree(tiny_model_dir, model_dir)
     os.symlink(secret, model_dir / "extra.safetensors")
     stage = tmp_path / "stage"
-    with pytest.raises(SystemExit, match=r"extra\.safetensors is a symbolic link to .*token, outside"):
+    with pytest.raises(UserError, match=r"extra\.safetensors is a symbolic link to .*token, outside"):
         push_to_hub.main([str(model_dir), "me/x", "--dry-run", "--staging-dir", str(stage)])
     assert not stage.exists() or not any("hf_secret" in p.read_text(errors="ignore") for p in stage.iterdir())
 
@@ -193,15 +194,16 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_m
         (model_dir / "extra.safetensors").unlink(missing_ok=True)
         (model_dir / name).unlink(missing_ok=True)
         os.symlink(secret, model_dir / name)
-        with pytest.raises(SystemExit, match=f"{name} is a symbolic link"):
+        with pytest.raises(UserError, match=f"{name} is a symbolic link"):
             hub.build_upload_folder(model_dir, tmp_path / f"stage-{name}", "me/x")
         (model_dir / name).unlink()
 
-    os.symlink("model.safetensors", model_dir / "copy.safetensors")  # stays inside the folder: uploaded as a file
+    os.replace(model_dir / "model.safetensors", model_dir / "weights.bin")
+    os.symlink("weights.bin", model_dir / "model.safetensors")  # stays inside the folder: uploaded as a file
     os.symlink(secret, model_dir / "notes.txt")  # not a model file: left out, never read
     capsys.readouterr()
     files = hub.build_upload_folder(model_dir, stage, "me/x")
-    assert "copy.safetensors" in files and not (stage / "copy.safetensors").is_symlink()
+    assert "model.safetensors" in files and not (stage / "model.safetensors").is_symlink()
     assert "notes.txt" not in files and "notes.txt" in capsys.readouterr().err
 
 
@@ -270,3 +272,79 @@ def test_a_failing_check_names_its_step(tmp_path, lm_dir):
     (broken / "vocab.txt").write_text("\n".join(words + ["extra"]) + "\n", encoding="utf-8")  # not the softmax's size
     with pytest.raises(UserError, match=r"fails the check .*loading the fill-mask pipeline failed: .*vocabulary"):
         push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
+
+
+def test_only_the_weights_the_model_loads_and_no_hidden_file(tmp_path, tiny_model_dir, capsys):
+    """Of the *.safetensors only model.safetensors (what from_pretrained reads) goes, never a hidden file; what is
+    left out is named in one line."""
+    model_dir = tmp_path / "handed"
+    shutil.copytree(tiny_model_dir, model_dir)
+    (model_dir / ".env.safetensors").write_text("HF_TOKEN=hf_secret")
+    (model_dir / ".tokenizer_config.json").write_text("{}")
+    shutil.copy(model_dir / "model.safetensors", model_dir / "old.safetensors")
+    files = hub.build_upload_folder(model_dir, tmp_path / "stage", "me/x")
+    assert set(files) == set(os.listdir(tiny_model_dir)) | {"README.md"}
+    line = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("not uploading"))
+    assert all(name in line for name in (".env.safetensors", ".tokenizer_config.json", "old.safetensors"))
+
+
+def test_a_weight_file_that_is_not_safetensors_is_refused(tmp_path, tiny_model_dir):
+    """A model.safetensors whose header safetensors cannot read (a large file of something else) is refused by name
+    before anything is staged."""
+    model_dir = tmp_path / "handed"
+    shutil.copytree(tiny_model_dir, model_dir)
+    with open(model_dir / "model.safetensors", "wb") as f:
+        f.write(b"PK\x03\x04 not a safetensors file")
+        f.truncate(1 << 30)  # sparse: 1 GB that is never read whole
+    stage = tmp_path / "stage"
+    with pytest.raises(UserError, match=r"model\.safetensors is not a valid safetensors file"):
+        push_to_hub.main([str(model_dir), "me/x", "--dry-run", "--staging-dir", str(stage)])
+    assert not stage.exists() or not os.listdir(stage)
+
+
+@pytest.mark.parametrize("option", [[], ["--base-model", "<b>me</b>"]])
+def test_repo_ids_are_checked_under_dry_run(tmp_path, tiny_model_dir, option):
+    repo_id = "../../etc/passwd" if not option else "me/x"
+    stage = tmp_path / "stage"
+    with pytest.raises(UserError, match="is not a Hub repo id"):
+        push_to_hub.main([str(tiny_model_dir), repo_id, "--dry-run", "--staging-dir", str(stage), *option])
+    assert not stage.exists()
+
+
+def test_card_texts_from_the_command_line_add_no_markdown(tmp_path, tiny_model_dir):
+    """--source and --check show as code spans, as labels do; --base-model is a checked repo id."""
+    card = hub.model_card(tiny_model_dir, "me/x", base_model="me/base", source="x\n\n# Injected <img src=y>",
+                          check="[click](https://evil.example)").text
+    assert "Converted from: `x\\n\\n# Injected <img src=y>`." in card
+    assert "`[click](https://evil.example)`" in card and "\n# Injected" not in card
+
+
+def failing_push(tmp_path, tiny_model_dir, monkeypatch, args, **failures):
+    """Run push with temporary folders made under tmp_path/tmp and the given steps failing; the folders left."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
+    for name, error in failures.items():
+        monkeypatch.setattr(hub, name, lambda *a, error=error, **k: (_ for _ in ()).throw(error))
+    with pytest.raises(type(next(iter(failures.values())))):
+        push_to_hub.main([str(tiny_model_dir), "me/x", *args])
+    return [name for name in os.listdir(tmp_path / "tmp") if name.startswith("elmo-upload-")]
+
+
+@pytest.mark.parametrize("args", [[], ["--dry-run"]])
+def test_a_failed_push_removes_its_temporary_folder(tmp_path, tiny_model_dir, monkeypatch, args):
+    assert failing_push(tmp_path, tiny_model_dir, monkeypatch, args,
+                        check_loads=UserError("fails the check")) == []
+
+
+def test_a_failed_upload_removes_its_temporary_folder(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(hub, "check_loads", lambda folder: "loads")
+    assert failing_push(tmp_path, tiny_model_dir, monkeypatch, [], upload=OSError("connection reset")) == []
+
+
+def test_a_failed_push_keeps_the_users_staging_dir(tmp_path, tiny_model_dir, monkeypatch):
+    stage = tmp_path / "stage"
+    monkeypatch.setattr(hub, "check_loads", lambda folder: (_ for _ in ()).throw(UserError("fails the check")))
+    with pytest.raises(UserError):
+        push_to_hub.main([str(tiny_model_dir), "me/x", "--dry-run", "--staging-dir", str(stage)])
+    assert "config.json" in os.listdir(stage)

@@ -10,6 +10,7 @@ import tempfile
 from huggingface_hub import get_token
 
 from ..errors import UserError
+from ..model_source import check_hub_id
 from ..output_paths import check_output_apart
 from . import import_package, module_doc
 
@@ -22,7 +23,8 @@ def main(argv=None):
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")
-    parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
+    parser.add_argument("--staging-dir", help="where to build the upload folder, kept (default: a new temporary "
+                        "folder, removed after the upload or a failure, kept after a dry run)")
     card = parser.add_argument_group("model card")
     card.add_argument("--license", default="apache-2.0", help="license id (default apache-2.0, as AllenNLP's ELMo)")
     card.add_argument("--language", nargs="*", default=["en"], help="language codes (default en)")
@@ -34,6 +36,9 @@ def main(argv=None):
                       "first of --datasets)")
     args = parser.parse_args(argv)
 
+    check_hub_id(args.repo_id, "the repo id")  # also under --dry-run: the real push would fail on it
+    if args.base_model is not None:
+        check_hub_id(args.base_model, "--base-model")
     if not os.path.isdir(args.model_dir):
         raise UserError(f"{args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
@@ -50,8 +55,8 @@ def main(argv=None):
             raise UserError(f"cannot write into --staging-dir {args.staging_dir}: {e.strerror or e}") from None
     import_package()
     from ..hub import push as hub
-
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+    failed = True
     try:
         files = hub.build_upload_folder(
             args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
@@ -62,11 +67,14 @@ def main(argv=None):
         if args.dry_run:
             print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
             print("\n".join(f"  {name}" for name in files))
-            return 0
-        url = hub.upload(staging, args.repo_id, args.private)
-        print(f"uploaded {len(files)} files to {url}")
+        else:
+            url = hub.upload(staging, args.repo_id, args.private)
+            print(f"uploaded {len(files)} files to {url}")
+        failed = False
         return 0
     finally:
-        if not args.dry_run and not args.staging_dir:
+        # The temporary folder push made goes after an upload or a failure (a dry run keeps it to be looked at);
+        # --staging-dir is the user's and stays.
+        if not args.staging_dir and (failed or not args.dry_run):
             shutil.rmtree(staging, ignore_errors=True)
 

@@ -14,6 +14,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from configuration_elmo import ELMO_AUTO_MAP, ELMO_PIPELINES
 
 from ..errors import ModelError
+from ..model_source import check_hub_id
 
 # Trainer's metric files and the data split each one measured.
 RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
@@ -189,7 +190,12 @@ def evaluation_results(folder, task, dataset):
 def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets=(), base_model=None, source=None,
                check=None, eval_dataset=None):
     """A ModelCard for the ELMo folder `folder` (its config.json gives the architecture, sizes and labels).
-    `eval_dataset` names the data of the `*_results.json` (default: the first of `datasets`)."""
+    `eval_dataset` names the data of the `*_results.json` (default: the first of `datasets`). The caller's texts
+    (`source`, `check`) show as code spans, as labels do (`markdown_code`); `repo_id` and `base_model` must be Hub
+    repo ids."""
+    check_hub_id(repo_id, "the repo id")
+    if base_model is not None:
+        check_hub_id(base_model, "--base-model")
     with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
     _, auto_class, task = architecture(config)
@@ -217,7 +223,7 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         auto_class=auto_class,
         base_model=base_model,
         shape=f"{n_layers} x {config['lstm_dim']} LSTM, projection {projection}, {config['n_highway']} highway",
-        source=source,
+        source=markdown_code(source) if source else None,
         hidden=2 * projection,
         projection=projection,
         n_layers=n_layers,
@@ -225,6 +231,6 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         labels=labels,
         results=results,
         markdown_code=markdown_code,
-        check=check or DEFAULT_CHECK,
+        check=markdown_code(check) if check else DEFAULT_CHECK,
         citation=CITATION,
     )

@@ -3,17 +3,20 @@
     elmo-transformers push DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
 
 1. Builds the upload folder from an allow-list of what a model repo needs (model_files.py: config, weights,
-   tokenizer files, the code modules, README.md); anything else in DIR (Trainer's training_args.bin, which can hold
-   a token, trainer_state.json, *_results.json, optimizer states, checkpoint-*/ and runs/ folders...) is left out
-   and listed. Only regular files inside DIR go: a symbolic link leaving DIR is refused by name (except a code
-   module linked to this installation's own copy, as in the shipped default model). README.md is the model card
-   from model_card.py (DIR's own README.md, if any, is kept instead).
+   tokenizer files, the code modules, README.md); of the weights only those the model loads (model.safetensors, or
+   the shards its index names), each of which must parse as safetensors; never a hidden file. Anything else in DIR
+   (Trainer's training_args.bin, which can hold a token, trainer_state.json, *_results.json, optimizer states,
+   checkpoint-*/ and runs/ folders...) is left out and listed in one line. Only regular files inside DIR go: a
+   symbolic link leaving DIR is refused by name (except a code module linked to this installation's own copy, as in
+   the shipped default model). README.md is the model card from model_card.py (DIR's own README.md, if any, is kept
+   instead). The repo id (and --base-model) must be Hub repo ids, checked first, also under --dry-run.
 2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): with
    `trust_remote_code=True` and its own code files, the Auto class of its architecture must load it and its
    pipeline must run on a sentence (fill-mask, for a language model: one with a `<mask>` word). A failure names
    the step that failed.
 3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
-   `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection.
+   `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection; otherwise, and after any
+   failure, the temporary folder push made is removed (a --staging-dir is the user's and stays).
 """
 
 import importlib.util
@@ -25,10 +28,11 @@ import sys
 import tempfile
 
 from huggingface_hub import HfApi
+from safetensors import safe_open
 
 from configuration_elmo import ELMO_MODULES
 
-from ..errors import ModelError
+from ..errors import ModelError, UserError
 from .model_card import architecture, model_card
 from ..model_files import is_model_file
 
@@ -75,36 +79,71 @@ def installed_module(name):
     return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
 
 
+def weight_files(model_dir):
+    """The weight files the folder's model loads (what `from_pretrained` reads): the shards its
+    `model.safetensors.index.json` names, else `model.safetensors`."""
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if not os.path.isfile(index):
+        return ["model.safetensors"]
+    try:
+        with open(index, encoding="utf-8") as f:
+            names = sorted(set(json.load(f)["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ModelError(f"{index} is not a safetensors index (a JSON object with a weight_map): {e}") from None
+    if not all(isinstance(name, str) and os.path.basename(name) == name for name in names):
+        raise ModelError(f"{index} names weight files outside its folder: save the model again")
+    return names
+
+
+def check_safetensors(path):
+    """Refuse, by name, a weight file whose header safetensors itself cannot read (a damaged or foreign file)."""
+    try:
+        with safe_open(path, framework="pt"):
+            pass
+    except Exception as e:  # safetensors reports a bad header with its own error type
+        raise ModelError(f"{path} is not a valid safetensors file ({str(e)[:200]}): save the model again") from None
+
+
 def upload_files(model_dir):
     """(names to upload, names left out) of DIR. Uploaded: regular files with a model-file name (or README.md)
-    inside DIR. A symbolic link is followed only when it stays inside DIR, or when it is a model module linked to
-    this installation's own copy of that module (the shipped default model links its code to the package's); any
-    other link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
+    inside DIR, except hidden files (a name starting with ".") and, of the weight files, those the model does not
+    load (`weight_files`); each weight file uploaded must parse as safetensors, and every one the model loads must
+    be there. A symbolic link is followed only when it stays inside DIR, or when it is a model module linked to this
+    installation's own copy of that module (the shipped default model links its code to the package's); any other
+    link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
     root = os.path.realpath(model_dir)
+    weights = weight_files(model_dir)
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
-        wanted = is_model_file(name) or name == "README.md"
+        wanted = (is_model_file(name) or name == "README.md") and not name.startswith(".")
         if wanted and os.path.islink(path):
             target = os.path.realpath(path)
             if os.path.commonpath([root, target]) != root and target != installed_module(name):
-                raise SystemExit(f"error: {path} is a symbolic link to {target}, outside {model_dir}: only files "
-                                 "inside the folder are uploaded (copy the file in, or remove the link)")
+                raise UserError(f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
+                                "folder are uploaded (copy the file in, or remove the link)")
+        if wanted and name.endswith(".safetensors"):
+            wanted = name in weights
         if wanted and os.path.isfile(path):
             kept.append(name)
         else:
             left_out.append(name + "/" if os.path.isdir(path) else name)
+    missing = [name for name in weights if name not in kept]
+    if missing:
+        raise ModelError(f"{model_dir} lacks the weight files {missing[:10]}: save the model again")
+    for name in weights:
+        check_safetensors(os.path.join(model_dir, name))
     return kept, left_out
 
 
 def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
     """Copy DIR's model files (`upload_files`) into `staging` (links copied as the files they point to) and add
-    the model card; returns the sorted file names of `staging`. What is left out is printed."""
+    the model card; returns the sorted file names of `staging`. What is left out is printed in one line."""
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
+        raise ModelError(f"{model_dir} has no config.json: not a saved model folder")
     kept, left_out = upload_files(model_dir)
     if left_out:
-        print(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
+        print(f"not uploading (not a file the model loads, or hidden): {', '.join(left_out)}", file=sys.stderr)
     os.makedirs(staging, exist_ok=True)
     for name in kept:
         shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows the checked links
