@@ -4,12 +4,11 @@ a Transformer + mean Pooling model from the folder's feature extraction; its sen
 
 import numpy as np
 import pytest
+import sentence_transformers  # the test extra: pip install -e ".[test]"
 from conftest import load_fixture
 from tolerance import assert_close_to_reference
 
-sentence_transformers = pytest.importorskip("sentence_transformers", reason="pip install -e '.[test]'")
-
-from elmo_transformers import DEFAULT_MODEL, ElmoEmbedder  # noqa: E402
+from elmo_transformers import DEFAULT_MODEL, ElmoEmbedder
 
 # Sentences of different lengths in one batch (padding), a one-word sentence.
 SENTENCES = ["The cat sat on the mat .", "ELMo is contextual", "Hello", "She put the money in the bank ."]
