@@ -14,6 +14,16 @@ from huggingface_hub.utils import validate_repo_id
 from .errors import ModelError, UserError
 
 
+def check_hub_id(value, what):
+    """Refuse, in one line, a `what` (the repo to push to, --base-model) that is not a Hub repo id (NAME or
+    OWNER/NAME, huggingface_hub's rule): it goes into the card's metadata and links."""
+    try:
+        validate_repo_id(value)
+    except HFValidationError as e:
+        raise UserError(f"{what} {value!r:.200} is not a Hub repo id: {str(e).splitlines()[0]}") from None
+    return value
+
+
 def resolve_model(name, option="--model"):
     """The folder holding `name`'s files: `name` itself when it is a folder, else the cached snapshot of the Hub
     repo `name` (downloaded first when the Hub is reachable). Raises ModelError in one line otherwise."""

@@ -8,10 +8,9 @@ import sys
 import tempfile
 
 from huggingface_hub import get_token
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id
 
 from ..errors import UserError
+from ..model_source import check_hub_id
 from ..output_paths import check_output_apart
 from . import import_package, module_doc
 
@@ -38,11 +37,8 @@ def main(argv=None):
 
     for option, value in (("REPO_ID", args.repo_id), ("--base-model", args.base_model),
                           *(("--datasets", name) for name in args.datasets)):
-        try:
-            if value is not None:
-                validate_repo_id(value)
-        except HFValidationError as e:
-            raise UserError(f"{option} {value!r:.100} is not a Hub repo id ({str(e).splitlines()[0]})") from None
+        if value is not None:
+            check_hub_id(value, option)
     if not os.path.isdir(args.model_dir):
         raise UserError(f"{args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
