@@ -95,7 +95,7 @@ def upload_files(model_dir):
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
-        wanted = not name.startswith(".") and (is_model_file(name) or name == "README.md")
+        wanted = not name.startswith(".") and is_model_file(name)
         if name.endswith(".safetensors") and name not in weights:
             wanted = False  # not a file the model loads
         if wanted and os.path.islink(path):
