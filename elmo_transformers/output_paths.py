@@ -48,7 +48,7 @@ def check_output_apart(output, inputs, option="output", error=UserError):
         )
 
 
-def check_file_output(output, option="output", error=ValueError):
+def check_file_output(output, option="output", error=UserError):
     """Raise `error` in one line if the file `output` cannot be written: a folder, a missing parent folder, or one
     that refuses a new file (permissions, read-only file system). Nothing is left behind."""
     if os.path.isdir(output):
@@ -62,7 +62,7 @@ def check_file_output(output, option="output", error=ValueError):
         raise error(f"cannot write the {option} into {parent}: {e.strerror or e}") from None
 
 
-def write_file_atomically(path, data, option="output", error=ValueError):
+def write_file_atomically(path, data, option="output", error=UserError):
     """Write `data` (str) to `path` through a temporary file in the same folder and a rename: `path` is either its
     old self or the whole new file. A failure (a full disk) is `error` in one line and leaves no temporary file."""
     parent = os.path.dirname(os.path.abspath(path))

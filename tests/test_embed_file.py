@@ -23,6 +23,7 @@ from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
 from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.embedding import embedder as embedder_module
+from elmo_transformers import output_paths
 from elmo_transformers.errors import UserError
 
 
@@ -310,7 +311,7 @@ def test_bad_paths_are_found_before_the_work(tmp_path, tiny_model_dir, no_model_
     model = ["--model", str(tiny_model_dir), "--top"]
     for overwrite in ([], ["--overwrite"]):
         message = one_line_error([str(source), str(tmp_path / "a-folder"), *model, *overwrite])
-        assert "is a folder: give the path of the HDF5 file" in message
+        assert "is a folder: give the path of the file to write" in message
     assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "a-file" / "out.hdf5"), *model])
     assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "no" / "out.hdf5"), *model])
     missing = one_line_error([str(tmp_path / "missing.txt"), str(tmp_path / "out.hdf5"), *model])
@@ -327,9 +328,9 @@ def test_unwritable_output_folder_is_found_before_the_work(tmp_path, tiny_model_
     def refuse(dir):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(embed_file_module.tempfile, "TemporaryFile", refuse)
+    monkeypatch.setattr(output_paths.tempfile, "TemporaryFile", refuse)
     message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == f"error: cannot write into {tmp_path}: Permission denied"
+    assert message == f"error: cannot write the output into {tmp_path}: Permission denied"
 
 
 def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):

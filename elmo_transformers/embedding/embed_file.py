@@ -38,7 +38,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from itertools import islice
 
 import h5py
@@ -47,7 +46,7 @@ import torch
 from tqdm import tqdm
 
 from ..errors import DataError
-from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..output_paths import check_file_output, check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 from ..text_input import checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, MODES
 from .embedder import process_state
@@ -90,15 +89,7 @@ def check_paths(source, output, overwrite, resume):
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
         check_output_apart(output, [source])
-    if os.path.isdir(output):
-        raise DataError(f"the output {output} is a folder: give the path of the HDF5 file to write")
-    parent = os.path.dirname(output)
-    if not os.path.isdir(parent):
-        raise DataError(f"cannot write {output}: {parent} is not an existing folder")
-    try:
-        tempfile.TemporaryFile(dir=parent).close()
-    except OSError as e:
-        raise OSError(f"cannot write into {parent}: {e.strerror or e}") from None
+    check_file_output(output, "output", DataError)
     if os.path.lexists(output) and not overwrite:
         raise DataError(f"{output} exists (pass --overwrite to replace it)")
     run = PartialRun(output)
