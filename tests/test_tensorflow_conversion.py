@@ -12,7 +12,7 @@ from conftest import FIXTURES, load_fixture
 from tolerance import assert_close_to_reference
 from transformers import AutoModelForPreTraining
 
-from elmo_transformers.cli import main
+from elmo_transformers.cli import main, pretrain
 from elmo_transformers.conversion.tf_checkpoint import crc32c
 from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
@@ -157,3 +157,15 @@ def test_allennlp_weights_without_options(tmp_path, caplog):
     sentences, expected, _ = load_fixture("allennlp-tiny")
     out = run(ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder), sentences)
     assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], "layers")
+
+
+def test_bilm_tf_run_continues_with_pretrain(tmp_path):
+    """A bilm-tf run converted with its vocabulary is a starting point for `elmo-transformers pretrain`."""
+    folder = convert(TF / "bilm-tf-1layer", tmp_path / "lm", "--vocab", ONE_LAYER / "vocab.txt")
+    (tmp_path / "text.txt").write_text("the river bank was good .\nParis is the capital of France .\n")
+    trainer = pretrain.main(["--model_name_or_path", str(folder), "--train_file", str(tmp_path / "text.txt"),
+                             "--validation_split_percentage", "0", "--do_train", "--per_device_train_batch_size",
+                             "2", "--report_to", "none", "--disable_tqdm", "true", "--max_steps", "1",
+                             "--output_dir", str(tmp_path / "run")])
+    assert trainer.state.global_step == 1 and trainer.model.config.lm_vocab_size == 32
+    assert trainer.model.config.n_layers == 1
