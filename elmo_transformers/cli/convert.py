@@ -3,6 +3,7 @@
     elmo-transformers convert allennlp --preset {small,medium,original,original-5.5b} [--with-lm] --output DIR
     elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR \
         [--softmax-weights SOFTMAX.hdf5 --vocab VOCAB.txt]
+    elmo-transformers convert tensorflow PATH --output DIR [--options OPTIONS.json] [--vocab VOCAB.txt]
     elmo-transformers convert elmoformanylangs MODEL_DIR --output DIR
 
 The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the model's module files,
@@ -10,6 +11,8 @@ so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works, and with
 remote code. Every weight is checked before anything is written; the folder appears only when the conversion
 succeeded, and --overwrite replaces only an earlier conversion. With AllenNLP's published softmax and its
 vocabulary the folder is the language model (`AutoModelForPreTraining`; `AutoModel` loads the biLM alone).
+`tensorflow` reads a TF-Hub ELMo module (folder or .tar.gz), a bilm-tf training folder or a checkpoint prefix, with no
+TensorFlow installed; without options.json the architecture comes from the weight shapes.
 
 --preset downloads AllenNLP's published files into a cache a second conversion reuses
 ($HF_HOME/assets/elmo-transformers/allennlp/PRESET/); ELMO_TRANSFORMERS_ALLENNLP_URL replaces the base URL
@@ -35,23 +38,32 @@ def main(argv=None):
                           "ELMO_TRANSFORMERS_ALLENNLP_URL) instead of giving --options/--weights")
     allennlp.add_argument("--with-lm", action="store_true", help="with --preset original or original-5.5b: also the "
                           "published softmax and vocabulary, giving the language model")
-    allennlp.add_argument("--options", help="options.json of the original model")
+    allennlp.add_argument("--options", help="options.json of the original model (default: inferred from the "
+                          "weight shapes, with the Original's clipping, skip connections and activation)")
     allennlp.add_argument("--weights", help="weights.hdf5 of the original model")
     allennlp.add_argument("--softmax-weights", help="the published softmax (NAME_softmax_weights.hdf5): gives the LM")
     allennlp.add_argument("--vocab", help="the softmax's vocabulary, one word a line (e.g. vocab-2016-09-10.txt)")
+    tensorflow = formats.add_parser(
+        "tensorflow", help="a TF-Hub ELMo module or a bilm-tf checkpoint (no TensorFlow needed)",
+        description="Convert a TF-Hub ELMo module (folder or .tar.gz), a bilm-tf training folder (options.json, "
+        "checkpoint, model.ckpt-N.*) or a checkpoint prefix.")
+    tensorflow.add_argument("path", help="the module folder or .tar.gz, the training folder or the checkpoint prefix")
+    tensorflow.add_argument("--options", help="options.json (default: the training folder's, else inferred from the "
+                            "weight shapes with the Original's clipping, skip connections and activation)")
+    tensorflow.add_argument("--vocab", help="the checkpoint softmax's vocabulary, one word a line: gives the LM")
     efml = formats.add_parser("elmoformanylangs", help="an ELMoForManyLangs (HIT-SCIR) model folder",
                               description="Convert an ELMoForManyLangs model folder (config.json, char.dic, word.dic, "
                               "token_embedder.pkl, encoder.pkl).")
     efml.add_argument("model_dir", help="the ELMoForManyLangs model folder")
-    for subparser in (allennlp, efml):
+    for subparser in (allennlp, tensorflow, efml):
         conversion_output.add_arguments(subparser)
     args = parser.parse_args(argv)
     if args.format == "allennlp":
         files = (args.options, args.weights, args.softmax_weights, args.vocab)
         if args.preset and any(files):
             parser.error("--preset downloads its own files: leave out --options, --weights, --softmax-weights, --vocab")
-        if not args.preset and not (args.options and args.weights):
-            parser.error("give --preset NAME, or --options and --weights")
+        if not args.preset and not args.weights:
+            parser.error("give --preset NAME, or --weights (and --options, or the architecture comes from the shapes)")
         if args.with_lm and not args.preset:
             parser.error("--with-lm goes with --preset (for your own files: --softmax-weights and --vocab)")
         import_package()
@@ -66,6 +78,13 @@ def main(argv=None):
             args, lambda **kwargs: convert(*files, **kwargs), files[1], [p for p in files if p is not None], card,
         )
     import_package()
+    if args.format == "tensorflow":
+        from ..conversion.tensorflow import convert
+
+        inputs = [p for p in (args.path, args.options, args.vocab) if p is not None]
+        return conversion_output.run(
+            args, lambda **kwargs: convert(args.path, args.options, args.vocab, **kwargs), args.path, inputs,
+        )
     from ..conversion.elmoformanylangs import convert
 
     return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,

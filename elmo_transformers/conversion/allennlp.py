@@ -119,6 +119,61 @@ def expected_shapes(config, flat=False):
     return shapes
 
 
+def shape_problems(expected, found, what="dataset"):
+    """Every way the arrays `found` (name -> shape) differ from `expected`, one sentence each."""
+    problems = [f"missing {what} {name} (expected shape {shape})"
+                for name, shape in expected.items() if name not in found]
+    problems += [
+        f"{what} {name} has shape {tuple(found[name])}, expected {shape} from the options"
+        for name, shape in expected.items()
+        if name in found and tuple(found[name]) != shape
+    ]
+    problems += [f"unexpected {what} {name} {tuple(found[name])} (not called for by the options)"
+                 for name in found if name not in expected]
+    return problems
+
+
+ORIGINAL_DEFAULTS = dict(cell_clip=3.0, proj_clip=3.0, use_skip_connections=True, activation="relu",
+                         max_characters_per_token=50)  # what the published models use (options.json)
+
+
+def options_from_shapes(shapes, source):
+    """The options.json dict of the biLM whose datasets (names as in `expected_shapes`, either LSTM layout) have
+    `shapes`; what weights cannot say takes the Original's values (`ORIGINAL_DEFAULTS`), logged as such."""
+    try:
+        n_filters = sum(1 for name in shapes if name.startswith("CNN/W_cnn_"))
+        filters = [[int(shapes[f"CNN/W_cnn_{i}"][1]), int(shapes[f"CNN/W_cnn_{i}"][3])] for i in range(n_filters)]
+        lstm = sorted(name for name in shapes if name.startswith("RNN_0/") and name.endswith("/W_P_0"))
+        dim, projection_dim = (int(n) for n in shapes[lstm[0]])
+        options = {
+            "lstm": {"dim": dim, "projection_dim": projection_dim, "n_layers": len(lstm),
+                     **{key: ORIGINAL_DEFAULTS[key] for key in ("cell_clip", "proj_clip", "use_skip_connections")}},
+            "char_cnn": {"embedding": {"dim": int(shapes["char_embed"][1])}, "filters": filters,
+                         "n_highway": sum(1 for name in shapes if name.endswith("/W_carry")), "n_characters": 262,
+                         "activation": ORIGINAL_DEFAULTS["activation"],
+                         "max_characters_per_token": ORIGINAL_DEFAULTS["max_characters_per_token"]},
+        }
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+        raise ConversionError(f"cannot infer the architecture from the arrays of {source} (missing or misshapen {e}): "
+                              "pass --options") from e
+    unsaid = ", ".join(f"{key}={json.dumps(value)}" for key, value in ORIGINAL_DEFAULTS.items())
+    logger.warning(f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
+                   f"Original's values are used: {unsaid} (--options overrides)")
+    return options
+
+
+def hdf5_shapes(weights_path):
+    """name -> shape of every dataset in an HDF5 file, or ConversionError."""
+    found = {}
+    try:
+        with h5py.File(weights_path, "r") as hdf5:
+            hdf5.visititems(lambda name, obj: found.__setitem__(name, obj.shape) if isinstance(obj, h5py.Dataset)
+                            else None)
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        raise ConversionError(f"cannot read {weights_path} as HDF5 (truncated or corrupt file?): {e}") from e
+    return found
+
+
 def read_weights(config, weights_path):
     """Read and check every dataset: a dict name -> float32 array, or ConversionError listing all problems.
 
@@ -140,19 +195,7 @@ def read_weights(config, weights_path):
             expected = expected_shapes(config, flat="RNN_0/RNN/MultiRNNCell" not in hdf5)
         except (RuntimeError, OSError, KeyError, ValueError) as e:
             raise ConversionError(f"cannot read the structure of {weights_path} (corrupt file?): {e}") from e
-        problems = [
-            f"missing dataset {name} (expected shape {shape})" for name, shape in expected.items() if name not in found
-        ]
-        problems += [
-            f"dataset {name} has shape {found[name]}, expected {shape} from the options"
-            for name, shape in expected.items()
-            if name in found and tuple(found[name]) != shape
-        ]
-        problems += [
-            f"unexpected dataset {name} {found[name]} (not called for by the options)"
-            for name in found
-            if name not in expected
-        ]
+        problems = shape_problems(expected, found)
         for name in expected if not problems else ():  # unwritten datasets read as zeros of any size they claim
             dataset = hdf5[name]
             stored, size = dataset.id.get_storage_size(), dataset.size * dataset.dtype.itemsize
@@ -211,6 +254,19 @@ def to_state_dict(config, arrays):
     return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in state.items()}
 
 
+def check_softmax(config, weight_shape, bias_shape, n_words, softmax_path, vocab_path):
+    """ConversionError unless a softmax W [V, P], b [V] fits the biLM and the vocabulary of `n_words` lines."""
+    if len(weight_shape) != 2 or tuple(bias_shape) != (weight_shape[0],):
+        raise ConversionError(f"{softmax_path}: softmax/W must be [vocabulary, projection] and softmax/b "
+                              f"[vocabulary], got {tuple(weight_shape)} and {tuple(bias_shape)}")
+    if weight_shape[1] != config.projection_dim:
+        raise ConversionError(f"{softmax_path}: softmax/W has {weight_shape[1]} columns, the biLM's projection "
+                              f"size is {config.projection_dim} (a softmax of another model?)")
+    if weight_shape[0] != n_words:
+        raise ConversionError(f"{vocab_path} has {n_words:,} lines but {softmax_path}'s softmax/W has "
+                              f"{weight_shape[0]:,} rows: the vocabulary must be the softmax's, one word a line")
+
+
 def read_softmax(config, softmax_path, vocab_path):
     """The published softmax and its vocabulary, checked against each other and the biLM: (W [V, P], b [V], words),
     or ConversionError naming the problem."""
@@ -228,15 +284,7 @@ def read_softmax(config, softmax_path, vocab_path):
             raise ConversionError(f"{softmax_path} lacks the datasets {missing}: a published softmax file holds the "
                                   "group softmax with W [vocabulary, projection] and b [vocabulary]")
         weight, bias = hdf5["softmax/W"], hdf5["softmax/b"]
-        if weight.ndim != 2 or bias.shape != (weight.shape[0],):
-            raise ConversionError(f"{softmax_path}: softmax/W must be [vocabulary, projection] and softmax/b "
-                                  f"[vocabulary], got {weight.shape} and {bias.shape}")
-        if weight.shape[1] != config.projection_dim:
-            raise ConversionError(f"{softmax_path}: softmax/W has {weight.shape[1]} columns, the biLM's projection "
-                                  f"size is {config.projection_dim} (a softmax of another model?)")
-        if weight.shape[0] != len(words):
-            raise ConversionError(f"{vocab_path} has {len(words):,} lines but {softmax_path}'s softmax/W has "
-                                  f"{weight.shape[0]:,} rows: the vocabulary must be the softmax's, one word a line")
+        check_softmax(config, weight.shape, bias.shape, len(words), softmax_path, vocab_path)
         weight, bias = np.asarray(weight[...], dtype=np.float32), np.asarray(bias[...], dtype=np.float32)
     if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
         raise ConversionError(f"{softmax_path} holds NaN or infinite values (corrupt file?)")
@@ -245,17 +293,27 @@ def read_softmax(config, softmax_path, vocab_path):
 
 def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):
     """Build an ElmoModel (and its tokenizer) holding the original weights; with `softmax_path` and `vocab_path`,
-    an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary)."""
+    an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary). Without
+    `options_path` the architecture comes from the dataset shapes (`options_from_shapes`)."""
     if (softmax_path is None) != (vocab_path is None):
         raise ConversionError(
             "give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words"
         )
+    options = options_path if options_path is not None else options_from_shapes(
+        {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): shape
+         for name, shape in hdf5_shapes(weights_path).items()}, weights_path)
     try:
-        config = config_from_options(options_path, **config_kwargs)
+        config = config_from_options(options, **config_kwargs)
     except (OSError, ValueError) as e:
         raise ConversionError(f"invalid options {options_path}: {e}") from e
     softmax = None if softmax_path is None else read_softmax(config, softmax_path, vocab_path)
     state = to_state_dict(config, read_weights(config, weights_path))  # checked against the options first
+    return build_model(config, state, softmax, vocab_path)
+
+
+def build_model(config, state, softmax=None, vocab_path=None):
+    """The converted model and its tokenizer from a state dict of `to_state_dict` (plus any scalar mix): ElmoModel,
+    or with `softmax` = (W, b, words) read from `vocab_path` the language model."""
     if softmax is None:
         model = ElmoModel(config)
         tokenizer = ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
@@ -269,7 +327,7 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
         state = {f"elmo.{name}": value for name, value in state.items()}
         state["lm_softmax.weight"], state["lm_softmax.bias"] = torch.from_numpy(weight), torch.from_numpy(bias)
     missing, unexpected = model.load_state_dict(state, strict=False)
-    # Only the scalar mixes are new (not part of the biLM file): they keep their initialisation.
+    # Only scalar mixes the source lacks (all but TF-Hub's) are new: they keep their initialisation.
     if unexpected or any("scalar_mixes." not in name for name in missing):
         raise ConversionError(f"internal mapping error: missing {missing}, unexpected {unexpected}")
     return model.eval(), tokenizer

@@ -1,0 +1,278 @@
+"""Read a TensorFlow checkpoint (the V2 "tensor bundle" format) with NumPy alone: no TensorFlow needed.
+
+A checkpoint PREFIX is two kinds of files:
+
+- `PREFIX.index`: a LevelDB table (SSTable), uncompressed. The file ends with a 48-byte footer (two block handles,
+  metaindex and index, each a pair of varints offset, size; zero padding; the magic 0xdb4775248b80fb57 little-endian).
+  The index block lists the data blocks; every block is a run of prefix-compressed entries (varints shared,
+  unshared, value length; the key's unshared bytes; the value) ending with its restart array, and is followed by a
+  one-byte compression type (0 = none) and a masked crc32c. Keys are tensor names, in order; the empty key holds the
+  `BundleHeaderProto` (num_shards, endianness), every other value a `BundleEntryProto`: dtype (field 1), shape
+  (2: TensorShapeProto, its dims field 2 with size in field 1), shard_id (3), offset (4), size (5), crc32c (6, fixed32,
+  masked), slices (7: a partitioned variable, not supported here).
+- `PREFIX.data-SSSSS-of-NNNNN`: the shards, each tensor's raw bytes (little-endian, row-major) at its offset.
+
+Masked crc32c (LevelDB's rule): rotate the CRC-32C right by 15 bits and add 0xa282ead8. Every tensor read is checked
+against it, so a truncated or damaged shard is an error, never a wrong model.
+"""
+
+import os
+import struct
+
+import numpy as np
+
+from ..errors import ConversionError
+
+TABLE_MAGIC = 0xDB4775248B80FB57
+DTYPES = {1: np.float32, 2: np.float64, 3: np.int32, 4: np.uint8, 5: np.int16, 6: np.int8, 9: np.int64,
+          10: np.bool_, 17: np.uint16, 19: np.float16, 22: np.uint32, 23: np.uint64}  # TensorFlow's DataType enum
+
+
+def _crc32c_table():
+    table = np.zeros(256, np.uint32)
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table[byte] = crc
+    return table
+
+
+_TABLE = _crc32c_table()
+_LANE = 1024  # bytes each lane runs through; the lanes' CRCs are then combined
+
+
+def _shift_matrix(n_bytes):
+    """The GF(2) 32x32 matrix (as 32 column words) that runs a CRC register through `n_bytes` zero bytes."""
+    columns = np.array([1 << b for b in range(32)], np.uint32)
+    for _ in range(n_bytes):
+        columns = (columns >> 8) ^ _TABLE[columns & 0xFF]
+    return columns
+
+
+def _apply(columns, x):
+    out = np.zeros_like(x)
+    for bit in range(32):
+        out ^= columns[bit] * ((x >> np.uint32(bit)) & np.uint32(1))
+    return out
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli) of `data` (bytes), vectorised: many lanes at once, then combined pairwise, since the
+    register without its initial and final inversion is linear."""
+    data = np.frombuffer(data, np.uint8)
+    lanes = 1 << max(0, int(np.ceil(np.log2(max(1, -(-len(data) // _LANE))))))
+    padded = np.zeros(lanes * _LANE, np.uint8)  # leading zeros leave a zero register at zero
+    padded[len(padded) - len(data):] = data
+    blocks = padded.reshape(lanes, _LANE)
+    registers = np.zeros(lanes, np.uint32)
+    for i in range(_LANE):
+        registers = (registers >> np.uint32(8)) ^ _TABLE[(registers ^ blocks[:, i]) & np.uint32(0xFF)]
+    span = _LANE
+    while len(registers) > 1:  # (left, right) -> left run through len(right) zeros, xor right
+        registers = _apply(_shift_matrix_cached(span), registers[0::2]) ^ registers[1::2]
+        span *= 2
+    initial = _apply(_shift_matrix_for_length(len(data)), np.array([0xFFFFFFFF], np.uint32))
+    return int((registers[0] ^ initial[0]) ^ np.uint32(0xFFFFFFFF))
+
+
+_SHIFTS = {}
+
+
+def _shift_matrix_cached(n_bytes):
+    if n_bytes not in _SHIFTS:
+        _SHIFTS[n_bytes] = _shift_matrix(n_bytes) if n_bytes <= _LANE else _compose(_shift_matrix_cached(n_bytes // 2))
+    return _SHIFTS[n_bytes]
+
+
+def _compose(columns):
+    """The matrix applied twice."""
+    return _apply(columns, columns)
+
+
+def _shift_matrix_for_length(n_bytes):
+    """Run through `n_bytes` zeros: compose the power-of-two byte shifts of its binary digits."""
+    result = np.array([1 << b for b in range(32)], np.uint32)
+    power = 1
+    while n_bytes:
+        if n_bytes & 1:
+            result = _apply(_shift_matrix_cached(power), result)
+        n_bytes >>= 1
+        power *= 2
+    return result
+
+
+def unmask(masked):
+    rotated = (masked - 0xA282EAD8) & 0xFFFFFFFF
+    return ((rotated >> 17) | (rotated << 15)) & 0xFFFFFFFF
+
+
+def _varint(buffer, position):
+    result = shift = 0
+    while True:
+        if position >= len(buffer) or shift > 63:
+            raise ValueError("a varint runs past its record")
+        byte = buffer[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, position
+        shift += 7
+
+
+def _fields(message):
+    """The (field number, value) pairs of a protocol-buffer message: ints for varints and fixed32/64, bytes for
+    length-delimited fields."""
+    position = 0
+    while position < len(message):
+        key, position = _varint(message, position)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, position = _varint(message, position)
+        elif wire == 1:
+            value, position = struct.unpack_from("<Q", message, position)[0], position + 8
+        elif wire == 2:
+            size, position = _varint(message, position)
+            value, position = bytes(message[position:position + size]), position + size
+        elif wire == 5:
+            value, position = struct.unpack_from("<I", message, position)[0], position + 4
+        else:
+            raise ValueError(f"unsupported protocol-buffer wire type {wire}")
+        if position > len(message):
+            raise ValueError("a protocol-buffer field runs past its record")
+        yield number, value
+
+
+def _block(table, offset, size):
+    """The (key, value) entries of one table block, its trailer's crc32c checked."""
+    if offset + size + 5 > len(table):
+        raise ValueError("a table block runs past the end of the file")
+    contents = table[offset:offset + size]
+    compression, stored = table[offset + size], struct.unpack_from("<I", table, offset + size + 1)[0]
+    if compression != 0:
+        raise ValueError(f"compressed table block (type {compression}); TensorFlow writes them uncompressed")
+    if unmask(stored) != crc32c(table[offset:offset + size + 1]):
+        raise ValueError("a table block fails its checksum")
+    n_restarts = struct.unpack_from("<I", contents, len(contents) - 4)[0]
+    end = len(contents) - 4 * (n_restarts + 1)
+    position, key = 0, b""
+    while position < end:
+        shared, position = _varint(contents, position)
+        unshared, position = _varint(contents, position)
+        value_size, position = _varint(contents, position)
+        key = key[:shared] + bytes(contents[position:position + unshared])
+        position += unshared
+        yield key, bytes(contents[position:position + value_size])
+        position += value_size
+
+
+def _table(path):
+    with open(path, "rb") as f:
+        table = f.read()
+    if len(table) < 48 or struct.unpack_from("<Q", table, len(table) - 8)[0] != TABLE_MAGIC:
+        raise ValueError("not a TensorFlow checkpoint index (no table footer)")
+    footer = table[-48:]
+    _, position = _varint(footer, 0)  # the metaindex handle (unused)
+    _, position = _varint(footer, position)
+    index_offset, position = _varint(footer, position)
+    index_size, _ = _varint(footer, position)
+    for _, handle in _block(table, index_offset, index_size):
+        offset, position = _varint(handle, 0)
+        size, _ = _varint(handle, position)
+        yield from _block(table, offset, size)
+
+
+class TensorEntry:
+    """Where one tensor lies: dtype, shape, shard, offset, size and masked crc32c (a `BundleEntryProto`)."""
+
+    def __init__(self, record):
+        self.dtype, self.shape, self.shard, self.offset, self.size, self.crc32c = 0, (), 0, 0, 0, 0
+        self.sliced = False
+        for number, value in _fields(record):
+            if number == 1:
+                self.dtype = value
+            elif number == 2:
+                self.shape = tuple(dict(_fields(dim)).get(1, 0) for n, dim in _fields(value) if n == 2)
+            elif number == 3:
+                self.shard = value
+            elif number == 4:
+                self.offset = value
+            elif number == 5:
+                self.size = value
+            elif number == 6:
+                self.crc32c = value
+            elif number == 7:
+                self.sliced = True
+
+
+class Checkpoint:
+    """A checkpoint prefix: `shapes` (name -> shape) of every tensor, `read(name)` -> a checked NumPy array."""
+
+    def __init__(self, prefix):
+        self.prefix = str(prefix)
+        index = f"{self.prefix}.index"
+        try:
+            records = dict(_table(index))
+            header = dict(_fields(records.pop(b"", b"")))
+            self.entries = {key.decode("utf-8"): TensorEntry(value) for key, value in records.items()}
+        except OSError as e:
+            raise ConversionError(f"cannot read the checkpoint index {index}: {e.strerror or e}") from e
+        except (ValueError, struct.error, UnicodeDecodeError) as e:
+            raise ConversionError(f"{index} is not a readable TensorFlow checkpoint index (truncated or corrupt?): "
+                                  f"{e}") from e
+        if header.get(2, 0) != 0:
+            raise ConversionError(f"{index} was written big-endian; only little-endian checkpoints are supported")
+        self.num_shards = header.get(1, 1)
+        self.shapes = {name: entry.shape for name, entry in self.entries.items()}
+
+    def shard_path(self, shard):
+        return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
+
+    def read(self, name):
+        entry = self.entries[name]
+        if entry.sliced or entry.dtype not in DTYPES:
+            raise ConversionError(f"{self.prefix}: tensor {name} is partitioned or of an unsupported type "
+                                  f"(DataType {entry.dtype})")
+        path = self.shard_path(entry.shard)
+        try:
+            with open(path, "rb") as f:
+                f.seek(entry.offset)
+                data = f.read(entry.size)
+        except OSError as e:
+            raise ConversionError(f"cannot read the checkpoint shard {path}: {e.strerror or e}") from e
+        dtype = np.dtype(DTYPES[entry.dtype]).newbyteorder("<")
+        if len(data) != entry.size or entry.size != int(np.prod(entry.shape, dtype=np.int64)) * dtype.itemsize:
+            raise ConversionError(f"{path} holds {len(data):,} of the {entry.size:,} bytes of {name} "
+                                  "(truncated shard?)")
+        if crc32c(data) != unmask(entry.crc32c):
+            raise ConversionError(f"{name} in {path} fails its crc32c check (corrupt or truncated shard)")
+        return np.frombuffer(data, dtype).reshape(entry.shape)
+
+
+def checkpoint_prefix(path):
+    """The checkpoint prefix that `path` names: a prefix itself, or a folder holding one (as its `checkpoint` file
+    names it, by base name since the paths there are the training machine's), or ConversionError."""
+    path = os.fspath(path)
+    if os.path.isfile(f"{path}.index"):
+        return path
+    if not os.path.isdir(path):
+        raise ConversionError(f"{path} is neither a folder nor a checkpoint prefix (no {path}.index)")
+    state = os.path.join(path, "checkpoint")
+    if os.path.isfile(state):
+        with open(state, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model_checkpoint_path":
+                    candidate = os.path.join(path, os.path.basename(value.strip().strip('"')))
+                    if os.path.isfile(f"{candidate}.index"):
+                        return candidate
+                    raise ConversionError(f"{state} names the checkpoint {value.strip()}, but {candidate}.index "
+                                          "is not in the folder: pass the checkpoint prefix itself")
+    indexes = sorted(name[: -len(".index")] for name in os.listdir(path) if name.endswith(".index"))
+    if len(indexes) == 1:
+        return os.path.join(path, indexes[0])
+    if not indexes:
+        raise ConversionError(f"{path} holds no TensorFlow checkpoint (no checkpoint file, no *.index): pass a "
+                              "bilm-tf training folder, a TF-Hub module folder or a checkpoint prefix")
+    raise ConversionError(f"{path} holds several checkpoints ({', '.join(indexes)}) and no checkpoint file saying "
+                          "which: pass the checkpoint prefix itself")
