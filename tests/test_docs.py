@@ -35,8 +35,11 @@ def placeholders(tiny_model_dir, tiny_heads_dir, tmp_path_factory):
 
     efml = tmp_path_factory.mktemp("efml") / "converted"
     assert main(["convert", "elmoformanylangs", str(FIXTURES / "efml-charword" / "model"), "--output", str(efml)]) == 0
+    tfhub = tmp_path_factory.mktemp("tfhub") / "converted"
+    assert main(["convert", "tensorflow", str(FIXTURES / "tensorflow" / "tfhub-2layer"), "--output", str(tfhub)]) == 0
     return {
-        "elmo-original-lm": SHIPPED, "elmo-original": tiny_model_dir, "elmo-zh": efml, "DIR_OR_REPO": tiny_model_dir,
+        "elmo-original-lm": SHIPPED, "elmo-original": tiny_model_dir, "elmo-zh": efml, "elmo-tfhub-3": tfhub,
+        "DIR_OR_REPO": tiny_model_dir,
         "path/to/elmo": tiny_model_dir, "FOLDER_OR_REPO": tiny_heads_dir / "token",
         "POS_FOLDER": tiny_heads_dir / "token", "POLARITY_FOLDER": tiny_heads_dir / "sequence",
     }
