@@ -171,11 +171,15 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
         self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
         self.config = config
-        self.int8_gemms = None  # set by `quantize_lstm_int8`, which drops the float weights above
+        self.gemms = FloatGemms(self)  # chosen once: `quantize_lstm_int8` replaces it
+
+    @property
+    def quantized(self):
+        return isinstance(self.gemms, Int8Gemms)
 
     def quantize_lstm_int8(self):
         """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
-        self.int8_gemms = Int8Gemms.from_layer(self)
+        self.gemms = Int8Gemms.from_layer(self)
         del self.input_weight, self.state_weight, self.bias, self.projection_weight
 
     def forward(self, inputs, batch_sizes, state=None):
@@ -188,6 +192,15 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         Finished sentences leave the batch, so padded steps are never computed. In bf16/fp16 the cell state is
         kept in float32: it accumulates over all steps, the GEMMs do not.
         """
+        if self.quantized:  # inference only, and without autograd whether or not the caller turned it off
+            if self.training:
+                raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model "
+                                   "without quantization_config to train it")
+            with torch.no_grad():
+                return self._recurrence(inputs, batch_sizes, state)
+        return self._recurrence(inputs, batch_sizes, state)
+
+    def _recurrence(self, inputs, batch_sizes, state):
         _, batch, steps, _ = inputs.shape
         hidden, proj, cell_clip, proj_clip = (self.config.lstm_dim, self.config.projection_dim, self.config.cell_clip,
                                               self.config.proj_clip)
@@ -196,10 +209,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
         else:
             h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
-        if self.int8_gemms is not None and self.training:
-            raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
-                               "quantization_config to train it")
-        gemms = self.int8_gemms or FloatGemms(self)
+        gemms = self.gemms
         cell = lstm_cell if torch.is_grad_enabled() else inplace_lstm_cell
         block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
