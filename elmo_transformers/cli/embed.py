@@ -7,7 +7,7 @@ import sys
 
 from ..embedding import embed_file as embed_file_module
 from ..embedding.embed_file import DTYPES, MAX_SENTENCE_WORDS, PartialRun, check_paths, embed_file
-from ..embedding.embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, process_state
+from ..embedding.embedder import DEFAULT_BATCH_SIZE, INT8_QUALITY, ElmoEmbedder, process_state
 from ..models import DEFAULT_MODEL
 
 
@@ -29,7 +29,9 @@ def main(argv=None):
                         help="sentences per forward pass (default 64)")
     parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
                         help="longer lines are embedded in stateful windows of this many words (default 1000)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype (outputs are float32)")
+    parser.add_argument("--dtype", choices=[*DTYPES, "int8"], default="float32",
+                        help="compute dtype (outputs are float32). int8: the biLM's LSTM GEMMs on int8 weights, CPU "
+                             f"only, not for reproducing AllenNLP's numbers; its rule: {INT8_QUALITY}")
     parser.add_argument("--device",
                         help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
@@ -42,7 +44,7 @@ def main(argv=None):
     output = os.path.abspath(args.output)
     try:
         check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
-        embedder = ElmoEmbedder(args.model, device=args.device, dtype=DTYPES[args.dtype])
+        embedder = ElmoEmbedder(args.model, device=args.device, dtype=DTYPES.get(args.dtype, args.dtype))
         embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
                    resume=args.resume, overwrite=args.overwrite)
     except KeyboardInterrupt:

@@ -327,7 +327,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         "input_sha256": fingerprint.hexdigest(),
         "mode": output_format,
         "model": embedder.source,
-        "dtype": str(embedder.model.dtype).removeprefix("torch."),
+        "dtype": ("int8" if getattr(embedder.model, "is_quantized", False)
+                  else str(embedder.model.dtype).removeprefix("torch.")),
         "batch_size": batch_size,
         "max_sentence_words": max_sentence_words,
     }

@@ -15,11 +15,14 @@ from accelerate import PartialState
 from transformers import PreTrainedConfig
 
 from modeling_elmo import ElmoModel, masked_mean
+from quantization_elmo import ElmoInt8Config
 from tokenization_elmo import ElmoTokenizer
 
 from ..models import DEFAULT_MODEL
 
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
+INT8_QUALITY = ("cosine of its vectors to float32's on the default model: median >= 0.999, 1st percentile >= 0.99 "
+                "(tests/test_quantization.py)")
 
 
 def process_state():
@@ -49,7 +52,7 @@ def batch_to_ids(batch):
     return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
 
-def load_elmo(name_or_path, dtype=None):
+def load_elmo(name_or_path, dtype=None, quantization_config=None):
     """ElmoModel from a folder or Hub id, refusing what is not an ELMo biLM instead of running random weights.
 
     A checkpoint of any ELMo head (language model, classifiers) gives its biLM; a missing scalar mix starts as the
@@ -70,6 +73,8 @@ def load_elmo(name_or_path, dtype=None):
         raise ValueError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
                          f"{config.get('model_type')!r}, not 'elmo'")
     kwargs = {} if dtype is None else {"dtype": dtype}
+    if quantization_config is not None:
+        kwargs["quantization_config"] = quantization_config
     try:
         model, info = ElmoModel.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
     except OSError as e:
@@ -87,17 +92,29 @@ class ElmoEmbedder:
     `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate
     picks (cuda, mps, ... else cpu) for a model loaded here, and to where a given model already is; `dtype` (e.g.
     torch.bfloat16) is the compute dtype, outputs stay float32. The model is put in eval mode (no dropout).
+
+    int8 (CPU): `quantization_config=ElmoInt8Config()`, as for `from_pretrained`, or its shorthand `dtype="int8"`
+    (what `elmo-transformers embed --dtype int8` passes); only for a model loaded here, and it runs on the CPU.
+    What int8 keeps is `INT8_QUALITY`.
     """
 
-    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None):
+    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None):
+        if dtype == "int8":
+            dtype, quantization_config = None, ElmoInt8Config()
+        if quantization_config is not None and device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"int8 runs on the CPU, got device={device!r}: leave device out or pass 'cpu'")
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
-            loaded = load_elmo(model, dtype).to(device or process_state().device)
+            loaded = load_elmo(model, dtype, quantization_config)
+            loaded = loaded.to("cpu" if getattr(loaded, "is_quantized", False) else device or process_state().device)
             tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
             model = loaded
         else:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
+            if quantization_config is not None:
+                raise ValueError("int8 is chosen when a model is loaded: pass its folder or Hub id to ElmoEmbedder "
+                                 "with dtype='int8', or load it with from_pretrained(..., quantization_config=...)")
             self.source = model.name_or_path
             model = model.to(device=device, dtype=dtype)
         self.model = model.eval()
