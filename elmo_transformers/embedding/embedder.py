@@ -18,6 +18,7 @@ from modeling_elmo import ElmoModel, masked_mean
 from quantization_elmo import ElmoInt8Config
 from tokenization_elmo import ElmoTokenizer
 
+from ..errors import UserError
 from ..models import DEFAULT_MODEL
 
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
@@ -102,7 +103,7 @@ class ElmoEmbedder:
         if dtype == "int8":
             dtype, quantization_config = None, ElmoInt8Config()
         if quantization_config is not None and device is not None and torch.device(device).type != "cpu":
-            raise ValueError(f"int8 runs on the CPU, got device={device!r}: leave device out or pass 'cpu'")
+            raise UserError(f"int8 runs on the CPU, got device={device!r}: leave device out or pass 'cpu'")
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
             loaded = load_elmo(model, dtype, quantization_config)
@@ -113,7 +114,7 @@ class ElmoEmbedder:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
             if quantization_config is not None:
-                raise ValueError("int8 is chosen when a model is loaded: pass its folder or Hub id to ElmoEmbedder "
+                raise UserError("int8 is chosen when a model is loaded: pass its folder or Hub id to ElmoEmbedder "
                                  "with dtype='int8', or load it with from_pretrained(..., quantization_config=...)")
             self.source = model.name_or_path
             model = model.to(device=device, dtype=dtype)
