@@ -1,15 +1,17 @@
 """ELMo configuration: the fields of the original options.json plus the scalar-mix settings of AllenNLP's `Elmo`."""
 
 import copy
-import json
 import math
 import os
 import shutil
+from dataclasses import field
+from typing import TYPE_CHECKING
 
+import torch
 from transformers import PretrainedConfig
-from transformers.utils import logging
 
-logger = logging.get_logger(__name__)
+if TYPE_CHECKING:  # never run; transformers' remote-code loader copies the relative imports it finds in the source
+    from .pipeline_elmo import ElmoFeatureExtractionPipeline  # noqa: F401
 
 # The model's code: modules at the repository root, installed as top-level modules, and saved into every model
 # folder so that it loads with remote code (pyproject.toml's py-modules names them too; a test checks the two agree).
@@ -120,95 +122,65 @@ class ElmoConfig(PretrainedConfig):
 
     model_type = "elmo"
 
-    def __init__(
-        self,
-        char_embedding_dim=16,
-        filters=None,
-        n_highway=2,
-        activation="relu",
-        n_characters=262,
-        max_characters_per_token=50,
-        lstm_dim=4096,
-        projection_dim=512,
-        n_layers=2,
-        cell_clip=3.0,
-        proj_clip=3.0,
-        use_skip_connections=True,
-        num_output_representations=1,
-        do_layer_norm=False,
-        scalar_mix_parameters=None,
-        dropout=0.5,
-        freeze_bilm=True,
-        task_encoder="linear",
-        task_encoder_dim=128,
-        mix_l2_lambda=0.0,
-        lm_vocab_size=None,
-        lm_n_negative_samples=None,
-        lm_dropout=0.0,
-        char_vocab_size=None,
-        word_vocab_size=None,
-        word_embedding_dim=0,
-        sentence_boundary_ids=None,
-        lstm_gates_block_elements=2**24,
-        **kwargs,
-    ):
-        self.char_embedding_dim = char_embedding_dim
-        filters = DEFAULT_FILTERS if filters is None else filters
-        # Lists of pairs are copied as lists (JSON gives lists, callers tuples); anything else is refused below.
-        self.filters = (
-            [list(f) if isinstance(f, (list, tuple)) else f for f in filters]
-            if isinstance(filters, (list, tuple))
-            else filters
-        )
-        self.n_highway = n_highway
-        self.activation = activation
-        self.n_characters = n_characters
-        self.max_characters_per_token = max_characters_per_token
-        self.lstm_dim = lstm_dim
-        self.projection_dim = projection_dim
-        self.n_layers = n_layers
-        self.cell_clip = cell_clip
-        self.proj_clip = proj_clip
-        self.use_skip_connections = use_skip_connections
-        self.num_output_representations = num_output_representations
-        self.do_layer_norm = do_layer_norm
-        self.scalar_mix_parameters = (
-            list(scalar_mix_parameters) if isinstance(scalar_mix_parameters, (list, tuple)) else scalar_mix_parameters
-        )
-        self.dropout = dropout
-        self.freeze_bilm = freeze_bilm
-        self.task_encoder = task_encoder
-        self.task_encoder_dim = task_encoder_dim
-        self.mix_l2_lambda = mix_l2_lambda
-        self.lm_vocab_size = lm_vocab_size
-        self.lm_n_negative_samples = lm_n_negative_samples
-        self.lm_dropout = lm_dropout
-        self.char_vocab_size = char_vocab_size
-        self.word_vocab_size = word_vocab_size
-        self.word_embedding_dim = word_embedding_dim
-        self.sentence_boundary_ids = sentence_boundary_ids
-        self.lstm_gates_block_elements = lstm_gates_block_elements
+    char_embedding_dim: int = 16
+    filters: list = field(default_factory=lambda: copy.deepcopy(DEFAULT_FILTERS))
+    n_highway: int = 2
+    activation: str = "relu"
+    n_characters: int = 262
+    max_characters_per_token: int = 50
+    lstm_dim: int = 4096
+    projection_dim: int = 512
+    n_layers: int = 2
+    cell_clip: float | None = 3.0
+    proj_clip: float | None = 3.0
+    use_skip_connections: bool = True
+    num_output_representations: int = 1
+    do_layer_norm: bool = False
+    scalar_mix_parameters: list | None = None
+    dropout: float = 0.5
+    freeze_bilm: bool = True
+    task_encoder: str = "linear"
+    task_encoder_dim: int = 128
+    mix_l2_lambda: float = 0.0
+    lm_vocab_size: int | None = None
+    lm_n_negative_samples: int | None = None
+    lm_dropout: float = 0.0
+    char_vocab_size: int | None = None
+    word_vocab_size: int | None = None
+    word_embedding_dim: int = 0
+    sentence_boundary_ids: list | None = None
+    lstm_gates_block_elements: int = 2**24
+
+    def __post_init__(self, **kwargs):
+        # Callers may give tuples where JSON gives lists; the checks below see lists.
+        if isinstance(self.filters, tuple) or (
+            isinstance(self.filters, list) and any(isinstance(f, tuple) for f in self.filters)
+        ):
+            self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in self.filters]
+        if isinstance(self.scalar_mix_parameters, tuple):
+            self.scalar_mix_parameters = list(self.scalar_mix_parameters)
+        # transformers would fail with AttributeError: module 'torch' has no attribute 'banana'
+        for key, value in (("dtype", self.dtype), ("torch_dtype", kwargs.get("torch_dtype"))):
+            if isinstance(value, str) and value != "auto" and not isinstance(getattr(torch, value, None), torch.dtype):
+                raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype (e.g. 'float32', 'bfloat16')")
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
-        super().__init__(**kwargs)
+        super().__post_init__(**kwargs)
         self.validate_elmo()
 
     def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):
         """Save as usual, plus the pipeline module beside the config.
 
         `pipeline(task, model=folder, trust_remote_code=True)` loads the classes of `custom_pipelines` from the
-        folder's pipeline_elmo.py. The module is imported here, on save, not at the top of this file, so that loading
-        a config does not import transformers.pipelines; transformers also fetches every module named in a relative
-        import of this file when it loads it as remote code, so the module travels with the config.
+        folder's pipeline_elmo.py. It is this file's sibling wherever the code lives (installed, a checkout, or
+        transformers' remote-code cache, which copies it because of the import under TYPE_CHECKING at the top): it
+        is copied by path, not imported, so saving a config does not load transformers.pipelines.
         """
         super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)
-        try:
-            from .pipeline_elmo import __file__ as pipeline_file
-        except ImportError:
-            from pipeline_elmo import __file__ as pipeline_file
-        target = os.path.join(save_directory, os.path.basename(pipeline_file))
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline_elmo.py")
+        target = os.path.join(save_directory, "pipeline_elmo.py")
         if not os.path.exists(target):
-            shutil.copyfile(pipeline_file, target)
+            shutil.copyfile(source, target)
 
     @property
     def n_filters(self):
@@ -358,65 +330,6 @@ class ElmoConfig(PretrainedConfig):
                 f"ElmoConfig.sentence_boundary_ids must be the BOS and EOS input rows, two lists of {self.input_width} "
                 f"positive ids, got {rows!r}"
             )
-
-    @classmethod
-    def from_allennlp_options(cls, options, **kwargs):
-        """Build a config from an AllenNLP / bilm-tf `options.json` (a path or the parsed dict).
-
-        Training-only keys (batch_size, n_epochs, ...) are ignored; `kwargs` set the fields options.json lacks
-        (num_output_representations, do_layer_norm, dropout, ...).
-        """
-        if isinstance(options, (str, os.PathLike)):
-            with open(options, encoding="utf-8") as f:
-                try:
-                    options = json.load(f)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{options} is not valid JSON: {e}") from e
-        try:
-            lstm, char_cnn = options["lstm"], options["char_cnn"]
-            fields = dict(
-                char_embedding_dim=char_cnn["embedding"]["dim"],
-                filters=char_cnn["filters"],
-                n_highway=char_cnn["n_highway"],
-                activation=char_cnn.get("activation", "relu"),
-                n_characters=char_cnn.get("n_characters", 262),
-                max_characters_per_token=char_cnn.get("max_characters_per_token", 50),
-                lstm_dim=lstm["dim"],
-                projection_dim=lstm["projection_dim"],
-                n_layers=lstm["n_layers"],
-                cell_clip=lstm.get("cell_clip"),
-                proj_clip=lstm.get("proj_clip"),
-            )
-        except KeyError as e:
-            raise ValueError(f"options are missing the required key {e} (expected the AllenNLP options.json layout)")
-        except (TypeError, AttributeError) as e:
-            raise ValueError(f"options do not have the AllenNLP options.json layout (lstm and char_cnn objects): {e}")
-        if "use_skip_connections" not in lstm:
-            logger.warning("options.json has no lstm.use_skip_connections; using true, as AllenNLP does")
-        fields["use_skip_connections"] = lstm.get("use_skip_connections", True)  # validated: a JSON true or false
-        fields.update(kwargs)
-        return cls(**fields)
-
-    def to_allennlp_options(self):
-        """The options.json dict that describes this model's biLM."""
-        return {
-            "lstm": {
-                "dim": self.lstm_dim,
-                "projection_dim": self.projection_dim,
-                "n_layers": self.n_layers,
-                "cell_clip": self.cell_clip,
-                "proj_clip": self.proj_clip,
-                "use_skip_connections": self.use_skip_connections,
-            },
-            "char_cnn": {
-                "activation": self.activation,
-                "embedding": {"dim": self.char_embedding_dim},
-                "filters": self.filters,
-                "n_highway": self.n_highway,
-                "n_characters": self.n_characters,
-                "max_characters_per_token": self.max_characters_per_token,
-            },
-        }
 
 
 ElmoConfig.register_for_auto_class()

@@ -6,6 +6,7 @@ combine the layers into ELMo vectors. Numerics follow AllenNLP's `Elmo`/`_ElmoBi
 from a zero LSTM state (AllenNLP carries the previous batch's final state).
 """
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -16,15 +17,15 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput, logging
+from transformers.utils import ModelOutput, can_return_tuple, logging
 
 try:  # loaded as remote code, the modules are one package
-    from .configuration_elmo import ElmoConfig
+    from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from .kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
     from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 except ImportError:  # installed with pip, they are top-level modules
-    from configuration_elmo import ElmoConfig
+    from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell
     from quantization_elmo import ElmoInt8Config  # noqa: F401
     from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
@@ -171,11 +172,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
         self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
         self.config = config
-        self.gemms = FloatGemms(self)  # chosen once: `quantize_lstm_int8` replaces it
-
-    @property
-    def quantized(self):
-        return isinstance(self.gemms, Int8Gemms)
+        self.gemms = FloatGemms(self)  # chosen once; `quantize_lstm_int8` puts int8 ones in their place
 
     def quantize_lstm_int8(self):
         """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
@@ -192,23 +189,24 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         Finished sentences leave the batch, so padded steps are never computed. In bf16/fp16 the cell state is
         kept in float32: it accumulates over all steps, the GEMMs do not.
         """
-        if self.quantized:  # inference only, and without autograd whether or not the caller turned it off
-            if self.training:
-                raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model "
-                                   "without quantization_config to train it")
-            with torch.no_grad():
-                return self._recurrence(inputs, batch_sizes, state)
-        return self._recurrence(inputs, batch_sizes, state)
-
-    def _recurrence(self, inputs, batch_sizes, state):
         _, batch, steps, _ = inputs.shape
-        hidden, proj, cell_clip, proj_clip = (self.config.lstm_dim, self.config.projection_dim, self.config.cell_clip,
-                                              self.config.proj_clip)
+        hidden, proj = self.config.lstm_dim, self.config.projection_dim
         cell_dtype = torch.float32 if inputs.dtype in (torch.bfloat16, torch.float16) else inputs.dtype
         if state is None:
             h, c = inputs.new_zeros(2, batch, proj), inputs.new_zeros(2, batch, hidden, dtype=cell_dtype)
         else:
             h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
+        int8 = isinstance(self.gemms, Int8Gemms)
+        if int8 and self.training:
+            raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
+                               "quantization_config to train it")
+        with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
+            return self._recurrence(inputs, batch_sizes, h, c)
+
+    def _recurrence(self, inputs, batch_sizes, h, c):
+        """The time steps of `forward`, from the initial state (h, c)."""
+        batch, steps = inputs.shape[1], inputs.shape[2]
+        proj, cell_clip, proj_clip = self.config.projection_dim, self.config.cell_clip, self.config.proj_clip
         gemms = self.gemms
         cell = lstm_cell if torch.is_grad_enabled() else inplace_lstm_cell
         block = gates_block_steps(self.config, batch)
@@ -428,9 +426,10 @@ class ElmoModel(ElmoPreTrainedModel):
         char_cnn = self.bilm.char_cnn
         return char_cnn.char_embedding if char_cnn.char_embedding is not None else char_cnn.word_embedding
 
-    def _check_inputs(self, input_ids, attention_mask):
-        """Refuses malformed inputs by name; returns the char ids as int64 and the word mask [B, T] (a word counts
-        where its char ids are not all padding and `attention_mask`, if given, is 1)."""
+    def _check_inputs(self, input_ids, attention_mask, lstm_state=None):
+        """Every check of the biLM's inputs, in one place: refuses malformed inputs by name; returns the char ids as
+        int64 and the word mask [B, T] (a word counts where its char ids are not all padding and `attention_mask`,
+        if given, is 1)."""
         chars = self.config.input_width
         if not torch.is_tensor(input_ids):
             raise TypeError(
@@ -475,6 +474,20 @@ class ElmoModel(ElmoPreTrainedModel):
         positions = torch.arange(mask.shape[1], device=mask.device)
         if not torch.equal(mask, positions < mask.sum(dim=1, keepdim=True)):
             raise ValueError("padding must be on the right: every sentence's words must come first, then padding")
+        if lstm_state is not None:
+            batch, P, H = input_ids.shape[0], self.config.projection_dim, self.config.lstm_dim
+            shapes = [(2, batch, P), (2, batch, H)]
+            if not (
+                isinstance(lstm_state, (tuple, list))
+                and len(lstm_state) == self.config.n_layers
+                and all(isinstance(layer, (tuple, list)) and len(layer) == 2 for layer in lstm_state)
+                and all(torch.is_tensor(s) and s.is_floating_point() and tuple(s.shape) == shape
+                        for layer in lstm_state for s, shape in zip(layer, shapes))
+            ):
+                raise ValueError(
+                    f"lstm_state must be the lstm_state output of a previous call of this model on the same number of "
+                    f"texts: {self.config.n_layers} pairs (h {list(shapes[0])}, c {list(shapes[1])}) of float tensors"
+                )
         return input_ids, mask
 
     def _add_sentence_boundaries(self, input_ids, mask):
@@ -515,31 +528,17 @@ class ElmoModel(ElmoPreTrainedModel):
         Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
         `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
         """
-        input_ids, mask = self._check_inputs(input_ids, attention_mask)
+        input_ids, mask = self._check_inputs(input_ids, attention_mask, lstm_state)
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
-        if lstm_state is not None:
-            batch, P, H = input_ids.shape[0], self.config.projection_dim, self.config.lstm_dim
-            shapes = [(2, batch, P), (2, batch, H)]
-            if not (
-                isinstance(lstm_state, (tuple, list))
-                and len(lstm_state) == self.config.n_layers
-                and all(isinstance(layer, (tuple, list)) and len(layer) == 2 for layer in lstm_state)
-                and all(torch.is_tensor(s) and s.is_floating_point() and tuple(s.shape) == shape
-                        for layer in lstm_state for s, shape in zip(layer, shapes))
-            ):
-                raise ValueError(
-                    f"lstm_state must be the lstm_state output of a previous call of this model on the same number of "
-                    f"texts: {self.config.n_layers} pairs (h {list(shapes[0])}, c {list(shapes[1])}) of float tensors"
-                )
         layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
         return layers, final_state, mask, lengths
 
+    @can_return_tuple
     def forward(
         self,
         input_ids,
         attention_mask=None,
         output_hidden_states=None,
-        return_dict=None,
         lstm_state=None,
         return_lstm_state=False,
         output_attentions=None,
@@ -556,8 +555,8 @@ class ElmoModel(ElmoPreTrainedModel):
         output_attentions (`bool`, *optional*): accepted for the common encoder API; ELMo has no attention, so True is
             an error.
         """
-        flags = dict(output_hidden_states=output_hidden_states, return_dict=return_dict,
-                     return_lstm_state=return_lstm_state, output_attentions=output_attentions)
+        flags = dict(output_hidden_states=output_hidden_states, return_lstm_state=return_lstm_state,
+                     output_attentions=output_attentions)
         for name, value in flags.items():
             if value is not None and not isinstance(value, bool):
                 raise TypeError(f"{name} must be True, False or None, got {value!r}")
@@ -566,7 +565,6 @@ class ElmoModel(ElmoPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         layers, final_state, mask, lengths = self.bilm_layers(input_ids, attention_mask, lstm_state)
 
         words = input_ids.shape[1]
@@ -576,14 +574,13 @@ class ElmoModel(ElmoPreTrainedModel):
             self.dropout(mix(layers, boundary_mask)[:, 1 : words + 1] * keep) for mix in self.scalar_mixes
         )
         hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers) if output_hidden_states else None
-        output = ElmoModelOutput(
+        return ElmoModelOutput(
             last_hidden_state=representations[0],
             elmo_representations=representations,
             hidden_states=hidden_states,
             mask=mask,
             lstm_state=tuple(final_state) if return_lstm_state else None,
         )
-        return output if return_dict else output.to_tuple()
 
     def forward_windows(self, input_ids, window_size, **kwargs):
         """Stateful mode for one long text: yields one `ElmoModelOutput` per window of `window_size` words.
@@ -723,24 +720,33 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
     def frozen_modules(self):
         return [self.elmo.scalar_mixes]  # not used by the LM objective
 
+    def check_vocabulary(self, tokenizer):
+        """Raise ValueError unless `tokenizer`'s word vocabulary (vocab.txt) has one word per softmax row: a longer
+        or shorter file loads, then gives ids past the softmax or words the softmax never scored."""
+        if tokenizer.vocab_size != self.config.lm_vocab_size:
+            raise ValueError(
+                f"the tokenizer's word vocabulary has {tokenizer.vocab_size:,} words (vocab.txt) but the language "
+                f"model's softmax has {self.config.lm_vocab_size:,} (lm_vocab_size in config.json): they must be the "
+                "vocabulary the model was trained with; restore that vocab.txt"
+            )
+
     def get_output_embeddings(self):
         return self.lm_softmax
 
-    def forward(self, input_ids, attention_mask=None, labels=None, num_items_in_batch=None, return_dict=None, **kwargs):
+    @can_return_tuple
+    def forward(self, input_ids, attention_mask=None, labels=None, num_items_in_batch=None, **kwargs):
         r"""
         labels (`torch.LongTensor` of shape `(batch, words + 1)`, *optional*):
             Word ids of each sentence's words then `</S>`, -100 after; see the class docstring.
         num_items_in_batch (`int` or `torch.Tensor`, *optional*):
             Predictions per direction in the whole (accumulated) batch, given by Trainer; the loss is divided by it.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         forward_states, backward_states, lengths = self.lm_states(input_ids, attention_mask)
         words = input_ids.shape[1]
         if labels is None:
-            output = ElmoLanguageModelingOutput(
+            return ElmoLanguageModelingOutput(
                 forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states)
             )
-            return output if return_dict else output.to_tuple()
 
         if labels.dim() != 2 or labels.shape != (input_ids.shape[0], words + 1):
             raise ValueError(
@@ -769,7 +775,7 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
             output.forward_perplexity, output.backward_perplexity, output.perplexity = (
                 nll.new_tensor(ppl[k]) for k in ("forward_perplexity", "backward_perplexity", "perplexity")
             )
-        return output if return_dict else output.to_tuple()
+        return output
 
     def lm_states(self, input_ids, attention_mask=None):
         """The top biLM layer where the softmax reads it: forward states [B, words + 1, P] at `<S>, w_0 .. w_{n-1}`
@@ -922,11 +928,11 @@ def check_class_ids(labels, num_labels, shape, layout):
 class ElmoForTokenClassification(ElmoTaskHeadModel):
     """One label per word (ELMo has no sub-words): logits [batch, words, num_labels]; labels -100 are ignored."""
 
-    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+    @can_return_tuple
+    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
         r"""
         labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
         logits = self.classifier(vectors)
         loss = None
@@ -934,8 +940,7 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
             check_class_ids(labels, self.num_labels, mask.shape, "[batch, words]")
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten().long(), ignore_index=-100)
             loss = loss + self.mix_penalty()
-        output = TokenClassifierOutput(loss=loss, logits=logits)
-        return output if return_dict else output.to_tuple()
+        return TokenClassifierOutput(loss=loss, logits=logits)
 
 
 class ElmoForSequenceClassification(ElmoTaskHeadModel):
@@ -943,12 +948,12 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
     vectors (`masked_mean`, TF-Hub ELMo's `default` pooling); an empty sentence gives zeros. `config.problem_type`
     as in transformers: regression (num_labels 1), single- or multi-label classification."""
 
-    def forward(self, input_ids, attention_mask=None, labels=None, return_dict=None, **kwargs):
+    @can_return_tuple
+    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
         r"""
         labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
             num_labels)` multi-hot floats for multi-label classification).
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
         logits = self.classifier(masked_mean(vectors, mask))
         loss = None
@@ -978,14 +983,12 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
                     raise ValueError(f"multi-label labels must be a tensor {list(logits.shape)} of values in [0, 1]")
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             loss = loss + self.mix_penalty()
-        output = SequenceClassifierOutput(loss=loss, logits=logits)
-        return output if return_dict else output.to_tuple()
+        return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
-ElmoModel.register_for_auto_class("AutoModel")
-ElmoForLanguageModeling.register_for_auto_class("AutoModelForPreTraining")
-ElmoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
-ElmoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+for _auto_class, _reference in ELMO_AUTO_MAP.items():  # the one list of which class each Auto class loads
+    if _auto_class != "AutoConfig":
+        globals()[_reference.rsplit(".", 1)[1]].register_for_auto_class(_auto_class)
 
 __all__ = [
     "ElmoForLanguageModeling",

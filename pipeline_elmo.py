@@ -22,8 +22,30 @@ from transformers.pipelines import (FeatureExtractionPipeline, FillMaskPipeline,
                                     TokenClassificationPipeline)
 from transformers.pipelines.token_classification import AggregationStrategy
 
+def code_source(obj):
+    """Where the class of `obj` comes from: a model folder's files (remote code) or the installed package."""
+    remote = type(obj).__module__.startswith("transformers_modules.")
+    return "the model folder's files (trust_remote_code)" if remote else "the installed package"
+
+
 class ElmoCharIdsMixin:
-    """Tokenize to char ids under the key `char_ids` (padded with 0 by the stock collate) and back for the model."""
+    """Tokenize to char ids under the key `char_ids` (padded with 0 by the stock collate) and back for the model.
+
+    A pipeline runs one copy of the ELMo code: with `import elmo_transformers` and `trust_remote_code=True` together,
+    transformers takes the model from the installed package but the pipeline and tokenizer from the folder's files,
+    two versions that may differ. That mix is refused, naming the two ways to load."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        sources = {name: code_source(obj) for name, obj in (("pipeline", self), ("model", self.model),
+                                                            ("tokenizer", self.tokenizer))}
+        if len(set(sources.values())) > 1:
+            mixed = ", ".join(f"the {name} from {source}" for name, source in sources.items())
+            raise ValueError(
+                f"this ELMo pipeline would mix two copies of the code ({mixed}): after `import elmo_transformers` "
+                f"leave out trust_remote_code and pass pipeline_class=elmo_transformers.{type(self).__name__}, or "
+                "use trust_remote_code=True in a process that does not import elmo_transformers"
+            )
 
     def _char_inputs(self, text, **tokenizer_kwargs):
         encoding = self.tokenizer(text, return_tensors="pt", **tokenizer_kwargs)
@@ -128,6 +150,10 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
     word or a list) restricts the candidates to those vocabulary words; `top_k` (default 5) caps the list. `sequence`
     is the input text with the mask replaced by the word; `token` is the word id, `token_str` the word.
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model.check_vocabulary(self.tokenizer)
 
     def _sanitize_parameters(self, top_k=None, targets=None, tokenizer_kwargs=None):
         if tokenizer_kwargs:

@@ -52,6 +52,7 @@ EOS_WORD = "</S>"
 UNK_WORD = "<UNK>"
 # The word the fill-mask pipeline fills (any text would do: LAMA's rule never reads the masked word's characters).
 MASK_WORD = "<mask>"
+PAD_WORD = "<pad>"  # the padding token transformers' collators ask for; ELMo pads with zero rows
 
 # The symbols of an ELMoForManyLangs char.dic / word.dic (the word vocabulary needs only <oov> and <pad>).
 VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
@@ -87,6 +88,10 @@ def read_vocabulary(path):
     begins `</S>`, `<S>`, `<UNK>`). Raises ValueError naming a missing special word or a word listed twice."""
     with open(path, encoding="utf-8") as f:
         words = [line.strip() for line in f]
+    for number, word in enumerate(words, 1):
+        if "\x00" in word:  # UTF-16 without a byte-order mark decodes as UTF-8 with a NUL beside every letter
+            raise ValueError(f"{path}, line {number}: NUL characters in the word; the file is likely UTF-16, not "
+                             "UTF-8: convert it, e.g. with iconv")
     missing = [w for w in (BOS_WORD, EOS_WORD, UNK_WORD) if w not in words]
     if missing:
         raise ValueError(
@@ -115,6 +120,17 @@ def _marker_word(marker, max_chars):
 def sentence_boundary_char_ids(max_chars=50):
     """Shifted char ids of the BOS and EOS words the model adds around each sentence."""
     return _marker_word(BEGINNING_OF_SENTENCE_CHAR, max_chars), _marker_word(END_OF_SENTENCE_CHAR, max_chars)
+
+
+# What transformers' loading passes to __init__ besides options (from_pretrained's bookkeeping, saved configs).
+LOADING_KEYS = frozenset({"name_or_path", "added_tokens_decoder", "auto_map", "backend", "files_loaded", "is_local",
+                          "local_files_only", "tokenizer_file", "processor_class", "special_tokens_map_file",
+                          "tokenizer_class", "model_specific_special_tokens"})
+# transformers' tokenizer options that work here as there; any other option is refused by name, and so are values
+# ElmoTokenizer cannot honour (see __init__).
+BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side", "model_input_names", "verbose",
+                          "extra_special_tokens", "additional_special_tokens", "clean_up_tokenization_spaces",
+                          "split_special_tokens", "chat_template"})
 
 
 # Words whose rows are kept for reuse (the byte rules' LRU cache; the vocabulary rows of each tokenizer).
@@ -181,7 +197,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
     """Character-level tokenizer for ELMo.
 
     `input_ids` has shape [batch, words, max_characters_per_token] and `attention_mask` [batch, words]. Padding and
-    truncation count words (padding is always on the right, as the biLM reads sentences from their first position).
+    truncation count words (padding is always on the right, as the biLM reads sentences from their first position;
+    truncation keeps the first words, the last ones with `truncation_side="left"`). An option this tokenizer would
+    ignore is refused by name (`check_options`).
     An optional word vocabulary (`vocab.txt`, bilm-tf format: one word a line, word id = line number, `<S>`, `</S>`
     and `<UNK>` on any line; see `read_vocabulary`) maps words to ids for language-model targets; the model's inputs
     are always characters. `mask_token` marks the word the fill-mask pipeline fills.
@@ -199,7 +217,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         bos_token=BOS_WORD,
         eos_token=EOS_WORD,
         unk_token=UNK_WORD,
-        pad_token="<pad>",
+        pad_token=PAD_WORD,
         mask_token=MASK_WORD,
         char_vocab_file=None,
         word_vocab_file=None,
@@ -218,8 +236,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self.char_vocab = None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS)
         self.word_vocab = None if word_vocab_file is None else read_dic(word_vocab_file, WORD_VOCAB_SYMBOLS)
         self._rows, self._inverse = {}, {}
-        if kwargs.setdefault("padding_side", "right") != "right":
-            raise ValueError("ElmoTokenizer pads on the right only: the biLM reads each sentence from position 0")
+        self.check_options(kwargs, bos_token=bos_token, eos_token=eos_token, unk_token=unk_token)
         super().__init__(
             vocab_file=vocab_file,
             max_characters_per_token=max_characters_per_token,
@@ -232,6 +249,32 @@ class ElmoTokenizer(PreTrainedTokenizer):
             word_vocab_file=word_vocab_file,
             **kwargs,
         )
+
+    @staticmethod
+    def check_options(kwargs, **special_tokens):
+        """Refuse, by name, an option that would be accepted and then ignored: options of other tokenizers
+        (`do_lower_case`, `strip_accents`, `add_prefix_space`...: the words are the characters of the white-space
+        split, as they are) and values these rules cannot honour. Truncation keeps the first words, or the last with
+        `truncation_side="left"`."""
+        unknown = sorted(set(kwargs) - LOADING_KEYS - BASE_OPTIONS)
+        if unknown:
+            raise ValueError(f"ElmoTokenizer does not take {', '.join(unknown)}: it splits text on white space and "
+                             "keeps every character of each word as it is (no lower-casing, accent stripping or "
+                             "sub-words); leave the option out")
+        fixed = {"bos_token": BOS_WORD, "eos_token": EOS_WORD, "unk_token": UNK_WORD}
+        for name, value in special_tokens.items():
+            if str(value) != fixed[name]:
+                raise ValueError(f"ElmoTokenizer's {name} is {fixed[name]!r} (the character rules and the word "
+                                 f"vocabulary use it), got {str(value)!r:.100}")
+        if kwargs.setdefault("padding_side", "right") != "right":
+            raise ValueError("ElmoTokenizer pads on the right only (padding_side='right'): the biLM reads each "
+                             "sentence from position 0")
+        refused = {"clean_up_tokenization_spaces": False, "split_special_tokens": False,
+                   "model_input_names": ["input_ids", "attention_mask"]}
+        for name, allowed in refused.items():
+            value = kwargs.get(name)
+            if value is not None and (list(value) if isinstance(value, (list, tuple)) else value) != allowed:
+                raise ValueError(f"ElmoTokenizer does not support {name}={value!r:.100} (only {allowed!r})")
 
     # -- word vocabulary (language-model targets) -------------------------------------------------------------
 
@@ -417,6 +460,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             "return_overflowing_tokens": return_overflowing_tokens,
             "return_offsets_mapping": return_offsets_mapping,
             "stride": stride,
+            "split_special_tokens": kwargs.get("split_special_tokens"),  # special words are words like any other
         }
         for name, value in unsupported.items():
             if value:
@@ -427,7 +471,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             raise ValueError(f"max_length must be a non-negative int (words per sentence) or None, got {max_length!r}")
         is_batched, sentences = self._sentences(text, is_split_into_words)
         if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
-            sentences = [words[:max_length] for words in sentences]
+            left = self.truncation_side == "left"
+            sentences = [words[len(words) - max_length :] if left else words[:max_length] for words in sentences]
         encoded = {"input_ids": [[list(self.token_row(w)) for w in s] for s in sentences]}
         if return_length:
             encoded["length"] = [len(s) for s in sentences]
@@ -524,6 +569,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """Char ids back to text (best effort, see `char_ids_to_word`): one word [50] -> a word, one sentence
         [words, 50] -> a space-joined string, a batch [batch, words, 50] -> a list of strings. Padding words are
         skipped; `skip_special_tokens` also drops `<S>` and `</S>`."""
+        if kwargs.get("clean_up_tokenization_spaces"):
+            raise ValueError("ElmoTokenizer does not support clean_up_tokenization_spaces=True: words are joined with "
+                             "one space, as they were split")
         ids = token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids
         self.check_rows(ids, "token_ids")
         if len(ids) and isinstance(ids[0], int):

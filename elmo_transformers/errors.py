@@ -14,3 +14,8 @@ class DataError(UserError):
 
 class ConversionError(UserError):
     """The input cannot be converted, or the output cannot be written."""
+
+
+class ModelError(UserError):
+    """A model name that is neither a usable folder nor a reachable Hub repository, or a folder that is not the
+    kind of ELMo model the command needs."""

@@ -17,6 +17,7 @@ MODEL_FILES = (
     "char.dic",  # ELMoForManyLangs character and word vocabularies
     "word.dic",
     *(f"{module}.py" for module in ELMO_MODULES),
+    "README.md",  # the model card (a preset conversion names its source and licence there)
 )
 
 

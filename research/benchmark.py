@@ -27,6 +27,13 @@ start from zero LSTM states).
 Ceilings: the fast path's FLOPs per batch over the rate of a 2048^3 GEMM in each dtype, and one step's state GEMMs
 timed each way (fp32 bmm, fp32 with MKL-prepacked weights, bf16, int8): what the recurrence waits for at every step.
 
+Corpus (`--corpus-sentences N`, the user's job end to end): N real sentences of 5-120 words (OANC test segments of
+`--pos-data`, in file order) written to a text file, then embedded into HDF5 with all layers, each whole process
+timed (start, imports, loading, embedding, writing): AllenNLP's own way of embedding a file (its
+`ElmoEmbedder.embed_file` rule: file order, batches of 64, `batch_to_ids` + `_ElmoBiLm`, one dataset per sentence,
+run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with its default settings,
+alternating, `--repeats` times; medians, and the peak RSS of each process.
+
 Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
 sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
 
@@ -69,7 +76,7 @@ def converted_model_dir(size, cache):
     """Random original-format weights for `size`, converted once; returns the converted folder."""
     from configuration_elmo import ElmoConfig
     from elmo_transformers.conversion.output import save_atomically
-    from elmo_transformers.conversion.allennlp import convert, write_random_weights
+    from elmo_transformers.conversion.allennlp import convert, options_from_config, write_random_weights
 
     folder = Path(cache) / size
     output = folder / "converted"
@@ -77,7 +84,7 @@ def converted_model_dir(size, cache):
         return output
     folder.mkdir(parents=True, exist_ok=True)
     config = ElmoConfig(**SIZES[size])
-    (folder / "options.json").write_text(json.dumps(config.to_allennlp_options()))
+    (folder / "options.json").write_text(json.dumps(options_from_config(config)))
     write_random_weights(config, folder / "weights.hdf5", seed=0)
     model, tokenizer = convert(folder / "options.json", folder / "weights.hdf5")
     save_atomically(model, tokenizer, output, overwrite=True)
@@ -382,6 +389,41 @@ def step_gemm_ms(batch_size, config, repeats=5):
     return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
 
 
+@torch.no_grad()
+def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
+    """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size`, the
+    pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
+    input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
+    from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
+    from modeling_elmo import ElmoLstmLayer
+
+    torch.manual_seed(0)
+    layer = ElmoLstmLayer(config, config.projection_dim).eval()
+    for weight in (layer.input_weight, layer.state_weight, layer.projection_weight):
+        torch.nn.init.normal_(weight, std=0.02)
+    torch.nn.init.zeros_(layer.bias)
+    if int8:
+        layer.quantize_lstm_int8()
+    gemms = layer.gemms
+    n, P, H = batch_size, config.projection_dim, config.lstm_dim
+    x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1
+    input_gates = gemms.input_gates(x)
+    gates, cell_output = gemms.gates(input_gates, 0, h), torch.randn(2, n, H) * 0.1
+    pieces = {
+        "input GEMM (per step)": lambda: gemms.input_gates(x),
+        "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
+        "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
+        "  (gates copy, not in a step)": lambda: gates.clone(),
+        "projection GEMMs": lambda: gemms.project(cell_output),
+        "projection clip": lambda: h.clamp(-3, 3),
+    }
+    times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
+    times["input GEMM (per step)"] /= steps
+    times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
+    assert isinstance(gemms, Int8Gemms if int8 else FloatGemms)
+    return times
+
+
 def median_seconds(fn, repeats):
     """Median wall time of `repeats` calls of `fn` after one warm-up call."""
     fn()
@@ -480,6 +522,88 @@ def int8_quality(args):
           f"({100 * (accuracy['int8'] - accuracy['fp32']):+.2f} points)", flush=True)
 
 
+def corpus_file(args, out_dir):
+    """The first `--corpus-sentences` OANC test segments of 5-120 words, one sentence a line; returns its path."""
+    segments = [words for words, _ in conll(args.pos_data / "test.conll") if 5 <= len(words) <= 120]
+    chosen = segments[: args.corpus_sentences]
+    path = out_dir / f"corpus-{len(chosen)}.txt"
+    path.write_text("".join(" ".join(words) + "\n" for words in chosen), encoding="utf-8")
+    return path, sum(map(len, chosen)), len(chosen)
+
+
+def allennlp_embed_file_worker(args):
+    """AllenNLP's `ElmoEmbedder.embed_file` rule with its 2.x modules (the command itself left AllenNLP in 1.0):
+    the file's sentences in order, batches of 64, `batch_to_ids` + `_ElmoBiLm` (the biLM layers without the
+    boundary positions), one HDF5 dataset per sentence [layers, words, 2P] and `sentence_to_index`."""
+    import h5py
+    from allennlp.modules.elmo import _ElmoBiLm, batch_to_ids
+
+    folder = Path(args.cache) / args.size
+    bilm = _ElmoBiLm(str(folder / "options.json"), str(folder / "weights.hdf5"), requires_grad=False).eval()
+    lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
+    with h5py.File(args.output, "w") as f, torch.no_grad():
+        for start in range(0, len(lines), 64):
+            batch = [line.split() for line in lines[start : start + 64]]
+            out = bilm(batch_to_ids(batch))
+            layers = torch.stack([layer[:, 1:-1] for layer in out["activations"]], dim=1)  # without <S>, </S>
+            for i, words in enumerate(batch):
+                f.create_dataset(str(start + i), data=layers[i, :, : len(words)].numpy())
+        f.create_dataset("sentence_to_index", data=[json.dumps({line: str(i) for i, line in enumerate(lines)})])
+
+
+def timed_process(command, env=None):
+    """(wall seconds, peak RSS MB) of a whole process; it must succeed."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        sys.exit(f"{' '.join(map(str, command))} failed:\n{process.stderr.read()}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def corpus_benchmark(args, out_dir):
+    """The whole-process corpus comparison (see the module docstring); prints a table."""
+    corpus, words, n = corpus_file(args, out_dir)
+    model = converted_model_dir(args.size, args.cache)
+    names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+    pythons = {f"allennlp{i}": python for i, python in enumerate(args.allennlp_python)}
+    outputs = {name: out_dir / f"corpus-{name}.hdf5" for name in [*pythons, *args.dtypes]}
+    runs = {name: [python, __file__, "--worker", "--impl", f"allennlp-file-{name}", "--size", args.size, "--cache",
+                   str(args.cache), "--corpus", str(corpus), "--output", str(outputs[name]), "--threads",
+                   str(args.threads)]
+            for name, python in pythons.items()}
+    for dtype in args.dtypes:
+        runs[dtype] = [sys.executable, "-m", "elmo_transformers", "embed", str(corpus), str(outputs[dtype]), "--all",
+                       "--overwrite", "--model", str(model), "--dtype", names[dtype]]
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1")
+    timings = {name: [] for name in runs}
+    for _ in range(args.repeats):  # alternating, so that every command sees the same load
+        for name, command in runs.items():
+            timings[name].append(timed_process(command, env))
+    seconds = {name: statistics.median(s for s, _ in runs_) for name, runs_ in timings.items()}
+    rss = {name: max(m for _, m in runs_) for name, runs_ in timings.items()}
+    print(f"\nCorpus: {n} OANC test sentences ({words} words, 5-120 a sentence) to HDF5 with all layers, whole "
+          f"process, median of {args.repeats}:")
+    base = [name for name in runs if name.startswith("allennlp")]
+    print("| run | seconds | words/s | peak RSS MB | " + " | ".join(f"x {b}" for b in base) + " |")
+    print("|---" * (4 + len(base)) + "|")
+    for name in runs:
+        ratios = " | ".join(f"{seconds[b] / seconds[name]:.2f}x" for b in base)
+        print(f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {rss[name]:.0f} | {ratios} |",
+              flush=True)
+    if base and "fp32" in runs:
+        import h5py
+
+        # AllenNLP's biLM carries each batch's final LSTM state into the next batch: only its first batch of 64
+        # starts from zeros, as every one of ours does, so only that batch can be compared.
+        with h5py.File(outputs["fp32"]) as ours, h5py.File(outputs[base[0]]) as theirs:
+            diff = max(float(np.abs(ours[str(i)][()] - theirs[str(i)][()]).max()) for i in range(min(n, 64)))
+        print(f"fp32 vs {base[0]}, first batch (AllenNLP's only one from a zero state): max abs diff over every "
+              f"layer {diff:.1e}")
+
+
 def cpu_name():
     with open("/proc/cpuinfo") as f:
         return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
@@ -507,15 +631,23 @@ def main():
     parser.add_argument("--quality-sentences", type=int, default=500)
     parser.add_argument("--pos-data", type=Path, default=Path("/work/shared/data/labeled/pos-oanc"))
     parser.add_argument("--pos-train-segments", type=int, default=3000)
+    parser.add_argument("--step-profile", action="store_true",
+                        help="also time each piece of one recurrence step (fp32 and int8) at each batch size")
+    parser.add_argument("--step-profile-batches", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--corpus-sentences", type=int, default=0,
+                        help="also time the corpus job end to end with this many OANC sentences (e.g. 800)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--impl", help=argparse.SUPPRESS)  # speed, baseline, fast, train, windows, allennlp<i>
     parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.dtypes = ["fp32"] + [d for d in args.dtypes if d != "fp32"]
     torch.set_num_threads(args.threads)
     if args.worker:
         args.batch_size = args.batch_sizes[0]  # the number of words for --impl windows
+        if args.impl.startswith("allennlp-file"):
+            return allennlp_embed_file_worker(args)
         return allennlp_worker(args) if args.impl.startswith("allennlp") else worker(args)
 
     converted_model_dir(args.size, args.cache)
@@ -587,6 +719,19 @@ def main():
         print("| batch | " + " | ".join(names) + " |\n" + "|---" * (1 + len(names)) + "|")
         for batch_size, row in rows.items():
             print(f"| {batch_size} | " + " | ".join(f"{row[n]:.2f}" for n in names) + " |", flush=True)
+    if args.step_profile:
+        from configuration_elmo import ElmoConfig
+
+        config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
+        print(f"\nOne recurrence step of one biLM layer, both directions, {args.threads} threads, median ms:")
+        rows = {(b, kind): step_profile_ms(b, config, kind == "int8") for b in args.step_profile_batches
+                for kind in ("fp32", "int8")}
+        names = list(next(iter(rows.values())))
+        print("| batch | dtype | " + " | ".join(names) + " |\n" + "|---" * (2 + len(names)) + "|")
+        for (b, kind), row in rows.items():
+            print(f"| {b} | {kind} | " + " | ".join(f"{row[name]:.3f}" for name in names) + " |", flush=True)
+    if args.corpus_sentences:
+        corpus_benchmark(args, out_dir)
     if args.quality_model and str(args.quality_model) not in ("", "."):
         int8_quality(args)
     if args.train_batch_size:

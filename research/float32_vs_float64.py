@@ -23,7 +23,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from configuration_elmo import ElmoConfig  # noqa: E402
-from elmo_transformers.conversion.allennlp import convert, to_state_dict, write_random_weights  # noqa: E402
+from elmo_transformers.conversion.allennlp import (convert, options_from_config, to_state_dict,  # noqa: E402
+                                                   write_random_weights)
 from reference_elmo import load_hdf5, reference_sentence  # noqa: E402
 
 ALLENNLP = """
@@ -60,11 +61,11 @@ def main():
     folder = tempfile.mkdtemp(prefix="elmo-f32-")
     options, weights = os.path.join(folder, "options.json"), os.path.join(folder, "weights.hdf5")
     with open(options, "w") as f:
-        json.dump(config.to_allennlp_options(), f)
+        json.dump(options_from_config(config), f)
     write_random_weights(config, weights, scale=args.scale)
     sentences = sentences_of(args.lengths)
     model, tokenizer = convert(options, weights)
-    arrays, options_dict = load_hdf5(weights), config.to_allennlp_options()
+    arrays, options_dict = load_hdf5(weights), options_from_config(config)
     # The float64 port gets the file's values converted in float64 (the converter's float32 state dict rounds the
     # forget bias + 1 to float32, which alone moves the float64 outputs by about 1e-9).
     exact = to_state_dict(config, arrays)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, command, command_env
 
-from configuration_elmo import ElmoConfig
 
 TINY = FIXTURES / "allennlp-tiny"
 
@@ -158,9 +157,6 @@ def test_n_characters_261_and_262_give_the_same_model(tmp_path):
         assert np.array_equal(pa.numpy(), pb.numpy()), name
 
 
-def test_round_trip_through_options(tmp_path):
-    config = ElmoConfig.from_allennlp_options(TINY / "options.json")
-    assert ElmoConfig.from_allennlp_options(config.to_allennlp_options()).to_dict() == config.to_dict()
 
 
 # -- the output folder: nothing the converter did not write is ever replaced or deleted (conversion/output.py) --
@@ -253,17 +249,6 @@ def test_options_of_the_wrong_type_are_refused(tmp_path, change, fragment):
     result = run_converter(path, TINY / "weights.hdf5", tmp_path / "out")
     assert_fails_cleanly(result, tmp_path / "out", "invalid options", fragment)
     assert len(result.stderr.strip().splitlines()) == 1
-
-
-@pytest.mark.parametrize(
-    "field, value",
-    [("use_skip_connections", "false"), ("do_layer_norm", 0), ("cell_clip", float("nan")),
-     ("proj_clip", float("-inf")), ("mix_l2_lambda", float("nan")), ("scalar_mix_parameters", [0.0, float("nan"), 0.0]),
-     ("scalar_mix_parameters", ["1", 0, 0]), ("filters", 5), ("filters", [[1, 2, 3]]), ("dropout", float("nan"))],
-)
-def test_config_refuses_wrong_types_and_non_finite_numbers(field, value):
-    with pytest.raises(ValueError, match=field):
-        ElmoConfig(**{field: value})
 
 
 def make_output_problem(tmp_path, kind):

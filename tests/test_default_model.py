@@ -81,8 +81,33 @@ def test_default_model_code_is_the_repository_code():
 
 
 def test_the_installed_modules_are_the_model_modules():
-    """pyproject.toml installs the root modules as top-level modules: the same list as ELMO_MODULES."""
+    """pyproject.toml installs the root modules as top-level modules: the same list as ELMO_MODULES, and the console
+    entry point (outside the package so that --help does not wait for its import)."""
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert tuple(project["tool"]["setuptools"]["py-modules"]) == ELMO_MODULES
+    assert tuple(project["tool"]["setuptools"]["py-modules"]) == (*ELMO_MODULES, "elmo_transformers_cli")
+    assert project["project"]["scripts"] == {"elmo-transformers": "elmo_transformers_cli:main"}
+
+
+@pytest.mark.parametrize("dtype", [None, "bfloat16"])
+def test_save_pretrained_keeps_the_loaded_dtype(tmp_path, dtype):
+    """transformers' rule, as documented in the README: the shipped bf16 weights load as config.json's dtype
+    (float32) and save_pretrained writes what was loaded, the same values (bf16 widens to float32 exactly); loaded
+    with dtype=torch.bfloat16 it writes bf16 weights identical to the shipped ones, and the config says so."""
+    import torch
+    from safetensors import safe_open
+
+    from modeling_elmo import ElmoForLanguageModeling
+
+    kwargs = {"dtype": getattr(torch, dtype)} if dtype else {}
+    ElmoForLanguageModeling.from_pretrained(MODEL, **kwargs).save_pretrained(tmp_path)
+    want = dtype or "float32"
+    assert json.loads((tmp_path / "config.json").read_text())["dtype"] == want
+    with safe_open(MODEL / "model.safetensors", "pt") as shipped, \
+            safe_open(tmp_path / "model.safetensors", "pt") as saved:
+        assert sorted(saved.keys()) == sorted(shipped.keys())
+        for key in shipped.keys():
+            tensor = saved.get_tensor(key)
+            assert tensor.dtype == getattr(torch, want), key
+            assert torch.equal(tensor.float(), shipped.get_tensor(key).float()), key

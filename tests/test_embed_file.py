@@ -1,6 +1,8 @@
 """elmo_transformers.embedding.embed_file (`elmo-transformers embed`, ElmoEmbedder.embed_file): the `allennlp elmo`
 HDF5 layout, checked against AllenNLP's own fixture outputs, and off the happy path."""
 
+import contextlib
+import io
 import json
 import resource
 import shutil
@@ -17,9 +19,12 @@ import torch
 from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
-from elmo_transformers.embedding import embed_file as embed_file_module
-from elmo_transformers.cli import embed as embed_command
+from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
+from elmo_transformers.embedding import embed_file as embed_file_module
+from elmo_transformers.embedding import embedder as embedder_module
+from elmo_transformers import output_paths
+from elmo_transformers.errors import UserError
 
 
 @pytest.fixture
@@ -85,18 +90,22 @@ def test_blank_lines_and_a_1000_character_token(tmp_path, tiny, tiny_model_dir):
 
 def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     output = embed(tmp_path, tiny_model_dir, ["a b"], "--top")
-    with pytest.raises(SystemExit, match="exists"):
+    with pytest.raises(UserError, match="exists"):
         main([str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--top"])
     os.makedirs(str(output) + "2.partial")
     with open(str(output) + "2.partial/run.json", "w") as f:
         f.write("{}")
-    with pytest.raises(SystemExit, match="--resume"):
+    with pytest.raises(UserError, match="--resume"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
-    with pytest.raises(SystemExit, match="started with input_sha256=None"):
+    with pytest.raises(UserError, match="started with input_sha256=None"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
-    with pytest.raises(SystemExit, match="latin1.txt is not UTF-8"):
+    with pytest.raises(UserError, match=r"latin1.txt: not UTF-8 text \(byte 0xe9\)"):
         main([str(tmp_path / "latin1.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    (tmp_path / "utf16.txt").write_bytes("a b\n".encode("utf-16-le"))  # no byte-order mark: decodes as UTF-8
+    with pytest.raises(UserError, match=r"utf16.txt, line 1: NUL characters .* likely UTF-16LE"):
+        main([str(tmp_path / "utf16.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    assert not (tmp_path / "x.hdf5").exists() and not (tmp_path / "x.hdf5.partial").exists()
 
 
 @pytest.mark.slow
@@ -126,7 +135,7 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     assert not output.exists(), "a killed run must not leave a complete-looking output"
     assert 3 <= len(list(partial.glob("shard-*.npz"))) < 300
 
-    with pytest.raises(SystemExit, match="--resume"):
+    with pytest.raises(UserError, match="--resume"):
         main(args)
     assert main([*args, "--resume"]) == 0
     assert not partial.exists()
@@ -157,7 +166,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
             assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
             time.sleep(0.01)
         for extra in ([], ["--resume"], ["--overwrite"]):
-            with pytest.raises(SystemExit, match=rf"out.hdf5 is being written by process {first.pid} on "):
+            with pytest.raises(UserError, match=rf"out.hdf5 is being written by process {first.pid} on "):
                 main([*args, *extra])
         shards = set(tmp_path.glob("out.hdf5.partial/shard-*.npz"))
         assert first.poll() is None and shards, "the first run goes on"
@@ -166,7 +175,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
         first.wait()
         first.stderr.close()
     assert (tmp_path / "out.hdf5.partial.owner").exists()  # left by kill -9: the process is gone, so it is stale
-    with pytest.raises(SystemExit, match="interrupted run: pass --resume"):
+    with pytest.raises(UserError, match="interrupted run: pass --resume"):
         main(args)
 
 
@@ -235,11 +244,32 @@ def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, m
     interrupt_after(monkeypatch, "add_batch", 2)
     assert main(args) == 130
     monkeypatch.undo()
-    with pytest.raises(SystemExit, match="started with batch_size=2, now batch_size=3"):
+    with pytest.raises(UserError, match="started with batch_size=2, now batch_size=3"):
         main([*args, "--resume", "--batch-size", "3"])
-    with pytest.raises(SystemExit, match="started with max_sentence_words=1000, now max_sentence_words=5"):
+    with pytest.raises(UserError, match="started with max_sentence_words=1000, now max_sentence_words=5"):
         main([*args, "--resume", "--max-sentence-words", "5"])
     assert main([*args, "--resume"]) == 0
+
+
+@pytest.mark.slow
+def test_resume_refuses_other_weights_at_the_same_path(tmp_path, tiny, tiny_model_dir, monkeypatch):
+    """The folder --model names is the same path, but its weights changed between the runs."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    lines = [" ".join(["w"] * n) for n in range(1, 13)]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), "--top", "--batch-size", "2"]
+    interrupt_after(monkeypatch, "add_batch", 2)
+    assert main(args) == 130
+    monkeypatch.undo()
+    model, _ = tiny
+    changed = type(model).from_pretrained(model_dir)
+    with torch.no_grad():
+        next(changed.parameters()).add_(0.01)
+    changed.save_pretrained(model_dir)
+    with pytest.raises(UserError, match="started with weights_sha256="):
+        main([*args, "--resume"])
+    assert (tmp_path / "out.hdf5.partial").is_dir() and not (tmp_path / "out.hdf5").exists()
 
 
 def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path, tiny_model_dir):
@@ -260,14 +290,16 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad path was found")
 
-    monkeypatch.setattr(embed_command, "ElmoEmbedder", refuse)
+    monkeypatch.setattr(embedder_module, "ElmoEmbedder", refuse)
 
 
 def one_line_error(args):
-    with pytest.raises(SystemExit) as raised:
-        main(args)
-    message = str(raised.value.code)
-    assert message.startswith("error: ") and "\n" not in message and "Traceback" not in message
+    """The stderr of `elmo-transformers embed ARGS`, which must fail with one line `error: ...`, exit 1."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli_main(["embed", *args]) == 1
+    message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
+    assert message.startswith("error: ") and "Traceback" not in err.getvalue()
     return message
 
 
@@ -279,7 +311,7 @@ def test_bad_paths_are_found_before_the_work(tmp_path, tiny_model_dir, no_model_
     model = ["--model", str(tiny_model_dir), "--top"]
     for overwrite in ([], ["--overwrite"]):
         message = one_line_error([str(source), str(tmp_path / "a-folder"), *model, *overwrite])
-        assert "is a folder: give the path of the HDF5 file" in message
+        assert "is a folder: give the path of the file to write" in message
     assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "a-file" / "out.hdf5"), *model])
     assert "is not an existing folder" in one_line_error([str(source), str(tmp_path / "no" / "out.hdf5"), *model])
     missing = one_line_error([str(tmp_path / "missing.txt"), str(tmp_path / "out.hdf5"), *model])
@@ -296,16 +328,17 @@ def test_unwritable_output_folder_is_found_before_the_work(tmp_path, tiny_model_
     def refuse(dir):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(embed_file_module.tempfile, "TemporaryFile", refuse)
+    monkeypatch.setattr(output_paths.tempfile, "TemporaryFile", refuse)
     message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == f"error: cannot write into {tmp_path}: Permission denied"
+    assert message == f"error: cannot write the output into {tmp_path}: Permission denied"
 
 
-def test_bad_model_is_one_line_and_leaves_nothing(tmp_path):
+def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
-    message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"])
-    assert "cannot load an ELMo model from" in message
+    assert cli_main(["embed", str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"]) == 1
+    assert capsys.readouterr().err == f"error: --model {tmp_path / 'nope'}: no such folder, and not a Hub repo id " \
+                                      "(NAME or OWNER/NAME)\n"
     assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path),
                                                    "--top"])
     assert not list(tmp_path.glob("*.partial"))
@@ -394,3 +427,45 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
     assert got_index == want_index and got.keys() == want.keys() and len(got) == 300
     for key in want:
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
+def test_assembly_shows_its_progress(tmp_path, tiny_model_dir, capsys):
+    """The HDF5 file of a large input takes minutes to write after the embedding bar ends: it has a bar of its own,
+    counting batches' lines and long lines alike."""
+    lines = lines_for_assembly()[:130] + [" ".join(["w"] * 40)]
+    embed(tmp_path, tiny_model_dir, lines, "--top", "--max-sentence-words", "16")
+    err = capsys.readouterr().err.replace("\r", "\n")
+    bars = [part for part in err.splitlines() if part.startswith("writing HDF5")]
+    assert bars and "131/131" in bars[-1], bars[-1:]
+
+
+def peak_rss_mb(args):
+    """Peak resident memory (MB) of the largest process of `elmo-transformers ARGS` (the HDF5 writer included)."""
+    code = ("import resource, subprocess, sys\n"
+            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "assert done.returncode == 0, done.stderr[-2000:]\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+    done = subprocess.run([sys.executable, "-c", code, *command(*args)], env=command_env(OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.slow
+def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model_dir):
+    """The documented rule for one long line: the model's memory does not grow with it (windows), the text is held
+    (up to about 4 bytes of memory for each byte of input) and stored once more in sentence_to_index."""
+    sizes, peaks, outputs = [1, 41], [], []
+    for megabytes in sizes:
+        word = "x" * 10_000  # long words: few windows, so the text, not the model, is what grows
+        source = tmp_path / f"{megabytes}.txt"
+        source.write_text(" ".join([word] * (megabytes * 100)) + "\nshort line .\n")
+        output = tmp_path / f"{megabytes}.hdf5"
+        peaks.append(peak_rss_mb(["embed", source, output, "--model", tiny_model_dir, "--top"]))
+        outputs.append(output.stat().st_size / 1e6)
+        with h5py.File(output) as f:
+            assert json.loads(f["sentence_to_index"][0]) == {source.read_text().splitlines()[0]: "0",
+                                                             "short line .": "1"}
+    text_growth = (sizes[1] - sizes[0]) * 1.0001  # MB of text added
+    assert peaks[1] - peaks[0] <= 5 * text_growth, (sizes, peaks)
+    assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import FIXTURE_NAMES, FIXTURES, load_fixture
 from tolerance import assert_close_to_reference
-from elmo_transformers.conversion.allennlp import convert, write_random_weights
+from elmo_transformers.conversion.allennlp import convert, options_from_config, write_random_weights
 from reference_elmo import load_hdf5, reference_sentence
 
 from configuration_elmo import ElmoConfig
@@ -83,7 +83,7 @@ def test_variants_match_numpy_reference(tmp_path, variant):
     fields = dict(char_embedding_dim=4, filters=[[1, 4], [2, 8], [3, 16]], n_highway=1, lstm_dim=16,
                   projection_dim=8, n_layers=2, cell_clip=3.0, proj_clip=3.0)
     fields.update(settings)
-    options = ElmoConfig(**fields).to_allennlp_options()
+    options = options_from_config(ElmoConfig(**fields))
     (tmp_path / "options.json").write_text(json.dumps(options))
     write_random_weights(ElmoConfig(**fields), tmp_path / "weights.hdf5", seed=7, scale=3.0, flat=flat)
 
@@ -120,7 +120,7 @@ def test_original_size_in_float64_equals_the_float64_reference():
     enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
         layers = torch.stack(model(**enc, output_hidden_states=True).hidden_states).numpy()
-    options = config.to_allennlp_options()
+    options = options_from_config(config)
     for i, words in enumerate(sentences):
         reference = reference_sentence(arrays, options, enc["input_ids"][i, : len(words)].numpy())
         assert np.abs(reference[1:]).max() > 2.9  # the clipped range is reached

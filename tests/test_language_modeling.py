@@ -17,8 +17,9 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, lm_perplexities, log_uniform_candidates
 from tokenization_elmo import ElmoTokenizer
 
-from elmo_transformers.cli.pretrain import compute_metrics
+from elmo_transformers.training.pretraining import compute_metrics
 from elmo_transformers.training.data import DataCollatorForElmoLanguageModeling, build_vocabulary, split_into_windows
+from elmo_transformers.training.pretraining import frequent_new_words
 
 NOUNS = ["cat", "dog", "bird", "fish", "cow"]
 VERBS = ["sees", "likes", "chases", "bites"]
@@ -70,6 +71,15 @@ def test_vocabulary_file_is_bilm_tf_format(tmp_path):
     assert (tmp_path / "v.txt").read_text().split("\n") == ["<S>", "</S>", "<UNK>", "b", "a", "c", ""]
     build_vocabulary(words, tmp_path / "m.txt", min_count=2)
     assert (tmp_path / "m.txt").read_text().split() == ["<S>", "</S>", "<UNK>", "b", "a"]
+
+
+def test_mask_and_pad_in_the_text_stay_the_tokenizer_s_added_tokens(tmp_path):
+    words = datasets.Dataset.from_dict({"words": [["<mask>", "a", "<pad>", "<mask>"], ["<pad>", "<mask>", "b"]]})
+    build_vocabulary(words, tmp_path / "v.txt")
+    assert (tmp_path / "v.txt").read_text().split() == ["<S>", "</S>", "<UNK>", "a", "b"]
+    tokenizer = ElmoTokenizer(vocab_file=str(tmp_path / "v.txt"))
+    assert tokenizer.mask_token_id >= tokenizer.vocab_size and tokenizer.pad_token_id >= tokenizer.vocab_size
+    assert frequent_new_words(words, tokenizer.get_vocab(), 10, 1)[0] == []
 
 
 def test_windows_are_nearly_equal_and_keep_every_word():

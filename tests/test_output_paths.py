@@ -10,7 +10,6 @@ import pytest
 from conftest import FIXTURES
 
 from elmo_transformers.cli import main as cli_main
-from elmo_transformers.cli.embed import main as embed_main
 
 
 def snapshot(folder):
@@ -18,14 +17,15 @@ def snapshot(folder):
 
 
 def run_main(main, argv):
-    """(exit code or SystemExit message, stderr) of a command line run in-process."""
+    """(exit code, stderr) of a command line run in-process."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as e:
-            code = e.code
+        code = main([str(a) for a in argv])
     return code, err.getvalue()
+
+
+def embed_main(argv):
+    return cli_main(["embed", *argv])
 
 
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
@@ -38,11 +38,11 @@ def test_embed_file_never_replaces_its_input(tmp_path, tiny_model_dir, overwrite
         if output != text:
             os.symlink(text, output)
         code, err = run_main(embed_main, [text, output, "--model", tiny_model_dir, "--top", *overwrite])
-        assert isinstance(code, str) and "is the input" in code and "--overwrite" not in code, code
+        assert code == 1 and "is the input" in err and "--overwrite" not in err and len(err.splitlines()) == 1, err
         assert text.read_text(encoding="utf-8") == "The cat sat .\n"
     os.link(text, tmp_path / "hard.txt")  # the same file under another name
-    code, _ = run_main(embed_main, [text, tmp_path / "hard.txt", "--model", tiny_model_dir, "--top", *overwrite])
-    assert "is the input" in code and text.read_text(encoding="utf-8") == "The cat sat .\n"
+    code, err = run_main(embed_main, [text, tmp_path / "hard.txt", "--model", tiny_model_dir, "--top", *overwrite])
+    assert code == 1 and "is the input" in err and text.read_text(encoding="utf-8") == "The cat sat .\n"
 
 
 def test_converters_refuse_an_output_inside_or_around_their_input(tmp_path):
@@ -71,21 +71,19 @@ def test_converters_refuse_an_output_inside_or_around_their_input(tmp_path):
 
 
 def test_push_staging_dir_inside_the_model_folder_is_refused(tmp_path, tiny_model_dir):
-    from elmo_transformers.cli import push as push_to_hub
-
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
     before = snapshot(model)
     for staging in (model / "stage", model, tmp_path):
-        code, _ = run_main(push_to_hub.main, [model, "me/x", "--dry-run", "--staging-dir", staging])
-        assert "--staging-dir" in code and "the input" in code, code
+        code, err = run_main(cli_main, ["push", model, "me/x", "--dry-run", "--staging-dir", staging])
+        assert code == 1 and "--staging-dir" in err and "the input" in err, err
     assert snapshot(model) == before
 
 
 @pytest.mark.slow
 def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp_path, tiny_model_dir):
     from elmo_transformers.cli import pretrain as train_bilm
-    from elmo_transformers.cli.finetune import sequence_classification
+    from elmo_transformers.training.finetuning import sequence_classification
     from elmo_transformers.errors import DataError
 
     data = tmp_path / "data"

@@ -1,4 +1,5 @@
-"""The three pipelines (pipeline_elmo.py, found through `config.custom_pipelines` with trust_remote_code) at batch
+"""The three pipelines (pipeline_elmo.py; the installed classes through `pipeline_class=`, as one process runs one
+copy of the code; the folder's copies with trust_remote_code: test_hub_download.py, test_push_to_hub.py) at batch
 sizes 1 and 8 give what direct model calls give: AllenNLP's ELMo vectors, the heads' labels and scores, word-level
 entities with character offsets into the input string."""
 
@@ -9,6 +10,8 @@ from conftest import SHIPPED, TOKEN_LABELS, load_fixture
 from tolerance import assert_close_to_reference
 from transformers import pipeline
 
+from elmo_transformers import (ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline,
+                               ElmoTokenClassificationPipeline)
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
@@ -30,7 +33,7 @@ def direct(model_class, folder, texts):
 @pytest.mark.parametrize("which", ["tiny", "shipped"])
 def test_feature_extraction_equals_the_model(which, batch_size, tiny_model_dir):
     folder = str(tiny_model_dir if which == "tiny" else SHIPPED)
-    extractor = pipeline("feature-extraction", model=folder, trust_remote_code=True)
+    extractor = pipeline("feature-extraction", model=folder, pipeline_class=ElmoFeatureExtractionPipeline)
     assert type(extractor).__name__ == "ElmoFeatureExtractionPipeline"
     got = extractor(TEXTS, batch_size=batch_size, return_tensors=True)
     want = direct(ElmoModel, folder, TEXTS)
@@ -44,7 +47,7 @@ def test_feature_extraction_equals_the_model(which, batch_size, tiny_model_dir):
 @pytest.mark.fidelity
 def test_feature_extraction_gives_allennlp_elmo_vectors(tiny_model_dir):
     sentences, expected, _ = load_fixture("allennlp-tiny")
-    extractor = pipeline("feature-extraction", model=str(tiny_model_dir), trust_remote_code=True)
+    extractor = pipeline("feature-extraction", model=str(tiny_model_dir), pipeline_class=ElmoFeatureExtractionPipeline)
     chosen = (0, 1, 3, 5, 9)  # ASCII, one word, accents, emoji + ZWJ, a long mixed sentence
     got = extractor([" ".join(sentences[i]) for i in chosen], batch_size=8)
     for i, vectors in zip(chosen, got):
@@ -84,7 +87,8 @@ def shipped_sequence_head(tmp_path_factory):
 @pytest.mark.parametrize("which", ["tiny", "shipped"])
 def test_text_classification_equals_the_head(which, batch_size, tiny_heads_dir, request):
     folder = tiny_heads_dir / "sequence" if which == "tiny" else request.getfixturevalue("shipped_sequence_head")
-    classifier = pipeline("text-classification", model=str(folder), trust_remote_code=True, top_k=None)
+    classifier = pipeline("text-classification", model=str(folder), pipeline_class=ElmoTextClassificationPipeline,
+                          top_k=None)
     assert type(classifier).__name__ == "ElmoTextClassificationPipeline"
     got = classifier(TEXTS, batch_size=batch_size)
     probabilities = torch.softmax(direct(ElmoForSequenceClassification, folder, TEXTS).logits, dim=-1)
@@ -125,7 +129,7 @@ def expected_groups(labels, spans):
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_token_classification_gives_word_entities_with_offsets(tiny_heads_dir, batch_size):
     folder = tiny_heads_dir / "token"
-    tagger = pipeline("token-classification", model=str(folder), trust_remote_code=True)
+    tagger = pipeline("token-classification", model=str(folder), pipeline_class=ElmoTokenClassificationPipeline)
     assert type(tagger).__name__ == "ElmoTokenClassificationPipeline"
     logits = direct(ElmoForTokenClassification, folder, TEXTS).logits
     probabilities = torch.softmax(logits, dim=-1)
@@ -155,7 +159,8 @@ def test_token_classification_gives_word_entities_with_offsets(tiny_heads_dir, b
 
 
 def test_token_classification_of_pretokenized_words_and_default_ignore(tiny_heads_dir):
-    tagger = pipeline("token-classification", model=str(tiny_heads_dir / "token"), trust_remote_code=True)
+    tagger = pipeline("token-classification", model=str(tiny_heads_dir / "token"),
+                      pipeline_class=ElmoTokenClassificationPipeline)
     words = ["He", "sat", "on", "the", "bank"]
     (got,) = tagger(words, is_split_into_words=True, ignore_labels=[])  # a list of one result, as the stock pipeline
     assert [(e["word"], e["start"], e["end"]) for e in got] == [

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from tolerance import assert_close_to_reference
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
 from elmo_transformers.cli import push as push_to_hub
+from elmo_transformers.errors import UserError
 
 EXPECTED_FILES = {
     "README.md",
@@ -131,7 +133,7 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
     shutil.copytree(tiny_model_dir, broken)
     (broken / "modeling_elmo.py").unlink()
     monkeypatch.setattr(HfApi, "upload_folder", lambda *a, **k: pytest.fail("must not upload"))
-    with pytest.raises(SystemExit, match="does not load with the Auto classes"):
+    with pytest.raises(UserError, match="does not load with the Auto classes"):
         push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
 
 
@@ -171,37 +173,76 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
 
 def test_no_token_is_a_clear_error(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(push_to_hub, "get_token", lambda: None)
-    with pytest.raises(SystemExit, match="HF_TOKEN"):
+    with pytest.raises(UserError, match="HF_TOKEN"):
         push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny"])
 
 
 def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_model_dir, capsys):
-    """A folder someone handed you: `extra.safetensors` links to the user's Hub token. Nothing is staged; the error
-    names the link. A link to a file inside the folder is copied; a non-model file is left out and listed."""
+    """A folder someone handed you: its `model.safetensors` links to the user's Hub token. Nothing is staged; the
+    error names the link. A link to a file inside the folder is copied; a non-model file is left out and listed."""
     secret = tmp_path / "token"
     secret.write_text("hf_secret")
     model_dir = tmp_path / "handed"
     shutil.copytree(tiny_model_dir, model_dir)
-    os.symlink(secret, model_dir / "extra.safetensors")
+    (model_dir / "model.safetensors").rename(tmp_path / "weights.safetensors")
+    os.symlink(secret, model_dir / "model.safetensors")
     stage = tmp_path / "stage"
-    with pytest.raises(SystemExit, match=r"extra\.safetensors is a symbolic link to .*token, outside"):
+    with pytest.raises(UserError, match=r"model\.safetensors is a symbolic link to .*token, outside"):
         push_to_hub.main([str(model_dir), "me/x", "--dry-run", "--staging-dir", str(stage)])
     assert not stage.exists() or not any("hf_secret" in p.read_text(errors="ignore") for p in stage.iterdir())
+    (model_dir / "model.safetensors").unlink()
+    (tmp_path / "weights.safetensors").rename(model_dir / "model.safetensors")
 
     for name in ("added_tokens.json", "special_tokens_map.json"):  # the same through the other allowed names
-        (model_dir / "extra.safetensors").unlink(missing_ok=True)
         (model_dir / name).unlink(missing_ok=True)
         os.symlink(secret, model_dir / name)
-        with pytest.raises(SystemExit, match=f"{name} is a symbolic link"):
+        with pytest.raises(UserError, match=f"{name} is a symbolic link"):
             hub.build_upload_folder(model_dir, tmp_path / f"stage-{name}", "me/x")
         (model_dir / name).unlink()
 
-    os.symlink("model.safetensors", model_dir / "copy.safetensors")  # stays inside the folder: uploaded as a file
+    os.symlink("model.safetensors", model_dir / "char.dic")  # stays inside the folder: uploaded as a file
     os.symlink(secret, model_dir / "notes.txt")  # not a model file: left out, never read
     capsys.readouterr()
     files = hub.build_upload_folder(model_dir, stage, "me/x")
-    assert "copy.safetensors" in files and not (stage / "copy.safetensors").is_symlink()
+    assert "char.dic" in files and not (stage / "char.dic").is_symlink()
     assert "notes.txt" not in files and "notes.txt" in capsys.readouterr().err
+
+
+def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir, capsys):
+    """A hidden `.env.safetensors` and a `big.safetensors` the model does not load are left out and listed; a
+    model.safetensors that is not safetensors is refused by name."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    (model_dir / ".env.safetensors").write_text("HF_TOKEN=hf_secret")
+    (model_dir / "big.safetensors").write_bytes(b"\0" * 4096)
+    files = hub.build_upload_folder(model_dir, tmp_path / "stage", "me/x")
+    err = capsys.readouterr().err
+    assert ".env.safetensors" not in files and "big.safetensors" not in files and "model.safetensors" in files
+    assert ".env.safetensors" in err and "big.safetensors" in err
+    (model_dir / "model.safetensors").write_bytes(b"\0" * 4096)
+    with pytest.raises(UserError, match=r"model\.safetensors is not a safetensors file"):
+        hub.build_upload_folder(model_dir, tmp_path / "stage2", "me/x")
+
+
+def test_repo_ids_and_card_texts_are_checked_before_any_work(tmp_path, tiny_model_dir, capsys):
+    """A repo id that is not one fails at once, also in a dry run (it passed, then the real push failed with a
+    traceback); --source and --check show in the card as the user wrote them, adding no Markdown or HTML; a failed
+    push removes the temporary folder it made."""
+    from elmo_transformers.cli import main as cli_main
+
+    for argv in (["../../etc/passwd"], ["me/x", "--base-model", "<b>x</b>"], ["me/x", "--datasets", "a b"]):
+        assert cli_main(["push", str(tiny_model_dir), *argv, "--dry-run"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "is not a Hub repo id" in err and len(err.splitlines()) == 1, err
+    card = hub.model_card(tiny_model_dir, "me/x", source="x\n\n# Heading <script>", check="<b>1e-6</b>")
+    assert "\n# Heading" not in str(card) and "`x\\n\\n# Heading <script>`" in str(card)
+    assert "Checked: `<b>1e-6</b>`" in str(card)
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "modeling_elmo.py").unlink()
+    before = set(os.listdir(tempfile.gettempdir()))
+    assert cli_main(["push", str(broken), "me/x", "--dry-run"]) == 1
+    assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("elmo-upload-")]
 
 
 def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
@@ -218,3 +259,20 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
     line = next(card_line for card_line in card.splitlines() if card_line.startswith("5 labels:"))
     assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
     assert "\n# Injected" not in card and "README.md" in files
+
+
+@pytest.mark.slow
+def test_push_of_language_models(tmp_path, lm_dir, capsys):
+    """A converted language model (a generated card) and the shipped default model (its own card): the dry run's
+    fresh-process check loads AutoModelForPreTraining and runs fill-mask on a text with `<mask>` (it failed on every
+    LM folder with KeyError 'fill-mask' in the card, or fill-mask on a text without `<mask>`)."""
+    for name, folder in (("converted", lm_dir), ("shipped", SHIPPED)):
+        stage = tmp_path / name
+        assert push_to_hub.main([str(folder), f"me/elmo-{name}", "--dry-run", "--staging-dir", str(stage)]) == 0
+        err = capsys.readouterr().err
+        assert "ElmoForLanguageModeling (AutoModelForPreTraining)" in err and "fill-mask pipeline" in err, err
+    assert ModelCard.load(tmp_path / "converted" / "README.md").data.pipeline_tag == "fill-mask"  # the shipped: its own
+    # The generated card's snippet: the LM's next-word scores, [1 sentence, 7 words + 1, the vocabulary].
+    got = run_snippet(ModelCard.load(tmp_path / "converted" / "README.md"), "me/elmo-converted", tmp_path / "converted",
+                      tmp_path / "elsewhere", "\nimport json; print(json.dumps(list(out.forward_logits.shape)))\n")
+    assert got == [1, 8, json.loads((lm_dir / "config.json").read_text())["lm_vocab_size"]]

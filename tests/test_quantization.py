@@ -1,24 +1,14 @@
-"""int8 inference (`quantization_config=ElmoInt8Config()`, quantization_elmo.py): its quality against float32, what
-it replaces and refuses, and int8 where users embed (`ElmoEmbedder(dtype="int8")`, `embed --dtype int8`)."""
+"""int8 inference (`quantization_config=ElmoInt8Config()`, quantization_elmo.py): close to float32 by the int8 rule
+(cosine median >= 0.999, 1st percentile >= 0.99 on the default model), inference only, float32 only, never a silent
+float path, not saved."""
 
-import h5py
-import numpy as np
 import pytest
 import torch
-
 from conftest import SHIPPED, load_fixture
 
+from kernels_elmo import Int8Gemms
+
 WORDS = "the cat sat on the mat and the dog sat on the cat".split()
-# Real sentences for the default model (public-domain English, as it was trained on).
-SENTENCES = [
-    "Sir Walter Elliot , of Kellynch Hall , in Somersetshire , was a man who , for his own amusement , never "
-    "took up any book but the Baronetage .",
-    "She put the money in the bank and sat down by the river .",
-    "It is a truth universally acknowledged .",
-    "The old man went down to the harbour before the sun had risen , and waited there for the boats .",
-    "I have not the pleasure of understanding you .",
-    "When the letter came at last , nobody in the house could read the hand it was written in .",
-]
 
 
 def encode(tokenizer, sentences):
@@ -65,7 +55,13 @@ def test_int8_stays_close_to_fp32_on_the_default_model():
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     fp32 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval()
     int8 = load_int8(folder)
-    enc = encode(tokenizer, [sentence.split() for sentence in SENTENCES[:3]])
+    sentences = [
+        "Sir Walter Elliot , of Kellynch Hall , in Somersetshire , was a man who , for his own amusement , never "
+        "took up any book but the Baronetage .".split(),
+        "She put the money in the bank and sat down by the river .".split(),
+        "It is a truth universally acknowledged .".split(),
+    ]
+    enc = encode(tokenizer, sentences)
     cos = layer_cosines(hidden_states(int8, enc), hidden_states(fp32, enc), enc["attention_mask"].bool())
     assert (cos.median(dim=1).values >= 0.999).all(), cos.median(dim=1).values
     assert cos.min() >= 0.99, cos.min(dim=1).values
@@ -79,7 +75,7 @@ def test_int8_replaces_the_float_lstm_weights(tiny_model_dir, tiny):
     float_names = {name for name, _ in model.named_parameters()}
     kept = {name for name, _ in int8.named_parameters()}
     assert kept == {name for name in float_names if ".layers." not in name}
-    assert all(layer.quantized for layer in int8.bilm.layers)
+    assert all(isinstance(layer.gemms, Int8Gemms) for layer in int8.bilm.layers)
 
 
 def test_int8_is_inference_only_and_float32_only(tiny_model_dir, tiny):
@@ -131,62 +127,67 @@ def test_int8_model_refuses_to_save(tiny_model_dir, tmp_path):
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
-def test_int8_model_needs_no_no_grad(tiny_model_dir, tiny):
-    """Inference needs no context manager: a plain call (autograd on) gives the numbers of a call under no_grad (it
-    raised "functions with out=... arguments don't support automatic differentiation")."""
+def test_int8_runs_without_no_grad(tiny_model_dir, tiny):
+    """As any transformers model, an int8 model answers a plain call in eval mode, no context manager needed (it
+    raised "functions with out=... arguments don't support automatic differentiation"), with the numbers of a call
+    under no_grad."""
     _, tokenizer = tiny
-    enc = encode(tokenizer, [WORDS, WORDS[:5]])
-    int8 = load_int8(tiny_model_dir)
+    enc = encode(tokenizer, [WORDS, WORDS[:4]])
+    model = load_int8(tiny_model_dir)
     assert torch.is_grad_enabled()
-    plain = torch.stack(int8(**enc, output_hidden_states=True).hidden_states)
-    assert torch.equal(plain.detach(), hidden_states(int8, enc))
+    out = model(**enc, output_hidden_states=True)
+    torch.testing.assert_close(torch.stack(out.hidden_states), hidden_states(model, enc), rtol=0, atol=0)
 
 
-def int8_rule(int8_vectors, fp32_vectors):
-    """The int8 rule (`embedder.INT8_QUALITY`) on word vectors [words, dim] of every layer: (median, 1st percentile)
-    of their cosines to float32's."""
-    cos = torch.nn.functional.cosine_similarity(torch.as_tensor(int8_vectors), torch.as_tensor(fp32_vectors), dim=-1)
-    return cos.median().item(), torch.quantile(cos, 0.01).item()
+SENTENCES = [
+    "It is a truth universally acknowledged , that a single man in possession of a good fortune , must be in want "
+    "of a wife .",
+    "However little known the feelings or views of such a man may be on his first entering a neighbourhood , this "
+    "truth is so well fixed in the minds of the surrounding families .",
+    "My dear Mr. Bennet , said his lady to him one day , have you heard that Netherfield Park is let at last ?",
+    "Mr. Bennet replied that he had not .",
+    "She put the money in the bank and sat down by the river to rest .",
+    "The old man walked slowly along the bank of the river , looking for his boat .",
+    "Call me Ishmael .",
+    "In the beginning God created the heaven and the earth .",
+]
 
 
 @pytest.mark.slow
-def test_embed_int8_keeps_the_int8_rule_on_the_default_model(tmp_path):
-    """`elmo-transformers embed --dtype int8` against `--dtype float32` on the default model: every line's
-    vectors (all layers) within the rule stated in --help: cosine median >= 0.999, 1st percentile >= 0.99."""
-    from elmo_transformers.cli.embed import main
+def test_embed_int8_stays_within_the_int8_rule(tmp_path):
+    """`elmo-transformers embed --dtype int8` on the shipped model: every vector of every layer against the float32
+    run's, cosine median >= 0.999 and 1st percentile >= 0.99 (the rule in embed --help and docs/speed.md)."""
+    import h5py
+    import numpy as np
+    from conftest import command, command_env
+    import subprocess
 
-    source = tmp_path / "input.txt"
-    source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
-    vectors = {}
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    arrays = {}
     for dtype in ("float32", "int8"):
         output = tmp_path / f"{dtype}.hdf5"
-        assert main([str(source), str(output), "--all", "--dtype", dtype]) == 0
-        with h5py.File(output, "r") as f:
-            vectors[dtype] = [f[str(i)][...] for i in range(len(SENTENCES))]
-    assert [v.shape for v in vectors["int8"]] == [v.shape for v in vectors["float32"]]
-    assert not all(np.array_equal(a, b) for a, b in zip(vectors["int8"], vectors["float32"])), "int8 not used"
-    dim = vectors["float32"][0].shape[-1]
-    median, first_percentile = int8_rule(np.concatenate(vectors["int8"], axis=1).reshape(-1, dim),
-                                         np.concatenate(vectors["float32"], axis=1).reshape(-1, dim))
-    assert median >= 0.999 and first_percentile >= 0.99, (median, first_percentile)
+        done = subprocess.run(command("embed", text, output, "--all", "--dtype", dtype), env=command_env(),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        with h5py.File(output) as f:
+            arrays[dtype] = np.concatenate([f[str(i)][()].reshape(-1, f[str(i)].shape[-1])
+                                            for i in range(len(SENTENCES))])
+    fp32, int8 = (torch.from_numpy(arrays[k]) for k in ("float32", "int8"))
+    keep = fp32.norm(dim=-1) > 0
+    cos = torch.nn.functional.cosine_similarity(int8[keep], fp32[keep], dim=-1)
+    assert cos.median() >= 0.999 and torch.quantile(cos, 0.01) >= 0.99, (cos.median(), torch.quantile(cos, 0.01))
+    assert not torch.equal(int8, fp32), "--dtype int8 did not change the GEMMs"
 
 
-def test_embedder_int8(tiny_model_dir, tiny):
-    """`ElmoEmbedder(dtype="int8")` and `quantization_config=` load the same int8 model; a loaded model or a GPU
-    with int8 is refused by name."""
-    from elmo_transformers.embedding.embedder import ElmoEmbedder
-    from quantization_elmo import ElmoInt8Config
+def test_embedder_takes_quantization_config(tiny_model_dir, tiny):
+    """ElmoEmbedder(folder, quantization_config=ElmoInt8Config()) runs int8 on the CPU and refuses other devices."""
+    from elmo_transformers import ElmoEmbedder, ElmoInt8Config
+    from elmo_transformers.errors import UserError
 
-    model, tokenizer = tiny
-    shorthand = ElmoEmbedder(tiny_model_dir, dtype="int8")
-    explicit = ElmoEmbedder(tiny_model_dir, quantization_config=ElmoInt8Config())
-    assert shorthand.model.is_quantized and explicit.model.is_quantized
-    got = shorthand.embed_sentence(WORDS)
-    np.testing.assert_array_equal(got, explicit.embed_sentence(WORDS))
-    fp32 = ElmoEmbedder(model, tokenizer).embed_sentence(WORDS)
-    median, first_percentile = int8_rule(got.reshape(-1, got.shape[-1]), fp32.reshape(-1, got.shape[-1]))
-    assert median >= 0.999 and first_percentile >= 0.98, (median, first_percentile)  # random fixture weights
-    with pytest.raises(ValueError, match="int8 is chosen when a model is loaded"):
-        ElmoEmbedder(model, tokenizer, dtype="int8")
-    with pytest.raises(ValueError, match="int8 runs on the CPU"):
-        ElmoEmbedder(tiny_model_dir, dtype="int8", device="cuda")
+    embedder = ElmoEmbedder(tiny_model_dir, quantization_config=ElmoInt8Config())
+    assert embedder.model.is_quantized and all(isinstance(layer.gemms, Int8Gemms)
+                                               for layer in embedder.model.bilm.layers)
+    assert embedder.embed_sentence(WORDS).shape == (3, len(WORDS), 16)
+    with pytest.raises(UserError, match="int8 inference runs on the CPU"):
+        ElmoEmbedder(tiny_model_dir, device="cuda", quantization_config=ElmoInt8Config())

@@ -80,12 +80,12 @@ def test_allennlp_converter_refuses_absurd_options_before_allocating(tmp_path, e
 
 def test_weight_file_that_claims_more_than_it_stores_is_refused(tmp_path):
     """Datasets of the Original model's shapes, never written: the file is a few KB but reads as 374 MB of zeros."""
-    from elmo_transformers.conversion.allennlp import expected_shapes
+    from elmo_transformers.conversion.allennlp import config_from_options, expected_shapes, options_from_config
 
-    options = allennlp_options(tmp_path, lambda o: o.update(ElmoConfig().to_allennlp_options()))
+    options = allennlp_options(tmp_path, lambda o: o.update(options_from_config(ElmoConfig())))
     weights = tmp_path / "weights.hdf5"
     with h5py.File(weights, "w") as f:
-        for name, shape in expected_shapes(ElmoConfig.from_allennlp_options(str(options))).items():
+        for name, shape in expected_shapes(config_from_options(str(options))).items():
             f.create_dataset(name, shape=shape, dtype="f4")
     assert weights.stat().st_size < 100_000
     result = measure(convert_allennlp(options, weights, tmp_path / "out"))

@@ -206,7 +206,7 @@ def test_labels_that_would_be_misread_are_refused(tiny_model_dir, tiny):
 
 
 def test_bio_span_f1():
-    from elmo_transformers.cli.finetune import spans
+    from elmo_transformers.training.finetuning import spans
 
     assert spans(["B-PER", "I-PER", "O", "B-LOC", "I-ORG", "I-ORG"]) == {("PER", 0, 2), ("LOC", 3, 4), ("ORG", 4, 6)}
     assert spans(["I-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
@@ -214,7 +214,7 @@ def test_bio_span_f1():
 
 @pytest.mark.slow
 def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
-    from elmo_transformers.cli.finetune import token_classification
+    from elmo_transformers.training.finetuning import token_classification
 
     def write(path, sentences):
         path.write_text("".join("".join(f"{w}\t{TAGS[w]}\n" for w in s) + "\n" for s in sentences))
@@ -238,7 +238,7 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
 @pytest.mark.slow
 def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplog, capfd, recwarn):
     """Also: on a CPU, fine-tuning prints no pin_memory warning and no special-token notice."""
-    from elmo_transformers.cli.finetune import sequence_classification
+    from elmo_transformers.training.finetuning import sequence_classification
 
     rng = random.Random(0)
     words = {"pos": ["good", "fine", "great"], "neg": ["bad", "awful", "poor"]}
@@ -259,7 +259,7 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplo
 
 
 def test_macro_f1_by_hand():
-    from elmo_transformers.cli.finetune import sequence_metrics as compute_metrics
+    from elmo_transformers.training.finetuning import sequence_metrics as compute_metrics
     from transformers import EvalPrediction
 
     logits = np.eye(3)[[0, 0, 1, 2]]  # predicted 0, 0, 1, 2

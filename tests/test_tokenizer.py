@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from conftest import SHIPPED
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from tokenization_elmo import ElmoTokenizer, char_ids_to_word, word_to_char_ids
@@ -150,3 +151,43 @@ def test_ids_the_tokenizer_could_not_have_made_are_refused(tok):
     for max_length in (-1, 1.5, True):
         with pytest.raises(ValueError, match="max_length must be a non-negative int"):
             tok(["a b"], truncation=True, max_length=max_length)
+
+
+@pytest.mark.parametrize("option", [{"do_lower_case": True}, {"strip_accents": True}, {"add_prefix_space": True},
+                                    {"tokenize_chinese_chars": False}, {"never_split": ["x"]}])
+def test_options_of_other_tokenizers_are_refused_by_name(option):
+    """Options transformers users set on other tokenizers would be accepted and ignored: each is refused by name,
+    also through from_pretrained (where the option is passed on to __init__)."""
+    (name,) = option
+    with pytest.raises(ValueError, match=f"does not take {name}"):
+        ElmoTokenizer(**option)
+    with pytest.raises(ValueError, match=f"does not take {name}"):
+        ElmoTokenizer.from_pretrained(SHIPPED, **option)
+
+
+@pytest.mark.parametrize("option", [{"bos_token": "<s>"}, {"eos_token": "</s>"}, {"unk_token": "[UNK]"},
+                                    {"clean_up_tokenization_spaces": True}, {"split_special_tokens": True},
+                                    {"model_input_names": ["input_ids"]}, {"padding_side": "left"}])
+def test_option_values_the_rules_cannot_honour_are_refused(option):
+    (name,) = option
+    with pytest.raises(ValueError, match=name):
+        ElmoTokenizer(**option)
+
+
+def test_call_options_the_rules_cannot_honour_are_refused(tok):
+    with pytest.raises(ValueError, match="split_special_tokens"):
+        tok("a b", split_special_tokens=True)
+    with pytest.raises(ValueError, match="clean_up_tokenization_spaces"):
+        tok.decode(tok("a .")["input_ids"], clean_up_tokenization_spaces=True)
+
+
+def test_options_that_work():
+    """truncation_side="left" keeps the last words; model_max_length bounds truncation=True; the shipped folder's
+    own options (and from_pretrained's bookkeeping) load."""
+    text = "one two three four"
+    right = ElmoTokenizer(model_max_length=2)
+    left = ElmoTokenizer(truncation_side="left")
+    assert right.decode(right(text, truncation=True)["input_ids"]) == "one two"
+    assert left.decode(left(text, truncation=True, max_length=2)["input_ids"]) == "three four"
+    assert left.decode(left(text, truncation=True, max_length=0)["input_ids"]) == ""
+    assert ElmoTokenizer.from_pretrained(SHIPPED, truncation_side="left").truncation_side == "left"

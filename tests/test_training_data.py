@@ -25,7 +25,7 @@ def polarity_rows(labels, n=6):
 
 
 def run_sequence(model, output, train=None, valid=None, extra=()):
-    from elmo_transformers.cli.finetune import sequence_classification
+    from elmo_transformers.training.finetuning import sequence_classification
 
     args = ["--model_name_or_path", str(model), "--output_dir", str(output), *COMMON, *extra]
     for flag, path in (("--train_file", train), ("--validation_file", valid)):
@@ -75,7 +75,7 @@ def test_null_label_and_empty_file_are_named(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("tags, words", [(["DET", "NOUN", "VERB", "X"], 3), (["DET", "NOUN"], 3)])
 def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
-    from elmo_transformers.cli.finetune import token_classification
+    from elmo_transformers.training.finetuning import token_classification
 
     rows = [{"tokens": ["the", "cat", "sat"], "tags": ["DET", "NOUN", "VERB"]}] * 2
     rows.append({"tokens": ["the", "cat", "sat"][:words], "tags": tags})

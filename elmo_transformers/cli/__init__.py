@@ -1,11 +1,14 @@
 """The `elmo-transformers` command (also `python -m elmo_transformers`): one module a subcommand, each with --help.
 
-A subcommand's module is imported only when it runs, so `elmo-transformers embed` does not load Trainer. This is the
-one place where errors become exit codes: a `UserError` (elmo_transformers.errors) is printed as one line
-`error: ...`, exit 1, without a traceback; usage errors exit 2 (argparse).
+A subcommand's module is imported only when it runs, so `elmo-transformers embed` does not load Trainer. Each parses
+its arguments before it imports torch or transformers (`import_package`), so that --help and usage errors answer at
+once. This is the one place where errors become exit codes: a `UserError` (elmo_transformers.errors) is printed as
+one line `error: ...`, exit 1, without a traceback; usage errors exit 2 (argparse).
 """
 
+import ast
 import importlib
+import importlib.util
 import sys
 
 # subcommand -> (module of this package, what it does)
@@ -24,6 +27,38 @@ USAGE = "usage: elmo-transformers COMMAND [--help] ...\n\ncommands:\n" + "\n".jo
 ) + "\n\n`elmo-transformers COMMAND --help` tells a command's arguments."
 
 
+def import_package():
+    """Finish importing `elmo_transformers` (registering ELMo with the Auto classes) when the console entry point
+    (`elmo_transformers_cli`) deferred its `__init__` until the arguments were parsed; otherwise nothing to do."""
+    package = sys.modules["elmo_transformers"]
+    if package.__dict__.pop("_init_deferred", False):
+        package.__spec__.loader.exec_module(package)
+
+
+def module_doc(name):
+    """The docstring of module `name` without importing it (what --help shows must not wait for its imports)."""
+    spec = importlib.util.find_spec(name)
+    return ast.get_docstring(ast.parse(spec.loader.get_source(name)), clean=False)
+
+
+def torch_device(name, option="--device"):
+    """`name` as a torch device this torch can use (a tensor is put there), else a one-line UserError: a name torch
+    does not know ("banana"), or an accelerator this build or machine lacks ("cuda" with a CPU-only torch)."""
+    import torch
+
+    from ..errors import UserError
+
+    try:
+        device = torch.device(name)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, ValueError) as e:
+        accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+        available = ["cpu", *([accelerator.type] if accelerator else [])]
+        raise UserError(f"{option} {name}: not usable here ({str(e).splitlines()[0]}); devices available: "
+                        f"{', '.join(available)}") from None
+    return device
+
+
 def main(argv=None):
     """Run a subcommand; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -38,7 +73,7 @@ def main(argv=None):
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     try:
         result = module.main(argv[1:])
-    except UserError as e:
+    except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
         print(f"error: {e}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

@@ -1,5 +1,6 @@
 """`elmo-transformers convert allennlp | elmoformanylangs`: an original model into a Hub-ready ELMo folder.
 
+    elmo-transformers convert allennlp --preset {small,medium,original,original-5.5b} [--with-lm] --output DIR
     elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR \
         [--softmax-weights SOFTMAX.hdf5 --vocab VOCAB.txt]
     elmo-transformers convert elmoformanylangs MODEL_DIR --output DIR
@@ -9,11 +10,18 @@ so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works, and with
 remote code. Every weight is checked before anything is written; the folder appears only when the conversion
 succeeded, and --overwrite replaces only an earlier conversion. With AllenNLP's published softmax and its
 vocabulary the folder is the language model (`AutoModelForPreTraining`; `AutoModel` loads the biLM alone).
+
+--preset downloads AllenNLP's published files into a cache a second conversion reuses
+($HF_HOME/assets/elmo-transformers/allennlp/PRESET/); ELMO_TRANSFORMERS_ALLENNLP_URL replaces the base URL
+(https://s3-us-west-2.amazonaws.com/allennlp/models/elmo) with a mirror. The folder's README.md names the source
+URLs and the licence.
 """
 
 import argparse
 
 from ..conversion import output as conversion_output
+from ..conversion.presets import PRESETS, fetch_preset, preset_card
+from . import import_package
 
 
 def main(argv=None):
@@ -22,8 +30,13 @@ def main(argv=None):
     formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
     allennlp = formats.add_parser("allennlp", help="AllenNLP / bilm-tf options.json + weights.hdf5",
                                   description="Convert AllenNLP's or bilm-tf's options.json + weights.hdf5.")
-    allennlp.add_argument("--options", required=True, help="options.json of the original model")
-    allennlp.add_argument("--weights", required=True, help="weights.hdf5 of the original model")
+    allennlp.add_argument("--preset", choices=list(PRESETS), help="download and convert one of AllenNLP's published "
+                          "models (small, medium, original, original-5.5b; cached; the base URL can be set with "
+                          "ELMO_TRANSFORMERS_ALLENNLP_URL) instead of giving --options/--weights")
+    allennlp.add_argument("--with-lm", action="store_true", help="with --preset original or original-5.5b: also the "
+                          "published softmax and vocabulary, giving the language model")
+    allennlp.add_argument("--options", help="options.json of the original model")
+    allennlp.add_argument("--weights", help="weights.hdf5 of the original model")
     allennlp.add_argument("--softmax-weights", help="the published softmax (NAME_softmax_weights.hdf5): gives the LM")
     allennlp.add_argument("--vocab", help="the softmax's vocabulary, one word a line (e.g. vocab-2016-09-10.txt)")
     efml = formats.add_parser("elmoformanylangs", help="an ELMoForManyLangs (HIT-SCIR) model folder",
@@ -34,13 +47,25 @@ def main(argv=None):
         conversion_output.add_arguments(subparser)
     args = parser.parse_args(argv)
     if args.format == "allennlp":
+        files = (args.options, args.weights, args.softmax_weights, args.vocab)
+        if args.preset and any(files):
+            parser.error("--preset downloads its own files: leave out --options, --weights, --softmax-weights, --vocab")
+        if not args.preset and not (args.options and args.weights):
+            parser.error("give --preset NAME, or --options and --weights")
+        if args.with_lm and not args.preset:
+            parser.error("--with-lm goes with --preset (for your own files: --softmax-weights and --vocab)")
+        import_package()
         from ..conversion.allennlp import convert
 
-        inputs = [p for p in (args.options, args.weights, args.softmax_weights, args.vocab) if p is not None]
+        card = None
+        if args.preset:
+            conversion_output.check_output(args.output, args.overwrite, [])  # before the download
+            paths, urls = fetch_preset(args.preset, args.with_lm)
+            files, card = tuple(paths.get(k) for k in ("options", "weights", "softmax", "vocab")), preset_card(urls)
         return conversion_output.run(
-            args, lambda **kwargs: convert(args.options, args.weights, args.softmax_weights, args.vocab, **kwargs),
-            args.weights, inputs,
+            args, lambda **kwargs: convert(*files, **kwargs), files[1], [p for p in files if p is not None], card,
         )
+    import_package()
     from ..conversion.elmoformanylangs import convert
 
     return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,

@@ -14,11 +14,9 @@ import argparse
 import itertools
 from collections import defaultdict
 
-import torch
-from transformers import AutoModel, AutoTokenizer
-from transformers.utils import logging
-
-from ..models import DEFAULT_MODEL  # importing the package registers ELMo with the Auto classes
+from ..model_source import loading, resolve_model
+from ..models import DEFAULT_MODEL
+from . import import_package
 
 EXAMPLES = [
     "He sat on the bank of the river and watched the water .",
@@ -46,14 +44,21 @@ def main(argv=None):
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
                         help="an ELMo folder or a Hub repo id (default: the shipped model)")
     args = parser.parse_args(argv)
+    folder = resolve_model(args.model)
+    import_package()  # registers ELMo with the Auto classes
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging
 
     sentences = [s for s in args.sentences if s.split()] or EXAMPLES
     if not occurrences(sentences):
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
     logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModel.from_pretrained(args.model).eval()
+    with loading(args.model):
+        config = AutoConfig.from_pretrained(folder)  # first: its errors are the clearest
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModel.from_pretrained(folder, config=config).eval()
     with torch.no_grad():
         out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
 

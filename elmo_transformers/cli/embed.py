@@ -5,14 +5,15 @@ import argparse
 import os
 import sys
 
-from ..embedding import embed_file as embed_file_module
-from ..embedding.embed_file import DTYPES, MAX_SENTENCE_WORDS, PartialRun, check_paths, embed_file
-from ..embedding.embedder import DEFAULT_BATCH_SIZE, INT8_QUALITY, ElmoEmbedder, process_state
+from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
+from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
+from . import import_package, module_doc, torch_device
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers embed", description=embed_file_module.__doc__,
+    parser = argparse.ArgumentParser(prog="elmo-transformers embed",
+                                     description=module_doc("elmo_transformers.embedding.embed_file"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", help="text file, one whitespace-tokenized sentence per line (- for stdin)")
     parser.add_argument("output", help="HDF5 file to write")
@@ -29,9 +30,11 @@ def main(argv=None):
                         help="sentences per forward pass (default 64)")
     parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
                         help="longer lines are embedded in stateful windows of this many words (default 1000)")
-    parser.add_argument("--dtype", choices=[*DTYPES, "int8"], default="float32",
-                        help="compute dtype (outputs are float32). int8: the biLM's LSTM GEMMs on int8 weights, CPU "
-                             f"only, not for reproducing AllenNLP's numbers; its rule: {INT8_QUALITY}")
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="float32",
+                        help="compute dtype; outputs are float32. int8: int8 LSTM weights on the CPU, the fastest "
+                        "there; its vectors stay within the int8 rule (cosine to float32 on the default model: median "
+                        ">= 0.999, 1st percentile >= 0.99; docs/speed.md). bfloat16 pays on CPUs with native bf16 and "
+                        "on GPUs")
     parser.add_argument("--device",
                         help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
@@ -40,19 +43,28 @@ def main(argv=None):
     for name in ("batch_size", "max_sentence_words"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    folder = resolve_model(args.model)
+    import_package()
+    from ..embedding.embed_file import DTYPES, PartialRun, check_paths, embed_file
+    from ..embedding.embedder import ElmoEmbedder, process_state
 
+    device = torch_device(args.device) if args.device else None
     output = os.path.abspath(args.output)
     try:
         check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
-        embedder = ElmoEmbedder(args.model, device=args.device, dtype=DTYPES.get(args.dtype, args.dtype))
+        with loading(args.model):
+            if args.dtype == "int8":
+                from quantization_elmo import ElmoInt8Config
+
+                embedder = ElmoEmbedder(folder, device=device, quantization_config=ElmoInt8Config())
+            else:
+                embedder = ElmoEmbedder(folder, device=device, dtype=DTYPES[args.dtype])
         embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
                    resume=args.resume, overwrite=args.overwrite)
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished lines are kept in {PartialRun(output).folder}; rerun with --resume",
               file=sys.stderr)
         return 130
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
     if process_state().is_main_process:
         print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
     return 0

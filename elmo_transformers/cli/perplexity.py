@@ -1,20 +1,25 @@
 """`elmo-transformers perplexity`: forward, backward and average perplexity of a biLM language model on text files.
 
-    elmo-transformers perplexity --model DIR FILE [FILE ...]
+    elmo-transformers perplexity --model DIR FILE [FILE ...] [--output FIGURES.json]
 
 DIR is any ELMo language-model folder (`ElmoForLanguageModeling`: converted with its softmax, pre-trained or adapted
-with `elmo-transformers pretrain`). Each file (one sentence or paragraph per line; .txt or .txt.gz) is cut into
-windows of at most --max-words words, as pre-training cuts its text, and scored with the full softmax.
+with `elmo-transformers pretrain`). Each file (one sentence or paragraph per line; UTF-8 .txt or .txt.gz) is cut into
+windows of at most --max-words words, as pre-training cuts its text, and scored with the full softmax. --output gets
+the figures as JSON, written whole or not at all; it may not be, contain or sit inside an input.
 """
 
 import argparse
 import json
 
-from transformers import AutoModelForPreTraining, AutoTokenizer
-
+from ..errors import DataError, ModelError
+from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
-from ..training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
-from ..training.perplexity import bilm_perplexities
+from ..output_paths import check_file_output, check_output_apart, write_file_atomically
+from . import import_package, torch_device
+
+NOT_AN_LM = ("it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
+             "model, e.g. the shipped model (omit --model), a conversion given --softmax-weights and --vocab, or the "
+             "output of `elmo-transformers pretrain`")
 
 
 def main(argv=None):
@@ -28,17 +33,39 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--output", help="also write the figures here as JSON")
     args = parser.parse_args(argv)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForPreTraining.from_pretrained(args.model).to(args.device).eval()
+    for name in ("max_words", "batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    folder = resolve_model(args.model)
+    if args.output:
+        check_output_apart(args.output, [*args.files, folder], "--output", DataError)
+        check_file_output(args.output, "--output", DataError)
+    import_package()
+    from transformers import AutoConfig, AutoModelForPreTraining, AutoTokenizer
+
+    from ..training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
+    from ..training.perplexity import bilm_perplexities
+
+    device = torch_device(args.device)
+    # Every file is read (and its encoding checked) before the model loads; the windows stay in datasets' Arrow files.
+    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)
+               for path in args.files}
+    with loading(args.model):
+        config = AutoConfig.from_pretrained(folder)
+        if config.model_type != "elmo":
+            raise ModelError(f"--model {args.model} is not an ELMo model (model_type {config.model_type!r})")
+        if config.lm_vocab_size is None:
+            raise ModelError(f"--model {args.model}: {NOT_AN_LM}")
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForPreTraining.from_pretrained(folder).to(device).eval()
+        model.check_vocabulary(tokenizer)
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
     results = {}
     for path in args.files:
-        windows = text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)["words"]
-        figures = bilm_perplexities(model, collator, windows, args.batch_size, args.device)
-        results[path] = {"words": sum(len(w) for w in windows), **figures}
+        figures = bilm_perplexities(model, collator, windows[path]["words"], args.batch_size, device)
+        results[path] = {"words": sum(windows[path]["length"]), **figures}
         print(f"{path}: {results[path]['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
               f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}")
     if args.output:
-        with open(args.output, "w") as f:
-            json.dump(results, f, indent=2)
+        write_file_atomically(args.output, json.dumps(results, indent=2) + "\n", "--output", DataError)
     return 0

@@ -9,12 +9,15 @@ import tempfile
 
 from huggingface_hub import get_token
 
-from ..hub import push as hub
+from ..errors import UserError
+from ..model_source import check_hub_id
 from ..output_paths import check_output_apart
+from . import import_package, module_doc
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers push", description=hub.__doc__,
+    parser = argparse.ArgumentParser(prog="elmo-transformers push",
+                                     description=module_doc("elmo_transformers.hub.push"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained)")
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
@@ -32,15 +35,29 @@ def main(argv=None):
                       "first of --datasets)")
     args = parser.parse_args(argv)
 
+    for option, value in (("REPO_ID", args.repo_id), ("--base-model", args.base_model),
+                          *(("--datasets", name) for name in args.datasets)):
+        if value is not None:
+            check_hub_id(value, option)
     if not os.path.isdir(args.model_dir):
-        raise SystemExit(f"error: {args.model_dir} is not a folder")
+        raise UserError(f"{args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
-        raise SystemExit("error: no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
+        raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
     if args.staging_dir:
-        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", lambda m: SystemExit(f"error: {m}"))
+        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", UserError)
     if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
-        raise SystemExit(f"error: --staging-dir {args.staging_dir} is not empty")
+        raise UserError(f"--staging-dir {args.staging_dir} is not empty")
+    if args.staging_dir:
+        try:
+            os.makedirs(args.staging_dir, exist_ok=True)
+            tempfile.TemporaryFile(dir=args.staging_dir).close()
+        except OSError as e:
+            raise UserError(f"cannot write into --staging-dir {args.staging_dir}: {e.strerror or e}") from None
+    import_package()
+    from ..hub import push as hub
+
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
     try:
         files = hub.build_upload_folder(
             args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
@@ -51,11 +68,12 @@ def main(argv=None):
         if args.dry_run:
             print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
             print("\n".join(f"  {name}" for name in files))
+            kept = True
             return 0
         url = hub.upload(staging, args.repo_id, args.private)
         print(f"uploaded {len(files)} files to {url}")
         return 0
     finally:
-        if not args.dry_run and not args.staging_dir:
+        if not kept and not args.staging_dir:  # only the temporary folder push made itself
             shutil.rmtree(staging, ignore_errors=True)
 

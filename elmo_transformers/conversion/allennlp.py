@@ -11,9 +11,13 @@ directions) and its vocabulary (one word a line, word id = line number), the fol
 loads as `AutoModelForPreTraining` (`ElmoForLanguageModeling`) and, without the softmax, as `AutoModel`.
 """
 
+import json
+import os
+
 import h5py
 import numpy as np
 import torch
+from transformers.utils import logging
 
 from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
@@ -21,6 +25,69 @@ from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
 from ..errors import ConversionError
 from .output import mismatch_error
+
+logger = logging.get_logger(__name__)
+
+
+def config_from_options(options, **kwargs):
+    """The ElmoConfig of an AllenNLP / bilm-tf `options.json` (a path or the parsed dict).
+
+    Training-only keys (batch_size, n_epochs, ...) are ignored; `kwargs` set the fields options.json lacks
+    (num_output_representations, do_layer_norm, dropout, ...).
+    """
+    if isinstance(options, (str, os.PathLike)):
+        with open(options, encoding="utf-8") as f:
+            try:
+                options = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ConversionError(f"{options} is not valid JSON: {e}") from e
+            except RecursionError:
+                raise ConversionError(f"{options} nests lists or objects too deeply to be an options.json") from None
+    try:
+        lstm, char_cnn = options["lstm"], options["char_cnn"]
+        fields = dict(
+            char_embedding_dim=char_cnn["embedding"]["dim"],
+            filters=char_cnn["filters"],
+            n_highway=char_cnn["n_highway"],
+            activation=char_cnn.get("activation", "relu"),
+            n_characters=char_cnn.get("n_characters", 262),
+            max_characters_per_token=char_cnn.get("max_characters_per_token", 50),
+            lstm_dim=lstm["dim"],
+            projection_dim=lstm["projection_dim"],
+            n_layers=lstm["n_layers"],
+            cell_clip=lstm.get("cell_clip"),
+            proj_clip=lstm.get("proj_clip"),
+        )
+    except KeyError as e:
+        raise ConversionError(f"options are missing the required key {e} (expected the AllenNLP options.json layout)")
+    except (TypeError, AttributeError) as e:
+        raise ConversionError(f"options do not have the AllenNLP options.json layout (lstm and char_cnn objects): {e}")
+    if "use_skip_connections" not in lstm:
+        logger.warning("options.json has no lstm.use_skip_connections; using true, as AllenNLP does")
+    fields["use_skip_connections"] = lstm.get("use_skip_connections", True)  # validated: a JSON true or false
+    fields.update(kwargs)
+    return ElmoConfig(**fields)
+
+def options_from_config(config):
+    """The options.json dict that describes `config`'s biLM (the inverse of `config_from_options`)."""
+    return {
+        "lstm": {
+            "dim": config.lstm_dim,
+            "projection_dim": config.projection_dim,
+            "n_layers": config.n_layers,
+            "cell_clip": config.cell_clip,
+            "proj_clip": config.proj_clip,
+            "use_skip_connections": config.use_skip_connections,
+        },
+        "char_cnn": {
+            "activation": config.activation,
+            "embedding": {"dim": config.char_embedding_dim},
+            "filters": config.filters,
+            "n_highway": config.n_highway,
+            "n_characters": config.n_characters,
+            "max_characters_per_token": config.max_characters_per_token,
+        },
+    }
 
 
 def lstm_prefix(direction, layer, n_layers, flat):
@@ -184,7 +251,7 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
             "give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words"
         )
     try:
-        config = ElmoConfig.from_allennlp_options(options_path, **config_kwargs)
+        config = config_from_options(options_path, **config_kwargs)
     except (OSError, ValueError) as e:
         raise ConversionError(f"invalid options {options_path}: {e}") from e
     softmax = None if softmax_path is None else read_softmax(config, softmax_path, vocab_path)

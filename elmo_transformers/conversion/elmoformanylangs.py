@@ -47,6 +47,8 @@ def read_json(path):
             return json.load(f)
     except (OSError, ValueError) as e:
         raise ConversionError(f"cannot read {path} as JSON: {e}") from e
+    except RecursionError:
+        raise ConversionError(f"cannot read {path} as JSON: it nests lists or objects too deeply") from None
 
 
 def read_model_config(model_dir):

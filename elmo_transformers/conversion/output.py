@@ -20,7 +20,6 @@ import secrets
 import shutil
 
 from ..errors import ConversionError
-from ..model_files import is_model_file
 from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 
@@ -39,6 +38,8 @@ def mismatch_error(path, problems, reference="the model config"):
 
 def is_earlier_conversion(folder):
     """True if `folder` holds only files a conversion writes, including a config.json of model_type elmo."""
+    from ..model_files import is_model_file  # imports transformers: not before `convert --help` has answered
+
     try:
         names = os.listdir(folder)
         with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
@@ -99,8 +100,9 @@ def check_output(output, overwrite=False, inputs=()):
     return output
 
 
-def save_atomically(model, tokenizer, output, overwrite=False):
-    """Write `model` and `tokenizer` into a staging folder and rename it to `output` (rules: module docstring)."""
+def save_atomically(model, tokenizer, output, overwrite=False, card=None):
+    """Write `model`, `tokenizer` and the model card `card` (a huggingface_hub ModelCard, if any) into a staging
+    folder and rename it to `output` (rules: module docstring)."""
     output = check_output(output, overwrite)
     parent, name = os.path.split(output)
     staging = os.path.join(parent, f".{name}.convert-{os.getpid()}-{secrets.token_hex(4)}")
@@ -119,6 +121,8 @@ def save_atomically(model, tokenizer, output, overwrite=False):
             os.chmod(staging, 0o777 & ~umask)
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
+            if card is not None:
+                card.save(os.path.join(staging, "README.md"))
             _check_output(output, overwrite)  # again: the folder may have changed during the conversion
             if os.path.isdir(output) and os.listdir(output):
                 os.rename(output, old)
@@ -157,14 +161,14 @@ def add_arguments(parser):
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
 
 
-def run(args, convert, source, inputs):
+def run(args, convert, source, inputs, card=None):
     """Check the output path against the `inputs` (paths), `convert(**config_kwargs) -> (model, tokenizer)`, write
     the folder; returns the exit code (a ConversionError reaches `cli.main`, which prints it as one line)."""
     check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
     model, tokenizer = convert(
         num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
     )
-    output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite)
+    output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite, card=card)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"converted {source} ({n_params:,} parameters) -> {output}")
     return 0

@@ -13,13 +13,18 @@ Long lines: a line of more than --max-sentence-words words (default 1000) is emb
 in the stateful mode of `ElmoModel.forward_windows`: each window is a sentence of its own and every LSTM starts from
 the state the previous window ended in. The forward LM then reads the line as if `</S> <S>` stood between windows;
 the backward LM carries its state forward across windows instead of seeing the right-hand context (bilm-tf's and
-AllenNLP's stateful approximation). Memory depends on the window and --batch-size, never on a line's length.
+AllenNLP's stateful approximation). The model's memory depends on the window and --batch-size, never on a line's
+length. The text itself is held in memory, since `sentence_to_index` (one JSON string of every line) is written at
+the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
+the output holds the text once more.
 
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
 run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
-refused: the batches decide the float rounding, so only the same batches give the same numbers. While a run writes
-OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that one is alive.
+refused, and so is resuming after the model's weights changed, even at the same path (run.json records a SHA-256 of
+the loaded weights): the batches decide the float rounding, so only the same batches give the same numbers. While a
+run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
+one is alive.
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
 them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
@@ -33,7 +38,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from itertools import islice
 
 import h5py
@@ -41,12 +45,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .embedder import DEFAULT_BATCH_SIZE, process_state
-from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..errors import DataError
+from ..output_paths import check_file_output, check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..text_input import checked_lines
+from .defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, MODES
+from .embedder import process_state
 
-MODES = ("all", "top", "average")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-MAX_SENTENCE_WORDS = 1000
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES if name != "int8"}  # int8: quantization_config
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
 
@@ -65,12 +70,10 @@ def read_lines(source):
     byte-order mark (an editor's encoding mark, not part of the first word)."""
     try:
         if hasattr(source, "read"):
-            lines = [line.strip() for line in source]
+            lines = [line.strip() for line in checked_lines(source, input_name(source))]
         else:
             with open(sys.stdin.fileno() if source == "-" else source, encoding="utf-8", closefd=source != "-") as f:
-                lines = [line.strip() for line in f]
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{input_name(source)} is not UTF-8 text ({e}); convert it, e.g. with iconv") from None
+                lines = [line.strip() for line in checked_lines(f, input_name(source))]
     except OSError as e:
         raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
     if lines and lines[0].startswith("\ufeff"):
@@ -86,21 +89,13 @@ def check_paths(source, output, overwrite, resume):
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
         check_output_apart(output, [source])
-    if os.path.isdir(output):
-        raise ValueError(f"the output {output} is a folder: give the path of the HDF5 file to write")
-    parent = os.path.dirname(output)
-    if not os.path.isdir(parent):
-        raise ValueError(f"cannot write {output}: {parent} is not an existing folder")
-    try:
-        tempfile.TemporaryFile(dir=parent).close()
-    except OSError as e:
-        raise OSError(f"cannot write into {parent}: {e.strerror or e}") from None
+    check_file_output(output, "output", DataError)
     if os.path.lexists(output) and not overwrite:
-        raise ValueError(f"{output} exists (pass --overwrite to replace it)")
+        raise DataError(f"{output} exists (pass --overwrite to replace it)")
     run = PartialRun(output)
     run.check_not_running()
     if run.exists() and not resume:
-        raise ValueError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
+        raise DataError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
 
 
 def select(layers, mode):
@@ -134,7 +129,7 @@ class PartialRun:
             return
         owner = read_owner_file(self.owner_file) or {}
         if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
-            raise ValueError(
+            raise DataError(
                 f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
                 f"(named in {self.owner_file}): wait for it to finish or stop it; "
                 "if it no longer runs, delete that file"
@@ -167,7 +162,7 @@ class PartialRun:
             saved = json.load(f)
         for key, value in settings.items():
             if saved.get(key) != value:
-                raise ValueError(
+                raise DataError(
                     f"cannot resume {self.folder}: it was started with {key}={saved.get(key)!r}, now "
                     f"{key}={value!r} (use the first run's settings, or delete the folder to start over)"
                 )
@@ -214,19 +209,20 @@ class PartialRun:
             os.fsync(f.fileno())
         os.replace(path + ".tmp", path)
 
-    def finish(self, output, lines, counts):
+    def finish(self, output, lines, counts, progress=True):
         """Assemble OUTPUT (written inside the partial folder, then renamed into place), then remove the folder.
 
         The HDF5 file is written by a child process: a full disk can crash h5py (a segfault, not an exception),
-        and the computed lines must survive that with a clear message. Free space is checked first.
+        and the computed lines must survive that with a clear message. Free space is checked first. The child
+        reports each line it has written, for a progress bar of this step, which takes minutes on a large input.
         """
         batches, windows = self.progress()
         missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
         if missing:
-            raise ValueError(f"{self.folder} lacks lines {missing[:10]}: rerun with --resume")
-        index = json.dumps({line: str(i) for i, line in enumerate(lines)})
+            raise DataError(f"{self.folder} lacks lines {missing[:10]}: rerun with --resume")
         files = [os.path.join(self.folder, name) for name in os.listdir(self.folder)]
-        needed = sum(map(os.path.getsize, files)) + len(index.encode()) + 1024 * len(lines)  # ~1 KB HDF5 per dataset
+        text = sum(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass")) for line in lines)
+        needed = sum(map(os.path.getsize, files)) + text + 1024 * len(lines)  # ~1 KB HDF5 per dataset
         free = shutil.disk_usage(self.folder).free
         keep = f"the computed lines are kept in {self.folder}: free space there and rerun with --resume"
         if needed > free:
@@ -236,14 +232,18 @@ class PartialRun:
         shards = sorted(set(batches.values()))
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         receive, send = context.Pipe(duplex=False)
-        writer = context.Process(target=write_hdf5_reporting, args=(send, staging, shards, windows, index))
+        writer = context.Process(target=write_hdf5_reporting, args=(send, staging, shards, windows, lines))
         writer.start()
         send.close()
+        failure = None
+        with tqdm(total=len(lines), unit="line", desc="writing HDF5", disable=not progress) as bar:
+            try:
+                while isinstance(message := receive.recv(), int):  # lines written; then None (done) or the error
+                    bar.update(message)
+                failure = message
+            except EOFError:  # it died before reporting
+                pass
         writer.join()
-        try:
-            failure = receive.recv()
-        except EOFError:  # it died before reporting
-            failure = None
         if failure is not None or writer.exitcode != 0:
             failure = failure or f"the HDF5 writer died with exit code {writer.exitcode}"
             if os.path.exists(staging):
@@ -263,13 +263,16 @@ def covered(windows):
     return end
 
 
-def write_hdf5(path, shards, windows, index):
-    """The output file: each shard's datasets, each long line filled window by window, and sentence_to_index."""
+def write_hdf5(path, shards, windows, lines, written=lambda lines: None):
+    """The output file: each shard's datasets, each long line filled window by window, and sentence_to_index (the
+    JSON map of `lines`, built here, in the writer process); `written(n)` is told as each shard's n lines and each
+    long line are in."""
     with h5py.File(path, "w") as f:
         for shard in shards:
             with np.load(shard) as arrays:
                 for key in arrays.files:
                     f.create_dataset(key, data=arrays[key])
+                written(len(arrays.files))
         for line, pieces in windows.items():
             dataset = None
             for start, stop, piece in pieces:
@@ -279,15 +282,18 @@ def write_hdf5(path, shards, windows, index):
                     shape = (*vectors.shape[:-2], pieces[-1][1], vectors.shape[-1])
                     dataset = f.create_dataset(str(line), shape=shape, dtype=np.float32)
                 dataset[..., start:stop, :] = vectors
+            written(1)
+        index = json.dumps({line: str(i) for i, line in enumerate(lines)})
         f.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())[0] = index
 
 
 def write_hdf5_reporting(send, path, *args):
-    """`write_hdf5` in the child process: sends None, or the error's first line (h5py's own noise goes to a log)."""
+    """`write_hdf5` in the child process: sends the number of lines written as it goes, then None, or the error's
+    first line (h5py's own noise goes to a log)."""
     log = os.open(os.path.join(os.path.dirname(path), "assembly.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(log, 2)
     try:
-        write_hdf5(path, *args)
+        write_hdf5(path, *args, written=send.send)
         send.send(None)
     except Exception as e:  # reported by the parent, which keeps the shards
         send.send(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
@@ -306,27 +312,41 @@ def embed_long_line(embedder, run, line_number, line, window, mode, done):
         start += len(chunk)
 
 
+def weights_sha256(model):
+    """SHA-256 over the name, dtype, shape and bytes of every parameter and buffer: what identifies the numbers a
+    model computes with, wherever it was loaded from (the same folder path may hold other weights tomorrow)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, *,
                max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True):
     """Embed `input_file` (a path, "-" for stdin, or an open text file) into the HDF5 file `output_file_path`
     with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the rules. Under accelerate
     launch / torchrun every process calls this with the same arguments."""
     if output_format not in MODES:
-        raise ValueError(f"output_format must be one of {MODES}, got {output_format!r}")
+        raise DataError(f"output_format must be one of {MODES}, got {output_format!r}")
     for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
         if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+            raise DataError(f"{name} must be a positive int, got {value!r}")
     output = os.path.abspath(output_file_path)
     check_paths(input_file, output, overwrite, resume)
     run = PartialRun(output)
     lines = read_lines(input_file)
     fingerprint = hashlib.sha256()
     for line in lines:
-        fingerprint.update(line.encode("utf-8", "surrogatepass") + b"\n")
+        for start in range(0, len(line), LONG_LINE_CHARS):  # a piece at a time: no copy of a long line
+            fingerprint.update(line[start : start + LONG_LINE_CHARS].encode("utf-8", "surrogatepass"))
+        fingerprint.update(b"\n")
     settings = {
         "input_sha256": fingerprint.hexdigest(),
         "mode": output_format,
         "model": embedder.source,
+        "weights_sha256": weights_sha256(embedder.model),
         "dtype": ("int8" if getattr(embedder.model, "is_quantized", False)
                   else str(embedder.model.dtype).removeprefix("torch.")),
         "batch_size": batch_size,
@@ -374,7 +394,7 @@ def _embed_lines(embedder, run, state, lines, settings, output_format, batch_siz
                 bar.update(len(unit))
     state.wait_for_everyone()
     if state.is_main_process:
-        run.finish(run.output, lines, counts)
+        run.finish(run.output, lines, counts, progress)
     state.wait_for_everyone()
 
 

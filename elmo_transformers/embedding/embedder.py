@@ -15,15 +15,11 @@ from accelerate import PartialState
 from transformers import PreTrainedConfig
 
 from modeling_elmo import ElmoModel, masked_mean
-from quantization_elmo import ElmoInt8Config
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import UserError
 from ..models import DEFAULT_MODEL
-
-DEFAULT_BATCH_SIZE = 64  # AllenNLP's
-INT8_QUALITY = ("cosine of its vectors to float32's on the default model: median >= 0.999, 1st percentile >= 0.99 "
-                "(tests/test_quantization.py)")
+from .defaults import DEFAULT_BATCH_SIZE
 
 
 def process_state():
@@ -49,7 +45,7 @@ def batch_to_ids(batch):
     """AllenNLP's `batch_to_ids`: word lists -> LongTensor [batch, longest, 50] of char ids, 0 at padding."""
     check_word_lists(batch, "batch_to_ids")
     if not batch:
-        raise ValueError("batch_to_ids: empty batch (pass at least one sentence; [] is a sentence with no words)")
+        raise UserError("batch_to_ids: empty batch (pass at least one sentence; [] is a sentence with no words)")
     return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
 
@@ -69,9 +65,9 @@ def load_elmo(name_or_path, dtype=None, quantization_config=None):
     except OSError as e:
         raise cannot_load(e) from None
     if not config:
-        raise ValueError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
+        raise UserError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
     if config.get("model_type") != "elmo":
-        raise ValueError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
+        raise UserError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
                          f"{config.get('model_type')!r}, not 'elmo'")
     kwargs = {} if dtype is None else {"dtype": dtype}
     if quantization_config is not None:
@@ -82,7 +78,7 @@ def load_elmo(name_or_path, dtype=None, quantization_config=None):
         raise cannot_load(e) from None
     missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
     if missing:
-        raise ValueError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
+        raise UserError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
     return model
 
 
@@ -92,30 +88,28 @@ class ElmoEmbedder:
     `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`; default: the shipped model,
     `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate
     picks (cuda, mps, ... else cpu) for a model loaded here, and to where a given model already is; `dtype` (e.g.
-    torch.bfloat16) is the compute dtype, outputs stay float32. The model is put in eval mode (no dropout).
-
-    int8 (CPU): `quantization_config=ElmoInt8Config()`, as for `from_pretrained`, or its shorthand `dtype="int8"`
-    (what `elmo-transformers embed --dtype int8` passes); only for a model loaded here, and it runs on the CPU.
-    What int8 keeps is `INT8_QUALITY`.
+    torch.bfloat16) is the compute dtype, outputs stay float32. `quantization_config=ElmoInt8Config()` loads the
+    model with int8 LSTM weights, as `from_pretrained` does (CPU, float32 activations; the fastest way on a CPU,
+    within the int8 rule of docs/speed.md). The model is put in eval mode (no dropout).
     """
 
     def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None):
-        if dtype == "int8":
-            dtype, quantization_config = None, ElmoInt8Config()
-        if quantization_config is not None and device is not None and torch.device(device).type != "cpu":
-            raise UserError(f"int8 runs on the CPU, got device={device!r}: leave device out or pass 'cpu'")
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
+            if quantization_config is not None and torch.device(device or "cpu").type != "cpu":
+                raise UserError(f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
+                                "dtype=torch.bfloat16 on an accelerator")
             loaded = load_elmo(model, dtype, quantization_config)
-            loaded = loaded.to("cpu" if getattr(loaded, "is_quantized", False) else device or process_state().device)
+            loaded = loaded.to(device or ("cpu" if quantization_config is not None else process_state().device))
             tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
             model = loaded
         else:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
             if quantization_config is not None:
-                raise UserError("int8 is chosen when a model is loaded: pass its folder or Hub id to ElmoEmbedder "
-                                 "with dtype='int8', or load it with from_pretrained(..., quantization_config=...)")
+                raise TypeError("ElmoEmbedder(model, quantization_config=...): quantization happens when a model "
+                                "loads; pass its folder or repo id, or load it with from_pretrained(..., "
+                                "quantization_config=...) yourself")
             self.source = model.name_or_path
             model = model.to(device=device, dtype=dtype)
         self.model = model.eval()
@@ -149,7 +143,7 @@ class ElmoEmbedder:
     def embed_sentences(self, sentences, batch_size=DEFAULT_BATCH_SIZE):
         """Lazily, in input order: reads `batch_size` word lists at a time from any iterable, yields one array each."""
         if isinstance(batch_size, bool) or not (isinstance(batch_size, int) and batch_size > 0):
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise UserError(f"batch_size must be a positive int, got {batch_size!r}")
         sentences = iter(sentences)
         while batch := list(islice(sentences, batch_size)):
             yield from self.embed_batch(batch)
@@ -186,7 +180,7 @@ class ElmoEmbedder:
             raise TypeError("tf_hub_outputs takes a non-empty list of strings or of word lists")
         if all(isinstance(text, str) for text in inputs):
             if sequence_len is not None:
-                raise ValueError("sequence_len goes with word lists (TF-Hub's tokens signature), not raw strings")
+                raise UserError("sequence_len goes with word lists (TF-Hub's tokens signature), not raw strings")
             sentences = [text.split() for text in inputs]
         else:
             check_word_lists(inputs, "tf_hub_outputs")
@@ -197,7 +191,7 @@ class ElmoEmbedder:
                     raise TypeError(f"sequence_len must hold integer word counts, got {lengths[:5]!r}")
                 lengths = [int(n) for n in lengths]
                 if len(lengths) != len(sentences) or any(not 0 <= n <= len(s) for n, s in zip(lengths, sentences)):
-                    raise ValueError("sequence_len needs one length per word list, each between 0 and the list's size")
+                    raise UserError("sequence_len needs one length per word list, each between 0 and the list's size")
                 sentences = [words[:n] for words, n in zip(sentences, lengths)]
         out = self._run(sentences)
         layers = [layer.float() for layer in out.hidden_states]

@@ -13,6 +13,8 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from configuration_elmo import ELMO_AUTO_MAP, ELMO_PIPELINES
 
+from ..errors import ModelError
+
 # Trainer's metric files and the data split each one measured.
 RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
 # Trainer's bookkeeping in those files, not measures of the model.
@@ -70,6 +72,15 @@ out.last_hidden_state   # [batch, words, {{ hidden }}] the scalar mix of the lay
 out.hidden_states       # {{ n_layers + 1 }} tensors [batch, words, {{ hidden }}]: the biLM layers
 masked_mean = importlib.import_module(type(model).__module__).masked_mean
 sentence_vectors = masked_mean(out.last_hidden_state, out.mask)  # [batch, {{ hidden }}], like TF-Hub's `default`
+{%- elif task == "fill-mask" -%}
+from transformers import AutoModelForPreTraining, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{{ repo_id }}", trust_remote_code=True)
+model = AutoModelForPreTraining.from_pretrained("{{ repo_id }}", trust_remote_code=True).eval()
+
+batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")  # words split on whitespace
+out = model(**batch)
+out.forward_logits, out.backward_logits  # [batch, words + 1, vocabulary]: each direction's next-word scores
 {%- else -%}
 from transformers import {{ auto_class }}, AutoTokenizer
 
@@ -134,6 +145,8 @@ PIPELINE_OUTPUTS = {
     "text-classification": "the label and its probability for each text.",
     "token-classification": "entities (groups of adjacent words with one label) with `start`/`end` character "
     "offsets into the text.",
+    "fill-mask": "the likeliest words for the one `<mask>` word of each text, e.g. `He is the king of <mask> .`, "
+    "ranked by the mean of the forward and backward log-probabilities, with their scores.",
 }
 
 
@@ -156,7 +169,7 @@ def architecture(config):
     name = (config.get("architectures") or ["ElmoModel"])[0]
     auto_classes = {reference.split(".")[-1]: auto for auto, reference in ELMO_AUTO_MAP.items() if auto != "AutoConfig"}
     if name not in auto_classes:
-        raise ValueError(f"config.architectures names {name!r}; expected one of {sorted(auto_classes)}")
+        raise ModelError(f"config.architectures names {name!r:.100}; expected one of {sorted(auto_classes)}")
     auto_class = auto_classes[name]
     tasks = [task for task, pipeline in ELMO_PIPELINES.items() if auto_class in pipeline["pt"]]
     return name, auto_class, tasks[0] if tasks else "feature-extraction"
@@ -211,7 +224,7 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         auto_class=auto_class,
         base_model=base_model,
         shape=f"{n_layers} x {config['lstm_dim']} LSTM, projection {projection}, {config['n_highway']} highway",
-        source=source,
+        source=markdown_code(source) if source else None,  # the user's words, shown as they are: no Markdown/HTML
         hidden=2 * projection,
         projection=projection,
         n_layers=n_layers,
@@ -219,6 +232,6 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         labels=labels,
         results=results,
         markdown_code=markdown_code,
-        check=check or DEFAULT_CHECK,
+        check=f"Checked: {markdown_code(check)}" if check else DEFAULT_CHECK,
         citation=CITATION,
     )

@@ -24,11 +24,13 @@ import sys
 import tempfile
 
 from huggingface_hub import HfApi
+from safetensors import safe_open
 
 from configuration_elmo import ELMO_MODULES
 
-from .model_card import architecture, model_card
+from ..errors import UserError
 from ..model_files import is_model_file
+from .model_card import architecture, model_card
 
 # Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files.
 LOAD_CHECK = """
@@ -47,7 +49,7 @@ if type(model).__name__ != name:
 with torch.no_grad():
     model(**tokenizer(["Hello world !"], return_tensors="pt"))
 pipe = pipeline(task, model=folder, trust_remote_code=True)
-result = pipe("Hello world !")
+result = pipe("Hello <mask> !" if task == "fill-mask" else "Hello world !")
 if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
     sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
 print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
@@ -61,21 +63,48 @@ def installed_module(name):
     return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
 
 
+def weight_files(model_dir):
+    """The safetensors files the model loads: model.safetensors, or the shards its index names."""
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if not os.path.isfile(index):
+        return {"model.safetensors"}
+    try:
+        with open(index, encoding="utf-8") as f:
+            return set(json.load(f)["weight_map"].values())
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
+        raise UserError(f"{index} is not a weight index (a JSON weight_map): {e}") from None
+
+
+def is_safetensors(path):
+    """True when `path` opens as a safetensors file (its header parses)."""
+    try:
+        with safe_open(path, framework="pt"):
+            return True
+    except Exception:  # safetensors reports a bad header with its own error type
+        return False
+
+
 def upload_files(model_dir):
-    """(names to upload, names left out) of DIR. Uploaded: regular files with a model-file name (or README.md)
-    inside DIR. A symbolic link is followed only when it stays inside DIR, or when it is a model module linked to
-    this installation's own copy of that module (the shipped default model links its code to the package's); any
-    other link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
+    """(names to upload, names left out) of DIR. Uploaded: regular, not hidden files with a model-file name (or
+    README.md) inside DIR, and of the safetensors files only those the model loads, each checked to be one. A
+    symbolic link is followed only when it stays inside DIR, or when it is a model module linked to this
+    installation's own copy of that module (the shipped default model links its code to the package's); any other
+    link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
     root = os.path.realpath(model_dir)
+    weights = weight_files(model_dir)
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
-        wanted = is_model_file(name) or name == "README.md"
+        wanted = not name.startswith(".") and is_model_file(name)
+        if name.endswith(".safetensors") and name not in weights:
+            wanted = False  # not a file the model loads
         if wanted and os.path.islink(path):
             target = os.path.realpath(path)
             if os.path.commonpath([root, target]) != root and target != installed_module(name):
-                raise SystemExit(f"error: {path} is a symbolic link to {target}, outside {model_dir}: only files "
-                                 "inside the folder are uploaded (copy the file in, or remove the link)")
+                raise UserError(f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
+                                "folder are uploaded (copy the file in, or remove the link)")
+        if wanted and name in weights and os.path.isfile(path) and not is_safetensors(path):
+            raise UserError(f"{path} is not a safetensors file (its header does not parse): save the model again")
         if wanted and os.path.isfile(path):
             kept.append(name)
         else:
@@ -87,7 +116,7 @@ def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
     """Copy DIR's model files (`upload_files`) into `staging` (links copied as the files they point to) and add
     the model card; returns the sorted file names of `staging`. What is left out is printed."""
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise SystemExit(f"error: {model_dir} has no config.json: not a saved model folder")
+        raise UserError(f"{model_dir} has no config.json: not a saved model folder")
     kept, left_out = upload_files(model_dir)
     if left_out:
         print(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
@@ -113,7 +142,8 @@ def check_loads(folder):
             cwd=cwd, env=env, capture_output=True, text=True,
         )
     if result.returncode != 0:
-        raise SystemExit(f"error: {folder} does not load with the Auto classes:\n{result.stderr.strip()[-3000:]}")
+        last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
+        raise UserError(f"{folder} does not load with the Auto classes in a fresh process: {last}")
     return result.stdout.strip()
 
 

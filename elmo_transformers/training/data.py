@@ -2,6 +2,7 @@
 `datasets`, the biLM word vocabulary, windows and the language-model collator."""
 
 import collections
+import hashlib
 import os
 from dataclasses import dataclass
 
@@ -9,9 +10,10 @@ import datasets
 import fsspec
 import torch
 
-from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD, ElmoTokenizer
+from tokenization_elmo import BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, ElmoTokenizer
 
 from ..errors import DataError
+from ..text_input import checked_lines
 
 
 def settle_before_trainer(model, tokenizer, training_args):
@@ -33,7 +35,7 @@ def data_format(path):
     formats = {"txt": "text", "text": "text", "json": "json", "jsonl": "json", "csv": "csv", "tsv": "csv",
                "conll": "conll"}
     if extension not in formats:
-        raise ValueError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
+        raise DataError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
     return formats[extension]
 
 
@@ -52,7 +54,7 @@ def read_conll(paths):
                     continue
                 columns = line.split("\t") if "\t" in line else line.split()
                 if len(columns) < 2:
-                    raise ValueError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
+                    raise DataError(f"{path}:{number}: expected 'token<TAB>tag', got {line!r}")
                 tokens.append(columns[0])
                 tags.append(columns[-1])
             if tokens:
@@ -60,17 +62,22 @@ def read_conll(paths):
 
 
 def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, cache_dir=None):
-    """A DatasetDict from a Hub dataset name or from local files ({split: [paths]}, all of one format)."""
+    """A DatasetDict from a Hub dataset name or from local files ({split: [paths]}, all of one format).
+
+    Local files are prepared into a cache folder named by a SHA-256 of their bytes (`content_cache_dir`): `datasets`
+    keys local files by path and modification time, so a file rewritten within the same second, or copied with its
+    time stamp kept, would otherwise give the examples of its old content."""
     if dataset_name is not None:
         return datasets.load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
     if not data_files:
-        raise ValueError("give a dataset name or local data files")
+        raise DataError("give a dataset name or local data files")
     for paths in data_files.values():
         for path in paths:
             check_has_data(path)
+    cache_dir = content_cache_dir(data_files, cache_dir)
     formats = {data_format(p) for paths in data_files.values() for p in paths}
     if len(formats) != 1:
-        raise ValueError(f"all data files must have one format, got {sorted(formats)}")
+        raise DataError(f"all data files must have one format, got {sorted(formats)}")
     builder = formats.pop()
     if builder == "conll":  # no `datasets` builder for CoNLL: one generator per split
         return datasets.DatasetDict(
@@ -82,13 +89,31 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
 
 
+def content_cache_dir(data_files, cache_dir=None):
+    """`cache_dir` (default: datasets' cache) / elmo-transformers-files / the SHA-256 of the splits' names and their
+    files' bytes, in order."""
+    digest = hashlib.sha256()
+    for split, paths in sorted(data_files.items()):
+        digest.update(f"{split}\0{len(paths)}\0".encode())
+        for path in paths:
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    digest.update(chunk)
+            digest.update(b"\0")
+    return os.path.join(cache_dir or datasets.config.HF_DATASETS_CACHE, "elmo-transformers-files", digest.hexdigest())
+
+
 def check_has_data(path):
-    """A local data file must exist and hold a non-blank line (compressed files are read through fsspec): `datasets`
-    fails on an empty file with a bare StopIteration or a generic generation error."""
+    """A local data file must exist, be UTF-8 text without NUL characters (`text_input`) and hold a non-blank line
+    (compressed files are read through fsspec): `datasets` fails on an empty file with a bare StopIteration or a
+    generic generation error, and reads UTF-16 without a byte-order mark as words full of NULs."""
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file")
     with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
-        if not any(line.strip() for line in f):
+        blank = True
+        for line in checked_lines(f, path):  # every line, for the encoding
+            blank = blank and not line.strip()
+        if blank:
             raise DataError(f"{path}: the file is empty (no examples)")
 
 
@@ -111,7 +136,7 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None):
     that carry the LSTM state over), so a paragraph cut in several windows has one artificial boundary per cut.
     """
     if text_column not in dataset.column_names:
-        raise ValueError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set --text_column")
+        raise DataError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set --text_column")
 
     def windows(batch):
         out = [w for line in batch[text_column] if line for w in split_into_windows(line.split(), max_words)]
@@ -120,24 +145,35 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None):
     return dataset.map(windows, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc="windows")
 
 
+# Never words of a vocabulary built from text: the first three head every vocab.txt; the tokenizer's mask and pad
+# tokens stay its added tokens (a text that uses them as words must not make `mask_token_id` a softmax word).
+SPECIAL_WORDS = (BOS_WORD, EOS_WORD, UNK_WORD, MASK_WORD, PAD_WORD)
+
+
 def build_vocabulary(dataset, path, vocab_size=None, min_count=1):
     """Write a bilm-tf vocabulary file from the "words" column: `<S>`, `</S>`, `<UNK>`, then words by descending
-    count (ties in alphabetical order), at most `vocab_size` lines in all, each seen at least `min_count` times.
+    count (ties in alphabetical order), at most `vocab_size` lines in all, each seen at least `min_count` times;
+    `<mask>` and `<pad>` in the text are left out (`SPECIAL_WORDS`).
     Returns the number of lines."""
     counts = collections.Counter()
     for batch in dataset.iter(batch_size=10_000):
         for words in batch["words"]:
             counts.update(words)
-    for special in (BOS_WORD, EOS_WORD, UNK_WORD):
+    for special in SPECIAL_WORDS:
         counts.pop(special, None)
     ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
     if vocab_size is not None:
         ranked = ranked[: max(vocab_size - 3, 0)]
     if not ranked:
-        raise ValueError(f"no word occurs at least {min_count} times in the training data: empty vocabulary")
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(w + "\n" for w in [BOS_WORD, EOS_WORD, UNK_WORD, *ranked])
+        raise DataError(f"no word occurs at least {min_count} times in the training data: empty vocabulary")
+    write_words(path, [BOS_WORD, EOS_WORD, UNK_WORD, *ranked])
     return len(ranked) + 3
+
+
+def write_words(path, words):
+    """A vocabulary file: one word a line (bilm-tf's format; word id = line number)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(w + "\n" for w in words)
 
 
 @dataclass

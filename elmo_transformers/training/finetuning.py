@@ -1,26 +1,31 @@
-"""What the two fine-tuning tasks share: arguments, labels, loading the head, and the Trainer run."""
+"""Fine-tuning a task head (`elmo-transformers finetune`): arguments, data, labels, loading the head, and the two
+tasks, token and sequence classification, with their metrics (the Trainer run itself is `runner.run`)."""
 
 import json
-import logging
-import sys
 from dataclasses import dataclass, field
 
 import datasets
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+import numpy as np
+from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from configuration_elmo import ElmoConfig
-from ..errors import DataError
-from .data import load_splits, settle_before_trainer
-from ..output_paths import check_output_apart
+from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+from tokenization_elmo import ElmoTokenizer
 
-logger = logging.getLogger(__name__)
+from ..errors import DataError
+from ..model_source import load_config
+from ..models import DEFAULT_MODEL
+from ..output_paths import check_output_apart
+from .data import load_splits
+from .runner import check_splits, limit_samples, parse_arguments, run
 
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(metadata={"help": "ElmoModel folder (converted AllenNLP weights, "
-                                               "`elmo-transformers pretrain` output) or an already fine-tuned head "
-                                               "of the same kind."})
+    model_name_or_path: str = field(default=DEFAULT_MODEL,
+                                    metadata={"help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
+                                              "`elmo-transformers pretrain` output) or an already fine-tuned head "
+                                              "of the same kind (default: the shipped model)."})
     freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
                                                               "fine-tuning."})
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
@@ -49,17 +54,14 @@ class DataArguments:
 
 
 def parse_and_load(argv=None, prog=None):
-    """The command line (head, data and Trainer arguments), logging and the seed, then the data splits, checked
-    against the --do_* flags: what both fine-tuning tasks start with."""
-    parser = HfArgumentParser((HeadArguments, DataArguments, TrainingArguments), prog=prog)
-    head_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    """The command line (head, data and Trainer arguments), then the data splits, checked against the --do_* flags:
+    what both fine-tuning tasks start with."""
+    head_args, data_args, training_args = parse_arguments((HeadArguments, DataArguments), argv, prog)
+    load_config(head_args.model_name_or_path, "--model-name-or-path")  # a missing or broken model: one line, now
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    set_seed(training_args.seed)
     raw = load_data(data_args)
-    check_training_args(training_args, raw)
+    check_splits(training_args, raw)
     return head_args, data_args, training_args, raw
 
 
@@ -73,11 +75,7 @@ def load_data(data_args):
     for split in raw:
         if len(raw[split]) == 0:
             raise DataError(f"the {split} split has no examples")
-    for split in raw:
-        limit = data_args.max_train_samples if split == "train" else data_args.max_eval_samples
-        if limit is not None:
-            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
-    return raw
+    return limit_samples(raw, data_args.max_train_samples, data_args.max_eval_samples)
 
 
 def label_mapping(raw, column, nested, model_name_or_path, head_class):
@@ -157,40 +155,91 @@ def tokenize_splits(raw, encode, training_args):
                 for name, split in raw.items()}
 
 
-def run(model, tokenizer, training_args, splits, collator, compute_metrics):
-    """Train, evaluate, predict the test split, save: the saved folder loads with the Auto classes and
-    trust_remote_code. Metrics are printed and saved ({train,eval,test}_results.json)."""
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info(f"{type(model).__name__}: {model.num_parameters():,} parameters, {trainable:,} trainable")
-    settle_before_trainer(model, tokenizer, training_args)
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=splits.get("train") if training_args.do_train else None,
-        eval_dataset=splits.get("validation") if training_args.do_eval else None,
-        processing_class=tokenizer,
-        data_collator=collator,
-        compute_metrics=compute_metrics,
-    )
-    if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        trainer.save_model()
-        trainer.log_metrics("train", result.metrics)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
-    if training_args.do_eval:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
-    if training_args.do_predict:
-        metrics = trainer.predict(splits["test"], metric_key_prefix="test").metrics
-        trainer.log_metrics("test", metrics)
-        trainer.save_metrics("test", metrics)
-    return trainer
+def spans(tags):
+    """(type, start, end) chunks of one BIO / IOB2 tag sequence; an I- without a matching chunk starts one."""
+    chunks, start, kind = set(), None, None
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, _, label = tag.partition("-")
+        if start is not None and (prefix != "I" or label != kind):
+            chunks.add((kind, start, i))
+            start = kind = None
+        if prefix in ("B", "I") and start is None:
+            start, kind = i, label
+    return chunks
 
 
-def check_training_args(training_args: TrainingArguments, splits):
-    for flag, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
-        if getattr(training_args, flag) and split not in splits:
-            raise DataError(f"--{flag} needs a {split} split")
+def token_metrics(labels):
+    is_bio = all(tag == "O" or tag[:2] in ("B-", "I-") for tag in labels)
 
+    def compute_metrics(prediction):
+        predicted, gold = prediction.predictions.argmax(-1), prediction.label_ids
+        keep = gold != -100
+        metrics = {"accuracy": float((predicted[keep] == gold[keep]).mean())}
+        if is_bio:
+            found = correct = expected = 0
+            for p, g, k in zip(predicted, gold, keep):
+                p_spans = spans([labels[i] for i in p[k]])
+                g_spans = spans([labels[i] for i in g[k]])
+                found, expected = found + len(p_spans), expected + len(g_spans)
+                correct += len(p_spans & g_spans)
+            precision, recall = correct / max(found, 1), correct / max(expected, 1)
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            metrics.update(precision=precision, recall=recall, f1=f1)
+        return metrics
+
+    return compute_metrics
+
+
+def token_classification(argv=None, prog=None):
+    head_args, data_args, training_args, raw = parse_and_load(argv, prog)
+    words_column = data_args.text_column or "tokens"
+    tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
+    labels = label_mapping(raw, tags_column, True, head_args.model_name_or_path, ElmoForTokenClassification)
+    label_ids = label_encoder(raw, tags_column, True, labels)
+    tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
+
+    def encode(batch, indices, split):
+        encoded = tokenizer(batch[words_column], is_split_into_words=True, truncation=data_args.max_words is not None,
+                            max_length=data_args.max_words)
+        encoded["labels"] = []
+        for index, words, tags, ids in zip(indices, batch[words_column], batch[tags_column], encoded["input_ids"]):
+            where = f"{split} example {index}"
+            tag_ids = label_ids(tags, where)
+            if len(tag_ids) != len(words):
+                raise DataError(f"{where}: {len(words)} words but {len(tag_ids)} tags (one tag per word)")
+            encoded["labels"].append(tag_ids[: len(ids)])
+        return encoded
+
+    splits = tokenize_splits(raw, encode, training_args)
+    model = load_head(ElmoForTokenClassification, head_args, labels, default_encoder="lstm")
+    collator = DataCollatorForTokenClassification(tokenizer)
+    return run(model, tokenizer, training_args, splits, collator, token_metrics(labels))
+
+
+def sequence_metrics(prediction):
+    predicted, gold = prediction.predictions.argmax(-1), prediction.label_ids
+    f1s = []
+    for label in np.union1d(predicted, gold):
+        tp = np.sum((predicted == label) & (gold == label))
+        denominator = np.sum(predicted == label) + np.sum(gold == label)
+        f1s.append(2 * tp / denominator if denominator else 0.0)
+    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(np.mean(f1s))}
+
+
+def sequence_classification(argv=None, prog=None):
+    head_args, data_args, training_args, raw = parse_and_load(argv, prog)
+    text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
+    labels = label_mapping(raw, label_column, False, head_args.model_name_or_path, ElmoForSequenceClassification)
+    label_id = label_encoder(raw, label_column, False, labels)
+    tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
+
+    def encode(batch, indices, split):
+        encoded = tokenizer(batch[text_column], truncation=data_args.max_words is not None,
+                            max_length=data_args.max_words)
+        encoded["labels"] = [label_id(label, f"{split} example {index}")
+                             for index, label in zip(indices, batch[label_column])]
+        return encoded
+
+    splits = tokenize_splits(raw, encode, training_args)
+    model = load_head(ElmoForSequenceClassification, head_args, labels, default_encoder="linear")
+    return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), sequence_metrics)

@@ -1,22 +1,38 @@
-"""Continuing a language model on new text: the starting model's softmax grows by the text's frequent
-out-of-vocabulary words (`elmo-transformers pretrain --add-words N`)."""
-
+"""Pre-training the biLM language model (`elmo-transformers pretrain`): from scratch, or continuing a model on new
+text, whose softmax then grows by the text's frequent out-of-vocabulary words (`--add-words N`)."""
 import collections
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD
+from configuration_elmo import ElmoConfig
+from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
+from tokenization_elmo import ElmoTokenizer
+
+from ..errors import DataError
+from ..model_source import load_config, resolve_model
+from ..output_paths import check_output_apart
+from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
+                   write_words)
+from .runner import limit_samples, run
+
+logger = logging.getLogger(__name__)
 
 
 def frequent_new_words(windows, vocab, max_words, min_count):
     """The words of `windows` ("words" column) missing from `vocab`, seen at least `min_count` times, most frequent
-    first (ties alphabetical), at most `max_words`; with their counts, and the count of all missing-word tokens."""
+    first (ties alphabetical), at most `max_words` (`SPECIAL_WORDS` never); with their counts, and the count of all
+    missing-word tokens."""
     counts = collections.Counter()
     for batch in windows.iter(batch_size=10_000):
         for words in batch["words"]:
             counts.update(w for w in words if w not in vocab)
-    for special in (BOS_WORD, EOS_WORD, UNK_WORD):
+    for special in SPECIAL_WORDS:
         counts.pop(special, None)
     ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))[:max_words]
     return [(w, counts[w]) for w in ranked], sum(counts.values())
@@ -41,3 +57,212 @@ def add_words_to_softmax(model, unk_id, new_words, unseen_total):
     model.lm_softmax = grown
     model.config.lm_vocab_size = grown.out_features
     return model
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
+                  "vocabulary is reused); omit to train from scratch with the size arguments below."},
+    )
+    char_embedding_dim: int = field(default=16, metadata={"help": "From scratch: character embedding size."})
+    filters: str = field(
+        default="[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512],[7,1024]]",
+        metadata={"help": "From scratch: char-CNN filters as JSON [[width, number], ...]."},
+    )
+    n_highway: int = field(default=1, metadata={"help": "From scratch: highway layers."})
+    lstm_dim: int = field(default=1024, metadata={"help": "From scratch: LSTM cell size."})
+    projection_dim: int = field(default=128, metadata={"help": "From scratch: LSTM projection / token embedding size."})
+    n_layers: int = field(default=2, metadata={"help": "From scratch: LSTM layers per direction."})
+    n_negative_samples: int | None = field(
+        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (default: the starting "
+                                "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."}
+    )
+    add_words: int = field(default=0, metadata={"help": "Continuing an LM: append up to this many of the training "
+                                                "text's out-of-vocabulary words to its vocabulary and softmax."})
+    add_words_min_count: int = field(default=5, metadata={"help": "--add-words: only words seen this often."})
+    lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
+
+
+@dataclass
+class DataArguments:
+    train_file: list[str] | None = field(default=None, metadata={"help": "Training text files (.txt, .txt.gz)."})
+    validation_file: list[str] | None = field(default=None, metadata={"help": "Evaluation text files."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
+    text_column: str = field(default="text", metadata={"help": "Column holding the text."})
+    validation_split_percentage: float = field(
+        default=1.0,
+        metadata={"help": "Percent of the training lines held out when there is no validation split (0: none)."},
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training lines."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N evaluation lines."})
+    max_words: int = field(default=50, metadata={"help": "Split lines into windows of at most this many words."})
+    vocab_file: str | None = field(default=None, metadata={"help": "bilm-tf vocabulary file (<S>, </S>, <UNK>, ...)."})
+    vocab_size: int | None = field(default=50000, metadata={"help": "Building the vocabulary: most lines to keep."})
+    min_count: int = field(default=1, metadata={"help": "Building the vocabulary: keep words seen this often."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for datasets.map."})
+
+
+def load_windows(data_args, training_args):
+    """Train and evaluation splits as rows of word windows."""
+    data_files = {}
+    if data_args.train_file:
+        data_files["train"] = data_args.train_file
+    if data_args.validation_file:
+        data_files["validation"] = data_args.validation_file
+    raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_files)
+    if "validation" not in raw and "train" in raw and data_args.validation_split_percentage > 0:
+        lines, share = len(raw["train"]), data_args.validation_split_percentage / 100
+        if not 0 < share < 1 or lines - math.ceil(lines * share) < 1:  # datasets holds out ceil(share x lines)
+            raise DataError(f"cannot hold out {data_args.validation_split_percentage}% of {lines:,} training lines "
+                            "for validation (each part needs a line): give --validation-file, or "
+                            "--validation-split-percentage 0 for none")
+        held_out = raw["train"].train_test_split(
+            test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
+        )
+        raw["train"], raw["validation"] = held_out["train"], held_out["test"]
+    limit_samples(raw, data_args.max_train_samples, data_args.max_eval_samples)
+    with training_args.main_process_first(desc="windows"):
+        return {
+            split: text_to_windows(raw[split], data_args.text_column, data_args.max_words,
+                                   data_args.preprocessing_num_workers)
+            for split in ("train", "validation") if split in raw
+        }
+
+
+def load_tokenizer(model_args, data_args, training_args, train_windows):
+    """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
+    checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (if it has
+    an LM softmax of that size), else built from the text."""
+    checkpoint = training_args.resume_from_checkpoint
+    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
+        tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
+        if data_args.vocab_file and ElmoTokenizer(vocab_file=data_args.vocab_file).get_vocab() != tokenizer.get_vocab():
+            raise DataError(f"--vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
+                            f"{checkpoint}: its softmax rows follow the checkpoint's words "
+                            "(drop --vocab_file to resume)")
+        logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; --vocab_size and "
+                    "--min_count apply only when a vocabulary is built")
+        return tokenizer, False
+    if data_args.vocab_file:
+        return ElmoTokenizer(vocab_file=data_args.vocab_file), False
+    if model_args.model_name_or_path:
+        config = ElmoConfig.from_pretrained(model_args.model_name_or_path)
+        tokenizer = ElmoTokenizer.from_pretrained(model_args.model_name_or_path)
+        if config.lm_vocab_size is not None and config.lm_vocab_size == tokenizer.vocab_size:
+            logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
+            return tokenizer, True
+    if train_windows is None:
+        raise DataError("no vocabulary: give --vocab_file, or training data to build one from")
+
+    def build(path):
+        size = build_vocabulary(train_windows, path, data_args.vocab_size, data_args.min_count)
+        logger.info(f"Built a vocabulary of {size} words into {path}")
+
+    return ElmoTokenizer(vocab_file=write_run_vocabulary(training_args, build)), False
+
+
+# bilm-tf's negatives per batch, for a starting LM that has no sampled-softmax setting (a converted one).
+BILM_TF_NEGATIVE_SAMPLES = 8192
+
+
+def load_model(model_args, vocab_size, keep_softmax):
+    """From scratch (size arguments), or the starting model's biLM with its softmax (same vocabulary) or a new one."""
+    lm_fields = {
+        "lm_vocab_size": vocab_size,
+        "lm_n_negative_samples": model_args.n_negative_samples,
+        "lm_dropout": model_args.lm_dropout,
+    }
+    if model_args.model_name_or_path and model_args.n_negative_samples is None:
+        start = ElmoConfig.from_pretrained(model_args.model_name_or_path)
+        if start.lm_vocab_size is not None:  # continuing a language model: its sampled softmax, or bilm-tf's
+            lm_fields["lm_n_negative_samples"] = start.lm_n_negative_samples or BILM_TF_NEGATIVE_SAMPLES
+    if model_args.model_name_or_path and keep_softmax:
+        return ElmoForLanguageModeling.from_pretrained(model_args.model_name_or_path, **lm_fields)
+    if model_args.model_name_or_path:
+        bilm = ElmoModel.from_pretrained(model_args.model_name_or_path)
+        for name, value in lm_fields.items():
+            setattr(bilm.config, name, value)
+        bilm.config.validate_elmo()
+        model = ElmoForLanguageModeling(bilm.config)
+        model.elmo.load_state_dict(bilm.state_dict())
+        return model
+    config = ElmoConfig(
+        char_embedding_dim=model_args.char_embedding_dim,
+        filters=json.loads(model_args.filters),
+        n_highway=model_args.n_highway,
+        lstm_dim=model_args.lstm_dim,
+        projection_dim=model_args.projection_dim,
+        n_layers=model_args.n_layers,
+        **lm_fields,
+    )
+    return ElmoForLanguageModeling(config)
+
+
+def add_new_words(model, tokenizer, model_args, training_args, train_windows):
+    """--add-words: the text's frequent out-of-vocabulary words join the vocabulary (written to the output folder's
+    vocab.txt, after the starting model's words) and the softmax. Returns the tokenizer to train with."""
+    new_words, unseen_total = frequent_new_words(train_windows, tokenizer.get_vocab(), model_args.add_words,
+                                                 model_args.add_words_min_count)
+    if not new_words:
+        logger.info("--add-words: no out-of-vocabulary word is frequent enough; the vocabulary is unchanged")
+        return tokenizer
+    words = [*tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)), *(w for w, _ in new_words)]
+    path = write_run_vocabulary(training_args, lambda path: write_words(path, words))
+    add_words_to_softmax(model, tokenizer.unk_token_id, new_words, unseen_total)
+    logger.info(f"--add-words: {len(new_words)} words added (e.g. {[w for w, _ in new_words[:10]]}), "
+                f"vocabulary {model.config.lm_vocab_size:,} words")
+    return ElmoTokenizer(vocab_file=path, max_characters_per_token=tokenizer.max_characters_per_token)
+
+
+def compute_metrics(eval_prediction):
+    """Exact corpus perplexities from the per-sentence NLL sums the model returns (not an average of batches)."""
+    forward_nll, backward_nll, num_predictions = eval_prediction.predictions[:3]
+    return lm_perplexities(forward_nll, backward_nll, num_predictions)
+
+
+def write_run_vocabulary(training_args, write):
+    """OUTPUT_DIR/vocab.txt, the run's vocabulary: `write(path)` runs on the main process only, before the other
+    processes go on to read it."""
+    os.makedirs(training_args.output_dir, exist_ok=True)
+    path = os.path.join(training_args.output_dir, "vocab.txt")
+    with training_args.main_process_first(desc="vocabulary"):
+        if training_args.process_index == 0:
+            write(path)
+    return path
+
+
+def pretrain(model_args, data_args, training_args):
+    """The `pretrain` command once its arguments are parsed: data, vocabulary, model, then the Trainer run."""
+    if model_args.model_name_or_path:
+        resolve_model(model_args.model_name_or_path, "--model-name-or-path")
+    if model_args.add_words < 0 or model_args.add_words_min_count < 1:
+        raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
+    if model_args.model_name_or_path:
+        load_config(model_args.model_name_or_path, "--model-name-or-path")  # a broken config.json: one line, now
+    # The collator reads the "words" column, which is not a forward() argument.
+    training_args.remove_unused_columns = False
+    if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
+        raise DataError("give --train_file / --validation_file or --dataset_name")
+    if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
+        raise DataError("--do_train needs --train_file or --dataset_name")
+    inputs = [*(data_args.train_file or []), *(data_args.validation_file or []), data_args.vocab_file,
+              model_args.model_name_or_path]
+    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
+
+    windows = load_windows(data_args, training_args)
+    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
+    model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
+    if model_args.add_words and training_args.resume_from_checkpoint:
+        logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's "
+                    "(with the words added then)")
+    elif model_args.add_words:
+        if not (keep_softmax and training_args.do_train):
+            raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
+                            "language model (with its vocab.txt), --do-train, and no --vocab-file")
+        tokenizer = add_new_words(model, tokenizer, model_args, training_args, windows["train"])
+    logger.info(f"Vocabulary: {tokenizer.vocab_size:,} words")
+    return run(model, tokenizer, training_args, windows, DataCollatorForElmoLanguageModeling(tokenizer),
+               compute_metrics, length_column="length")

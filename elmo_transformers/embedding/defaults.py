@@ -1,0 +1,7 @@
+"""The embed command's defaults and choices, in a module that imports nothing: `elmo-transformers embed --help` shows
+them before torch is imported."""
+
+DEFAULT_BATCH_SIZE = 64  # AllenNLP's
+MAX_SENTENCE_WORDS = 1000
+MODES = ("all", "top", "average")
+DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes (embed_file.DTYPES), and int8 weights

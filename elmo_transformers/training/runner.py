@@ -1,0 +1,80 @@
+"""The one Trainer run behind every training command (`finetune`, `pretrain`): the command line (the command's
+argument dataclasses plus Trainer's `TrainingArguments`), logging, the seed, the --max_*_samples selection, and the
+train / evaluate / predict steps with their metrics printed and saved ({train,eval,test}_results.json)."""
+
+import logging
+import sys
+
+from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+
+from ..errors import DataError
+from .data import settle_before_trainer
+
+logger = logging.getLogger(__name__)
+
+
+def parse_arguments(argument_classes, argv=None, prog=None):
+    """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; logging to stdout and the
+    seed set (before any model is built, so that new weights are reproducible)."""
+    parser = HfArgumentParser((*argument_classes, TrainingArguments), prog=prog)
+    parsed = parser.parse_args_into_dataclasses(args=argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    set_seed(parsed[-1].seed)
+    return parsed
+
+
+def limit_samples(splits, max_train_samples=None, max_eval_samples=None):
+    """Keep the first --max_train_samples of the train split and --max_eval_samples of the others (in place)."""
+    for name in splits:
+        limit = max_train_samples if name == "train" else max_eval_samples
+        if limit is not None:
+            splits[name] = splits[name].select(range(min(limit, len(splits[name]))))
+    return splits
+
+
+def check_splits(training_args, splits):
+    """Each --do_* flag needs its split: train, validation (--do_eval), test (--do_predict)."""
+    for flag, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
+        if getattr(training_args, flag) and split not in splits:
+            raise DataError(f"--{flag} needs a {split} split")
+
+
+def run(model, tokenizer, training_args, splits, collator, compute_metrics, length_column=None):
+    """Train, evaluate, predict the test split and save: the saved folder loads with the Auto classes and
+    trust_remote_code. With `length_column` (words per row), the metrics also count words: training words per
+    second and the evaluation split's words, the figures language-model results are quoted in."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info(f"{type(model).__name__}: {model.num_parameters():,} parameters, {trainable:,} trainable")
+    settle_before_trainer(model, tokenizer, training_args)
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=splits.get("train") if training_args.do_train else None,
+        eval_dataset=splits.get("validation") if training_args.do_eval else None,
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=compute_metrics,
+    )
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        trainer.save_model()
+        metrics = dict(result.metrics)
+        if length_column:
+            mean_words = sum(splits["train"][length_column]) / max(len(splits["train"]), 1)
+            metrics["train_words_per_second"] = round(metrics["train_samples_per_second"] * mean_words, 1)
+        save_metrics(trainer, "train", metrics)
+        trainer.save_state()
+    if training_args.do_eval:
+        metrics = trainer.evaluate()
+        if length_column:
+            metrics["eval_words"] = sum(splits["validation"][length_column])
+        save_metrics(trainer, "eval", metrics)
+    if training_args.do_predict:
+        save_metrics(trainer, "test", trainer.predict(splits["test"], metric_key_prefix="test").metrics)
+    return trainer
+
+
+def save_metrics(trainer, split, metrics):
+    trainer.log_metrics(split, metrics)
+    trainer.save_metrics(split, metrics)

@@ -1,0 +1,311 @@
+"""The `elmo-transformers` commands off the happy path: --help and usage errors answer before torch is imported, and
+a model name that is neither a folder nor a Hub repo, a bad argument or a bad file is one line `error: ...`, found
+before the work, in every command."""
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import FIXTURES, command_env
+from huggingface_hub.errors import RepositoryNotFoundError
+
+from configuration_elmo import ElmoConfig
+from elmo_transformers import DEFAULT_MODEL, ElmoFillMaskPipeline, model_source, output_paths
+from elmo_transformers.cli import main as cli_main
+from elmo_transformers.errors import ModelError
+
+
+def run(argv, capsys):
+    """(exit code, what the user reads on stderr) of a command line run in-process through `cli.main`."""
+    try:
+        code = cli_main([str(a) for a in argv])
+        err = capsys.readouterr().err
+    except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
+        err = capsys.readouterr().err + (e.code if isinstance(e.code, str) else "")
+        code = e.code if isinstance(e.code, int) else 1
+    return code, err
+
+
+def one_line(code, err, *fragments):
+    """Exit 1 and the last stderr line is `error: ...` holding `fragments` (progress bars may come before it)."""
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert code == 1 and last.startswith("error: ") and "Traceback" not in err, err[-2000:]
+    for fragment in fragments:
+        assert fragment in last, last
+    return last
+
+
+QUICK = [
+    ["--help"], ["no-such-command"],
+    *([name, "--help"] for name in ("convert", "embed", "push", "perplexity", "demo", "finetune")),
+    ["convert", "allennlp", "--help"], ["embed", "in.txt"], ["perplexity", "in.txt", "--max-words", "0"],
+    ["finetune", "no-such-task"],
+]
+
+
+@pytest.mark.parametrize("argv", QUICK, ids=" ".join)
+def test_help_and_usage_errors_answer_before_torch_is_imported(argv, tmp_path):
+    """Through the console entry point (elmo_transformers_cli), as `elmo-transformers ARGS` runs it."""
+    code = ("import json, sys, elmo_transformers_cli\n"
+            "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    status = e.code\n"
+            "print(json.dumps({'status': status, 'loaded': sorted({'torch', 'transformers'} & set(sys.modules))}))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=command_env(), capture_output=True,
+                          text=True, timeout=120)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["status"] == (0 if "--help" in argv else 2), done.stderr[-2000:]
+    assert result["loaded"] == [], result
+    assert ("usage" in done.stdout + done.stderr), done.stdout[:500]
+
+
+def test_the_entry_point_registers_elmo_before_the_work(tmp_path):
+    """The package's __init__, deferred while parsing, runs before a command works: the demo loads the shipped
+    model with AutoModel (no trust_remote_code), which needs the registration."""
+    code = "import sys, elmo_transformers_cli\nsys.exit(elmo_transformers_cli.main(['demo']))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and 'The word "bank" in 4 places' in done.stdout, done.stderr[-2000:]
+
+
+def missing_model_commands(tmp_path, name):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat .\n")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a b", "label": "x"}\n')
+    return {
+        "demo": ["demo", "--model", name],
+        "embed": ["embed", text, tmp_path / "out.hdf5", "--top", "--model", name],
+        "perplexity": ["perplexity", text, "--model", name],
+        "finetune": ["finetune", "sequence-classification", "--model-name-or-path", name, "--train-file", data,
+                     "--output-dir", tmp_path / "ft", "--do-train"],
+        "pretrain": ["pretrain", "--model-name-or-path", name, "--train-file", text, "--output-dir", tmp_path / "pt",
+                     "--do-train"],
+    }
+
+
+@pytest.mark.parametrize("command", ["demo", "embed", "perplexity", "finetune", "pretrain"])
+def test_a_missing_model_is_one_line_in_every_command(command, tmp_path, capsys, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("offline: the Hub must not be asked")
+
+    monkeypatch.setattr(model_source.HfApi, "model_info", no_network)
+    (tmp_path / "a-file").write_text("")
+    option = "--model-name-or-path" if command in ("finetune", "pretrain") else "--model"
+    for name, why in [("nosuch", "not in the local cache (HF_HUB_OFFLINE is set)"),
+                      ("a/b/c", "not a Hub repo id"), (str(tmp_path / "a-file"), "is a file")]:
+        code, err = run(missing_model_commands(tmp_path, name)[command], capsys)
+        one_line(code, err, f"{option} {name}", why)
+    assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "ft").exists() and not (tmp_path / "pt").exists()
+
+
+def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypatch):
+    monkeypatch.setattr(model_source.constants, "HF_HUB_OFFLINE", False)
+    asked = []
+
+    def unreachable(self, name, **kwargs):
+        asked.append(name)
+        raise ConnectionError("[Errno -2] Name or service not known")  # what a machine without DNS answers
+
+    monkeypatch.setattr(model_source.HfApi, "model_info", unreachable)
+    with pytest.raises(ModelError, match=r"^--model me/nosuch: no such folder, and the Hub cannot be reached "
+                                         r"\(\[Errno -2\] Name or service not known\): give a local folder$"):
+        model_source.resolve_model("me/nosuch")
+    assert asked == ["me/nosuch"]  # one request, no retries
+
+    def missing(self, name, **kwargs):
+        error = RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # as the Hub's 404 answer makes it
+        Exception.__init__(error, "404 Client Error: Repository Not Found")
+        raise error
+
+    monkeypatch.setattr(model_source.HfApi, "model_info", missing)
+    with pytest.raises(ModelError, match="the Hub has no model me/nosuch that this token may read"):
+        model_source.resolve_model("me/nosuch")
+
+
+def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatch):
+    snapshot = tmp_path / "models--me--tiny" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--me--tiny" / "refs").mkdir()
+    (tmp_path / "models--me--tiny" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(model_source.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert model_source.resolve_model("me/tiny") == str(snapshot)
+
+
+def test_finetune_defaults_to_the_shipped_model():
+    from elmo_transformers.training.finetuning import HeadArguments
+
+    assert HeadArguments().model_name_or_path == DEFAULT_MODEL
+
+
+# -- perplexity ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text("the cat sat on the mat .\nthe dog sat .\n")
+    return path
+
+
+def test_perplexity_of_a_model_without_softmax_says_what_to_use(text, tiny_model_dir, capsys):
+    one_line(*run(["perplexity", text, "--model", tiny_model_dir], capsys),
+             "has no language-model softmax", "the shipped model (omit --model)", "elmo-transformers pretrain")
+
+
+def test_perplexity_refuses_a_vocab_txt_of_another_size(text, lm_dir, tmp_path, capsys):
+    model = shutil.copytree(lm_dir, tmp_path / "lm")
+    with open(model / "vocab.txt", "a", encoding="utf-8") as f:
+        f.write("extra\n")
+    one_line(*run(["perplexity", text, "--model", model], capsys), "word vocabulary has", "restore that vocab.txt")
+    from transformers import pipeline
+
+    with pytest.raises(ValueError, match="word vocabulary has"):
+        pipeline("fill-mask", model=str(model), pipeline_class=ElmoFillMaskPipeline)
+
+
+def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm_dir, tmp_path, capsys,
+                                                                       monkeypatch):
+    model = shutil.copytree(lm_dir, tmp_path / "lm")
+    config = (model / "config.json").read_bytes()
+    for output, relation in [(text, "is the input"), (model / "config.json", "is inside the input"),
+                             (tmp_path, "contains the input")]:
+        one_line(*run(["perplexity", text, "--model", model, "--output", output], capsys), relation)
+    assert (model / "config.json").read_bytes() == config
+    one_line(*run(["perplexity", text, "--model", model, "--output", tmp_path / "no" / "f.json"], capsys),
+             "is not an existing folder")
+
+    figures = tmp_path / "figures.json"
+    assert run(["perplexity", text, "--model", model, "--output", figures], capsys)[0] == 0
+    first = json.loads(figures.read_text())
+    assert first[str(text)]["words"] == 11 and first[str(text)]["perplexity"] > 1
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(output_paths.os, "fsync", full_disk)
+    one_line(*run(["perplexity", text, "--model", model, "--output", figures, "--max-words", "3"], capsys),
+             "No space left on device")
+    assert json.loads(figures.read_text()) == first  # the earlier figures, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures.json", "lm", "text.txt"]  # no temporary file
+
+
+@pytest.mark.parametrize("flags", [["--max-words", "0"], ["--max-words", "-5"], ["--batch-size", "0"]])
+def test_perplexity_bad_numbers_are_usage_errors(flags, text, capsys):
+    code, err = run(["perplexity", text, *flags], capsys)
+    assert code == 2 and f"{flags[0]} must be at least 1" in err
+
+
+def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, capsys):
+    utf16 = tmp_path / "utf16.txt"
+    utf16.write_bytes("the cat sat .\n".encode("utf-16-le"))  # no byte-order mark: decodes as UTF-8 with NULs
+    one_line(*run(["perplexity", utf16, "--model", lm_dir], capsys), "line 1: NUL characters", "UTF-16LE")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("café au lait .\n".encode("latin-1"))
+    one_line(*run(["perplexity", latin, "--model", lm_dir], capsys), "not UTF-8 text (byte 0xe9)")
+    one_line(*run(["pretrain", "--train-file", utf16, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
+             "likely UTF-16LE")
+    lm = FIXTURES / "allennlp-lm-tiny"
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes("<S>\n</S>\n<UNK>\nthe\n".encode("utf-16-le"))  # read (and refused) before its size is checked
+    one_line(*run(["convert", "allennlp", "--options", lm / "options.json", "--weights", lm / "weights.hdf5",
+                   "--softmax-weights", lm / "softmax.hdf5", "--vocab", vocab, "--output", tmp_path / "lm"], capsys),
+             "line 1: NUL characters in the word; the file is likely UTF-16")
+
+
+def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp_path, capsys):
+    embed = ["embed", text, tmp_path / "out.hdf5", "--top", "--model", tiny_model_dir]
+    one_line(*run([*embed, "--device", "banana"], capsys), "--device banana: not usable here")
+    one_line(*run(["perplexity", text, "--model", lm_dir, "--device", "banana"], capsys), "--device banana")
+    if not torch.cuda.is_available():  # a CPU-only torch, as on the test machines
+        one_line(*run([*embed, "--device", "cuda"], capsys), "--device cuda: not usable here")
+    assert not (tmp_path / "out.hdf5").exists()
+
+
+# -- broken model folders and files -------------------------------------------------------------------------------
+
+
+def test_a_config_dtype_torch_lacks_is_one_line(tiny_model_dir, tmp_path, capsys):
+    with pytest.raises(ValueError, match="ElmoConfig.dtype 'banana' is not a torch dtype"):
+        ElmoConfig(dtype="banana")
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "dtype": "banana"}))
+    for command in ("demo", "perplexity", "embed", "finetune", "pretrain"):
+        argv = missing_model_commands(tmp_path, str(model))[command]
+        one_line(*run(argv, capsys), "'banana' is not a torch dtype")
+
+
+def test_a_deeply_nested_options_json_is_one_line(tmp_path, capsys):
+    options = tmp_path / "options.json"
+    options.write_text("[" * 100_000 + "]" * 100_000)
+    code, err = run(["convert", "allennlp", "--options", options, "--weights",
+                     FIXTURES / "allennlp-tiny" / "weights.hdf5", "--output", tmp_path / "out"], capsys)
+    one_line(code, err, "nests lists or objects too deeply")
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_of_a_bogus_architecture_or_to_an_unwritable_staging_dir_is_one_line(tiny_model_dir, tmp_path,
+                                                                                   capsys):
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "architectures": ["Banana"]}))
+    one_line(*run(["push", model, "me/x", "--dry-run"], capsys), "config.architectures names 'Banana'")
+    (tmp_path / "a-file").write_text("")
+    one_line(*run(["push", tiny_model_dir, "me/x", "--dry-run", "--staging-dir", tmp_path / "a-file" / "stage"],
+                  capsys), "cannot write into --staging-dir")
+
+
+def test_pretrain_refuses_a_negative_add_words(text, tmp_path, capsys):
+    one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train", "--add-words",
+                   "-5"], capsys), "--add-words must be 0 (none) or more")
+    assert not (tmp_path / "pt").exists()
+
+
+def rewrite_keeping_the_time_stamp(path, content):
+    times = path.stat()
+    path.write_text(content)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+
+def test_figures_come_from_the_content_not_from_a_cache_keyed_by_path_and_time(text, lm_dir, tmp_path, capsys):
+    """`datasets` keys local files by path and modification time: a file rewritten in the same second (or copied
+    with its time stamp) must still be read anew, for perplexity, pre-training and fine-tuning alike."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert run(["perplexity", text, "--model", lm_dir, "--output", first], capsys)[0] == 0
+    rewrite_keeping_the_time_stamp(text, "zebra quantum ox .\n")
+    assert run(["perplexity", text, "--model", lm_dir, "--output", second], capsys)[0] == 0
+    assert json.loads(first.read_text())[str(text)]["words"] == 11
+    assert json.loads(second.read_text())[str(text)]["words"] == 4
+
+    from elmo_transformers.training.data import load_splits
+
+    conll = tmp_path / "train.conll"
+    conll.write_text("a\tO\nb\tB-X\n")
+    assert load_splits(data_files={"train": [str(conll)]})["train"]["tokens"] == [["a", "b"]]
+    rewrite_keeping_the_time_stamp(conll, "c\tO\n")
+    assert load_splits(data_files={"train": [str(conll)]})["train"]["tokens"] == [["c"]]
+
+
+@pytest.mark.slow
+def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
+    assert run(["finetune", "sequence-classification", "--train-file", data, "--output-dir", tmp_path / "out",
+                "--do-train", "--max-steps", "1", "--report-to", "none"], capsys)[0] == 0
+    trained = load_file(tmp_path / "out" / "model.safetensors")
+    shipped = load_file(f"{DEFAULT_MODEL}/model.safetensors")
+    bilm = [name for name in shipped if name.startswith("elmo.bilm.")]
+    assert bilm and all(torch.equal(trained[name], shipped[name]) for name in bilm)  # its frozen biLM
+
+
+def test_pretrain_on_too_few_lines_to_hold_out_validation_is_one_line(text, tmp_path, capsys):
+    one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train",
+                   "--validation-split-percentage", "60"], capsys), "cannot hold out 60.0% of 2 training lines")

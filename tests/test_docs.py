@@ -1,0 +1,77 @@
+"""Every fenced ```python block of README.md and docs/*.md runs as written, against the installed package, from a
+folder outside the checkout (`python -I`, offline), so that what a user copies works.
+
+The rules the documents follow (docs/code-layout.md says them too):
+- A block whose first line is one of OTHER_PACKAGES shows that package's code (the "before" of a migration): it is
+  not run, and the test lists it.
+- The names in PLACEHOLDERS stand for a model or file of the user's; the test replaces each one (as a quoted string,
+  or a bare name for the ALL_CAPS ones) by a small model or file of its own. Any other name must be defined in the
+  block itself.
+- The blocks of one document run in order, each with fresh globals, in one process and one working folder (a block
+  may read a file an earlier one wrote).
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REPO, SHIPPED
+
+OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def python_blocks(path):
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(encoding="utf-8"), re.S | re.M)
+
+
+@pytest.fixture(scope="module")
+def placeholders(tiny_model_dir, tiny_heads_dir, tmp_path_factory):
+    """Placeholder -> a folder or file path of the test's."""
+    from elmo_transformers.cli import main
+
+    efml = tmp_path_factory.mktemp("efml") / "converted"
+    assert main(["convert", "elmoformanylangs", str(FIXTURES / "efml-charword" / "model"), "--output", str(efml)]) == 0
+    return {
+        "elmo-original-lm": SHIPPED, "elmo-original": tiny_model_dir, "elmo-zh": efml, "DIR_OR_REPO": tiny_model_dir,
+        "path/to/elmo": tiny_model_dir, "FOLDER_OR_REPO": tiny_heads_dir / "token",
+        "POS_FOLDER": tiny_heads_dir / "token", "POLARITY_FOLDER": tiny_heads_dir / "sequence",
+    }
+
+
+def fill_in(code, placeholders):
+    for name, path in placeholders.items():  # the longer of two names that start alike comes first
+        quoted = f'"{path}"'
+        code = code.replace(f'"{name}"', quoted)
+        if name.isupper():
+            code = re.sub(rf"\b{name}\b", quoted, code)
+    return code
+
+
+def test_the_rules_find_blocks_to_run():
+    runnable = [b for d in DOCUMENTS for b in python_blocks(d) if not b.startswith(OTHER_PACKAGES)]
+    others = [b for d in DOCUMENTS for b in python_blocks(d) if b.startswith(OTHER_PACKAGES)]
+    assert len(runnable) >= 15 and 1 <= len(others) <= 6, (len(runnable), len(others))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: d.name)
+def test_every_python_block_runs(document, placeholders, tmp_path):
+    blocks = python_blocks(document)
+    skipped = [b.splitlines()[0] for b in blocks if b.startswith(OTHER_PACKAGES)]
+    (tmp_path / "sentences.txt").write_text("The cat sat on the mat .\nELMo reads whole words .\n", encoding="utf-8")
+    runnable = [fill_in(b, placeholders) for b in blocks if not b.startswith(OTHER_PACKAGES)]
+    runner = ("import sys, json, traceback\n"
+              "for number, block in enumerate(json.loads(sys.argv[1])):\n"
+              "    try:\n"
+              "        exec(compile(block, f'block {number}', 'exec'), {'__name__': '__main__'})\n"
+              "    except BaseException:\n"
+              "        sys.exit(f'python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}')\n")
+    done = subprocess.run([sys.executable, "-I", "-c", runner, json.dumps(runnable)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600,
+                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    assert done.returncode == 0, f"{document.name}: {done.stderr[-4000:]}"
+    print(f"{document.name}: {len(blocks) - len(skipped)} blocks run; other packages' code not run: {skipped}")
