@@ -3,7 +3,7 @@
 machine disturb it far less than wall time). Prints, per dtype and batch size, each piece of a step (the input
 GEMM's share of its block, the state GEMMs with the input gates, the cell, the projection GEMMs) with its weights
 in the cache (the piece repeated alone) and with the cache flushed before each call (as in the recurrence, where a
-layer's int8 weights, 20 MB, and the other layer's do not stay in the last-level cache), next to the whole step as
+layer's per-step int8 weights, 21 MB, and the other layer's do not stay in the last-level cache), next to the whole step as
 `ElmoLstmLayer` runs it.
 
     python research/step_memory.py [--batch-sizes 1 32] [--threads 1]
