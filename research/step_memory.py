@@ -2,11 +2,11 @@
 (random weights), one thread, CPU time of this thread (`time.thread_time`, best of k: other jobs on a shared
 machine disturb it far less than wall time). Prints, per dtype and batch size, each piece of a step (the input
 GEMM's share of its block, the state GEMMs with the input gates, the cell, the projection GEMMs) with its weights
-in the cache (the piece repeated alone) and with the cache flushed before each call (as in the recurrence, where a
-layer's per-step int8 weights, 21 MB, and the other layer's do not stay in the last-level cache), next to the whole step as
-`ElmoLstmLayer` runs it.
+in the cache (the piece repeated alone) and with the cache flushed before each call (as in the recurrence, where
+a layer's per-step int8 weights, 21 MB, and the other layer's do not stay in the last-level cache), next to the
+whole step as `ElmoLstmLayer` runs it. One thread only: `thread_time` counts this thread, not torch's other ones.
 
-    python research/step_memory.py [--batch-sizes 1 32] [--threads 1]
+    python research/step_memory.py [--batch-sizes 1 32]
 """
 
 import argparse
@@ -68,10 +68,9 @@ def profile(int8, batch, steps=20):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
-    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"threads {args.threads}; ms per step of one layer, both directions")
+    torch.set_num_threads(1)
+    print("one thread; ms per step of one layer, both directions")
     for int8 in (False, True):
         for batch in args.batch_sizes:
             rows, whole = profile(int8, batch)
