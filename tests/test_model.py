@@ -227,14 +227,14 @@ def test_random_init_is_trainable_and_follows_bilm_tf():
 
 
 @pytest.mark.fidelity
-def test_gradient_checkpointing_gives_same_gradients(tiny_model_dir, tiny):
+def test_activation_checkpointing_gives_same_gradients(tiny_model_dir, tiny):
     _, tokenizer = tiny
     enc = encode(tokenizer, SENTENCES)
     grads = []
     for checkpointing in (False, True):
         model = ElmoModel.from_pretrained(tiny_model_dir, dropout=0.0)
         if checkpointing:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
         model.train()
         model(**enc).last_hidden_state.pow(2).sum().backward()
         grads.append(model.bilm.layers[0].state_weight.grad.clone())
