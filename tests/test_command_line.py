@@ -218,6 +218,14 @@ def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, 
              "line 1: NUL characters in the word; the file is likely UTF-16")
 
 
+def test_a_json_file_of_word_lists_is_one_line(lm_dir, tmp_path, capsys):
+    """The AllenNLP fixtures' sentences.json (lists of words): the text column must hold strings."""
+    words = FIXTURES / "allennlp-lm-tiny" / "sentences.json"
+    one_line(*run(["perplexity", words, "--model", lm_dir], capsys), "holds List(Value('string')), not lines of text")
+    one_line(*run(["pretrain", "--train-file", words, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
+             "not lines of text")
+
+
 def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp_path, capsys):
     embed = ["embed", text, tmp_path / "out.hdf5", "--top", "--model", tiny_model_dir]
     one_line(*run([*embed, "--device", "banana"], capsys), "--device banana: not usable here")

@@ -137,6 +137,10 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None):
     """
     if text_column not in dataset.column_names:
         raise DataError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set --text_column")
+    feature = dataset.features[text_column]
+    if getattr(feature, "dtype", None) not in ("string", "large_string"):
+        raise DataError(f"column {text_column!r} holds {feature}, not lines of text: give a text file (one sentence "
+                        "per line) or a JSON/CSV column of strings")
 
     def windows(batch):
         out = [w for line in batch[text_column] if line for w in split_into_windows(line.split(), max_words)]
