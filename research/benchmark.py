@@ -389,12 +389,8 @@ def step_gemm_ms(batch_size, config, repeats=5):
     return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
 
 
-@torch.no_grad()
-def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
-    """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size`, the
-    pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
-    input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
-    from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
+def random_lstm_layer(config, int8):
+    """One biLM layer of `config` with random weights (seed 0), int8-quantized when asked: the step profiles' layer."""
     from modeling_elmo import ElmoLstmLayer
 
     torch.manual_seed(0)
@@ -404,6 +400,17 @@ def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
     torch.nn.init.zeros_(layer.bias)
     if int8:
         layer.quantize_lstm_int8()
+    return layer
+
+
+@torch.no_grad()
+def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
+    """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size`, the
+    pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
+    input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
+    from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
+
+    layer = random_lstm_layer(config, int8)
     gemms = layer.gemms
     n, P, H = batch_size, config.projection_dim, config.lstm_dim
     x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1

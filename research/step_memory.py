@@ -18,8 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from configuration_elmo import ElmoConfig  # noqa: E402
+from benchmark import random_lstm_layer  # noqa: E402  (research/ is this script's folder)
 from kernels_elmo import inplace_lstm_cell  # noqa: E402
-from modeling_elmo import ElmoLstmLayer  # noqa: E402
 
 FLUSH = torch.ones(128 * 2**20 // 4)  # larger than the last-level cache
 
@@ -39,13 +39,7 @@ def best_ms(fn, flush, repeats=15):
 @torch.no_grad()
 def profile(int8, batch, steps=20):
     config = ElmoConfig(lstm_dim=4096, projection_dim=512, n_highway=2, cell_clip=3.0, proj_clip=3.0)
-    torch.manual_seed(0)
-    layer = ElmoLstmLayer(config, config.projection_dim).eval()
-    for weight in (layer.input_weight, layer.state_weight, layer.projection_weight):
-        torch.nn.init.normal_(weight, std=0.02)
-    torch.nn.init.zeros_(layer.bias)
-    if int8:
-        layer.quantize_lstm_int8()
+    layer = random_lstm_layer(config, int8)
     gemms, P, H = layer.gemms, config.projection_dim, config.lstm_dim
     x, h, c = torch.randn(2, batch, steps, P), torch.randn(2, batch, P) * 0.1, torch.randn(2, batch, H) * 0.1
     input_gates, cell_output = gemms.input_gates(x), torch.randn(2, batch, H) * 0.1
