@@ -15,7 +15,7 @@ Speed: for each batch size one subprocess loads the model once per `--dtypes` (f
 calls the baseline and each of ours in turn `--repeats` times, so that all see the same load on a noisy shared
 machine; medians are reported, and ratios against the baseline of the same run. Memory: each (implementation, dtype,
 batch size) in a fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole
-process (`ru_maxrss`: weights, loading and the calls), and the working memory of the measured call: the Linux peak
+process (`VmHWM`: weights, loading and the calls), and the working memory of the measured call: the Linux peak
 RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the RSS at
 that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
@@ -47,7 +47,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -214,11 +213,14 @@ def status_mb(field):
 
 
 def reset_peak_rss():
-    """Resets the kernel's peak-RSS mark to the current RSS (Linux >= 4.0); returns that RSS in MB."""
+    """Resets the kernel's peak-RSS mark to the current RSS (Linux >= 4.0); returns that RSS and the peak before the
+    reset, in MB. Peaks are read from `VmHWM`, never `ru_maxrss`: Linux carries a parent's peak into its child
+    across fork and exec, so a worker of a large benchmark process would report at least the parent's peak."""
     gc.collect()
+    peak = status_mb("VmHWM")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
-    return status_mb("VmRSS")
+    return status_mb("VmRSS"), peak
 
 
 def allennlp_worker(args):
@@ -237,7 +239,7 @@ def allennlp_worker(args):
     torch.save(first, args.output)
     n_tokens = sum(map(len, batch))
     print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, torch=torch.__version__,
-                          peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+                          peak_rss_mb=status_mb("VmHWM"))))
 
 
 # ----- One configuration, in its own process ------------------------------------------------------------------------
@@ -287,7 +289,7 @@ def worker(args):
         result["tokens"] = n_tokens = len(words)
         with torch.no_grad():
             alone = model(ids[:, : args.window]).last_hidden_state  # also the warm-up
-            rss_before = reset_peak_rss()
+            rss_before, peak_before = reset_peak_rss()
             start = time.perf_counter()
             first = None
             for out in model.forward_windows(ids, args.window):
@@ -296,7 +298,7 @@ def worker(args):
             result["work_mb"] = status_mb("VmHWM") - rss_before
         result["tokens_per_s"] = n_tokens / result["seconds"]
         result["first_window_max_abs_diff"] = (first - alone).abs().max().item()
-        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["peak_rss_mb"] = max(peak_before, status_mb("VmHWM"))
         print(json.dumps(result))
         return
     if args.impl == "train":  # the LM head over a LM_VOCAB-word vocabulary, sampled softmax as bilm-tf trains
@@ -336,7 +338,7 @@ def worker(args):
         run = lambda: impl(model, enc["input_ids"], enc["attention_mask"])  # noqa: E731
 
     run()  # warm-up
-    rss_before = reset_peak_rss()
+    rss_before, peak_before = reset_peak_rss()
     times = []
     for _ in range(args.repeats if args.impl == "train" else 1):
         start = time.perf_counter()
@@ -344,7 +346,7 @@ def worker(args):
         times.append(time.perf_counter() - start)
     result["work_mb"] = status_mb("VmHWM") - rss_before
     result["tokens_per_s"] = n_tokens / statistics.median(times)
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = max(peak_before, status_mb("VmHWM"))
     print(json.dumps(result))
 
 
@@ -558,16 +560,24 @@ def allennlp_embed_file_worker(args):
         f.create_dataset("sentence_to_index", data=[json.dumps({line: str(i) for i, line in enumerate(lines)})])
 
 
+# Starts a command and prints its wall seconds and peak RSS (ru_maxrss, KB, with its own child processes) to stdout.
+# Run as a small process of its own: Linux carries a parent's peak RSS into its child across fork and exec, so a child
+# of the (large) benchmark process would report at least the benchmark's peak.
+TIMER = """import os, subprocess, sys, time
+start = time.perf_counter()
+process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(process.pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))"""
+
+
 def timed_process(command, env=None):
     """(wall seconds, peak RSS MB) of a whole process; it must succeed."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        sys.exit(f"{' '.join(map(str, command))} failed:\n{process.stderr.read()}")
-    return seconds, usage.ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-c", TIMER, *map(str, command)], capture_output=True, text=True, env=env)
+    if done.returncode:
+        sys.exit(f"{' '.join(map(str, command))} failed:\n{done.stderr}")
+    seconds, peak_kb = done.stdout.split()
+    return float(seconds), int(peak_kb) / 1024
 
 
 def corpus_benchmark(args, out_dir):
