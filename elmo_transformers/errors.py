@@ -19,3 +19,9 @@ class ConversionError(UserError):
 class ModelError(UserError):
     """A model name that is neither a usable folder nor a reachable Hub repository, or a folder that is not the
     kind of ELMo model the command needs."""
+
+
+def first_line(error):
+    """The first line of an exception's message, or its type's name when it has none: what a one-line error quotes."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -11,7 +11,7 @@ from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntr
                                     RepositoryNotFoundError)
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import ModelError, UserError
+from .errors import ModelError, UserError, first_line
 
 
 def check_hub_id(value, what):
@@ -20,7 +20,7 @@ def check_hub_id(value, what):
     try:
         validate_repo_id(value)
     except HFValidationError as e:
-        raise UserError(f"{what} {value!r:.200} is not a Hub repo id: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{what} {value!r:.200} is not a Hub repo id: {first_line(e)}") from None
     return value
 
 
@@ -50,7 +50,7 @@ def resolve_model(name, option="--model"):
                          f"read ({type(e).__name__}): check the name, or log in with `hf auth login`") from None
     except Exception as e:  # noqa: BLE001  (no network, proxy, TLS...: every cause reads the same to the user)
         raise ModelError(f"{option} {name}: no such folder, and the Hub cannot be reached "
-                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__}): give a local folder") from None
+                         f"({first_line(e)}): give a local folder") from None
     return snapshot_download(name)
 
 
@@ -63,8 +63,7 @@ def loading(name, option="--model"):
     except UserError:
         raise
     except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"{option} {name}: cannot load it: {first}") from None
+        raise ModelError(f"{option} {name}: cannot load it: {first_line(e)}") from None
 
 
 def load_config(name, option="--model"):

@@ -46,7 +46,7 @@ def torch_device(name, option="--device"):
     does not know ("banana"), or an accelerator this build or machine lacks ("cuda" with a CPU-only torch)."""
     import torch
 
-    from ..errors import UserError
+    from ..errors import UserError, first_line
 
     try:
         device = torch.device(name)
@@ -54,7 +54,7 @@ def torch_device(name, option="--device"):
     except (RuntimeError, AssertionError, ValueError) as e:
         accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
         available = ["cpu", *([accelerator.type] if accelerator else [])]
-        raise UserError(f"{option} {name}: not usable here ({str(e).splitlines()[0]}); devices available: "
+        raise UserError(f"{option} {name}: not usable here ({first_line(e)}); devices available: "
                         f"{', '.join(available)}") from None
     return device
 

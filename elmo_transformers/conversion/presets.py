@@ -17,7 +17,7 @@ from huggingface_hub import ModelCard, ModelCardData, cached_assets_path
 from huggingface_hub.file_download import http_get
 from huggingface_hub.utils import get_session
 
-from ..errors import ConversionError
+from ..errors import ConversionError, first_line
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 URL_VARIABLE = "ELMO_TRANSFORMERS_ALLENNLP_URL"
@@ -97,8 +97,7 @@ def download(url, path, hdf5):
                 pass
     except Exception as e:  # the HTTP client's, h5py's and the file system's errors all mean: no usable file
         partial.unlink(missing_ok=True)
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ConversionError(f"cannot download {url} ({reason}): {manual}") from None
+        raise ConversionError(f"cannot download {url} ({first_line(e)}): {manual}") from None
     os.replace(partial, path)
     return path
 

@@ -17,7 +17,7 @@ from transformers import PreTrainedConfig
 from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
-from ..errors import UserError
+from ..errors import UserError, first_line
 from ..models import DEFAULT_MODEL
 from .defaults import DEFAULT_BATCH_SIZE
 
@@ -58,7 +58,7 @@ def load_elmo(name_or_path, dtype=None, quantization_config=None):
 
     def cannot_load(error):
         return OSError(f"cannot load an ELMo model from {name_or_path!r} (give a converted folder or a Hub repo id): "
-                       f"{str(error).splitlines()[0]}")
+                       f"{first_line(error)}")
 
     try:
         config, _ = PreTrainedConfig.get_config_dict(name_or_path)

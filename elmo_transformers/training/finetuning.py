@@ -1,7 +1,6 @@
 """Fine-tuning a task head (`elmo-transformers finetune`): arguments, data, labels, loading the head, and the two
 tasks, token and sequence classification, with their metrics (the Trainer run itself is `runner.run`)."""
 
-import json
 from dataclasses import dataclass, field
 
 import datasets
@@ -17,7 +16,7 @@ from ..model_source import load_config
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_output_apart
 from .data import load_splits
-from .runner import check_splits, limit_samples, parse_arguments, run
+from .runner import check_splits, json_option, limit_samples, model_options, parse_arguments, run
 
 
 @dataclass
@@ -132,18 +131,20 @@ def label_encoder(raw, column, nested, labels):
 
 def load_head(head_class, head_args, labels, default_encoder):
     """The head from an ElmoModel (or same-head) folder, with the label mapping and the ELMo-recipe settings."""
-    return head_class.from_pretrained(
-        head_args.model_name_or_path,
-        num_labels=len(labels),
-        id2label={i: str(label) for i, label in enumerate(labels)},
-        label2id={str(label): i for i, label in enumerate(labels)},
-        freeze_bilm=head_args.freeze_bilm,
-        task_encoder=head_args.task_encoder or default_encoder,
-        task_encoder_dim=head_args.task_encoder_dim,
-        mix_l2_lambda=head_args.mix_l2_lambda,
-        dropout=head_args.dropout,
-        scalar_mix_parameters=json.loads(head_args.scalar_mix_parameters) if head_args.scalar_mix_parameters else None,
-    )
+    with model_options():  # a refused value (--dropout 1.5, --task-encoder x): one line
+        return head_class.from_pretrained(
+            head_args.model_name_or_path,
+            num_labels=len(labels),
+            id2label={i: str(label) for i, label in enumerate(labels)},
+            label2id={str(label): i for i, label in enumerate(labels)},
+            freeze_bilm=head_args.freeze_bilm,
+            task_encoder=head_args.task_encoder or default_encoder,
+            task_encoder_dim=head_args.task_encoder_dim,
+            mix_l2_lambda=head_args.mix_l2_lambda,
+            dropout=head_args.dropout,
+            scalar_mix_parameters=json_option(head_args.scalar_mix_parameters, "--scalar-mix-parameters",
+                                              "'[0, -1e4, -1e4]'"),
+        )
 
 
 def tokenize_splits(raw, encode, training_args):

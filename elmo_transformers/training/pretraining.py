@@ -1,7 +1,6 @@
 """Pre-training the biLM language model (`elmo-transformers pretrain`): from scratch, or continuing a model on new
 text, whose softmax then grows by the text's frequent out-of-vocabulary words (`--add-words N`)."""
 import collections
-import json
 import logging
 import math
 import os
@@ -19,7 +18,7 @@ from ..model_source import load_config, resolve_model
 from ..output_paths import check_output_apart
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
-from .runner import limit_samples, run
+from .runner import json_option, limit_samples, model_options, run
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +190,7 @@ def load_model(model_args, vocab_size, keep_softmax):
         return model
     config = ElmoConfig(
         char_embedding_dim=model_args.char_embedding_dim,
-        filters=json.loads(model_args.filters),
+        filters=json_option(model_args.filters, "--filters", "'[[1, 32], [2, 32]]'"),
         n_highway=model_args.n_highway,
         lstm_dim=model_args.lstm_dim,
         projection_dim=model_args.projection_dim,
@@ -254,7 +253,8 @@ def pretrain(model_args, data_args, training_args):
 
     windows = load_windows(data_args, training_args)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
-    model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
+    with model_options():
+        model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
     if model_args.add_words and training_args.resume_from_checkpoint:
         logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's "
                     "(with the words added then)")

@@ -2,12 +2,14 @@
 argument dataclasses plus Trainer's `TrainingArguments`), logging, the seed, the --max_*_samples selection, and the
 train / evaluate / predict steps with their metrics printed and saved ({train,eval,test}_results.json)."""
 
+import contextlib
+import json
 import logging
 import sys
 
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
-from ..errors import DataError
+from ..errors import DataError, UserError, first_line
 from .data import settle_before_trainer
 
 logger = logging.getLogger(__name__)
@@ -17,11 +19,36 @@ def parse_arguments(argument_classes, argv=None, prog=None):
     """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; logging to stdout and the
     seed set (before any model is built, so that new weights are reproducible)."""
     parser = HfArgumentParser((*argument_classes, TrainingArguments), prog=prog)
-    parsed = parser.parse_args_into_dataclasses(args=argv)
+    try:
+        parsed = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
+        raise UserError(first_line(e)) from None
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     set_seed(parsed[-1].seed)
     return parsed
+
+
+def json_option(value, option, example):
+    """The value of a command-line option that holds JSON (None when not given), or one line naming the option."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{option} {value!r:.100} is not JSON ({e.msg}); write it like {example}") from None
+
+
+@contextlib.contextmanager
+def model_options():
+    """Around building the model from the command's options: a value the configuration refuses (`--lstm-dim 0`,
+    `--dropout 1.5`) is one line naming the field, not a traceback."""
+    try:
+        yield
+    except UserError:
+        raise
+    except ValueError as e:
+        raise UserError(f"{first_line(e)} (set by the command's option of that name)") from None
 
 
 def limit_samples(splits, max_train_samples=None, max_eval_samples=None):
