@@ -180,6 +180,15 @@ def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm
     one_line(*run(["perplexity", text, "--model", model, "--output", tmp_path / "no" / "f.json"], capsys),
              "is not an existing folder")
 
+    def refuse(dir):  # root writes anywhere, so the refusal is simulated where the check meets the file system
+        raise PermissionError(13, "Permission denied")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(output_paths.tempfile, "TemporaryFile", refuse)
+        patch.setattr("transformers.AutoConfig.from_pretrained", lambda *a, **k: pytest.fail("checked after loading"))
+        one_line(*run(["perplexity", text, "--model", model, "--output", tmp_path / "f.json"], capsys),
+                 f"cannot write the --output into {tmp_path}: Permission denied")
+
     figures = tmp_path / "figures.json"
     assert run(["perplexity", text, "--model", model, "--output", figures], capsys)[0] == 0
     first = json.loads(figures.read_text())
@@ -273,6 +282,25 @@ def test_pretrain_refuses_a_negative_add_words(text, tmp_path, capsys):
     one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train", "--add-words",
                    "-5"], capsys), "--add-words must be 0 (none) or more")
     assert not (tmp_path / "pt").exists()
+
+
+def test_model_options_the_configuration_refuses_are_one_line(text, tiny_model_dir, tmp_path, capsys):
+    """A value ElmoConfig refuses, a JSON option that is not JSON, and options Trainer refuses together are one line
+    naming the field or option, in pretrain and finetune alike."""
+    pretrain = ["pretrain", "--train-file", text, "--do-train", "--max-steps", "1", "--report-to", "none"]
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "a", "--lstm-dim", "0"], capsys), "ElmoConfig.lstm_dim")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "b", "--filters", "[[1, 4]"], capsys),
+             "--filters '[[1, 4]' is not JSON")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "c", "--lm-dropout", "1.5"], capsys), "ElmoConfig.lm_dropout")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "d", "--eval-strategy", "steps", "--save-strategy", "epoch",
+                   "--load-best-model-at-end"], capsys), "load_best_model_at_end")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
+    finetune = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data,
+                "--do-train", "--max-steps", "1", "--report-to", "none"]
+    one_line(*run([*finetune, "--output-dir", tmp_path / "e", "--dropout", "1.5"], capsys), "dropout", "1.5")
+    one_line(*run([*finetune, "--output-dir", tmp_path / "f", "--scalar-mix-parameters", "x"], capsys),
+             "--scalar-mix-parameters 'x' is not JSON")
 
 
 def rewrite_keeping_the_time_stamp(path, content):
