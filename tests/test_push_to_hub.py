@@ -22,6 +22,7 @@ from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
 from elmo_transformers.cli import push as push_to_hub
 from elmo_transformers.errors import UserError
+from elmo_transformers.model_files import MODEL_FILES
 
 EXPECTED_FILES = {
     "README.md",
@@ -117,6 +118,14 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
     assert got == want
 
 
+def test_the_docs_name_the_upload_allow_list_the_code_uses():
+    """docs/hub-and-pipelines.md lists what push uploads; it must be MODEL_FILES, not a list kept by hand apart."""
+    text = (REPO / "docs" / "hub-and-pipelines.md").read_text(encoding="utf-8")
+    section = text[text.index("**What goes up**") : text.index("Everything else in the folder")]
+    named = {name for name in re.findall(r"`([^`/ ]+\.(?:json|txt|dic|py|md|safetensors))`", section)}
+    assert named == {name for name in MODEL_FILES if "*" not in name} | {"model.safetensors"}
+
+
 def test_symlinked_modules_are_uploaded_as_files(tmp_path):
     """The shipped model folder links its modules to the repository root: the upload holds the files themselves."""
     stage = tmp_path / "stage"
@@ -133,7 +142,7 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
     shutil.copytree(tiny_model_dir, broken)
     (broken / "modeling_elmo.py").unlink()
     monkeypatch.setattr(HfApi, "upload_folder", lambda *a, **k: pytest.fail("must not upload"))
-    with pytest.raises(UserError, match="does not load with the Auto classes"):
+    with pytest.raises(UserError, match="fails the check in a fresh process: loading the model"):
         push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
 
 
@@ -259,6 +268,17 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
     line = next(card_line for card_line in card.splitlines() if card_line.startswith("5 labels:"))
     assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
     assert "\n# Injected" not in card and "README.md" in files
+
+
+@pytest.mark.slow
+def test_a_failing_check_names_its_step(tmp_path, lm_dir):
+    """A pipeline that fails is reported as the pipeline step, not as a folder that does not load."""
+    broken = tmp_path / "broken"
+    shutil.copytree(lm_dir, broken)
+    words = (broken / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (broken / "vocab.txt").write_text("\n".join(words + ["extra"]) + "\n", encoding="utf-8")  # not the softmax's size
+    with pytest.raises(UserError, match=r"fails the check in a fresh process: (loading|running) the fill-mask pipel"):
+        push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
 
 
 @pytest.mark.slow

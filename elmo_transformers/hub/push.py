@@ -10,7 +10,8 @@
    from model_card.py (DIR's own README.md, if any, is kept instead).
 2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): with
    `trust_remote_code=True` and its own code files, the Auto class of its architecture must load it and its
-   pipeline must run on a sentence.
+   pipeline must run on a sentence (for a language model, fill-mask on one with a `<mask>` word). A failure names
+   the step that failed.
 3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
    `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection.
 """
@@ -32,7 +33,8 @@ from ..errors import UserError
 from ..model_files import is_model_file
 from .model_card import architecture, model_card
 
-# Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files.
+# Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files. Each
+# step names itself when it fails, so that a pipeline that fails is not reported as a folder that does not load.
 LOAD_CHECK = """
 import sys
 import torch
@@ -40,16 +42,28 @@ import transformers
 from transformers import AutoTokenizer, pipeline
 
 folder, name, auto_class, task = sys.argv[1:5]
-tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
-model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+
+
+def step(what, run):
+    try:
+        return run()
+    except Exception as e:
+        sys.exit(f"{what} failed: {type(e).__name__}: {str(e).strip()[:500]}")
+
+
+tokenizer = step("loading the tokenizer (AutoTokenizer)",
+                 lambda: AutoTokenizer.from_pretrained(folder, trust_remote_code=True))
+model = step(f"loading the model ({auto_class})",
+             lambda: getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval())
 if not type(model).__module__.startswith("transformers_modules"):
     sys.exit(f"the model class came from {type(model).__module__}, not from the folder's code files")
 if type(model).__name__ != name:
     sys.exit(f"{auto_class} loaded {type(model).__name__}, but config.architectures says {name}")
 with torch.no_grad():
-    model(**tokenizer(["Hello world !"], return_tensors="pt"))
-pipe = pipeline(task, model=folder, trust_remote_code=True)
-result = pipe("Hello <mask> !" if task == "fill-mask" else "Hello world !")
+    step(f"running {name} on a sentence", lambda: model(**tokenizer(["Hello world !"], return_tensors="pt")))
+pipe = step(f"loading the {task} pipeline", lambda: pipeline(task, model=folder, trust_remote_code=True))
+text = f"Hello {tokenizer.mask_token} !" if task == "fill-mask" else "Hello world !"
+result = step(f"running the {task} pipeline on {text!r}", lambda: pipe(text))
 if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
     sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
 print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
@@ -143,7 +157,7 @@ def check_loads(folder):
         )
     if result.returncode != 0:
         last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
-        raise UserError(f"{folder} does not load with the Auto classes in a fresh process: {last}")
+        raise UserError(f"{folder} fails the check in a fresh process: {last}")
     return result.stdout.strip()
 
 
