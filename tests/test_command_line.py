@@ -63,6 +63,23 @@ def test_help_and_usage_errors_answer_before_torch_is_imported(argv, tmp_path):
     assert ("usage" in done.stdout + done.stderr), done.stdout[:500]
 
 
+@pytest.mark.parametrize("argv", [["pretrain", "--help"], ["finetune", "token-classification", "--help"],
+                                  ["pretrain", "--no-such-option"]], ids=" ".join)
+def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
+    """Their --help lists Trainer's options, so it imports transformers' TrainingArguments (and torch with it), but
+    not Trainer, datasets or the model code; an unknown option is one line."""
+    heavy = ["datasets", "modeling_elmo", "transformers.trainer"]
+    code = ("import json, sys, elmo_transformers_cli\n"
+            "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    status = e.code\n"
+            f"print(json.dumps({{'status': status, 'loaded': sorted(set({heavy}) & set(sys.modules))}}))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=command_env(), capture_output=True,
+                          text=True, timeout=120)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result == {"status": 0 if "--help" in argv else 1, "loaded": []}, done.stderr[-2000:]
+    assert "--per_device_train_batch_size" in done.stdout if "--help" in argv else "error: " in done.stderr
+
+
 def test_the_entry_point_registers_elmo_before_the_work(tmp_path):
     """The package's __init__, deferred while parsing, runs before a command works: the demo loads the shipped
     model with AutoModel (no trust_remote_code), which needs the registration."""
@@ -138,7 +155,7 @@ def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatc
 
 
 def test_finetune_defaults_to_the_shipped_model():
-    from elmo_transformers.training.finetuning import HeadArguments
+    from elmo_transformers.training.arguments import HeadArguments
 
     assert HeadArguments().model_name_or_path == DEFAULT_MODEL
 

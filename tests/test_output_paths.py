@@ -83,7 +83,7 @@ def test_push_staging_dir_inside_the_model_folder_is_refused(tmp_path, tiny_mode
 @pytest.mark.slow
 def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp_path, tiny_model_dir):
     from elmo_transformers.cli import pretrain as train_bilm
-    from elmo_transformers.training.finetuning import sequence_classification
+    from elmo_transformers.cli.finetune import main as finetune
     from elmo_transformers.errors import DataError
 
     data = tmp_path / "data"
@@ -98,7 +98,6 @@ def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp
             train_bilm.main(["--train_file", str(data / "train.txt"), "--do_train", "--output_dir", str(output_dir)])
     for output_dir in (model, model / "out", data):
         with pytest.raises(DataError, match="--output_dir .* the input"):
-            sequence_classification(["--model_name_or_path", str(model), "--train_file",
-                                                   str(data / "train.jsonl"), "--do_train",
-                                                   "--output_dir", str(output_dir)])
+            finetune(["sequence-classification", "--model_name_or_path", str(model), "--train_file",
+                      str(data / "train.jsonl"), "--do_train", "--output_dir", str(output_dir)])
     assert snapshot(tmp_path) == before

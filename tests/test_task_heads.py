@@ -214,18 +214,18 @@ def test_bio_span_f1():
 
 @pytest.mark.slow
 def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
-    from elmo_transformers.training.finetuning import token_classification
+    from elmo_transformers.cli.finetune import main as finetune
 
     def write(path, sentences):
         path.write_text("".join("".join(f"{w}\t{TAGS[w]}\n" for w in s) + "\n" for s in sentences))
 
     write(tmp_path / "train.conll", toy_tagged(32, seed=0))
     write(tmp_path / "valid.conll", toy_tagged(8, seed=1))
-    trainer = token_classification(["--model_name_or_path", str(tiny_model_dir),
-                           "--train_file", str(tmp_path / "train.conll"),
-                           "--validation_file", str(tmp_path / "valid.conll"), "--output_dir", str(tmp_path / "out"),
-                           "--do_train", "--do_eval", "--max_steps", "3", "--report_to", "none", "--save_strategy",
-                           "no", "--disable_tqdm", "true", "--task_encoder_dim", "4"])
+    trainer = finetune(["token-classification", "--model_name_or_path", str(tiny_model_dir),
+                        "--train_file", str(tmp_path / "train.conll"),
+                        "--validation_file", str(tmp_path / "valid.conll"), "--output_dir", str(tmp_path / "out"),
+                        "--do_train", "--do_eval", "--max_steps", "3", "--report_to", "none", "--save_strategy",
+                        "no", "--disable_tqdm", "true", "--task_encoder_dim", "4"])
     metrics = json.loads((tmp_path / "out" / "eval_results.json").read_text())
     assert 0 <= metrics["eval_accuracy"] <= 1 and "eval_f1" not in metrics  # POS-like tags: accuracy only
     loaded = AutoModelForTokenClassification.from_pretrained(tmp_path / "out", trust_remote_code=True).eval()
@@ -238,17 +238,18 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
 @pytest.mark.slow
 def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplog, capfd, recwarn):
     """Also: on a CPU, fine-tuning prints no pin_memory warning and no special-token notice."""
-    from elmo_transformers.training.finetuning import sequence_classification
+    from elmo_transformers.cli.finetune import main as finetune
 
     rng = random.Random(0)
     words = {"pos": ["good", "fine", "great"], "neg": ["bad", "awful", "poor"]}
     rows = [{"text": " ".join(rng.choice(words[label]) for _ in range(3)), "label": label}
             for label in ("pos", "neg") for _ in range(12)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    sequence_classification(["--model_name_or_path", str(tiny_model_dir), "--train_file", str(tmp_path / "train.jsonl"),
-                 "--validation_file", str(tmp_path / "train.jsonl"), "--test_file", str(tmp_path / "train.jsonl"),
-                 "--output_dir", str(tmp_path / "out"), "--do_train", "--do_eval", "--do_predict", "--max_steps", "2",
-                 "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true"])
+    finetune(["sequence-classification", "--model_name_or_path", str(tiny_model_dir),
+              "--train_file", str(tmp_path / "train.jsonl"),
+              "--validation_file", str(tmp_path / "train.jsonl"), "--test_file", str(tmp_path / "train.jsonl"),
+              "--output_dir", str(tmp_path / "out"), "--do_train", "--do_eval", "--do_predict", "--max_steps", "2",
+              "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true"])
     for split in ("eval", "test"):
         metrics = json.loads((tmp_path / "out" / f"{split}_results.json").read_text())
         assert {f"{split}_accuracy", f"{split}_macro_f1"} <= set(metrics)

@@ -25,12 +25,12 @@ def polarity_rows(labels, n=6):
 
 
 def run_sequence(model, output, train=None, valid=None, extra=()):
-    from elmo_transformers.training.finetuning import sequence_classification
+    from elmo_transformers.cli.finetune import main as finetune
 
     args = ["--model_name_or_path", str(model), "--output_dir", str(output), *COMMON, *extra]
     for flag, path in (("--train_file", train), ("--validation_file", valid)):
         args += [flag, path] if path else []
-    return sequence_classification(args)
+    return finetune(["sequence-classification", *args])
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +75,14 @@ def test_null_label_and_empty_file_are_named(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("tags, words", [(["DET", "NOUN", "VERB", "X"], 3), (["DET", "NOUN"], 3)])
 def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
-    from elmo_transformers.training.finetuning import token_classification
+    from elmo_transformers.cli.finetune import main as finetune
 
     rows = [{"tokens": ["the", "cat", "sat"], "tags": ["DET", "NOUN", "VERB"]}] * 2
     rows.append({"tokens": ["the", "cat", "sat"][:words], "tags": tags})
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     with pytest.raises(DataError, match=rf"train example 2: {words} words but {len(tags)} tags"):
-        token_classification(["--model_name_or_path", str(tiny_model_dir), "--train_file", train, "--output_dir",
-                     str(tmp_path / "out"), "--do_train", *COMMON])
+        finetune(["token-classification", "--model_name_or_path", str(tiny_model_dir), "--train_file", train,
+                  "--output_dir", str(tmp_path / "out"), "--do_train", *COMMON])
 
 
 @pytest.mark.slow

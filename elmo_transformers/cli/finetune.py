@@ -35,8 +35,10 @@ def main(argv=None):
         print(usage, file=sys.stderr)
         return 2
     task = argv.pop(0)
-    import_package()  # the task's arguments are parsed with Trainer's, which import torch anyway
+    from ..training.arguments import finetune_arguments
+
+    parsed = finetune_arguments(argv, f"elmo-transformers finetune {task}")  # before the model and data code
+    import_package()
     from ..training import finetuning
 
-    getattr(finetuning, task.replace("-", "_"))(argv, prog=f"elmo-transformers finetune {task}")
-    return 0
+    return getattr(finetuning, task.replace("-", "_"))(*parsed)

@@ -25,10 +25,10 @@ from . import import_package
 
 
 def main(argv=None):
-    from ..training.pretraining import DataArguments, ModelArguments, pretrain
-    from ..training.runner import parse_arguments
+    from ..training.arguments import pretrain_arguments
 
-    model_args, data_args, training_args = parse_arguments((ModelArguments, DataArguments), argv,
-                                                           "elmo-transformers pretrain")
+    parsed = pretrain_arguments(argv, "elmo-transformers pretrain")  # before the model and data code is imported
     import_package()
-    return pretrain(model_args, data_args, training_args)
+    from ..training.pretraining import pretrain
+
+    return pretrain(*parsed)

@@ -1,7 +1,6 @@
-"""Fine-tuning a task head (`elmo-transformers finetune`): arguments, data, labels, loading the head, and the two
-tasks, token and sequence classification, with their metrics (the Trainer run itself is `runner.run`)."""
-
-from dataclasses import dataclass, field
+"""Fine-tuning a task head (`elmo-transformers finetune`): data, labels, loading the head, and the two tasks, token
+and sequence classification, with their metrics (the command line is `arguments.py`'s, the Trainer run
+`runner.run`)."""
 
 import datasets
 import numpy as np
@@ -13,55 +12,20 @@ from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError
 from ..model_source import load_config
-from ..models import DEFAULT_MODEL
 from ..output_paths import check_output_apart
 from .data import load_splits
-from .runner import check_splits, json_option, limit_samples, model_options, parse_arguments, run
+from .runner import check_splits, json_option, limit_samples, model_options, run
 
 
-@dataclass
-class HeadArguments:
-    model_name_or_path: str = field(default=DEFAULT_MODEL,
-                                    metadata={"help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
-                                              "`elmo-transformers pretrain` output) or an already fine-tuned head "
-                                              "of the same kind (default: the shipped model)."})
-    freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
-                                                              "fine-tuning."})
-    task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
-    task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
-    mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
-    dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})
-    scalar_mix_parameters: str | None = field(
-        default=None,
-        metadata={"help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
-                  "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."},
-    )
-
-
-@dataclass
-class DataArguments:
-    train_file: str | None = field(default=None, metadata={"help": "Local training file (.conll/.json/.jsonl/.csv)."})
-    validation_file: str | None = field(default=None, metadata={"help": "Local evaluation file."})
-    test_file: str | None = field(default=None, metadata={"help": "Local test file (predicted at the end)."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
-    text_column: str | None = field(default=None, metadata={"help": "Column of the words or text."})
-    label_column: str | None = field(default=None, metadata={"help": "Column of the labels."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N eval/test examples."})
-    max_words: int | None = field(default=None, metadata={"help": "Truncate longer examples to this many words."})
-
-
-def parse_and_load(argv=None, prog=None):
-    """The command line (head, data and Trainer arguments), then the data splits, checked against the --do_* flags:
-    what both fine-tuning tasks start with."""
-    head_args, data_args, training_args = parse_arguments((HeadArguments, DataArguments), argv, prog)
+def load(head_args, data_args, training_args):
+    """The data splits of a parsed command line (`arguments.finetune_arguments`), checked against the --do_* flags,
+    after the model's config.json: what both fine-tuning tasks start with."""
     load_config(head_args.model_name_or_path, "--model-name-or-path")  # a missing or broken model: one line, now
     inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
     check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     raw = load_data(data_args)
     check_splits(training_args, raw)
-    return head_args, data_args, training_args, raw
+    return raw
 
 
 def load_data(data_args):
@@ -191,8 +155,10 @@ def token_metrics(labels):
     return compute_metrics
 
 
-def token_classification(argv=None, prog=None):
-    head_args, data_args, training_args, raw = parse_and_load(argv, prog)
+def token_classification(head_args, data_args, training_args):
+    """`finetune token-classification` on its parsed command line (`arguments.finetune_arguments`); returns the
+    Trainer."""
+    raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
     labels = label_mapping(raw, tags_column, True, head_args.model_name_or_path, ElmoForTokenClassification)
@@ -227,8 +193,10 @@ def sequence_metrics(prediction):
     return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(np.mean(f1s))}
 
 
-def sequence_classification(argv=None, prog=None):
-    head_args, data_args, training_args, raw = parse_and_load(argv, prog)
+def sequence_classification(head_args, data_args, training_args):
+    """`finetune sequence-classification` on its parsed command line (`arguments.finetune_arguments`); returns the
+    Trainer."""
+    raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     labels = label_mapping(raw, label_column, False, head_args.model_name_or_path, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)

@@ -4,7 +4,6 @@ import collections
 import logging
 import math
 import os
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -56,52 +55,6 @@ def add_words_to_softmax(model, unk_id, new_words, unseen_total):
     model.lm_softmax = grown
     model.config.lm_vocab_size = grown.out_features
     return model
-
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
-                  "vocabulary is reused); omit to train from scratch with the size arguments below."},
-    )
-    char_embedding_dim: int = field(default=16, metadata={"help": "From scratch: character embedding size."})
-    filters: str = field(
-        default="[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512],[7,1024]]",
-        metadata={"help": "From scratch: char-CNN filters as JSON [[width, number], ...]."},
-    )
-    n_highway: int = field(default=1, metadata={"help": "From scratch: highway layers."})
-    lstm_dim: int = field(default=1024, metadata={"help": "From scratch: LSTM cell size."})
-    projection_dim: int = field(default=128, metadata={"help": "From scratch: LSTM projection / token embedding size."})
-    n_layers: int = field(default=2, metadata={"help": "From scratch: LSTM layers per direction."})
-    n_negative_samples: int | None = field(
-        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (default: the starting "
-                                "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."}
-    )
-    add_words: int = field(default=0, metadata={"help": "Continuing an LM: append up to this many of the training "
-                                                "text's out-of-vocabulary words to its vocabulary and softmax."})
-    add_words_min_count: int = field(default=5, metadata={"help": "--add-words: only words seen this often."})
-    lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
-
-
-@dataclass
-class DataArguments:
-    train_file: list[str] | None = field(default=None, metadata={"help": "Training text files (.txt, .txt.gz)."})
-    validation_file: list[str] | None = field(default=None, metadata={"help": "Evaluation text files."})
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
-    text_column: str = field(default="text", metadata={"help": "Column holding the text."})
-    validation_split_percentage: float = field(
-        default=1.0,
-        metadata={"help": "Percent of the training lines held out when there is no validation split (0: none)."},
-    )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training lines."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N evaluation lines."})
-    max_words: int = field(default=50, metadata={"help": "Split lines into windows of at most this many words."})
-    vocab_file: str | None = field(default=None, metadata={"help": "bilm-tf vocabulary file (<S>, </S>, <UNK>, ...)."})
-    vocab_size: int | None = field(default=50000, metadata={"help": "Building the vocabulary: most lines to keep."})
-    min_count: int = field(default=1, metadata={"help": "Building the vocabulary: keep words seen this often."})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for datasets.map."})
 
 
 def load_windows(data_args, training_args):

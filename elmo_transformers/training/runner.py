@@ -1,32 +1,17 @@
-"""The one Trainer run behind every training command (`finetune`, `pretrain`): the command line (the command's
-argument dataclasses plus Trainer's `TrainingArguments`), logging, the seed, the --max_*_samples selection, and the
-train / evaluate / predict steps with their metrics printed and saved ({train,eval,test}_results.json)."""
+"""The one Trainer run behind every training command (`finetune`, `pretrain`; their command lines are parsed by
+`arguments.py`): the --max_*_samples selection, the model options' checks, and the train / evaluate / predict steps
+with their metrics printed and saved ({train,eval,test}_results.json)."""
 
 import contextlib
 import json
 import logging
-import sys
 
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers import Trainer
 
 from ..errors import DataError, UserError, first_line
 from .data import settle_before_trainer
 
 logger = logging.getLogger(__name__)
-
-
-def parse_arguments(argument_classes, argv=None, prog=None):
-    """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; logging to stdout and the
-    seed set (before any model is built, so that new weights are reproducible)."""
-    parser = HfArgumentParser((*argument_classes, TrainingArguments), prog=prog)
-    try:
-        parsed = parser.parse_args_into_dataclasses(args=argv)
-    except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
-        raise UserError(first_line(e)) from None
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    set_seed(parsed[-1].seed)
-    return parsed
 
 
 def json_option(value, option, example):
