@@ -235,15 +235,20 @@ def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir)
     assert_close_to_reference(arrays["0"], window_reference(model, tokenizer, words, 16)[-1], what="--top windows")
 
 
-@pytest.mark.slow
-def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
-    lines = [" ".join(["w"] * n) for n in range(1, 13)]
+
+def interrupted_run(monkeypatch, tmp_path, model_dir, *flags):
+    """An embed run of 12 lines (batch size 2) stopped by Ctrl-C after two batches; returns its arguments."""
     source = tmp_path / "input.txt"
-    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--all", "--batch-size", "2"]
+    source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 13)), encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), *flags, "--batch-size", "2"]
     interrupt_after(monkeypatch, "add_batch", 2)
     assert main(args) == 130
     monkeypatch.undo()
+    return args
+
+@pytest.mark.slow
+def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
+    args = interrupted_run(monkeypatch, tmp_path, tiny_model_dir, "--all")
     with pytest.raises(UserError, match="started with batch_size=2, now batch_size=3"):
         main([*args, "--resume", "--batch-size", "3"])
     with pytest.raises(UserError, match="started with max_sentence_words=1000, now max_sentence_words=5"):
@@ -255,13 +260,7 @@ def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, m
 def test_resume_refuses_other_weights_at_the_same_path(tmp_path, tiny, tiny_model_dir, monkeypatch):
     """The folder --model names is the same path, but its weights changed between the runs."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
-    lines = [" ".join(["w"] * n) for n in range(1, 13)]
-    source = tmp_path / "input.txt"
-    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), "--top", "--batch-size", "2"]
-    interrupt_after(monkeypatch, "add_batch", 2)
-    assert main(args) == 130
-    monkeypatch.undo()
+    args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top")
     model, _ = tiny
     changed = type(model).from_pretrained(model_dir)
     with torch.no_grad():
