@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from transformers import HfArgumentParser, TrainingArguments, set_seed
 
 from ..errors import UserError, first_line
+from ..model_source import resolve_model
 from ..models import DEFAULT_MODEL
 
 
@@ -95,9 +96,13 @@ def parse_arguments(argument_classes, argv=None, prog=None):
     """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; logging to stdout and the
     seed set (before any model is built, so that new weights are reproducible)."""
     parser = HfArgumentParser((*argument_classes, TrainingArguments), prog=prog)
-    unknown = parser.parse_known_args(args=argv)[1]  # before TrainingArguments sets up devices, which takes seconds
+    # Unknown options and a missing model first: TrainingArguments sets up devices when it is built, which takes
+    # seconds.
+    known, unknown = parser.parse_known_args(args=argv)
     if unknown:
         raise UserError(f"unknown options {unknown}: `{prog or 'the command'} --help` lists them")
+    if known.model_name_or_path:
+        resolve_model(known.model_name_or_path, "--model-name-or-path")
     try:
         parsed = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
