@@ -214,9 +214,11 @@ def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm
     def full_disk(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    one_line(*run(["perplexity", text, "--model", model, "--output", figures], capsys),
+             f"{figures} exists (pass --overwrite to replace it)")
     monkeypatch.setattr(output_paths.os, "fsync", full_disk)
-    one_line(*run(["perplexity", text, "--model", model, "--output", figures, "--max-words", "3"], capsys),
-             "No space left on device")
+    one_line(*run(["perplexity", text, "--model", model, "--output", figures, "--max-words", "3", "--overwrite"],
+                  capsys), "No space left on device")
     assert json.loads(figures.read_text()) == first  # the earlier figures, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figures.json", "lm", "text.txt"]  # no temporary file
 

@@ -88,6 +88,17 @@ def test_blank_lines_and_a_1000_character_token(tmp_path, tiny, tiny_model_dir):
     assert_close_to_reference(arrays["2"], want, what="48-byte rule")
 
 
+def test_the_model_folder_is_an_input(tmp_path, tiny_model_dir):
+    """An output inside the model's folder (its weights, with --overwrite) is refused before any work."""
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    weights = (model / "model.safetensors").read_bytes()
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    message = one_line_error([str(source), str(model / "model.safetensors"), "--model", str(model), "--top",
+                              "--overwrite"])
+    assert "is inside the input" in message and (model / "model.safetensors").read_bytes() == weights
+
+
 def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     output = embed(tmp_path, tiny_model_dir, ["a b"], "--top")
     with pytest.raises(UserError, match="exists"):

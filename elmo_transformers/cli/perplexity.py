@@ -10,6 +10,7 @@ the figures as JSON, written whole or not at all; it may not be, contain or sit 
 
 import argparse
 import json
+import os
 
 from ..errors import DataError, ModelError
 from ..model_source import loading, resolve_model
@@ -32,6 +33,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default 32)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--output", help="also write the figures here as JSON")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     args = parser.parse_args(argv)
     for name in ("max_words", "batch_size"):
         if getattr(args, name) < 1:
@@ -40,6 +42,8 @@ def main(argv=None):
     if args.output:
         check_output_apart(args.output, [*args.files, folder], "--output", DataError)
         check_file_output(args.output, "--output", DataError)
+        if os.path.lexists(args.output) and not args.overwrite:
+            raise DataError(f"{args.output} exists (pass --overwrite to replace it)")
     import_package()
     from transformers import AutoConfig, AutoModelForPreTraining, AutoTokenizer
 

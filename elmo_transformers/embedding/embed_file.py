@@ -335,6 +335,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
             raise DataError(f"{name} must be a positive int, got {value!r}")
     output = os.path.abspath(output_file_path)
     check_paths(input_file, output, overwrite, resume)
+    check_output_apart(output, [getattr(embedder, "source", None)], "output", DataError)  # the model is an input too
     run = PartialRun(output)
     lines = read_lines(input_file)
     fingerprint = hashlib.sha256()
