@@ -322,6 +322,48 @@ def test_model_options_the_configuration_refuses_are_one_line(text, tiny_model_d
              "--scalar-mix-parameters 'x' is not JSON")
 
 
+def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_path, capsys):
+    """Found by probing the installed commands: each was a traceback."""
+    finetune = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--do-train",
+                "--max-steps", "1", "--report-to", "none"]
+    cases = [('{"text": "a b", "label": 1}\n{"text": "c d", "label": "pos"}\n', "mix types (int, str)"),
+             ('{"txt": "a b", "label": "x"}\n', "no column 'text' in the data"),
+             ('{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n', "sentence 0 is None"),
+             ('{"text": "a b", "label": [1]}\n', "a label must be one string or number")]
+    for n, (rows, fragment) in enumerate(cases):
+        data = tmp_path / f"data{n}.jsonl"
+        data.write_text(rows)
+        one_line(*run([*finetune, "--train-file", data, "--output-dir", tmp_path / f"out{n}"], capsys), fragment)
+    conll = tmp_path / "bad.conll"
+    conll.write_text("a\tB\nb\n\nc\tO\n")
+    one_line(*run(["finetune", "token-classification", "--model-name-or-path", tiny_model_dir, "--train-file", conll,
+                   "--output-dir", tmp_path / "tc", "--do-train"], capsys), "bad.conll:2: expected 'token<TAB>tag'")
+    text, empty = tmp_path / "t.txt", tmp_path / "empty.txt"
+    text.write_text("the cat sat .\n")
+    empty.write_text("")
+    pretrain = ["pretrain", "--train-file", text, "--do-train", "--validation-split-percentage", "0"]
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "p1", "--max-words", "0"], capsys),
+             "--max-words must be at least 1")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "p2", "--vocab-file", empty], capsys),
+             f"--vocab_file {empty}: ")
+    assert not any((tmp_path / name).exists() for name in ("out0", "out1", "out2", "out3", "tc", "p1"))
+
+
+def test_an_output_dir_that_holds_files_is_refused_unless_asked(tmp_path, capsys):
+    """Trainer writes into --output-dir whatever is there; the commands ask first."""
+    text, output = tmp_path / "t.txt", tmp_path / "run"
+    text.write_text("the cat sat .\nthe dog sat .\n")
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    pretrain = ["pretrain", "--train-file", text, "--do-train", "--validation-split-percentage", "0", "--max-steps",
+                "1", "--report-to", "none", "--lstm-dim", "8", "--projection-dim", "4", "--filters", "[[1, 4]]",
+                "--output-dir", output]
+    one_line(*run(pretrain, capsys), f"--output-dir {output} already holds files", "--overwrite-output-dir")
+    assert sorted(p.name for p in output.iterdir()) == ["notes.txt"]
+    assert run([*pretrain, "--overwrite-output-dir"], capsys)[0] == 0
+    assert (output / "model.safetensors").is_file() and (output / "notes.txt").read_text() == "mine"
+
+
 def rewrite_keeping_the_time_stamp(path, content):
     times = path.stat()
     path.write_text(content)

@@ -349,8 +349,9 @@ def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):
     assert cli_main(["embed", str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"]) == 1
     assert capsys.readouterr().err == f"error: --model {tmp_path / 'nope'}: no such folder, and not a Hub repo id " \
                                       "(NAME or OWNER/NAME)\n"
-    assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path),
-                                                   "--top"])
+    (tmp_path / "not-a-model").mkdir()
+    assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model",
+                                                   str(tmp_path / "not-a-model"), "--top"])
     assert not list(tmp_path.glob("*.partial"))
 
 

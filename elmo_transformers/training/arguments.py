@@ -3,13 +3,15 @@
 transformers' argument module (which imports torch) and not for Trainer, datasets or the model."""
 
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser, TrainingArguments, set_seed
 
-from ..errors import UserError, first_line
+from ..errors import DataError, UserError, first_line
 from ..model_source import resolve_model
+from ..output_paths import check_output_apart
 from ..models import DEFAULT_MODEL
 
 
@@ -92,10 +94,39 @@ class PretrainDataArguments:
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for datasets.map."})
 
 
+@dataclass
+class OutputArguments:
+    """Trainer writes into --output-dir whatever is there; this package asks first (transformers 5 dropped
+    TrainingArguments.overwrite_output_dir, which these commands had named)."""
+
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Write into an --output-dir that already holds files (files of the same names are replaced)."})
+
+
+INPUT_OPTIONS = ("model_name_or_path", "train_file", "validation_file", "test_file", "vocab_file")
+
+
+def check_output_dir(known):
+    """--output-dir apart from every input (the model, the data and vocabulary files); one that already holds files
+    is written into only when the run resumes there or --overwrite-output-dir says so."""
+    out = known.output_dir
+    if not out:
+        return
+    inputs = []
+    for name in INPUT_OPTIONS:
+        value = getattr(known, name, None)
+        inputs += value if isinstance(value, list) else [value]
+    check_output_apart(out, inputs, "--output_dir", DataError)
+    if os.path.isdir(out) and os.listdir(out) and not (known.overwrite_output_dir or known.resume_from_checkpoint):
+        raise UserError(f"--output-dir {out} already holds files: choose a new folder, pass --overwrite-output-dir "
+                        f"to write into it (files of the same names are replaced), or --resume-from-checkpoint to "
+                        f"continue a run there")
+
+
 def parse_arguments(argument_classes, argv=None, prog=None):
     """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; logging to stdout and the
     seed set (before any model is built, so that new weights are reproducible)."""
-    parser = HfArgumentParser((*argument_classes, TrainingArguments), prog=prog)
+    parser = HfArgumentParser((*argument_classes, OutputArguments, TrainingArguments), prog=prog)
     # Unknown options and a missing model first: TrainingArguments sets up devices when it is built, which takes
     # seconds.
     known, unknown = parser.parse_known_args(args=argv)
@@ -103,14 +134,15 @@ def parse_arguments(argument_classes, argv=None, prog=None):
         raise UserError(f"unknown options {unknown}: `{prog or 'the command'} --help` lists them")
     if known.model_name_or_path:
         resolve_model(known.model_name_or_path, "--model-name-or-path")
+    check_output_dir(known)
     try:
-        parsed = parser.parse_args_into_dataclasses(args=argv)
+        *parsed, _, training_args = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
         raise UserError(first_line(e)) from None
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
-    set_seed(parsed[-1].seed)
-    return parsed
+    set_seed(training_args.seed)
+    return (*parsed, training_args)
 
 
 def finetune_arguments(argv=None, prog=None):

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 import datasets
+from datasets.exceptions import DatasetGenerationError
 import fsspec
 import torch
 
@@ -80,10 +81,16 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
         raise DataError(f"all data files must have one format, got {sorted(formats)}")
     builder = formats.pop()
     if builder == "conll":  # no `datasets` builder for CoNLL: one generator per split
-        return datasets.DatasetDict(
-            {split: datasets.Dataset.from_generator(read_conll, gen_kwargs={"paths": list(paths)}, cache_dir=cache_dir)
-             for split, paths in data_files.items()}
-        )
+        try:
+            return datasets.DatasetDict(
+                {split: datasets.Dataset.from_generator(read_conll, gen_kwargs={"paths": list(paths)},
+                                                        cache_dir=cache_dir)
+                 for split, paths in data_files.items()}
+            )
+        except DatasetGenerationError as e:  # datasets wraps the generator's errors: read_conll's one line
+            if isinstance(e.__cause__, DataError):
+                raise e.__cause__ from None
+            raise
     tsv = any(p.endswith((".tsv", ".tsv.gz")) for paths in data_files.values() for p in paths)
     kwargs = {"delimiter": "\t"} if tsv else {}
     return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)

@@ -10,9 +10,8 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from tokenization_elmo import ElmoTokenizer
 
-from ..errors import DataError
+from ..errors import DataError, first_line
 from ..model_source import load_config
-from ..output_paths import check_output_apart
 from .data import load_splits
 from .runner import check_splits, json_option, limit_samples, model_options, run
 
@@ -21,8 +20,6 @@ def load(head_args, data_args, training_args):
     """The data splits of a parsed command line (`arguments.finetune_arguments`), checked against the --do_* flags,
     after the model's config.json: what both fine-tuning tasks start with."""
     load_config(head_args.model_name_or_path, "--model-name-or-path")  # a missing or broken model: one line, now
-    inputs = [head_args.model_name_or_path, data_args.train_file, data_args.validation_file, data_args.test_file]
-    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
     raw = load_data(data_args)
     check_splits(training_args, raw)
     return raw
@@ -48,9 +45,7 @@ def label_mapping(raw, column, nested, model_name_or_path, head_class):
     config = ElmoConfig.from_pretrained(model_name_or_path)
     if head_class.__name__ in (config.architectures or []):
         return [config.id2label[i] for i in range(config.num_labels)]
-    if column not in next(iter(raw.values())).column_names:
-        raise DataError(f"no column {column!r} in the data (columns: {next(iter(raw.values())).column_names}); "
-                        "set --label_column")
+    require_column(raw, column, "--label_column")
     feature = class_label(raw, column, nested)
     if feature is not None:
         return list(feature.names)
@@ -58,7 +53,17 @@ def label_mapping(raw, column, nested, model_name_or_path, head_class):
     for name, split in raw.items():
         for index, value in enumerate(split[column]):
             values.update(label_values(value, nested, f"{name} example {index}"))
+    types = sorted({type(value).__name__ for value in values})
+    if len(types) > 1:
+        raise DataError(f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the same "
+                        "way (e.g. all as strings)")
     return sorted(values)
+
+
+def require_column(raw, column, option):
+    columns = next(iter(raw.values())).column_names
+    if column not in columns:
+        raise DataError(f"no column {column!r} in the data (columns: {columns}); set {option}")
 
 
 def class_label(raw, column, nested):
@@ -69,9 +74,16 @@ def class_label(raw, column, nested):
 
 
 def label_values(value, nested, where):
-    """The label(s) of one example as a list, refusing a missing (null) label by name."""
-    if value is None or (nested and any(v is None for v in value)):
-        raise DataError(f"{where}: missing label (null)")
+    """The label(s) of one example as a list, refusing a missing (null) label and one that is not a single value by
+    name."""
+    if nested and not isinstance(value, (list, tuple)):
+        raise DataError(f"{where}: the tags must be a list, one per word; got {type(value).__name__} {value!r:.50}")
+    for label in value if nested else [value]:
+        if label is None:
+            raise DataError(f"{where}: missing label (null)")
+        if not isinstance(label, (str, int, float, bool)):
+            raise DataError(f"{where}: a label must be one string or number, got {type(label).__name__} "
+                            f"{label!r:.50}")
     return list(value) if nested else [value]
 
 
@@ -115,9 +127,14 @@ def tokenize_splits(raw, encode, training_args):
     """Every split through `encode(batch, indices, split)` (batched; the split's name for its error messages), once
     per machine under several processes."""
     with training_args.main_process_first(desc="tokenize"):
-        return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
-                                remove_columns=split.column_names, desc=f"tokenize {name}")
-                for name, split in raw.items()}
+        try:
+            return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
+                                    remove_columns=split.column_names, desc=f"tokenize {name}")
+                    for name, split in raw.items()}
+        except (TypeError, ValueError) as e:  # the tokenizer's refusals of a text (None, not a string)
+            if isinstance(e, DataError):
+                raise
+            raise DataError(f"the text column cannot be tokenized: {first_line(e)}") from None
 
 
 def spans(tags):
@@ -160,6 +177,7 @@ def token_classification(head_args, data_args, training_args):
     Trainer."""
     raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
+    require_column(raw, words_column, "--text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
     labels = label_mapping(raw, tags_column, True, head_args.model_name_or_path, ElmoForTokenClassification)
     label_ids = label_encoder(raw, tags_column, True, labels)
@@ -198,6 +216,7 @@ def sequence_classification(head_args, data_args, training_args):
     Trainer."""
     raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
+    require_column(raw, text_column, "--text_column")
     labels = label_mapping(raw, label_column, False, head_args.model_name_or_path, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
     tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)

@@ -12,9 +12,8 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
-from ..errors import DataError
+from ..errors import DataError, first_line
 from ..model_source import load_config, resolve_model
-from ..output_paths import check_output_apart
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
 from .runner import json_option, limit_samples, model_options, run
@@ -84,6 +83,14 @@ def load_windows(data_args, training_args):
         }
 
 
+def vocab_file_tokenizer(data_args):
+    """The tokenizer of --vocab_file; a file that is not a bilm-tf vocabulary is one line naming the option."""
+    try:
+        return ElmoTokenizer(vocab_file=data_args.vocab_file)
+    except (OSError, ValueError) as e:
+        raise DataError(f"--vocab_file {data_args.vocab_file}: {first_line(e)}") from None
+
+
 def load_tokenizer(model_args, data_args, training_args, train_windows):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
     checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (if it has
@@ -91,7 +98,7 @@ def load_tokenizer(model_args, data_args, training_args, train_windows):
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
         tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
-        if data_args.vocab_file and ElmoTokenizer(vocab_file=data_args.vocab_file).get_vocab() != tokenizer.get_vocab():
+        if data_args.vocab_file and vocab_file_tokenizer(data_args).get_vocab() != tokenizer.get_vocab():
             raise DataError(f"--vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
                             f"{checkpoint}: its softmax rows follow the checkpoint's words "
                             "(drop --vocab_file to resume)")
@@ -99,7 +106,7 @@ def load_tokenizer(model_args, data_args, training_args, train_windows):
                     "--min_count apply only when a vocabulary is built")
         return tokenizer, False
     if data_args.vocab_file:
-        return ElmoTokenizer(vocab_file=data_args.vocab_file), False
+        return vocab_file_tokenizer(data_args), False
     if model_args.model_name_or_path:
         config = ElmoConfig.from_pretrained(model_args.model_name_or_path)
         tokenizer = ElmoTokenizer.from_pretrained(model_args.model_name_or_path)
@@ -190,6 +197,8 @@ def pretrain(model_args, data_args, training_args):
     """The `pretrain` command once its arguments are parsed: data, vocabulary, model, then the Trainer run."""
     if model_args.model_name_or_path:
         resolve_model(model_args.model_name_or_path, "--model-name-or-path")
+    if data_args.max_words < 1:
+        raise DataError("--max-words must be at least 1 (the words of a training window)")
     if model_args.add_words < 0 or model_args.add_words_min_count < 1:
         raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
     if model_args.model_name_or_path:
@@ -200,9 +209,6 @@ def pretrain(model_args, data_args, training_args):
         raise DataError("give --train_file / --validation_file or --dataset_name")
     if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
         raise DataError("--do_train needs --train_file or --dataset_name")
-    inputs = [*(data_args.train_file or []), *(data_args.validation_file or []), data_args.vocab_file,
-              model_args.model_name_or_path]
-    check_output_apart(training_args.output_dir, inputs, "--output_dir", DataError)
 
     windows = load_windows(data_args, training_args)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
