@@ -10,6 +10,7 @@ from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
                                     RepositoryNotFoundError)
 from huggingface_hub.utils import validate_repo_id
+from safetensors import SafetensorError
 
 from .errors import ModelError, UserError, first_line
 
@@ -62,7 +63,7 @@ def loading(name, option="--model"):
         yield
     except UserError:
         raise
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, SafetensorError) as e:  # SafetensorError: a weight file that is not safetensors
         raise ModelError(f"{option} {name}: cannot load it: {first_line(e)}") from None
 
 

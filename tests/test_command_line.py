@@ -277,6 +277,14 @@ def test_a_config_dtype_torch_lacks_is_one_line(tiny_model_dir, tmp_path, capsys
         one_line(*run(argv, capsys), "'banana' is not a torch dtype")
 
 
+def test_a_weight_file_that_is_not_safetensors_is_one_line(lm_dir, tmp_path, capsys):
+    model = shutil.copytree(lm_dir, tmp_path / "model")
+    (model / "model.safetensors").write_text("garbage\n")
+    for command in ("demo", "perplexity", "embed"):
+        argv = missing_model_commands(tmp_path, str(model))[command]
+        one_line(*run(argv, capsys), f"--model {model}: cannot load it: Error while deserializing header")
+
+
 def test_a_deeply_nested_options_json_is_one_line(tmp_path, capsys):
     options = tmp_path / "options.json"
     options.write_text("[" * 100_000 + "]" * 100_000)
