@@ -285,6 +285,14 @@ def test_a_weight_file_that_is_not_safetensors_is_one_line(lm_dir, tmp_path, cap
         one_line(*run(argv, capsys), f"--model {model}: cannot load it: Error while deserializing header")
 
 
+def test_an_error_of_several_lines_is_printed_as_one(tmp_path, capsys):
+    """tarfile lists why each compression failed, one per line; the user reads one line."""
+    empty = tmp_path / "module.tar.gz"
+    empty.write_bytes(b"")
+    code, err = run(["convert", "tensorflow", empty, "--output", tmp_path / "out"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and err.startswith(f"error: cannot unpack {empty}"), err
+
+
 def test_a_deeply_nested_options_json_is_one_line(tmp_path, capsys):
     options = tmp_path / "options.json"
     options.write_text("[" * 100_000 + "]" * 100_000)

@@ -74,6 +74,7 @@ def main(argv=None):
     try:
         result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
-        print(f"error: {e}", file=sys.stderr)
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]  # one line, also for wrapped causes
+        print(f"error: {' '.join(lines) or type(e).__name__}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)
