@@ -96,8 +96,8 @@ class PretrainDataArguments:
 
 @dataclass
 class OutputArguments:
-    """Trainer writes into --output-dir whatever is there; this package asks first (transformers 5 dropped
-    TrainingArguments.overwrite_output_dir, which these commands had named)."""
+    """Trainer writes into --output-dir whatever is there; the commands ask first (transformers 5 has no
+    TrainingArguments.overwrite_output_dir)."""
 
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "Write into an --output-dir that already holds files (files of the same names are replaced)."})
@@ -117,7 +117,10 @@ def check_output_dir(known):
         value = getattr(known, name, None)
         inputs += value if isinstance(value, list) else [value]
     check_output_apart(out, inputs, "--output_dir", DataError)
-    if os.path.isdir(out) and os.listdir(out) and not (known.overwrite_output_dir or known.resume_from_checkpoint):
+    # Under torchrun every process parses; the first one judges, as the others may see files it has just written.
+    first_process = os.environ.get("RANK", "0") == "0"
+    asked = known.overwrite_output_dir or known.resume_from_checkpoint
+    if first_process and os.path.isdir(out) and os.listdir(out) and not asked:
         raise UserError(f"--output-dir {out} already holds files: choose a new folder, pass --overwrite-output-dir "
                         f"to write into it (files of the same names are replaced), or --resume-from-checkpoint to "
                         f"continue a run there")
