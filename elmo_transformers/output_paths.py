@@ -8,8 +8,9 @@ delete what it reads. Inputs that do not exist on this machine (Hub repo ids, st
 skipped.
 
 2. A file output is checked before any work (`check_file_output`: not a folder, its folder exists and takes a
-new file), and written whole or not at all (`write_file_atomically`: a temporary file beside it, renamed into
-place), so that a full disk or a kill never leaves a cut file where the old one was.
+new file, an existing file only with --overwrite), and written whole or not at all (`write_file_atomically`: a
+temporary file beside it, renamed into place), so that a full disk or a kill never leaves a cut file where the old
+one was.
 
 3. Work in progress is announced by an owner file (`write_owner_file`): JSON naming the host and process id, created
 exclusively. A run that finds one refuses to touch what it announces while `owner_is_gone` is False; a run killed
@@ -48,9 +49,10 @@ def check_output_apart(output, inputs, option="output", error=UserError):
         )
 
 
-def check_file_output(output, option="output", error=UserError):
-    """Raise `error` in one line if the file `output` cannot be written: a folder, a missing parent folder, or one
-    that refuses a new file (permissions, read-only file system). Nothing is left behind."""
+def check_file_output(output, option="output", error=UserError, overwrite=False):
+    """Raise `error` in one line if the file `output` cannot be written: a folder, a missing parent folder, one that
+    refuses a new file (permissions, read-only file system), or an existing file without `overwrite`. Nothing is
+    left behind."""
     if os.path.isdir(output):
         raise error(f"the {option} {output} is a folder: give the path of the file to write")
     parent = os.path.dirname(os.path.abspath(output))
@@ -60,6 +62,8 @@ def check_file_output(output, option="output", error=UserError):
         tempfile.TemporaryFile(dir=parent).close()
     except OSError as e:
         raise error(f"cannot write the {option} into {parent}: {e.strerror or e}") from None
+    if os.path.lexists(output) and not overwrite:
+        raise error(f"{output} exists (pass --overwrite to replace it)")
 
 
 def write_file_atomically(path, data, option="output", error=UserError):

@@ -6,10 +6,8 @@ import os
 import sys
 
 from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
-from ..errors import DataError
 from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
-from ..output_paths import check_output_apart
 from . import import_package, module_doc, torch_device
 
 
@@ -53,8 +51,7 @@ def main(argv=None):
     device = torch_device(args.device) if args.device else None
     output = os.path.abspath(args.output)
     try:
-        check_paths(args.input, output, args.overwrite, args.resume)  # before the model loads: fail fast
-        check_output_apart(output, [folder], "output", DataError)  # the model folder is an input too
+        check_paths(args.input, output, args.overwrite, args.resume, folder)  # before the model loads: fail fast
         with loading(args.model):
             if args.dtype == "int8":
                 from quantization_elmo import ElmoInt8Config

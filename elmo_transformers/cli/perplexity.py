@@ -10,7 +10,6 @@ the figures as JSON, written whole or not at all; it may not be, contain or sit 
 
 import argparse
 import json
-import os
 
 from ..errors import DataError, ModelError
 from ..model_source import loading, resolve_model
@@ -41,9 +40,7 @@ def main(argv=None):
     folder = resolve_model(args.model)
     if args.output:
         check_output_apart(args.output, [*args.files, folder], "--output", DataError)
-        check_file_output(args.output, "--output", DataError)
-        if os.path.lexists(args.output) and not args.overwrite:
-            raise DataError(f"{args.output} exists (pass --overwrite to replace it)")
+        check_file_output(args.output, "--output", DataError, args.overwrite)
     import_package()
     from transformers import AutoConfig, AutoModelForPreTraining, AutoTokenizer
 

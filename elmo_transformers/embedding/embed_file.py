@@ -81,17 +81,16 @@ def read_lines(source):
     return lines
 
 
-def check_paths(source, output, overwrite, resume):
-    """Everything about INPUT and OUTPUT that can be wrong, found before any work is done."""
+def check_paths(source, output, overwrite, resume, model=None):
+    """Everything about INPUT and OUTPUT that can be wrong, found before any work is done; `model` (its folder) is
+    an input too."""
     if isinstance(source, (str, os.PathLike)) and source != "-":
         try:
             open(source, "rb").close()
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
-        check_output_apart(output, [source])
-    check_file_output(output, "output", DataError)
-    if os.path.lexists(output) and not overwrite:
-        raise DataError(f"{output} exists (pass --overwrite to replace it)")
+    check_output_apart(output, [source, model], "output", DataError)
+    check_file_output(output, "output", DataError, overwrite)
     run = PartialRun(output)
     run.check_not_running()
     if run.exists() and not resume:
@@ -334,8 +333,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
             raise DataError(f"{name} must be a positive int, got {value!r}")
     output = os.path.abspath(output_file_path)
-    check_paths(input_file, output, overwrite, resume)
-    check_output_apart(output, [getattr(embedder, "source", None)], "output", DataError)  # the model is an input too
+    check_paths(input_file, output, overwrite, resume, getattr(embedder, "source", None))
     run = PartialRun(output)
     lines = read_lines(input_file)
     fingerprint = hashlib.sha256()

@@ -131,9 +131,9 @@ def tokenize_splits(raw, encode, training_args):
             return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
                                     remove_columns=split.column_names, desc=f"tokenize {name}")
                     for name, split in raw.items()}
+        except DataError:
+            raise
         except (TypeError, ValueError) as e:  # the tokenizer's refusals of a text (None, not a string)
-            if isinstance(e, DataError):
-                raise
             raise DataError(f"the text column cannot be tokenized: {first_line(e)}") from None
 
 

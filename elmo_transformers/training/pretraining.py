@@ -13,7 +13,7 @@ from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError, first_line
-from ..model_source import load_config, resolve_model
+from ..model_source import load_config
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
 from .runner import json_option, limit_samples, model_options, run
@@ -194,9 +194,8 @@ def write_run_vocabulary(training_args, write):
 
 
 def pretrain(model_args, data_args, training_args):
-    """The `pretrain` command once its arguments are parsed: data, vocabulary, model, then the Trainer run."""
-    if model_args.model_name_or_path:
-        resolve_model(model_args.model_name_or_path, "--model-name-or-path")
+    """The `pretrain` command once its arguments are parsed (`arguments.pretrain_arguments`, which also checked the
+    model name and the output folder): data, vocabulary, model, then the Trainer run."""
     if data_args.max_words < 1:
         raise DataError("--max-words must be at least 1 (the words of a training window)")
     if model_args.add_words < 0 or model_args.add_words_min_count < 1:
