@@ -154,7 +154,7 @@ def module_folder(path):
         try:
             with tarfile.open(path) as archive:
                 members = ArchiveMembers(archive, path, folder)
-                yield os.path.join(folder, members.root), members.open
+                yield os.path.join(folder, members.root) if members.root else folder, members.open
         except ConversionError as e:
             message = str(e).replace(folder + os.sep, f"{path}:").replace(folder, os.fspath(path))
             raise ConversionError(message) from e

@@ -238,11 +238,12 @@ class Checkpoint:
         try:
             with open(index, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                table = f.read(MAX_INDEX_BYTES + 1) if size <= MAX_INDEX_BYTES else b""
+                table = f.read(size + 1) if size <= MAX_INDEX_BYTES else b""  # read(n) allocates n bytes first
         except OSError as e:
             raise ConversionError(f"cannot read the checkpoint index {index}: {e.strerror or e}") from e
-        if max(size, len(table)) > MAX_INDEX_BYTES:
-            raise ConversionError(f"{index} is {max(size, len(table)):,} bytes, more than a checkpoint index is read "
+        size = max(size, len(table))  # a file that grew meanwhile
+        if size > MAX_INDEX_BYTES:
+            raise ConversionError(f"{index} is {size:,} bytes, more than a checkpoint index is read "
                                   f"({MAX_INDEX_BYTES:,} at most; an ELMo checkpoint's is a few kilobytes): not a "
                                   "TensorFlow checkpoint index")
         try:
