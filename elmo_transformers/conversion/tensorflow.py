@@ -129,10 +129,6 @@ class ArchiveMembers:
 
 def unpack_error(path, error):
     """Why the archive `path` cannot be read, in one line."""
-    if isinstance(error, tarfile.ReadError) and "could not be opened" in str(error):
-        if os.path.getsize(path) == 0:
-            return f"cannot unpack {path}: the file is empty (an interrupted download?)"
-        return f"cannot unpack {path}: not a tar archive (plain, or compressed with gzip, bzip2 or xz)"
     if isinstance(error, EOFError) or "unexpected end of data" in str(error):
         return f"cannot unpack {path}: it ends before its last member does (a truncated download?)"
     if isinstance(error, (zlib.error, gzip.BadGzipFile)) or (isinstance(error, OSError) and error.errno is None):
@@ -150,11 +146,18 @@ def module_folder(path):
     if not (os.path.isfile(path) and str(path).endswith(ARCHIVES)):
         yield os.fspath(path), open_file
         return
-    with tempfile.TemporaryDirectory(prefix="elmo-tfhub-") as folder:
+    try:
+        archive = tarfile.open(path)
+    except tarfile.ReadError as e:  # no compression tarfile knows gives a tar header
+        what = "the file is empty (an interrupted download?)" if os.path.getsize(path) == 0 else \
+            "not a tar archive (plain, or compressed with gzip, bzip2 or xz)"
+        raise ConversionError(f"cannot unpack {path}: {what}") from e
+    except (OSError, tarfile.TarError) as e:
+        raise ConversionError(unpack_error(path, e)) from e
+    with archive, tempfile.TemporaryDirectory(prefix="elmo-tfhub-") as folder:
         try:
-            with tarfile.open(path) as archive:
-                members = ArchiveMembers(archive, path, folder)
-                yield os.path.join(folder, members.root) if members.root else folder, members.open
+            members = ArchiveMembers(archive, path, folder)
+            yield os.path.join(folder, members.root) if members.root else folder, members.open
         except ConversionError as e:
             message = str(e).replace(folder + os.sep, f"{path}:").replace(folder, os.fspath(path))
             raise ConversionError(message) from e
