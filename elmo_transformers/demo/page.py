@@ -8,6 +8,7 @@ Requests wait in Gradio's queue and run one at a time, so several users share on
 
 import os
 import socket
+import textwrap
 
 import gradio as gr
 
@@ -84,7 +85,8 @@ def build(model_name, option="--model"):
                 uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
             except UserError as e:
                 return f"**{e}**", None, None, None, None
-            return (f'"{uses.word}": {len(uses.places)} uses', similarity_table(uses),
+            listed = "\n".join(f"- {uses.label(i)}" for i in range(len(uses.places)))
+            return (f'"{uses.word}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
                     *draw(uses, the_layer), uses)
 
         def draw(uses, the_layer):
@@ -129,10 +131,12 @@ def build(model_name, option="--model"):
 
 
 def similarity_table(uses):
-    """The similarities of the ELMo vectors (the mix) as rows of text, three decimals: a use a row."""
+    """The similarities of the ELMo vectors (the mix) as rows of text, three decimals: a use a row, named by its
+    number and the start of its sentence (the message above the table lists the sentences in full)."""
     matrix = uses.similarities[MIX]
     n = len(matrix)
-    rows = [[uses.label(i), *(f"{matrix[i, j]:.3f}" for j in range(n))] for i in range(n)]
+    rows = [[textwrap.shorten(uses.label(i), 24, placeholder="..."), *(f"{matrix[i, j]:.3f}" for j in range(n))]
+            for i in range(n)]
     return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))])
 
 
