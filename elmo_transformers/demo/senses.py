@@ -21,6 +21,7 @@ EXAMPLES = [
 MIN_LETTERS = 4  # shorter repeated words are mostly function words ("the", "and"), whose sense never changes
 MAX_SENTENCES = 200  # what one request may embed: a few seconds on a CPU for the shipped model
 MAX_WORDS = 10_000
+MAX_USES = 50  # of the word compared: a table and a heatmap of uses x uses
 MIX = "mix"
 
 
@@ -108,6 +109,9 @@ def word_uses(model, tokenizer, sentences, word):
         where = "in no sentence" if not places else "only once"
         raise DataError(f"{word!r} occurs {where}: give at least two sentences that use it (as a word of its own, "
                         "white space around it)")
+    if len(places) > MAX_USES:
+        raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
+                        "sentences")
     with torch.no_grad():
         out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
     rows, columns = torch.tensor(places).T
