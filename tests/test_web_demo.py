@@ -93,10 +93,11 @@ def bilm_server(tiny_model_dir):
     blocks.close()
 
 
-def open_page(browser, url):
+def open_page(browser, url, wait=True):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(url)
-    expect(page.locator("#senses-message")).to_contain_text("uses", timeout=60_000)  # the example, on load
+    if wait:
+        expect(page.locator("#senses-message")).to_contain_text("uses", timeout=60_000)  # the example, on load
     return page
 
 
@@ -228,8 +229,9 @@ def test_bad_input_is_a_message_and_the_server_goes_on(browser, lm_server):
 
 def test_several_users_at_once(browser, lm_server, lm_dir):
     requests = {2: SENTENCES[:2], 3: SENTENCES[:3], 5: SENTENCES}  # uses of "bank": sentences
-    pages = {uses: open_page(browser, lm_server[1]) for uses in requests}
+    pages = {uses: open_page(browser, lm_server[1], wait=False) for uses in requests}  # each queues its example
     for uses, page in pages.items():
+        page.wait_for_selector("#compare")
         compare(page, requests[uses], "bank")
     for uses, page in pages.items():
         expect(page.locator("#senses-message")).to_contain_text(f'"bank", {uses} uses')
@@ -247,7 +249,7 @@ def test_the_shipped_model_page(browser, shipped_server, tmp_path):
     """The first visit shows the "bank" example with the shipped model's numbers; the screenshot is the README's."""
     from elmo_transformers.demo.senses import EXAMPLES
 
-    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    page = browser.new_page(viewport={"width": 1100, "height": 1200}, device_scale_factor=0.75)
     page.goto(shipped_server)
     expect(page.locator("#senses-message")).to_contain_text('"bank", 4 uses', timeout=60_000)
     assert_table_is_cosines(table(page, "similarity", 4), word_vectors(SHIPPED, EXAMPLES, "bank"))
@@ -255,7 +257,7 @@ def test_the_shipped_model_page(browser, shipped_server, tmp_path):
     for element in ("similarity-plot", "projection-plot", "fill-plot", "surprisal"):
         page.wait_for_function("id => document.querySelector(`#${id} img`)?.naturalWidth > 100", arg=element)
     shot = tmp_path / "demo-page.png"
-    page.screenshot(path=shot, clip={"x": 0, "y": 0, "width": 1100, "height": 1000})
+    page.screenshot(path=shot)  # the first screen: word senses
     if os.environ.get("ELMO_DEMO_SCREENSHOT"):
         shutil.copyfile(shot, os.environ["ELMO_DEMO_SCREENSHOT"])
 

@@ -34,7 +34,8 @@ def build(model_name, option="--model"):
     loaded = demo_model.load(model_name, option)
     layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
     with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
-        gr.Markdown(INTRO.format(model=model_name))
+        shown = os.path.basename(os.path.normpath(model_name)) if os.path.isdir(model_name) else model_name
+        gr.Markdown(INTRO.format(model=shown))
         gr.Markdown("## Word senses")
         with gr.Row():
             with gr.Column():
@@ -50,8 +51,8 @@ def build(model_name, option="--model"):
                                      label="Cosine similarity of the word's ELMo vectors (1 = same direction)")
         layer = gr.Radio(layers, value=MIX, elem_id="layer", label="Layer of the pictures")
         with gr.Row():
-            heatmap = gr.Plot(elem_id="similarity-plot", label="Similarity of the uses")
-            projection = gr.Plot(elem_id="projection-plot", label="The uses in 2-D (principal components)")
+            heatmap = gr.Plot(elem_id="similarity-plot", show_label=False)
+            projection = gr.Plot(elem_id="projection-plot", show_label=False)
         uses_state = gr.State()
 
         gr.Markdown("## Fill the `<mask>`")
@@ -66,7 +67,7 @@ def build(model_name, option="--model"):
                     fill_result = gr.Textbox(lines=TOP_WORDS, elem_id="fill-result", interactive=False,
                                              label=f"The top {TOP_WORDS} words and their probabilities "
                                                    "(the fill-mask pipeline: mean of the forward and backward LMs)")
-                fill_plot = gr.Plot(elem_id="fill-plot", label="Probabilities")
+                fill_plot = gr.Plot(elem_id="fill-plot", show_label=False)
 
         gr.Markdown("## Surprise: how expected is each word?")
         if loaded.lm is None:
@@ -137,7 +138,8 @@ def similarity_table(uses):
     n = len(matrix)
     rows = [[textwrap.shorten(uses.label(i), 24, placeholder="..."), *(f"{matrix[i, j]:.3f}" for j in range(n))]
             for i in range(n)]
-    return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))])
+    return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))],
+                        column_widths=["190px", *["70px"] * n])
 
 
 def check_port(host, port):

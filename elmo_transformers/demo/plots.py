@@ -44,7 +44,7 @@ def projection_scatter(uses, layer):
             axes.annotate(f"[{use + 1}]", points[use], textcoords="offset points", xytext=(5, 5), fontsize=8)
     axes.set_xlabel("principal component 1")
     axes.set_ylabel("principal component 2")
-    axes.set_title(f'uses of "{uses.word}", {layer}')
+    axes.set_title(f'uses of "{uses.word}" in {layer}, 2-D (principal components)')
     axes.legend(fontsize=7, loc="best")
     return figure
 
@@ -62,7 +62,7 @@ def probability_bars(words_and_probabilities):
     axes.barh(range(len(words)), values, color=_colour(0))
     axes.set_yticks(range(len(words)), words)
     axes.invert_yaxis()
-    axes.set_xlabel("probability")
+    axes.set_xlabel("probability (fill-mask: mean of the forward and backward LMs)")
     return figure
 
 
