@@ -14,7 +14,7 @@ import argparse
 import itertools
 from collections import defaultdict
 
-from ..model_source import loading, resolve_model
+from ..model_source import check_tokenizer, loading, resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package
 
@@ -58,6 +58,7 @@ def main(argv=None):
     with loading(args.model):
         config = AutoConfig.from_pretrained(folder)  # first: its errors are the clearest
         tokenizer = AutoTokenizer.from_pretrained(folder)
+        check_tokenizer(config, tokenizer)
         model = AutoModel.from_pretrained(folder, config=config).eval()
     with torch.no_grad():
         out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from ..errors import DataError, ModelError
-from ..model_source import loading, resolve_model
+from ..model_source import check_tokenizer, loading, resolve_model
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 from . import import_package, torch_device
@@ -58,6 +58,7 @@ def main(argv=None):
         if config.lm_vocab_size is None:
             raise ModelError(f"--model {args.model}: {NOT_AN_LM}")
         tokenizer = AutoTokenizer.from_pretrained(folder)
+        check_tokenizer(config, tokenizer)
         model = AutoModelForPreTraining.from_pretrained(folder).to(device).eval()
         model.check_vocabulary(tokenizer)
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
