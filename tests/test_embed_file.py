@@ -518,24 +518,21 @@ def test_run_json_that_is_cut_is_one_line(tmp_path, tiny_model_dir):
 def test_paths_are_checked_before_torch_is_imported(tmp_path):
     """Through the console entry point: a missing input, an existing output or `-` as the output (HDF5 cannot go to
     stdout; it used to be written to a file named "-") are refused before torch and the model load."""
-    source = tmp_path / "input.txt"
-    source.write_text("a b\n")
+    (tmp_path / "input.txt").write_text("a b\n")
     (tmp_path / "exists.hdf5").write_text("")
+    runs = [["missing.txt", "out.hdf5"], ["input.txt", "exists.hdf5"], ["input.txt", "-"]]
     code = ("import json, sys, elmo_transformers_cli\n"
-            "status = elmo_transformers_cli.main(sys.argv[1:])\n"
+            "status = [elmo_transformers_cli.main(['embed', *paths, '--top']) for paths in json.loads(sys.argv[1])]\n"
             "print(json.dumps({'status': status, 'torch': 'torch' in sys.modules}))")
-    for output, fragment in [("-", "error: the output - would be a file named '-' (HDF5 cannot be written to stdout): "
-                                   "give the path of the file to write, ./- for a file of that name"),
-                             ("exists.hdf5", f"error: {tmp_path / 'exists.hdf5'} exists (pass --overwrite to replace "
-                                             "it)")]:
-        done = subprocess.run([sys.executable, "-c", code, "embed", "input.txt", output, "--top"], cwd=tmp_path,
-                              env=command_env(), capture_output=True, text=True, timeout=120)
-        assert json.loads(done.stdout) == {"status": 1, "torch": False}, done.stderr[-2000:]
-        assert done.stderr.strip().splitlines() == [fragment]
-    done = subprocess.run([sys.executable, "-c", code, "embed", "missing.txt", "out.hdf5", "--top"], cwd=tmp_path,
-                          env=command_env(), capture_output=True, text=True, timeout=120)
-    assert json.loads(done.stdout) == {"status": 1, "torch": False}
-    assert done.stderr == "error: cannot read the input missing.txt: No such file or directory\n"
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(runs)], cwd=tmp_path, env=command_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout) == {"status": [1, 1, 1], "torch": False}, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        "error: cannot read the input missing.txt: No such file or directory",
+        f"error: {tmp_path / 'exists.hdf5'} exists (pass --overwrite to replace it)",
+        "error: the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path of the file "
+        "to write, ./- for a file of that name",
+    ]
     assert sorted(os.listdir(tmp_path)) == ["exists.hdf5", "input.txt"]
 
 
@@ -577,3 +574,28 @@ def test_library_refusals_name_the_argument_not_the_flag(tmp_path, tiny, tiny_mo
         f"{output}.partial holds an interrupted run: pass resume=True to continue it, or delete it")
     assert one_line_error([str(source), str(output), "--model", str(tiny_model_dir), "--top",
                            "--overwrite"]).endswith("interrupted run: pass --resume to continue it, or delete it")
+
+
+def test_a_run_that_fails_before_its_first_line_leaves_nothing(tmp_path, tiny_model_dir, monkeypatch):
+    """A failure that is not an interruption, before any line is computed, leaves no run.json to be taken for an
+    interrupted run; one after the first batch keeps the batch for --resume."""
+    source = tmp_path / "input.txt"
+    source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 5)), encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--batch-size", "2"]
+    calls = []
+    original = embedder_module.ElmoEmbedder.embed_batch
+
+    def fail_at_second(self, batch):
+        calls.append(len(batch))
+        if len(calls) == 2:
+            raise ValueError("the second batch fails")
+        return original(self, batch)
+
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "embed_batch", lambda self, batch: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(args)
+    assert not list(tmp_path.glob("out.hdf5*"))
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "embed_batch", fail_at_second)
+    with pytest.raises(ValueError, match="second batch"):
+        main(args)
+    assert len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 1

@@ -11,7 +11,7 @@ the figures as JSON, written whole or not at all; it may not be, contain or sit 
 import argparse
 import json
 
-from ..errors import DataError, ModelError
+from ..errors import DataError, ModelError, OutputExistsError, UserError
 from ..model_source import check_tokenizer, loading, resolve_model
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_file_output, check_output_apart, write_file_atomically
@@ -40,7 +40,10 @@ def main(argv=None):
     folder = resolve_model(args.model)
     if args.output:
         check_output_apart(args.output, [*args.files, folder], "--output", DataError)
-        check_file_output(args.output, "--output", DataError, args.overwrite)
+        try:
+            check_file_output(args.output, "--output", DataError, args.overwrite)
+        except OutputExistsError as e:
+            raise UserError(e.with_option("--overwrite")) from None
     import_package()
     from transformers import AutoConfig, AutoModelForPreTraining, AutoTokenizer
 
