@@ -243,7 +243,7 @@ def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, 
     vocab.write_bytes("<S>\n</S>\n<UNK>\nthe\n".encode("utf-16-le"))  # read (and refused) before its size is checked
     one_line(*run(["convert", "allennlp", "--options", lm / "options.json", "--weights", lm / "weights.hdf5",
                    "--softmax-weights", lm / "softmax.hdf5", "--vocab", vocab, "--output", tmp_path / "lm"], capsys),
-             "line 1: NUL characters in the word; the file is likely UTF-16")
+             f"{vocab}, line 1: NUL characters in the text, so it is likely UTF-16LE")
 
 
 def test_a_json_file_of_word_lists_is_one_line(lm_dir, tmp_path, capsys):
