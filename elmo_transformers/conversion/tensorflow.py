@@ -31,6 +31,7 @@ from transformers.utils import logging
 from tokenization_elmo import read_vocabulary
 
 from ..errors import ConversionError
+from ..text_input import check_text_file
 from .allennlp import (build_model, check_softmax, config_from_options, expected_shapes, options_from_shapes,
                        shape_problems, to_state_dict)
 from .output import mismatch_error
@@ -233,6 +234,7 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
                 raise ConversionError(f"{path} has no softmax (softmax/W, softmax/b): --vocab needs a bilm-tf "
                                       "training checkpoint; convert without --vocab for the biLM alone")
             try:
+                check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
                 words = read_vocabulary(vocab_path)
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e

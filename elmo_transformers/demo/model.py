@@ -8,7 +8,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTok
 from pipeline_elmo import ElmoFillMaskPipeline
 
 from ..errors import ModelError
-from ..model_source import loading, resolve_model
+from ..model_source import check_tokenizer, loading, resolve_model
 
 
 @dataclass
@@ -40,6 +40,7 @@ def load(name, option="--model", language_model=True):
                              "model")
         config = AutoConfig.from_pretrained(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
+        check_tokenizer(config, tokenizer)
         if not language_model or config.lm_vocab_size is None:
             no_lm = (f"{name} is a biLM without a language-model softmax (no lm_vocab_size in its config.json), so "
                      "it cannot score words: use a language-model folder (the shipped model, a conversion with "
