@@ -1,11 +1,19 @@
 """The one error model of the package: library code raises a `UserError` for anything the user can fix (a file, an
 argument, a model folder); `elmo_transformers.cli.main` prints it as one line `error: ...` and exits 1. Only `cli/`
-turns errors into exit codes; library callers catch these like any exception (they are also `ValueError`s, the
-type Python code expects for bad input)."""
+turns errors into exit codes and knows the command-line options; library callers catch these like any exception
+(they are also `ValueError`s, the type Python code expects for bad input).
+
+An error about one value (a path, a model name) carries it as `value`, and its message starts with it, so that a
+command can put the option that gave the value in front ("--output out.json exists ...").
+"""
 
 
 class UserError(ValueError):
     """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
+
+    def __init__(self, message, value=None):
+        super().__init__(message)
+        self.value = value
 
 
 class DataError(UserError):
@@ -19,6 +27,19 @@ class ConversionError(UserError):
 class ModelError(UserError):
     """A model name that is neither a usable folder nor a reachable Hub repository, or a folder that is not the
     kind of ELMo model the command needs."""
+
+
+class OutputError(UserError):
+    """An output path that must not or cannot be written (over an input, in a missing folder, a full disk)."""
+
+
+class OutputExistsError(OutputError):
+    """An output that already exists and is replaced only when the caller asks (`overwrite=True`; the commands'
+    --overwrite). `problem` says what exists, without the remedy."""
+
+    def __init__(self, problem, value):
+        super().__init__(f"{problem} (pass overwrite=True to replace it)", value)
+        self.problem = problem
 
 
 def first_line(error):

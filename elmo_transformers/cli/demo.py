@@ -14,9 +14,9 @@ import argparse
 import itertools
 from collections import defaultdict
 
-from ..model_source import loading, resolve_model
+from ..model_source import load_config, loading, resolve_model
 from ..models import DEFAULT_MODEL
-from . import import_package
+from . import import_package, option
 
 EXAMPLES = [
     "He sat on the bank of the river and watched the water .",
@@ -44,10 +44,11 @@ def main(argv=None):
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
                         help="an ELMo folder or a Hub repo id (default: the shipped model)")
     args = parser.parse_args(argv)
-    folder = resolve_model(args.model)
+    with option("--model", args.model):
+        folder = resolve_model(args.model)
     import_package()  # registers ELMo with the Auto classes
     import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging
 
     sentences = [s for s in args.sentences if s.split()] or EXAMPLES
@@ -55,10 +56,11 @@ def main(argv=None):
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
     logging.disable_progress_bar()
-    with loading(args.model):
-        config = AutoConfig.from_pretrained(folder)  # first: its errors are the clearest
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModel.from_pretrained(folder, config=config).eval()
+    with option("--model", args.model):
+        config = load_config(folder, args.model)  # first: its errors are the clearest
+        with loading(args.model):
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            model = AutoModel.from_pretrained(folder, config=config).eval()
     with torch.no_grad():
         out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
 

@@ -8,7 +8,7 @@ import sys
 from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
 from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
-from . import import_package, module_doc, torch_device
+from . import import_package, module_doc, option, torch_device
 
 
 def main(argv=None):
@@ -43,7 +43,8 @@ def main(argv=None):
     for name in ("batch_size", "max_sentence_words"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    folder = resolve_model(args.model)
+    with option("--model", args.model):
+        folder = resolve_model(args.model)
     import_package()
     from ..embedding.embed_file import DTYPES, PartialRun, check_paths, embed_file
     from ..embedding.embedder import ElmoEmbedder, process_state
@@ -52,7 +53,7 @@ def main(argv=None):
     output = os.path.abspath(args.output)
     try:
         check_paths(args.input, output, args.overwrite, args.resume, folder)  # before the model loads: fail fast
-        with loading(args.model):
+        with option("--model", args.model), loading(args.model):
             if args.dtype == "int8":
                 from quantization_elmo import ElmoInt8Config
 
