@@ -93,9 +93,16 @@ def torch_device(name, option="--device"):
 
 
 def print_traceback_when_debugging():
-    """With ELMO_TRANSFORMERS_DEBUG=1, the traceback of the error being handled (for a bug report)."""
-    if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-        traceback.print_exc()
+    """With ELMO_TRANSFORMERS_DEBUG=1, the traceback of the error being handled, with every error that led to it,
+    also those a one-line message hid (`raise ... from None`): what a bug report needs."""
+    if os.environ.get(DEBUG_VARIABLE, "") in ("", "0"):
+        return
+    error, seen = sys.exc_info()[1], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__suppress_context__ = False
+        error = error.__cause__ or error.__context__
+    traceback.print_exc()
 
 
 def main(argv=None):
