@@ -1,11 +1,19 @@
 """The one error model of the package: library code raises a `UserError` for anything the user can fix (a file, an
 argument, a model folder); `elmo_transformers.cli.main` prints it as one line `error: ...` and exits 1. Only `cli/`
-turns errors into exit codes; library callers catch these like any exception (they are also `ValueError`s, the
-type Python code expects for bad input)."""
+turns errors into exit codes and knows the command-line options; library callers catch these like any exception
+(they are also `ValueError`s, the type Python code expects for bad input).
+
+An error about one value (a path, a model name) carries it as `value`, and its message starts with it, so that a
+command can put the option that gave the value in front ("--output out.json exists ...").
+"""
 
 
 class UserError(ValueError):
     """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
+
+    def __init__(self, message, value=None):
+        super().__init__(message)
+        self.value = value
 
 
 class DataError(UserError):
@@ -21,32 +29,36 @@ class ModelError(UserError):
     kind of ELMo model the command needs."""
 
 
-class RefusalLiftedByOption(UserError):
-    """A refusal that an argument of the call lifts (`overwrite=True`, `resume=True`): the message carries the
-    value it is about (`path`) and names the keyword; a command words it with its own flag (`with_option`), since
-    only `cli/` knows flag names. `template` is the message with "{option}" where the keyword or flag goes."""
+class OutputError(UserError):
+    """An output path that must not or cannot be written (over an input, in a missing folder, a full disk)."""
 
-    keyword = None
 
-    def __init__(self, template, path):
-        self.template, self.path = template, path
-        super().__init__(self.with_option(f"{self.keyword}=True"))
+class RefusalLiftedByArgument(OutputError):
+    """A refusal that an argument of the call lifts (`overwrite=True`, `resume=True`): `template` is the message
+    with "{option}" where that argument goes, so that a command words it with its own flag (`advice("--resume")`);
+    only cli/ knows flag names."""
 
-    def with_option(self, option):
+    argument = None
+
+    def __init__(self, template, value):
+        self.template = template
+        super().__init__(self.advice(f"{self.argument}=True"), value)
+
+    def advice(self, option):
         return self.template.replace("{option}", option)
 
 
-class OutputExistsError(RefusalLiftedByOption):
-    """An output file that exists, where replacing it was not asked for."""
+class OutputExistsError(RefusalLiftedByArgument):
+    """An output that already exists and is replaced only when the caller asks (`overwrite=True`)."""
 
-    keyword = "overwrite"
+    argument = "overwrite"
 
 
-class UnfinishedRunError(RefusalLiftedByOption):
-    """An embed run that stopped (or found one that had) with its finished lines kept in OUTPUT.partial/ (`path`):
-    resuming continues it."""
+class UnfinishedRunError(RefusalLiftedByArgument):
+    """An embed run that stopped (or found one that had) with its finished lines kept in OUTPUT.partial/ (the
+    value): resuming (`resume=True`) continues it."""
 
-    keyword = "resume"
+    argument = "resume"
 
 
 def first_line(error):

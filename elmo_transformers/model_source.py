@@ -1,9 +1,10 @@
 """Where a command's model comes from, checked before anything loads: a local folder, or a Hub repo id that is in
-the local cache or on a reachable Hub. A name that is neither is one line (`ModelError`) at once, instead of
-transformers' offline retries and a traceback. `content_id` names the weights a run used (embed --resume compares
-it), from their bytes or the Hub commit, never from a path or a time stamp."""
+the local cache or on a reachable Hub, holding an ELMo config.json. A name that is none of these is one line
+(`ModelError`) at once, instead of transformers' offline retries, a traceback, or another architecture's weights
+run as ELMo. A command resolves its model once (`resolve_model`) and passes the folder down."""
 
 import contextlib
+import glob
 import json
 import os
 
@@ -15,67 +16,82 @@ from safetensors import SafetensorError
 
 from .errors import ModelError, UserError, first_line
 
+GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
 
-def check_hub_id(value, what):
-    """Refuse, in one line, a `what` (the repo to push to, --base-model) that is not a Hub repo id (NAME or
-    OWNER/NAME, huggingface_hub's rule): it goes into the card's metadata and links."""
+
+def check_hub_id(value):
+    """Refuse, in one line, a value that is not a Hub repo id (NAME or OWNER/NAME, huggingface_hub's rule): the
+    repo to push to, or a repo named in a model card's metadata and links."""
     try:
         validate_repo_id(value)
     except HFValidationError as e:
-        raise UserError(f"{what} {value!r:.200} is not a Hub repo id: {first_line(e)}") from None
+        raise UserError(f"{value!r:.200} is not a Hub repo id: {first_line(e)}", value) from None
     return value
 
 
-def resolve_model(name, option="--model"):
+def resolve_model(name):
     """The folder holding `name`'s files: `name` itself when it is a folder, else the cached snapshot of the Hub
-    repo `name` (downloaded first when the Hub is reachable). Raises ModelError in one line otherwise."""
+    repo `name` (downloaded first when the Hub is reachable); its config.json must be an ELMo one
+    (`check_elmo_folder`). Raises ModelError in one line otherwise."""
     name = os.fspath(name)
     if os.path.isdir(name):
-        return name
+        return check_elmo_folder(name, name)
     if os.path.exists(name):
-        raise ModelError(f"{option} {name} is a file: give a model folder (with config.json) or a Hub repo id")
+        raise ModelError(f"{name} is a file: {GIVE}", name)
     try:
         validate_repo_id(name)
     except HFValidationError:
-        raise ModelError(f"{option} {name}: no such folder, and not a Hub repo id (NAME or OWNER/NAME)") from None
+        raise ModelError(f"{name}: no such folder, and not a Hub repo id (NAME or OWNER/NAME)", name) from None
     try:
-        return snapshot_download(name, local_files_only=True)
+        return check_elmo_folder(snapshot_download(name, local_files_only=True), name)
     except LocalEntryNotFoundError:
         pass
     if constants.HF_HUB_OFFLINE:
-        raise ModelError(f"{option} {name}: no such folder, and the Hub repo is not in the local cache "
-                         "(HF_HUB_OFFLINE is set): give a local folder, or download it while online")
+        raise ModelError(f"{name}: no such folder, and the Hub repo is not in the local cache (HF_HUB_OFFLINE is "
+                         "set): give a local folder, or download it while online", name)
     try:
         HfApi().model_info(name)  # one request: a missing repo or no network answers at once, without retries
     except (RepositoryNotFoundError, GatedRepoError) as e:
-        raise ModelError(f"{option} {name}: no such folder, and the Hub has no model {name} that this token may "
-                         f"read ({type(e).__name__}): check the name, or log in with `hf auth login`") from None
+        raise ModelError(f"{name}: no such folder, and the Hub has no model {name} that this token may read "
+                         f"({type(e).__name__}): check the name, or log in with `hf auth login`", name) from None
     except Exception as e:  # noqa: BLE001  (no network, proxy, TLS...: every cause reads the same to the user)
-        raise ModelError(f"{option} {name}: no such folder, and the Hub cannot be reached "
-                         f"({first_line(e)}): give a local folder") from None
-    return snapshot_download(name)
+        raise ModelError(f"{name}: no such folder, and the Hub cannot be reached ({first_line(e)}): give a local "
+                         "folder", name) from None
+    with loading(name):
+        return check_elmo_folder(snapshot_download(name), name)
 
 
-def check_json_files(folder, name, option="--model"):
-    """Raise ModelError naming the file if one of the model's JSON files in `folder` is cut or is not a JSON object:
-    transformers names config.json, but tokenizer_config.json gives a bare JSON message or a traceback."""
-    from .model_files import MODEL_FILES  # here: it imports the model's code (torch), which --help must not wait for
-
-    for file in (name for name in MODEL_FILES if name.endswith(".json")):
-        path = os.path.join(folder, file)
-        if not os.path.isfile(path):
-            continue
+def check_elmo_folder(folder, name):
+    """`folder` (the files of model `name`) when its config.json is a JSON object of model_type "elmo" and its other
+    JSON files are JSON objects; else one ModelError line naming the file. Read as plain JSON, before transformers is
+    imported: a BERT folder is refused at once, not loaded into ELMo's classes, and a cut tokenizer_config.json is
+    named (transformers gives a bare JSON message or a traceback)."""
+    path = os.path.join(folder, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        raise ModelError(f"{name} has no config.json: {GIVE}", name) from None
+    except (OSError, ValueError, RecursionError) as e:  # not UTF-8, not JSON, too deep
+        raise ModelError(f"{name}: its config.json cannot be read as JSON ({first_line(e)}): restore it, or "
+                         "convert the model again", name) from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type != "elmo":
+        raise ModelError(f"{name} is not an ELMo model: its config.json has model_type {model_type!r}, not "
+                         f"'elmo'; {GIVE}", name)
+    for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))):  # tokenizer_config.json...
         try:
             with open(path, encoding="utf-8") as f:
                 value = json.load(f)
-        except ValueError as e:  # not JSON, not UTF-8
+        except (OSError, ValueError, RecursionError) as e:
             problem = f"is not valid JSON ({first_line(e)})"
         else:
             if isinstance(value, dict):
                 continue
             problem = f"holds a JSON {type(value).__name__}, not an object"
-        raise ModelError(f"{option} {name}: {path} {problem}: the folder is damaged (a cut download or copy?); "
-                         "restore that file")
+        raise ModelError(f"{name}: {path} {problem}: the folder is damaged (a cut download or copy?); restore that "
+                         "file", name)
+    return folder
 
 
 def check_tokenizer(config, tokenizer):
@@ -92,29 +108,27 @@ def check_tokenizer(config, tokenizer):
 
 
 @contextlib.contextmanager
-def loading(name, option="--model"):
-    """Around a command's `from_pretrained` calls: a folder that cannot be loaded (a JSON file that is cut or not
-    JSON, a config.json that holds a bad value or does not fit the weights, missing weights, a tokenizer that does
-    not fit the model: `check_tokenizer`) is one ModelError line naming `option`, not a traceback."""
-    check_json_files(resolve_model(name, option), name, option)  # resolved before: the folder, at once
+def loading(name):
+    """Around a command's `from_pretrained` calls: a folder that cannot be loaded (a config.json that holds a bad
+    value or does not fit the weights, missing weights, a tokenizer that does not fit the model: `check_tokenizer`)
+    is one ModelError line naming the model `name`, not a traceback."""
     try:
         yield
     except UserError:
         raise
     except (OSError, ValueError, SafetensorError) as e:  # SafetensorError: a weight file that is not safetensors
-        raise ModelError(f"{option} {name}: cannot load it: {first_line(e)}") from None
+        raise ModelError(f"{name}: cannot load it: {first_line(e)}", name) from None
     except RuntimeError as e:
         if "mismatched_sizes" not in str(e) and "size mismatch" not in str(e):
             raise
-        raise ModelError(f"{option} {name}: cannot load it: its config.json does not fit its weights (the tensor "
-                         "shapes differ, as listed above): restore the config.json saved with these weights") from None
+        raise ModelError(f"{name}: cannot load it: its config.json does not fit its weights (the tensor shapes "
+                         "differ, as listed above): restore the config.json saved with these weights", name) from None
 
 
-def load_config(name, option="--model"):
-    """The config of the model `name` (resolved first), read before any work: a config.json that is not JSON or
-    holds a value the config refuses (a dtype torch lacks, a negative size) is one ModelError line."""
+def load_config(folder, name=None):
+    """The config of the resolved model `folder` (`resolve_model`), read once before any work: a value the config
+    refuses (a dtype torch lacks, a negative size) is one ModelError line naming `name` (default: the folder)."""
     from transformers import AutoConfig
 
-    folder = resolve_model(name, option)
-    with loading(name, option):
+    with loading(name or folder):
         return AutoConfig.from_pretrained(folder)

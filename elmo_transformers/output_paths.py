@@ -8,7 +8,7 @@ delete what it reads. Inputs that do not exist on this machine (Hub repo ids, st
 skipped.
 
 2. A file output is checked before any work (`check_file_output`: not a folder, its folder exists and takes a
-new file, an existing file only with --overwrite), and written whole or not at all (`write_file_atomically`: a
+new file, an existing file only with `overwrite`), and written whole or not at all (`write_file_atomically`: a
 temporary file beside it, renamed into place), so that a full disk or a kill never leaves a cut file where the old
 one was.
 
@@ -22,13 +22,12 @@ import os
 import socket
 import tempfile
 
-from .errors import OutputExistsError, UserError
+from .errors import OutputError, OutputExistsError
 
 
-def check_output_apart(output, inputs, option="output", error=UserError):
-    """Raise `error` (a UserError type) naming the overlap if `output` is, contains or sits
-    inside one of `inputs` (paths; None, "-" and paths that do not exist are skipped). `option` names the output
-    in the message (e.g. "--output")."""
+def check_output_apart(output, inputs):
+    """Raise OutputError naming the overlap if `output` is, contains or sits inside one of `inputs` (paths; None,
+    "-" and paths that do not exist are skipped)."""
     out = os.path.realpath(output)
     for source in inputs:
         if source is None or not isinstance(source, (str, os.PathLike)) or source == "-" or not os.path.exists(source):
@@ -43,32 +42,31 @@ def check_output_apart(output, inputs, option="output", error=UserError):
             relation = "contains"
         else:
             continue
-        raise error(
-            f"the {option} {output} {relation} the input {source}: a tool never writes over what it reads; "
-            f"choose another {option}"
-        )
+        raise OutputError(f"{output} {relation} the input {source}: a tool never writes over what it reads; choose "
+                          "another output", output)
 
 
-def check_file_output(output, option="output", error=UserError, overwrite=False):
-    """Raise `error` in one line if the file `output` cannot be written: a folder, a missing parent folder, one that
-    refuses a new file (permissions, read-only file system), or an existing file without `overwrite`. Nothing is
-    left behind."""
+def check_file_output(output, overwrite=False):
+    """Raise OutputError in one line if the file `output` cannot be written: a folder, a missing parent folder, one
+    that refuses a new file (permissions, read-only file system), or (OutputExistsError) an existing file without
+    `overwrite`. Nothing is left behind."""
     if os.path.isdir(output):
-        raise error(f"the {option} {output} is a folder: give the path of the file to write")
+        raise OutputError(f"{output} is a folder: give the path of the file to write", output)
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
-        raise error(f"cannot write the {option} {output}: {parent} is not an existing folder")
+        raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
     try:
         tempfile.TemporaryFile(dir=parent).close()
     except OSError as e:
-        raise error(f"cannot write the {option} into {parent}: {e.strerror or e}") from None
+        raise OutputError(f"{output}: cannot write into {parent}: {e.strerror or e}", output) from None
     if os.path.lexists(output) and not overwrite:
         raise OutputExistsError(f"{output} exists (pass {{option}} to replace it)", output)
 
 
-def write_file_atomically(path, data, option="output", error=UserError):
+def write_file_atomically(path, data):
     """Write `data` (str) to `path` through a temporary file in the same folder and a rename: `path` is either its
-    old self or the whole new file. A failure (a full disk) is `error` in one line and leaves no temporary file."""
+    old self or the whole new file. A failure (a full disk) is OutputError in one line and leaves no temporary
+    file."""
     parent = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(dir=parent, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
@@ -79,7 +77,7 @@ def write_file_atomically(path, data, option="output", error=UserError):
         os.replace(temporary, path)
     except OSError as e:
         os.unlink(temporary)
-        raise error(f"cannot write the {option} {path}: {e.strerror or e}") from None
+        raise OutputError(f"{path}: cannot write it: {e.strerror or e}", path) from None
 
 
 def write_owner_file(path):

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,21 +64,46 @@ def test_help_and_usage_errors_answer_before_torch_is_imported(argv, tmp_path):
     assert ("usage" in done.stdout + done.stderr), done.stdout[:500]
 
 
-@pytest.mark.parametrize("argv", [["pretrain", "--help"], ["finetune", "token-classification", "--help"],
-                                  ["pretrain", "--no-such-option"]], ids=" ".join)
-def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
-    """Their --help lists Trainer's options, so it imports transformers' TrainingArguments (and torch with it), but
-    not Trainer, datasets or the model code; an unknown option is one line."""
-    heavy = ["datasets", "modeling_elmo", "transformers.trainer"]
+def run_entry_point(argv, cwd, modules):
+    """(exit status, which of `modules` got imported, stdout, stderr) of `elmo-transformers ARGV` in a new process."""
     code = ("import json, sys, elmo_transformers_cli\n"
             "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
             "except SystemExit as e:\n    status = e.code\n"
-            f"print(json.dumps({{'status': status, 'loaded': sorted(set({heavy}) & set(sys.modules))}}))")
-    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=command_env(), capture_output=True,
-                          text=True, timeout=120)
+            f"print(json.dumps({{'status': status, 'loaded': sorted(set({modules}) & set(sys.modules))}}))")
+    done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=cwd, env=command_env(),
+                          capture_output=True, text=True, timeout=120)
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result == {"status": 0 if "--help" in argv else 1, "loaded": []}, done.stderr[-2000:]
-    assert "--per_device_train_batch_size" in done.stdout if "--help" in argv else "error: " in done.stderr
+    return result["status"], result["loaded"], done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("argv", [["pretrain", "--help"], ["finetune", "token-classification", "--help"]],
+                         ids=" ".join)
+def test_training_commands_help_lists_the_elmo_options_without_importing_torch(argv, tmp_path):
+    """--help answers from the argument dataclasses: the ELMo options first, then where Trainer's are."""
+    status, loaded, out, err = run_entry_point(argv, tmp_path, ["torch", "transformers"])
+    assert (status, loaded) == (0, []), err[-2000:]
+    assert "--model-name-or-path" in out and "--output-dir" in out and "--help-trainer" in out, out
+    assert len(out.splitlines()) < 200 and out.index("--model-name-or-path") < out.index("--help-trainer` lists")
+
+
+@pytest.mark.parametrize("argv", [["pretrain", "--help-trainer"], ["pretrain", "--no-such-option"],
+                                  ["finetune", "sequence-classification", "--learning-rate", "abc"]], ids=" ".join)
+def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
+    """--help-trainer lists Trainer's options, so it imports transformers' TrainingArguments (and torch with it),
+    but not Trainer, datasets or the model code; an unknown option or a bad value is the error alone after a short
+    usage line, not the usage of every Trainer option."""
+    status, loaded, out, err = run_entry_point(argv, tmp_path, ["datasets", "modeling_elmo", "transformers.trainer"])
+    assert (status, loaded) == ({"--help-trainer": 0, "--no-such-option": 1}.get(argv[1], 2), []), err[-2000:]
+    if "--help-trainer" in argv:
+        assert "--per_device_train_batch_size" in out
+    elif status == 1:
+        assert err.strip().splitlines() == ["error: unknown options ['--no-such-option']: `elmo-transformers "
+                                            "pretrain --help` lists them"], err
+    else:
+        assert err.strip().splitlines() == [
+            "usage: elmo-transformers finetune sequence-classification [--help] [--help-trainer] [OPTIONS]",
+            "elmo-transformers finetune sequence-classification: error: argument --learning_rate/--learning-rate: "
+            "invalid float value: 'abc'"], err
 
 
 def test_the_entry_point_registers_elmo_before_the_work(tmp_path):
@@ -129,10 +155,10 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
         raise ConnectionError("[Errno -2] Name or service not known")  # what a machine without DNS answers
 
     monkeypatch.setattr(model_source.HfApi, "model_info", unreachable)
-    with pytest.raises(ModelError, match=r"^--model me/nosuch: no such folder, and the Hub cannot be reached "
-                                         r"\(\[Errno -2\] Name or service not known\): give a local folder$"):
+    with pytest.raises(ModelError, match=r"^me/nosuch: no such folder, and the Hub cannot be reached "
+                                         r"\(\[Errno -2\] Name or service not known\): give a local folder$") as error:
         model_source.resolve_model("me/nosuch")
-    assert asked == ["me/nosuch"]  # one request, no retries
+    assert asked == ["me/nosuch"] and error.value.value == "me/nosuch"  # one request, no retries; the value carried
 
     def missing(self, name, **kwargs):
         error = RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # as the Hub's 404 answer makes it
@@ -147,7 +173,7 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
 def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatch):
     snapshot = tmp_path / "models--me--tiny" / "snapshots" / "0123abcd"
     snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
+    (snapshot / "config.json").write_text('{"model_type": "elmo"}')
     (tmp_path / "models--me--tiny" / "refs").mkdir()
     (tmp_path / "models--me--tiny" / "refs" / "main").write_text("0123abcd")
     monkeypatch.setattr(model_source.constants, "HF_HUB_CACHE", str(tmp_path))
@@ -204,7 +230,7 @@ def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm
         patch.setattr(output_paths.tempfile, "TemporaryFile", refuse)
         patch.setattr("transformers.AutoConfig.from_pretrained", lambda *a, **k: pytest.fail("checked after loading"))
         one_line(*run(["perplexity", text, "--model", model, "--output", tmp_path / "f.json"], capsys),
-                 f"cannot write the --output into {tmp_path}: Permission denied")
+                 f"--output {tmp_path / 'f.json'}: cannot write into {tmp_path}: Permission denied")
 
     figures = tmp_path / "figures.json"
     assert run(["perplexity", text, "--model", model, "--output", figures], capsys)[0] == 0
@@ -471,3 +497,76 @@ def test_a_vocabulary_without_line_breaks_is_one_line(tmp_path, capsys, monkeypa
     one_line(convert_lm_fixture(tmp_path / "out", vocab=vocab), capsys.readouterr().err,
              f"{vocab}, line 4: longer than 100 characters without a line break")
     assert not (tmp_path / "out").exists()
+
+
+# -- issue 29: a model that is not ELMo, Ctrl-C, the debug traceback, checks before writing ----------------------
+
+
+def test_a_folder_of_another_architecture_is_one_line_in_every_command(tmp_path, capsys):
+    """A BERT folder (its config.json as transformers writes it): refused by model_source before anything loads,
+    in every command alike (demo printed ELMo's explanation of BERT's vectors; finetune and pretrain ended in a
+    traceback)."""
+    from transformers import BertConfig
+
+    bert = tmp_path / "bert"
+    BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1).save_pretrained(bert)
+    for command, argv in missing_model_commands(tmp_path, str(bert)).items():
+        option = "--model-name-or-path" if command in ("finetune", "pretrain") else "--model"
+        one_line(*run(argv, capsys), f"{option} {bert} is not an ELMo model: its config.json has model_type 'bert'")
+    (bert / "config.json").write_text('{"model_type": "elmo", ')  # cut short
+    one_line(*run(missing_model_commands(tmp_path, str(bert))["demo"], capsys),
+             f"--model {bert}: its config.json cannot be read as JSON")
+    assert not any((tmp_path / name).exists() for name in ("out.hdf5", "ft", "pt"))
+
+
+def test_debug_variable_prints_the_traceback_behind_the_line(tmp_path, capsys, monkeypatch):
+    """The one line stays last; before it the traceback, with the cause the message hid (`from None`)."""
+    argv = ["demo", "--model", "a/b/c"]
+    code, err = run(argv, capsys)
+    assert "Traceback" not in err
+    monkeypatch.setenv("ELMO_TRANSFORMERS_DEBUG", "1")
+    code, err = run(argv, capsys)
+    assert one_line(code, err.splitlines()[-1] + "\n", "--model a/b/c: no such folder")
+    assert "Traceback" in err and "HFValidationError" in err, err
+
+
+def test_ctrl_c_during_convert_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """Interrupted while the folder is being written: no traceback, no output folder, no staging folder."""
+    import modeling_elmo
+
+    def interrupted(self, folder, **kwargs):
+        (Path(folder) / "model.safetensors").write_text("half")  # what a cut write leaves
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(modeling_elmo.ElmoModel, "save_pretrained", interrupted)
+    tiny = FIXTURES / "allennlp-tiny"
+    out = tmp_path / "converted" / "out"
+    code, err = run(["convert", "allennlp", "--options", tiny / "options.json", "--weights", tiny / "weights.hdf5",
+                     "--output", out], capsys)
+    assert (code, err.strip()) == (130, "interrupted: elmo-transformers convert stopped before it finished"), err
+    assert os.listdir(tmp_path / "converted") == []
+
+
+def test_perplexity_checks_the_model_before_reading_the_data_and_shows_progress(text, tiny_model_dir, lm_dir,
+                                                                                capsys, monkeypatch):
+    import elmo_transformers.training.data as data
+
+    with monkeypatch.context() as patch:
+        patch.setattr(data, "load_splits", lambda *a, **k: pytest.fail("the data was read before the model check"))
+        one_line(*run(["perplexity", text, "--model", tiny_model_dir], capsys), "has no language-model softmax")
+    code, err = run(["perplexity", text, "--model", lm_dir], capsys)
+    assert code == 0 and f"{text}: 100%" in err, err  # the scoring's progress bar, named by the file
+
+
+def test_pretrain_add_words_refusals_write_nothing(text, lm_dir, tmp_path, capsys):
+    """Refused before the vocabulary is built into --output-dir, so the corrected command finds it empty."""
+    output = tmp_path / "pt"
+    pretrain = ["pretrain", "--train-file", text, "--do-train", "--add-words", "5", "--output-dir", output,
+                "--validation-split-percentage", "0"]
+    one_line(*run(pretrain, capsys), "--add-words extends the starting model's own softmax")
+    assert not output.exists()
+    model = shutil.copytree(lm_dir, tmp_path / "lm")
+    with open(model / "vocab.txt", "a", encoding="utf-8") as f:
+        f.write("extra\n")
+    one_line(*run([*pretrain, "--model-name-or-path", model], capsys), "restore its vocab.txt")
+    assert not output.exists()

@@ -340,7 +340,7 @@ def test_unwritable_output_folder_is_found_before_the_work(tmp_path, tiny_model_
 
     monkeypatch.setattr(output_paths.tempfile, "TemporaryFile", refuse)
     message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == f"error: cannot write the output into {tmp_path}: Permission denied"
+    assert message == f"error: {tmp_path / 'o.hdf5'}: cannot write into {tmp_path}: Permission denied"
 
 
 def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):

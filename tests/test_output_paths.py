@@ -82,10 +82,6 @@ def test_push_staging_dir_inside_the_model_folder_is_refused(tmp_path, tiny_mode
 
 @pytest.mark.slow
 def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp_path, tiny_model_dir):
-    from elmo_transformers.cli import pretrain as train_bilm
-    from elmo_transformers.cli.finetune import main as finetune
-    from elmo_transformers.errors import DataError
-
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.txt").write_text("the cat sat on the mat .\n" * 4)
@@ -94,10 +90,11 @@ def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp
     shutil.copytree(tiny_model_dir, model)
     before = snapshot(tmp_path)
     for output_dir in (data, data / "train.txt", tmp_path):
-        with pytest.raises(DataError, match="--output_dir .* the input"):
-            train_bilm.main(["--train_file", str(data / "train.txt"), "--do_train", "--output_dir", str(output_dir)])
+        code, err = run_main(cli_main, ["pretrain", "--train_file", data / "train.txt", "--do_train", "--output_dir",
+                                        output_dir])
+        assert code == 1 and err.startswith(f"error: --output-dir {output_dir} ") and "the input" in err, err
     for output_dir in (model, model / "out", data):
-        with pytest.raises(DataError, match="--output_dir .* the input"):
-            finetune(["sequence-classification", "--model_name_or_path", str(model), "--train_file",
-                      str(data / "train.jsonl"), "--do_train", "--output_dir", str(output_dir)])
+        code, err = run_main(cli_main, ["finetune", "sequence-classification", "--model_name_or_path", model,
+                                        "--train_file", data / "train.jsonl", "--do_train", "--output_dir", output_dir])
+        assert code == 1 and err.startswith(f"error: --output-dir {output_dir} ") and "the input" in err, err
     assert snapshot(tmp_path) == before

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsy
 
 @pytest.mark.slow
 @pytest.mark.parametrize("head", ["token", "sequence"])
-def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
+def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys, caplog):
     """A Trainer output folder: the card says the head's task, Auto class and labels, lists its evaluation results as
     model-index metadata and names the base model; Trainer's files stay home; the snippet gives the head's labels."""
     model_dir = tmp_path / "trained"
@@ -84,7 +85,7 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys):
     stage = tmp_path / "stage"
     assert push_to_hub.main([str(model_dir), "me/elmo-head", "--dry-run", "--staging-dir", str(stage),
                              "--datasets", "conll2003", "--base-model", "me/elmo-tiny"]) == 0
-    err = capsys.readouterr().err
+    err = capsys.readouterr().err + caplog.text  # hub.push logs what it leaves out (stderr without logging setup)
     # What save_pretrained wrote, and the card.
     assert set(os.listdir(stage)) == set(os.listdir(tiny_heads_dir / head)) | {"README.md"}
     assert EXPECTED_FILES <= set(os.listdir(stage))
@@ -180,13 +181,36 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
     assert not os.path.exists(upload["folder_path"]), "the temporary upload folder must be removed"
 
 
+def test_an_unreachable_hub_is_one_line_and_the_upload_folder_is_removed(tiny_model_dir, monkeypatch, capsys):
+    """The Hub at a loopback port nobody listens on: huggingface_hub's own connection error, as one line."""
+    from huggingface_hub import constants
+
+    from elmo_transformers.cli import main as cli_main
+
+    with socket.socket() as closed:  # a port that was free a moment ago: connections to it are refused
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
+    monkeypatch.setattr(hub, "check_loads", lambda folder: "loads")  # tested above
+    staged, mkdtemp = [], tempfile.mkdtemp
+    monkeypatch.setattr(push_to_hub.tempfile, "mkdtemp",
+                        lambda **kwargs: staged.append(mkdtemp(**kwargs)) or staged[-1])
+    assert cli_main(["push", str(tiny_model_dir), "me/elmo-tiny"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after check_loads' "loads"
+    assert err == (f"error: cannot upload to me/elmo-tiny on {endpoint}: ConnectError: [Errno 111] Connection "
+                   "refused; check the network and the token (`hf auth login`), then push again"), err
+    assert staged and not os.path.exists(staged[0])
+
+
 def test_no_token_is_a_clear_error(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(push_to_hub, "get_token", lambda: None)
     with pytest.raises(UserError, match="HF_TOKEN"):
         push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny"])
 
 
-def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_model_dir, capsys):
+def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_model_dir, caplog):
     """A folder someone handed you: its `model.safetensors` links to the user's Hub token. Nothing is staged; the
     error names the link. A link to a file inside the folder is copied; a non-model file is left out and listed."""
     secret = tmp_path / "token"
@@ -211,13 +235,13 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_m
 
     os.symlink("model.safetensors", model_dir / "char.dic")  # stays inside the folder: uploaded as a file
     os.symlink(secret, model_dir / "notes.txt")  # not a model file: left out, never read
-    capsys.readouterr()
+    caplog.clear()
     files = hub.build_upload_folder(model_dir, stage, "me/x")
     assert "char.dic" in files and not (stage / "char.dic").is_symlink()
-    assert "notes.txt" not in files and "notes.txt" in capsys.readouterr().err
+    assert "notes.txt" not in files and "notes.txt" in caplog.text
 
 
-def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir, capsys):
+def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir, caplog):
     """A hidden `.env.safetensors` and a `big.safetensors` the model does not load are left out and listed; a
     model.safetensors that is not safetensors is refused by name."""
     model_dir = tmp_path / "model"
@@ -225,7 +249,7 @@ def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir,
     (model_dir / ".env.safetensors").write_text("HF_TOKEN=hf_secret")
     (model_dir / "big.safetensors").write_bytes(b"\0" * 4096)
     files = hub.build_upload_folder(model_dir, tmp_path / "stage", "me/x")
-    err = capsys.readouterr().err
+    err = caplog.text
     assert ".env.safetensors" not in files and "big.safetensors" not in files and "model.safetensors" in files
     assert ".env.safetensors" in err and "big.safetensors" in err
     (model_dir / "model.safetensors").write_bytes(b"\0" * 4096)

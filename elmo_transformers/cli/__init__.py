@@ -2,14 +2,20 @@
 
 A subcommand's module is imported only when it runs, so `elmo-transformers embed` does not load Trainer. Each parses
 its arguments before it imports torch or transformers (`import_package`), so that --help and usage errors answer at
-once. This is the one place where errors become exit codes: a `UserError` (elmo_transformers.errors) is printed as
-one line `error: ...`, exit 1, without a traceback; usage errors exit 2 (argparse).
+once. This is the one place where errors become exit codes: a `UserError` (elmo_transformers.errors) or an OSError
+is printed as one line `error: ...`, exit 1, without a traceback (ELMO_TRANSFORMERS_DEBUG=1 prints the traceback
+too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
 """
 
 import ast
+import contextlib
 import importlib
 import importlib.util
+import os
 import sys
+import traceback
+
+DEBUG_VARIABLE = "ELMO_TRANSFORMERS_DEBUG"  # set to 1: a one-line error also prints the traceback behind it
 
 # subcommand -> (module of this package, what it does)
 COMMANDS = {
@@ -41,6 +47,33 @@ def module_doc(name):
     return ast.get_docstring(ast.parse(spec.loader.get_source(name)), clean=False)
 
 
+@contextlib.contextmanager
+def option(flag, value):
+    """Around library calls that check `value`, given by the command-line option `flag`: a UserError about that value
+    (its `value`; the message starts with it) is printed with the option in front ("--model nosuch: no such
+    folder...")."""
+    from ..errors import UserError
+
+    try:
+        yield
+    except UserError as e:
+        if None not in (e.value, value) and os.path.abspath(str(e.value)) == os.path.abspath(str(value)):
+            e.option = flag  # (the same path, given relative or absolute)
+        raise
+
+
+def one_line(error):
+    """What `main` prints for `error`: its message on one line (also for wrapped causes), the option that gave the
+    value in front, and a refusal that an argument lifts worded with the command's flag (--overwrite, --resume)."""
+    from ..errors import RefusalLiftedByArgument
+
+    lifted = isinstance(error, RefusalLiftedByArgument)
+    message = error.advice(f"--{error.argument}") if lifted else str(error)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    flag = getattr(error, "option", None)
+    return " ".join([*([flag] if flag else []), *lines]) or type(error).__name__
+
+
 def torch_device(name, option="--device"):
     """`name` as a torch device this torch can use (a tensor is put there), else a one-line UserError: a name torch
     does not know ("banana"), or an accelerator this build or machine lacks ("cuda" with a CPU-only torch)."""
@@ -59,6 +92,19 @@ def torch_device(name, option="--device"):
     return device
 
 
+def print_traceback_when_debugging():
+    """With ELMO_TRANSFORMERS_DEBUG=1, the traceback of the error being handled, with every error that led to it,
+    also those a one-line message hid (`raise ... from None`): what a bug report needs."""
+    if os.environ.get(DEBUG_VARIABLE, "") in ("", "0"):
+        return
+    error, seen = sys.exc_info()[1], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__suppress_context__ = False
+        error = error.__cause__ or error.__context__
+    traceback.print_exc()
+
+
 def main(argv=None):
     """Run a subcommand; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -74,7 +120,11 @@ def main(argv=None):
     try:
         result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]  # one line, also for wrapped causes
-        print(f"error: {' '.join(lines) or type(e).__name__}", file=sys.stderr)
+        print_traceback_when_debugging()
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C; a command that keeps partial work for a rerun says so itself (embed)
+        print_traceback_when_debugging()
+        print(f"\ninterrupted: elmo-transformers {argv[0]} stopped before it finished", file=sys.stderr)
+        return 130
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

@@ -22,9 +22,31 @@ URLs and the licence.
 
 import argparse
 
-from ..conversion import output as conversion_output
+from ..conversion.output import check_output, save_atomically
 from ..conversion.presets import PRESETS, fetch_preset, preset_card
-from . import import_package
+from . import import_package, option
+
+
+def add_output_arguments(parser):
+    """The command-line options every converter shares: where to write and the scalar-mix settings."""
+    parser.add_argument("--output", required=True, help="folder to write (must not exist, or be empty)")
+    parser.add_argument("--num-output-representations", type=int, default=1, help="scalar mixes (default 1)")
+    parser.add_argument("--do-layer-norm", action="store_true", help="layer-normalise layers before mixing")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
+
+
+def run(args, convert, source, inputs, card=None):
+    """Check --output against the `inputs` (paths), `convert(**config_kwargs) -> (model, tokenizer)`, write the
+    folder (conversion/output.py's rules) and say what was written."""
+    with option("--output", args.output):
+        check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
+    model, tokenizer = convert(
+        num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
+    )
+    with option("--output", args.output):
+        output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite, card=card)
+    print(f"converted {source} ({sum(p.numel() for p in model.parameters()):,} parameters) -> {output}")
+    return 0
 
 
 def main(argv=None):
@@ -56,7 +78,7 @@ def main(argv=None):
                               "token_embedder.pkl, encoder.pkl).")
     efml.add_argument("model_dir", help="the ELMoForManyLangs model folder")
     for subparser in (allennlp, tensorflow, efml):
-        conversion_output.add_arguments(subparser)
+        add_output_arguments(subparser)
     args = parser.parse_args(argv)
     if args.format == "allennlp":
         files = (args.options, args.weights, args.softmax_weights, args.vocab)
@@ -71,10 +93,11 @@ def main(argv=None):
 
         card = None
         if args.preset:
-            conversion_output.check_output(args.output, args.overwrite, [])  # before the download
+            with option("--output", args.output):
+                check_output(args.output, args.overwrite, [])  # before the download
             paths, urls = fetch_preset(args.preset, args.with_lm)
             files, card = tuple(paths.get(k) for k in ("options", "weights", "softmax", "vocab")), preset_card(urls)
-        return conversion_output.run(
+        return run(
             args, lambda **kwargs: convert(*files, **kwargs), files[1], [p for p in files if p is not None], card,
         )
     import_package()
@@ -82,10 +105,9 @@ def main(argv=None):
         from ..conversion.tensorflow import convert
 
         inputs = [p for p in (args.path, args.options, args.vocab) if p is not None]
-        return conversion_output.run(
+        return run(
             args, lambda **kwargs: convert(args.path, args.options, args.vocab, **kwargs), args.path, inputs,
         )
     from ..conversion.elmoformanylangs import convert
 
-    return conversion_output.run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir,
-                                 [args.model_dir])
+    return run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir, [args.model_dir])

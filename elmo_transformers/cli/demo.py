@@ -17,7 +17,7 @@ biLM layer and, for a language-model folder, fill-mask and each word's log-proba
 import argparse
 
 from ..models import DEFAULT_MODEL
-from . import import_package
+from . import import_package, option
 
 
 def main(argv=None):
@@ -51,7 +51,8 @@ def main(argv=None):
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
     logging.disable_progress_bar()
-    loaded = demo_model.load(args.model, language_model=False)
+    with option("--model", args.model):
+        loaded = demo_model.load(args.model, language_model=False)
     uses = word_uses(loaded.elmo, loaded.tokenizer, sentences, most_repeated(sentences))
     n = len(uses.places)
     elmo = uses.similarities["mix"]
@@ -86,5 +87,6 @@ def serve(args):
     from transformers.utils import logging
 
     logging.disable_progress_bar()
-    blocks = page.build(args.model)
+    with option("--model", args.model):
+        blocks = page.build(args.model)
     page.launch(blocks, args.host, args.port)

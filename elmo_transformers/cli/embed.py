@@ -6,10 +6,9 @@ import os
 import sys
 
 from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
-from ..errors import OutputExistsError, UnfinishedRunError, UserError
 from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
-from . import import_package, module_doc, torch_device
+from . import import_package, module_doc, option, torch_device
 
 
 def main(argv=None):
@@ -44,7 +43,8 @@ def main(argv=None):
     for name in ("batch_size", "max_sentence_words"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    folder = resolve_model(args.model)
+    with option("--model", args.model):
+        folder = resolve_model(args.model)
     from ..embedding.partial_run import PartialRun, check_paths  # imports no torch: the paths fail fast
 
     try:
@@ -56,7 +56,7 @@ def main(argv=None):
         from ..embedding.embedder import ElmoEmbedder, process_state
 
         device = torch_device(args.device) if args.device else None
-        with loading(args.model):
+        with option("--model", args.model), loading(args.model):
             if args.dtype == "int8":
                 from quantization_elmo import ElmoInt8Config
 
@@ -65,10 +65,6 @@ def main(argv=None):
                 embedder = ElmoEmbedder(folder, device=device, dtype=getattr(torch, args.dtype))
         embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
                    resume=args.resume, overwrite=args.overwrite)
-    except OutputExistsError as e:
-        raise UserError(e.with_option("--overwrite")) from None
-    except UnfinishedRunError as e:
-        raise UserError(e.with_option("--resume")) from None
     except KeyboardInterrupt:
         folder = PartialRun(os.path.abspath(args.output)).folder
         print(f"\ninterrupted: finished lines are kept in {folder}; rerun with --resume", file=sys.stderr)

@@ -15,12 +15,13 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
     elmo-transformers finetune sequence-classification --model-name-or-path ELMO_FOLDER \\
         --train-file train.jsonl --validation-file test.jsonl --output-dir out --do-train --do-eval
 
-`elmo-transformers finetune TASK --help` lists every argument (Trainer's TrainingArguments included).
+`elmo-transformers finetune TASK --help` lists the ELMo arguments; `--help-trainer` lists Trainer's
+(TrainingArguments), which are all accepted.
 """
 
 import sys
 
-from . import import_package
+from . import import_package, option
 
 TASKS = ("token-classification", "sequence-classification")  # functions of training/finetuning.py, - read as _
 
@@ -37,8 +38,9 @@ def main(argv=None):
     task = argv.pop(0)
     from ..training.arguments import finetune_arguments
 
-    parsed = finetune_arguments(argv, f"elmo-transformers finetune {task}")  # before the model and data code
+    parsed = finetune_arguments(argv, f"elmo-transformers finetune {task}", __doc__)  # before the model and data
     import_package()
     from ..training import finetuning
 
-    return getattr(finetuning, task.replace("-", "_"))(*parsed)
+    with option("--model-name-or-path", parsed[0].model_name_or_path):
+        return getattr(finetuning, task.replace("-", "_"))(*parsed)

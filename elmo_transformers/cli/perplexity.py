@@ -11,11 +11,11 @@ the figures as JSON, written whole or not at all; it may not be, contain or sit 
 import argparse
 import json
 
-from ..errors import DataError, ModelError, OutputExistsError, UserError
-from ..model_source import check_tokenizer, loading, resolve_model
+from ..errors import ModelError
+from ..model_source import check_tokenizer, load_config, loading, resolve_model
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_file_output, check_output_apart, write_file_atomically
-from . import import_package, torch_device
+from . import import_package, option, torch_device
 
 NOT_AN_LM = ("it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
              "model, e.g. the shipped model (omit --model), a conversion given --softmax-weights and --vocab, or the "
@@ -37,40 +37,39 @@ def main(argv=None):
     for name in ("max_words", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    folder = resolve_model(args.model)
+    with option("--model", args.model):
+        folder = resolve_model(args.model)
     if args.output:
-        check_output_apart(args.output, [*args.files, folder], "--output", DataError)
-        try:
-            check_file_output(args.output, "--output", DataError, args.overwrite)
-        except OutputExistsError as e:
-            raise UserError(e.with_option("--overwrite")) from None
+        with option("--output", args.output):
+            check_output_apart(args.output, [*args.files, folder])
+            check_file_output(args.output, args.overwrite)
     import_package()
-    from transformers import AutoConfig, AutoModelForPreTraining, AutoTokenizer
+    from transformers import AutoModelForPreTraining, AutoTokenizer
 
     from ..training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
     from ..training.perplexity import bilm_perplexities
 
     device = torch_device(args.device)
-    # Every file is read (and its encoding checked) before the model loads; the windows stay in datasets' Arrow files.
+    with option("--model", args.model):  # the model before the data: reading and windowing a corpus takes a while
+        config = load_config(folder, args.model)
+        if config.lm_vocab_size is None:
+            raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
+        with loading(args.model):
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            check_tokenizer(config, tokenizer)
+            model = AutoModelForPreTraining.from_pretrained(folder, config=config).to(device).eval()
+            model.check_vocabulary(tokenizer)
+    # Every file is read (and its encoding checked) before any is scored; the windows stay in datasets' Arrow files.
     windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)
                for path in args.files}
-    with loading(args.model):
-        config = AutoConfig.from_pretrained(folder)
-        if config.model_type != "elmo":
-            raise ModelError(f"--model {args.model} is not an ELMo model (model_type {config.model_type!r})")
-        if config.lm_vocab_size is None:
-            raise ModelError(f"--model {args.model}: {NOT_AN_LM}")
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        check_tokenizer(config, tokenizer)
-        model = AutoModelForPreTraining.from_pretrained(folder).to(device).eval()
-        model.check_vocabulary(tokenizer)
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
     results = {}
     for path in args.files:
-        figures = bilm_perplexities(model, collator, windows[path]["words"], args.batch_size, device)
+        figures = bilm_perplexities(model, collator, windows[path]["words"], args.batch_size, device, desc=path)
         results[path] = {"words": sum(windows[path]["length"]), **figures}
         print(f"{path}: {results[path]['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
               f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}")
     if args.output:
-        write_file_atomically(args.output, json.dumps(results, indent=2) + "\n", "--output", DataError)
+        with option("--output", args.output):
+            write_file_atomically(args.output, json.dumps(results, indent=2) + "\n")
     return 0

@@ -12,7 +12,7 @@ run) keeps its softmax and vocabulary, and its sampled softmax (bilm-tf's 8,192 
 --add-words N first appends up to N of the new text's out-of-vocabulary words (seen --add-words-min-count times) to
 both. --resume-from-checkpoint continues an interrupted run.
 
-    elmo-transformers pretrain --model-name-or-path LM_FOLDER --train-file domain.txt --output-dir adapted \
+    elmo-transformers pretrain --model-name-or-path LM_FOLDER --train-file domain.txt --output-dir adapted \\
         --do-train --num-train-epochs 1 --learning-rate 2e-4 [--add-words 5000]
 
     elmo-transformers pretrain --train-file train.txt.gz --validation-file valid.txt.gz \\
@@ -21,14 +21,15 @@ both. --resume-from-checkpoint continues an interrupted run.
 Prints and saves (eval_results.json) the forward, backward and average perplexity on the evaluation split.
 """
 
-from . import import_package
+from . import import_package, option
 
 
 def main(argv=None):
     from ..training.arguments import pretrain_arguments
 
-    parsed = pretrain_arguments(argv, "elmo-transformers pretrain")  # before the model and data code is imported
+    parsed = pretrain_arguments(argv, "elmo-transformers pretrain", __doc__)  # before the model and data code
     import_package()
     from ..training.pretraining import pretrain
 
-    return pretrain(*parsed)
+    with option("--model-name-or-path", parsed[0].model_name_or_path):
+        return pretrain(*parsed)

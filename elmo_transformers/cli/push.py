@@ -12,7 +12,7 @@ from huggingface_hub import get_token
 from ..errors import UserError
 from ..model_source import check_hub_id
 from ..output_paths import check_output_apart
-from . import import_package, module_doc
+from . import import_package, module_doc, option
 
 
 def main(argv=None):
@@ -37,16 +37,18 @@ def main(argv=None):
                       "first of --datasets)")
     args = parser.parse_args(argv)
 
-    for option, value in (("REPO_ID", args.repo_id), ("--base-model", args.base_model),
-                          *(("--datasets", name) for name in args.datasets)):
+    for flag, value in (("REPO_ID", args.repo_id), ("--base-model", args.base_model),
+                        *(("--datasets", name) for name in args.datasets)):
         if value is not None:
-            check_hub_id(value, option)
+            with option(flag, value):
+                check_hub_id(value)
     if not os.path.isdir(args.model_dir):
         raise UserError(f"{args.model_dir} is not a folder")
     if not args.dry_run and get_token() is None:
         raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
     if args.staging_dir:
-        check_output_apart(args.staging_dir, [args.model_dir], "--staging-dir", UserError)
+        with option("--staging-dir", args.staging_dir):
+            check_output_apart(args.staging_dir, [args.model_dir])
     if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
         raise UserError(f"--staging-dir {args.staging_dir} is not empty")
     if args.staging_dir:

@@ -1,7 +1,8 @@
 """Where a converter writes its output folder: the rules, shared by every converter, that keep it from losing files.
 
 - The folder appears only complete: everything is written into a staging folder next to it and renamed into place.
-- An existing folder is replaced only with `overwrite`, and only if it holds an earlier conversion: a config.json of
+- An existing folder is replaced only with `overwrite` (the command's --overwrite), and only if it holds an earlier
+  conversion: a config.json of
   model_type "elmo" and no file but the model files (`model_files.py`). Anything else, such as the folder holding the
   original weights, is refused with nothing touched. An empty folder is simply used.
 - Staging folders are named `.NAME.convert-PID-TOKEN`, each announced by an owner file `.NAME.convert-PID-TOKEN.owner`
@@ -9,7 +10,8 @@
   the next conversion into the same NAME removes a staging folder only when its owner file names a process of this
   machine that no longer runs. Nothing else is ever deleted.
 - Every operating-system failure (the path is a file or a symbolic link, a parent is a file, no permission, a full
-  disk) becomes a `ConversionError` with one line naming the path and the cause.
+  disk) becomes an `OutputError` with one line naming the path and the cause; an interruption (Ctrl-C) removes the
+  staging folder, as any failure does.
 """
 
 import errno
@@ -19,7 +21,7 @@ import os
 import secrets
 import shutil
 
-from ..errors import ConversionError
+from ..errors import ConversionError, OutputError, OutputExistsError
 from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 
 
@@ -67,36 +69,35 @@ def remove_stale_staging(output):
 def _check_output(output, overwrite):
     """Refuse, before any work is done, an output path that must not or cannot be replaced."""
     if os.path.islink(output):
-        raise ConversionError(f"{output} is a symbolic link: pass the real folder path (links are never replaced)")
+        raise OutputError(f"{output} is a symbolic link: give the real folder path (links are never replaced)",
+                          output)
     if os.path.exists(output) and not os.path.isdir(output):
-        raise ConversionError(f"{output} exists and is not a folder: choose another --output")
+        raise OutputError(f"{output} exists and is not a folder: choose another output folder", output)
     if os.path.isdir(output):
         try:
             empty = not os.listdir(output)
         except OSError as e:
-            raise ConversionError(f"cannot read the folder {output}: {e.strerror or e}") from e
+            raise OutputError(f"{output}: cannot read the folder: {e.strerror or e}", output) from e
         if empty:
             return
         if not overwrite:
-            raise ConversionError(
-                f"{output} exists and is not empty (pass --overwrite to replace an earlier conversion)"
-            )
+            raise OutputExistsError(f"{output} exists and is not empty (pass {{option}} to replace it)", output)
         if not is_earlier_conversion(output):
-            raise ConversionError(
+            raise OutputError(
                 f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "
-                "conversion writes), so --overwrite will not replace it: choose another --output"
+                "conversion writes), so it is never replaced: choose another output folder", output
             )
 
 
 def check_output(output, overwrite=False, inputs=()):
     """Fail fast (before a long conversion) if `output` could not be written or overlaps one of the `inputs` (the
     files and folders converted); returns its absolute path."""
-    check_output_apart(output, inputs, "--output", ConversionError)
+    check_output_apart(output, inputs)
     output = os.path.abspath(output)
     _check_output(output, overwrite)
     parent = os.path.dirname(output)
     if os.path.exists(parent) and not os.path.isdir(parent):
-        raise ConversionError(f"cannot write {output}: {parent} is a file, not a folder")
+        raise OutputError(f"{output}: cannot write it: {parent} is a file, not a folder", output)
     return output
 
 
@@ -137,11 +138,11 @@ def save_atomically(model, tokenizer, output, overwrite=False, card=None):
                 raise
         except OSError as e:
             hint = " (is the disk full?)" if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
-            raise ConversionError(f"cannot write {output}: {e.strerror or e}{hint}") from e
+            raise OutputError(f"{output}: cannot write it: {e.strerror or e}{hint}", output) from e
         except Exception as e:
             if type(e).__name__ != "SafetensorError":  # safetensors reports failed writes (disk full) with its own type
                 raise
-            raise ConversionError(f"cannot write {output}: {e}") from e
+            raise OutputError(f"{output}: cannot write it: {e}", output) from e
     finally:
         # The earlier conversion is removed only once the new one is in place; if even its way back failed, it
         # stays (no owner file) for the user to recover.
@@ -151,24 +152,3 @@ def save_atomically(model, tokenizer, output, overwrite=False, card=None):
         for path in owner_files:
             os.remove(path)
     return output
-
-
-def add_arguments(parser):
-    """The command-line options every converter shares: where to write and the scalar-mix settings."""
-    parser.add_argument("--output", required=True, help="folder to write (must not exist, or be empty)")
-    parser.add_argument("--num-output-representations", type=int, default=1, help="scalar mixes (default 1)")
-    parser.add_argument("--do-layer-norm", action="store_true", help="layer-normalise layers before mixing")
-    parser.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
-
-
-def run(args, convert, source, inputs, card=None):
-    """Check the output path against the `inputs` (paths), `convert(**config_kwargs) -> (model, tokenizer)`, write
-    the folder; returns the exit code (a ConversionError reaches `cli.main`, which prints it as one line)."""
-    check_output(args.output, args.overwrite, inputs)  # before the conversion, which can take a while
-    model, tokenizer = convert(
-        num_output_representations=args.num_output_representations, do_layer_norm=args.do_layer_norm
-    )
-    output = save_atomically(model, tokenizer, args.output, overwrite=args.overwrite, card=card)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"converted {source} ({n_params:,} parameters) -> {output}")
-    return 0

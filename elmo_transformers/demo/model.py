@@ -3,11 +3,10 @@
 from dataclasses import dataclass
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTokenizer, PreTrainedConfig, pipeline
+from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTokenizer, pipeline
 
 from pipeline_elmo import ElmoFillMaskPipeline
 
-from ..errors import ModelError
 from ..model_source import check_tokenizer, loading, resolve_model
 
 
@@ -24,20 +23,11 @@ class DemoModel:
     no_lm: str = ""
 
 
-def load(name, option="--model", language_model=True):
-    """The model `name` (a folder or Hub repo id), checked to be an ELMo model; with `language_model`, also its
-    softmax when the folder has one. Anything unusable is one ModelError line naming `option`."""
-    folder = resolve_model(name, option)
-    with loading(name, option):
-        config_dict = PreTrainedConfig.get_config_dict(folder)[0]
-        if not config_dict:
-            raise ModelError(f"{option} {name} has no config.json: give an ELMo model folder or Hub repo, or omit "
-                             f"{option} for the shipped model")
-        model_type = config_dict.get("model_type")
-        if model_type != "elmo":
-            raise ModelError(f"{option} {name} is not an ELMo model (its config.json has model_type "
-                             f"{model_type!r}): give an ELMo folder or Hub repo, or omit {option} for the shipped "
-                             "model")
+def load(name, language_model=True):
+    """The model `name` (a folder or Hub repo id: `model_source.resolve_model` checks it is ELMo's); with
+    `language_model`, also its softmax when the folder has one. Anything unusable is one ModelError line."""
+    folder = resolve_model(name)
+    with loading(name):
         config = AutoConfig.from_pretrained(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         check_tokenizer(config, tokenizer)

@@ -28,10 +28,10 @@ only the spelling, so every use of a word gets the same vector there; layers 1 a
 vectors) see the sentence, so uses in the same sense tend to come out closer. Model: `{model}`."""
 
 
-def build(model_name, option="--model"):
+def build(model_name):
     """The page for the model `model_name` (a folder or Hub repo id), loaded once; a model that cannot be used is
     one ModelError line, before anything is served."""
-    loaded = demo_model.load(model_name, option)
+    loaded = demo_model.load(model_name)
     layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
     with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
         shown = os.path.basename(os.path.normpath(model_name)) if os.path.isdir(model_name) else model_name

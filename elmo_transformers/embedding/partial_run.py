@@ -26,8 +26,8 @@ def check_paths(source, output, overwrite, resume, model=None):
             open(source, "rb").close()
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
-    check_output_apart(output, [source, model], "output", DataError)
-    check_file_output(output, "output", DataError, overwrite)
+    check_output_apart(output, [source, model])
+    check_file_output(output, overwrite)
     run = PartialRun(output)
     run.check_not_running()
     if run.exists() and not resume:

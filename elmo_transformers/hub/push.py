@@ -18,20 +18,23 @@
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, constants
 from safetensors import safe_open
 
 from configuration_elmo import ELMO_MODULES
 
-from ..errors import UserError
+from ..errors import UserError, first_line
 from ..model_files import is_model_file
 from .model_card import architecture, model_card
+
+logger = logging.getLogger(__name__)
 
 # Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files. Each
 # step names itself when it fails, so that a pipeline that fails is not reported as a folder that does not load.
@@ -128,17 +131,17 @@ def upload_files(model_dir):
 
 def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
     """Copy DIR's model files (`upload_files`) into `staging` (links copied as the files they point to) and add
-    the model card; returns the sorted file names of `staging`. What is left out is printed."""
+    the model card; returns the sorted file names of `staging`. What is left out is logged (a warning)."""
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
         raise UserError(f"{model_dir} has no config.json: not a saved model folder")
     kept, left_out = upload_files(model_dir)
     if left_out:
-        print(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
+        logger.warning(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}")
     os.makedirs(staging, exist_ok=True)
     for name in kept:
         shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows the checked links
     if "README.md" in kept:
-        print(f"keeping {model_dir}/README.md as the model card (delete it to generate one)", file=sys.stderr)
+        logger.warning(f"keeping {model_dir}/README.md as the model card (delete it to generate one)")
     else:
         # From DIR's config.json and *_results.json (the latter are described, not uploaded).
         model_card(model_dir, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
@@ -162,8 +165,14 @@ def check_loads(folder):
 
 
 def upload(folder, repo_id, private):
+    """Create the repo `repo_id` if needed and upload `folder` in one commit; returns the repo's URL. A Hub that
+    cannot be reached or refuses (no network, a token without write access) is one UserError line."""
     api = HfApi()
-    url = api.create_repo(repo_id, private=private, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload ELMo model")
+    try:
+        url = api.create_repo(repo_id, private=private, exist_ok=True)
+        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload ELMo model")
+    except Exception as e:  # noqa: BLE001  (no network, proxy, TLS, a refused token: the Hub's answer, in one line)
+        raise UserError(f"cannot upload to {repo_id} on {constants.ENDPOINT}: {type(e).__name__}: {first_line(e)}; "
+                        "check the network and the token (`hf auth login`), then push again") from e
     return url
 

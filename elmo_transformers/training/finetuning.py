@@ -6,7 +6,6 @@ import datasets
 import numpy as np
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
-from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from tokenization_elmo import ElmoTokenizer
 
@@ -17,12 +16,13 @@ from .runner import check_splits, json_option, limit_samples, model_options, run
 
 
 def load(head_args, data_args, training_args):
-    """The data splits of a parsed command line (`arguments.finetune_arguments`), checked against the --do_* flags,
-    after the model's config.json: what both fine-tuning tasks start with."""
-    load_config(head_args.model_name_or_path, "--model-name-or-path")  # a missing or broken model: one line, now
+    """(the model's config, the data splits) of a parsed command line (`arguments.finetune_arguments`, which
+    resolved the model), the splits checked against the --do_* flags: what both fine-tuning tasks start with. The
+    config first: a broken one is one line before the data is read."""
+    config = load_config(head_args.model_name_or_path)
     raw = load_data(data_args)
     check_splits(training_args, raw)
-    return raw
+    return config, raw
 
 
 def load_data(data_args):
@@ -38,11 +38,10 @@ def load_data(data_args):
     return limit_samples(raw, data_args.max_train_samples, data_args.max_eval_samples)
 
 
-def label_mapping(raw, column, nested, model_name_or_path, head_class):
-    """The labels, in class-id order. A head of this kind keeps its own `label2id` (its classifier rows mean those
-    labels: data whose names sort differently must not swap them); otherwise the ClassLabel names of the data, else
-    the sorted values seen in every split."""
-    config = ElmoConfig.from_pretrained(model_name_or_path)
+def label_mapping(raw, column, nested, config, head_class):
+    """The labels, in class-id order. A head of this kind (the starting model's `config`) keeps its own `label2id`
+    (its classifier rows mean those labels: data whose names sort differently must not swap them); otherwise the
+    ClassLabel names of the data, else the sorted values seen in every split."""
     if head_class.__name__ in (config.architectures or []):
         return [config.id2label[i] for i in range(config.num_labels)]
     require_column(raw, column, "--label_column")
@@ -175,11 +174,11 @@ def token_metrics(labels):
 def token_classification(head_args, data_args, training_args):
     """`finetune token-classification` on its parsed command line (`arguments.finetune_arguments`); returns the
     Trainer."""
-    raw = load(head_args, data_args, training_args)
+    config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "--text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
-    labels = label_mapping(raw, tags_column, True, head_args.model_name_or_path, ElmoForTokenClassification)
+    labels = label_mapping(raw, tags_column, True, config, ElmoForTokenClassification)
     label_ids = label_encoder(raw, tags_column, True, labels)
     tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
 
@@ -214,10 +213,10 @@ def sequence_metrics(prediction):
 def sequence_classification(head_args, data_args, training_args):
     """`finetune sequence-classification` on its parsed command line (`arguments.finetune_arguments`); returns the
     Trainer."""
-    raw = load(head_args, data_args, training_args)
+    config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     require_column(raw, text_column, "--text_column")
-    labels = label_mapping(raw, label_column, False, head_args.model_name_or_path, ElmoForSequenceClassification)
+    labels = label_mapping(raw, label_column, False, config, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
     tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
 

@@ -91,10 +91,10 @@ def vocab_file_tokenizer(data_args):
         raise DataError(f"--vocab_file {data_args.vocab_file}: {first_line(e)}") from None
 
 
-def load_tokenizer(model_args, data_args, training_args, train_windows):
+def load_tokenizer(model_args, data_args, training_args, train_windows, start):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
-    checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (if it has
-    an LM softmax of that size), else built from the text."""
+    checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (`start`,
+    its config, if it has an LM softmax of that size), else built from the text."""
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
         tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
@@ -107,12 +107,15 @@ def load_tokenizer(model_args, data_args, training_args, train_windows):
         return tokenizer, False
     if data_args.vocab_file:
         return vocab_file_tokenizer(data_args), False
-    if model_args.model_name_or_path:
-        config = ElmoConfig.from_pretrained(model_args.model_name_or_path)
+    if start is not None:
         tokenizer = ElmoTokenizer.from_pretrained(model_args.model_name_or_path)
-        if config.lm_vocab_size is not None and config.lm_vocab_size == tokenizer.vocab_size:
+        if start.lm_vocab_size is not None and start.lm_vocab_size == tokenizer.vocab_size:
             logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
             return tokenizer, True
+        if model_args.add_words and not checkpoint:  # refused before a vocabulary is built and written
+            raise DataError(f"--add-words extends the starting model's own softmax, but the vocab.txt of "
+                            f"{model_args.model_name_or_path} has {tokenizer.vocab_size:,} words and its softmax "
+                            f"{start.lm_vocab_size:,}: restore its vocab.txt")
     if train_windows is None:
         raise DataError("no vocabulary: give --vocab_file, or training data to build one from")
 
@@ -127,20 +130,20 @@ def load_tokenizer(model_args, data_args, training_args, train_windows):
 BILM_TF_NEGATIVE_SAMPLES = 8192
 
 
-def load_model(model_args, vocab_size, keep_softmax):
-    """From scratch (size arguments), or the starting model's biLM with its softmax (same vocabulary) or a new one."""
+def load_model(model_args, vocab_size, keep_softmax, start):
+    """From scratch (size arguments), or the starting model's (`start`, its config) biLM with its softmax (same
+    vocabulary) or a new one."""
     lm_fields = {
         "lm_vocab_size": vocab_size,
         "lm_n_negative_samples": model_args.n_negative_samples,
         "lm_dropout": model_args.lm_dropout,
     }
-    if model_args.model_name_or_path and model_args.n_negative_samples is None:
-        start = ElmoConfig.from_pretrained(model_args.model_name_or_path)
+    if start is not None and model_args.n_negative_samples is None:
         if start.lm_vocab_size is not None:  # continuing a language model: its sampled softmax, or bilm-tf's
             lm_fields["lm_n_negative_samples"] = start.lm_n_negative_samples or BILM_TF_NEGATIVE_SAMPLES
-    if model_args.model_name_or_path and keep_softmax:
+    if start is not None and keep_softmax:
         return ElmoForLanguageModeling.from_pretrained(model_args.model_name_or_path, **lm_fields)
-    if model_args.model_name_or_path:
+    if start is not None:
         bilm = ElmoModel.from_pretrained(model_args.model_name_or_path)
         for name, value in lm_fields.items():
             setattr(bilm.config, name, value)
@@ -194,14 +197,17 @@ def write_run_vocabulary(training_args, write):
 
 
 def pretrain(model_args, data_args, training_args):
-    """The `pretrain` command once its arguments are parsed (`arguments.pretrain_arguments`, which also checked the
-    model name and the output folder): data, vocabulary, model, then the Trainer run."""
+    """The `pretrain` command once its arguments are parsed (`arguments.pretrain_arguments`, which also resolved the
+    model and checked the output folder): every check first, then data, vocabulary, model and the Trainer run."""
     if data_args.max_words < 1:
         raise DataError("--max-words must be at least 1 (the words of a training window)")
     if model_args.add_words < 0 or model_args.add_words_min_count < 1:
         raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
-    if model_args.model_name_or_path:
-        load_config(model_args.model_name_or_path, "--model-name-or-path")  # a broken config.json: one line, now
+    start = load_config(model_args.model_name_or_path) if model_args.model_name_or_path else None
+    if model_args.add_words and not training_args.resume_from_checkpoint:  # before anything is written
+        if start is None or start.lm_vocab_size is None or not training_args.do_train or data_args.vocab_file:
+            raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
+                            "language model (with its vocab.txt), --do-train, and no --vocab-file")
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
@@ -210,16 +216,13 @@ def pretrain(model_args, data_args, training_args):
         raise DataError("--do_train needs --train_file or --dataset_name")
 
     windows = load_windows(data_args, training_args)
-    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"))
+    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start)
     with model_options():
-        model = load_model(model_args, tokenizer.vocab_size, keep_softmax)
+        model = load_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:
         logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's "
                     "(with the words added then)")
     elif model_args.add_words:
-        if not (keep_softmax and training_args.do_train):
-            raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
-                            "language model (with its vocab.txt), --do-train, and no --vocab-file")
         tokenizer = add_new_words(model, tokenizer, model_args, training_args, windows["train"])
     logger.info(f"Vocabulary: {tokenizer.vocab_size:,} words")
     return run(model, tokenizer, training_args, windows, DataCollatorForElmoLanguageModeling(tokenizer),
