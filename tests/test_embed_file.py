@@ -20,6 +20,7 @@ from conftest import command, command_env, load_fixture
 from tolerance import assert_close_to_reference
 
 from elmo_transformers.cli import main as cli_main
+from elmo_transformers.cli import one_line
 from elmo_transformers.cli.embed import main
 from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.embedding import embedder as embedder_module
@@ -106,8 +107,9 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     os.makedirs(str(output) + "2.partial")
     with open(str(output) + "2.partial/run.json", "w") as f:
         f.write("{}")
-    with pytest.raises(UserError, match="--resume"):
+    with pytest.raises(UnfinishedRunError) as refused:
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
+    assert "pass --resume to continue it" in one_line(refused.value)  # the command's wording
     with pytest.raises(UserError, match="started with input_sha256=None"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
@@ -564,13 +566,13 @@ def test_library_refusals_name_the_argument_not_the_flag(tmp_path, tiny, tiny_mo
     output.write_text("")
     with pytest.raises(OutputExistsError) as refused:
         embedder.embed_file(str(source), str(output), "top")
-    assert refused.value.path == str(output) and str(refused.value) == f"{output} exists (pass overwrite=True to " \
+    assert refused.value.value == str(output) and str(refused.value) == f"{output} exists (pass overwrite=True to " \
                                                                        "replace it)"
     (tmp_path / "out.hdf5.partial").mkdir()
     (tmp_path / "out.hdf5.partial" / "run.json").write_text("{}")
     with pytest.raises(UnfinishedRunError) as refused:
         embedder.embed_file(str(source), str(output), "top", overwrite=True)
-    assert refused.value.path == f"{output}.partial" and str(refused.value) == (
+    assert refused.value.value == f"{output}.partial" and str(refused.value) == (
         f"{output}.partial holds an interrupted run: pass resume=True to continue it, or delete it")
     assert one_line_error([str(source), str(output), "--model", str(tiny_model_dir), "--top",
                            "--overwrite"]).endswith("interrupted run: pass --resume to continue it, or delete it")
