@@ -77,4 +77,7 @@ def main(argv=None):
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]  # one line, also for wrapped causes
         print(f"error: {' '.join(lines) or type(e).__name__}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: library code leaves nothing half-written that a rerun would take as done
+        print("\ninterrupted", file=sys.stderr)
+        return 130
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)
