@@ -226,6 +226,8 @@ def transfer(session, url, file, size, bar):
         if response.status_code != 206 or not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
             file.seek(0)  # the whole file again (a server that ignores ranges)
             file.truncate()
+            if response.status_code == 206:
+                raise ConnectionError("the server answered another range than the one asked for")
         start, got = time.monotonic(), 0
         for chunk in response.iter_bytes():
             file.write(chunk)
