@@ -22,7 +22,7 @@ import os
 import socket
 import tempfile
 
-from .errors import UserError
+from .errors import OutputExistsError, UserError
 
 
 def check_output_apart(output, inputs, option="output", error=UserError):
@@ -63,7 +63,7 @@ def check_file_output(output, option="output", error=UserError, overwrite=False)
     except OSError as e:
         raise error(f"cannot write the {option} into {parent}: {e.strerror or e}") from None
     if os.path.lexists(output) and not overwrite:
-        raise error(f"{output} exists (pass --overwrite to replace it)")
+        raise OutputExistsError(f"{output} exists (pass {{option}} to replace it)", output)
 
 
 def write_file_atomically(path, data, option="output", error=UserError):

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 import torch
-from conftest import FIXTURES, command_env
+from conftest import FIXTURES, command_env, convert_lm_fixture
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from configuration_elmo import ElmoConfig
-from elmo_transformers import DEFAULT_MODEL, ElmoFillMaskPipeline, model_source, output_paths
+from elmo_transformers import DEFAULT_MODEL, ElmoFillMaskPipeline, model_source, output_paths, text_input
 from elmo_transformers.cli import main as cli_main
 from elmo_transformers.errors import ModelError
 
@@ -243,7 +243,7 @@ def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, 
     vocab.write_bytes("<S>\n</S>\n<UNK>\nthe\n".encode("utf-16-le"))  # read (and refused) before its size is checked
     one_line(*run(["convert", "allennlp", "--options", lm / "options.json", "--weights", lm / "weights.hdf5",
                    "--softmax-weights", lm / "softmax.hdf5", "--vocab", vocab, "--output", tmp_path / "lm"], capsys),
-             "line 1: NUL characters in the word; the file is likely UTF-16")
+             f"{vocab}, line 1: NUL characters in the text, so it is likely UTF-16LE")
 
 
 def test_a_json_file_of_word_lists_is_one_line(lm_dir, tmp_path, capsys):
@@ -422,3 +422,52 @@ def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
 def test_pretrain_on_too_few_lines_to_hold_out_validation_is_one_line(text, tmp_path, capsys):
     one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train",
                    "--validation-split-percentage", "60"], capsys), "cannot hold out 60.0% of 2 training lines")
+
+
+def edited_copy(source, tmp_path, name, file, edit):
+    """A copy of the model folder `source` whose `file` (JSON) is replaced by `edit(its dict)` (a str: the text)."""
+    model = shutil.copytree(source, tmp_path / name)
+    value = edit(json.loads((model / file).read_text()))
+    (model / file).write_text(value if isinstance(value, str) else json.dumps(value))
+    return model
+
+
+def test_a_config_or_tokenizer_that_does_not_fit_the_model_is_one_line_and_leaves_nothing(lm_dir, tmp_path, capsys):
+    """config.json with another projection size than the weights', a tokenizer_config.json with another
+    max_characters_per_token than the model's: transformers' RuntimeError and the first forward pass's ValueError
+    were tracebacks, and embed left a run.json that looked like an interrupted run."""
+    wider = edited_copy(lm_dir, tmp_path, "wider", "config.json",
+                        lambda config: {**config, "projection_dim": config["projection_dim"] + 4})
+    narrower = edited_copy(lm_dir, tmp_path, "narrower", "tokenizer_config.json",
+                           lambda config: {**config, "max_characters_per_token": 20})
+    for command in ("demo", "perplexity", "embed"):
+        one_line(*run(missing_model_commands(tmp_path, str(wider))[command], capsys),
+                 f"--model {wider}: cannot load it: its config.json does not fit its weights",
+                 "restore the config.json saved with these weights")
+        one_line(*run(missing_model_commands(tmp_path, str(narrower))[command], capsys),
+                 f"--model {narrower}: cannot load it: its tokenizer makes 20 ids a word (max_characters_per_token "
+                 "20 in tokenizer_config.json), the model reads 50 (max_characters_per_token 50 in config.json)")
+    assert not list(tmp_path.glob("out.hdf5*")), "embed leaves nothing behind"
+
+
+@pytest.mark.parametrize("text", ['{"max_characters_per_token": 5', "", "[]", "\udcff"], ids=["cut", "empty", "list",
+                                                                                          "not-utf-8"])
+def test_a_cut_tokenizer_config_is_one_line_naming_it(text, lm_dir, tmp_path, capsys):
+    model = shutil.copytree(lm_dir, tmp_path / "model")
+    (model / "tokenizer_config.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    for command in ("demo", "perplexity", "embed"):
+        one_line(*run(missing_model_commands(tmp_path, str(model))[command], capsys),
+                 f"--model {model}: {model / 'tokenizer_config.json'} ", "restore that file")
+    assert not list(tmp_path.glob("out.hdf5*"))
+
+
+def test_a_vocabulary_without_line_breaks_is_one_line(tmp_path, capsys, monkeypatch):
+    """`convert allennlp --vocab /dev/zero` read one endless line until MemoryError."""
+    one_line(convert_lm_fixture(tmp_path / "out", vocab="/dev/zero"), capsys.readouterr().err,
+             "cannot use the vocabulary /dev/zero: /dev/zero, line 1: NUL characters in the text")
+    monkeypatch.setattr(text_input, "MAX_LINE_CHARS", 100)  # a vocabulary of 2**28 characters without a line break
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\n" + "w" * 101 + "\n")
+    one_line(convert_lm_fixture(tmp_path / "out", vocab=vocab), capsys.readouterr().err,
+             f"{vocab}, line 4: longer than 100 characters without a line break")
+    assert not (tmp_path / "out").exists()

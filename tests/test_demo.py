@@ -9,6 +9,7 @@ import torch
 from conftest import SHIPPED
 
 from elmo_transformers.cli import demo
+from elmo_transformers.demo.senses import EXAMPLES
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
@@ -39,7 +40,7 @@ def test_default_examples_show_bank_in_two_senses(shipped, capsys, caplog, recwa
     model, tokenizer = shipped
     with torch.no_grad():
         vectors = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0, s.split().index("bank")]
-                   for s in demo.EXAMPLES]
+                   for s in EXAMPLES]
     for (a, b), value in pairs.items():
         assert abs(torch.cosine_similarity(vectors[a - 1], vectors[b - 1], dim=0).item() - value) <= 0.005 + 1e-4
     assert "Grouped by ELMo" in out and "every pair scores 1.00" in out

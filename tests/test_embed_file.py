@@ -23,8 +23,8 @@ from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
 from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.embedding import embedder as embedder_module
-from elmo_transformers import output_paths
-from elmo_transformers.errors import UserError
+from elmo_transformers import output_paths, text_input
+from elmo_transformers.errors import OutputExistsError, UnfinishedRunError, UserError
 
 
 @pytest.fixture
@@ -480,3 +480,122 @@ def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model
     text_growth = (sizes[1] - sizes[0]) * 1.0001  # MB of text added
     assert peaks[1] - peaks[0] <= 5 * text_growth, (sizes, peaks)
     assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model_dir, monkeypatch):
+    """The folder --model names is the same path with the same weights, but its config.json changed between the
+    runs (a clip value, the activation): the resumed run would mix two models. Another --dtype is named as such (it
+    used to be reported as other weights_sha256)."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top")
+    with pytest.raises(UserError, match=r"started with dtype='float32', now dtype='bfloat16'"):
+        main([*args, "--resume", "--dtype", "bfloat16"])
+    config_file = model_dir / "config.json"
+    config = json.loads(config_file.read_text())
+    for key, value in [("cell_clip", 1.5), ("activation", "tanh")]:
+        config_file.write_text(json.dumps({**config, key: value}))
+        message = one_line_error([*args, "--resume"])
+        assert message == (f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: it was started with "
+                           f"config.{key}={config[key]!r}, now config.{key}={value!r} (use the first run's settings, "
+                           "or delete the folder to start over)")
+    config_file.write_text(json.dumps({**config, "dropout": 0.1}))  # only training reads it: the vectors are the same
+    assert main([*args, "--resume"]) == 0
+
+
+def test_run_json_that_is_cut_is_one_line(tmp_path, tiny_model_dir):
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    (tmp_path / "out.hdf5.partial").mkdir()
+    (tmp_path / "out.hdf5.partial" / "run.json").write_text('{"input_sha256": "ab')
+    message = one_line_error([str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top",
+                              "--resume"])
+    assert message.startswith(f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: its "
+                              f"{tmp_path / 'out.hdf5.partial' / 'run.json'} is not valid JSON (")
+    assert message.endswith("delete the folder to start over")
+
+
+def test_paths_are_checked_before_torch_is_imported(tmp_path):
+    """Through the console entry point: a missing input, an existing output or `-` as the output (HDF5 cannot go to
+    stdout; it used to be written to a file named "-") are refused before torch and the model load."""
+    (tmp_path / "input.txt").write_text("a b\n")
+    (tmp_path / "exists.hdf5").write_text("")
+    runs = [["missing.txt", "out.hdf5"], ["input.txt", "exists.hdf5"], ["input.txt", "-"]]
+    code = ("import json, sys, elmo_transformers_cli\n"
+            "status = [elmo_transformers_cli.main(['embed', *paths, '--top']) for paths in json.loads(sys.argv[1])]\n"
+            "print(json.dumps({'status': status, 'torch': 'torch' in sys.modules}))")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(runs)], cwd=tmp_path, env=command_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout) == {"status": [1, 1, 1], "torch": False}, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        "error: cannot read the input missing.txt: No such file or directory",
+        f"error: {tmp_path / 'exists.hdf5'} exists (pass --overwrite to replace it)",
+        "error: the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path of the file "
+        "to write, ./- for a file of that name",
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["exists.hdf5", "input.txt"]
+
+
+def test_input_without_line_breaks_is_refused_at_the_line_limit(tmp_path, tiny_model_dir, monkeypatch):
+    """`embed /dev/zero` read one endless line until MemoryError: NUL bytes are refused in the first piece read,
+    text without line breaks at text_input.MAX_LINE_CHARS (made small here, as a file of 2**28 characters is)."""
+    model = ["--model", str(tiny_model_dir), "--top"]
+    assert one_line_error(["/dev/zero", str(tmp_path / "out.hdf5"), *model]) == (
+        "error: /dev/zero, line 1: NUL characters in the text, so it is likely binary data (NUL bytes only), not "
+        "text; convert it to UTF-8, e.g. with `iconv -f ENCODING -t UTF-8`")
+    monkeypatch.setattr(text_input, "MAX_LINE_CHARS", 1000)
+    monkeypatch.setattr(text_input, "PIECE_CHARS", 64)
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n" + "x" * 1000 + "\n" + "y" * 1001 + "\nc d\n")
+    assert one_line_error([str(source), str(tmp_path / "out.hdf5"), *model]) == (
+        f"error: {source}, line 3: longer than 1,000 characters without a line break (the limit of a line): is it a "
+        "text file, one sentence or paragraph a line?")
+    assert not list(tmp_path.glob("out.hdf5*"))
+    assert text_input.read_line(io.StringIO("x" * 1000 + "\nz"), "s", 1) == "x" * 1000 + "\n"  # the limit is read
+
+
+def test_library_refusals_name_the_argument_not_the_flag(tmp_path, tiny, tiny_model_dir):
+    """ElmoEmbedder.embed_file told a Python user to "pass --overwrite": the refusal is a typed error carrying the
+    path, which the command words with its flag."""
+    embedder = embedder_module.ElmoEmbedder(*tiny)
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    output = tmp_path / "out.hdf5"
+    output.write_text("")
+    with pytest.raises(OutputExistsError) as refused:
+        embedder.embed_file(str(source), str(output), "top")
+    assert refused.value.path == str(output) and str(refused.value) == f"{output} exists (pass overwrite=True to " \
+                                                                       "replace it)"
+    (tmp_path / "out.hdf5.partial").mkdir()
+    (tmp_path / "out.hdf5.partial" / "run.json").write_text("{}")
+    with pytest.raises(UnfinishedRunError) as refused:
+        embedder.embed_file(str(source), str(output), "top", overwrite=True)
+    assert refused.value.path == f"{output}.partial" and str(refused.value) == (
+        f"{output}.partial holds an interrupted run: pass resume=True to continue it, or delete it")
+    assert one_line_error([str(source), str(output), "--model", str(tiny_model_dir), "--top",
+                           "--overwrite"]).endswith("interrupted run: pass --resume to continue it, or delete it")
+
+
+def test_a_run_that_fails_before_its_first_line_leaves_nothing(tmp_path, tiny_model_dir, monkeypatch):
+    """A failure that is not an interruption, before any line is computed, leaves no run.json to be taken for an
+    interrupted run; one after the first batch keeps the batch for --resume."""
+    source = tmp_path / "input.txt"
+    source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 5)), encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--batch-size", "2"]
+    calls = []
+    original = embedder_module.ElmoEmbedder.embed_batch
+
+    def fail_at_second(self, batch):
+        calls.append(len(batch))
+        if len(calls) == 2:
+            raise ValueError("the second batch fails")
+        return original(self, batch)
+
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "embed_batch", lambda self, batch: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(args)
+    assert not list(tmp_path.glob("out.hdf5*"))
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "embed_batch", fail_at_second)
+    with pytest.raises(ValueError, match="second batch"):
+        main(args)
+    assert len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 1

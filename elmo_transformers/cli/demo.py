@@ -2,39 +2,22 @@
 contexts.
 
     elmo-transformers demo ["A sentence ." "Another sentence ." ...] [--model DIR_OR_REPO]
+    elmo-transformers demo --web [--model DIR_OR_REPO] [--host 127.0.0.1] [--port 7860]
 
 Embeds the sentences (words split on whitespace), picks a word that occurs in several of them and shows how similar
 its ELMo vectors are, pair by pair, and which uses ELMo groups together (each use joins the use nearest to it): uses
 in the same sense come out closer than uses in different senses. When the sentences share no such word (one
 sentence, say), the built-in examples about "bank" (river bank, the bank that lends money) are added. Without
 --model it uses the model shipped with the package (`elmo_transformers.DEFAULT_MODEL`).
+
+--web serves the same in a web page instead (Gradio; `pip install "elmo-transformers[demo]"`), with pictures of each
+biLM layer and, for a language-model folder, fill-mask and each word's log-probability.
 """
 
 import argparse
-import itertools
-from collections import defaultdict
 
-from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package
-
-EXAMPLES = [
-    "He sat on the bank of the river and watched the water .",
-    "The bank raised the interest on loans .",
-    "They fished from the muddy bank of the river .",
-    "The bank charged a fee for the transfer .",
-]
-MIN_LETTERS = 4  # shorter repeated words are mostly function words ("the", "and"), whose sense never changes
-
-
-def occurrences(sentences):
-    """word (lower case) -> [(sentence, position)] for the words that occur more than once."""
-    found = defaultdict(list)
-    for i, sentence in enumerate(sentences):
-        for j, word in enumerate(sentence.split()):
-            if word.isalpha() and len(word) >= MIN_LETTERS:
-                found[word.lower()].append((i, j))
-    return {word: places for word, places in found.items() if len(places) > 1}
 
 
 def main(argv=None):
@@ -43,61 +26,65 @@ def main(argv=None):
     parser.add_argument("sentences", nargs="*", help="whitespace-tokenized sentences (default: examples about bank)")
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
                         help="an ELMo folder or a Hub repo id (default: the shipped model)")
+    web = parser.add_argument_group("web page")
+    web.add_argument("--web", action="store_true", help="serve the demo as a web page (Gradio) until Ctrl+C")
+    web.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
+                     "0.0.0.0 for every network interface)")
+    web.add_argument("--port", type=int, default=7860, help="port to serve on (default 7860)")
     args = parser.parse_args(argv)
-    folder = resolve_model(args.model)
+    if args.web and args.sentences:
+        parser.error("--web takes no sentences: type them into the page")
+    if not args.web and (args.host, args.port) != ("127.0.0.1", 7860):
+        parser.error("--host and --port go with --web")
+    if not 1 <= args.port <= 65535:
+        parser.error(f"--port {args.port}: a port is a number from 1 to 65535")
+    if args.web:
+        return serve(args)
     import_package()  # registers ELMo with the Auto classes
-    import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging
 
+    from ..demo import model as demo_model
+    from ..demo.senses import EXAMPLES, MIN_LETTERS, most_repeated, sense_groups, word_uses
+
     sentences = [s for s in args.sentences if s.split()] or EXAMPLES
-    if not occurrences(sentences):
+    if most_repeated(sentences) is None:
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
     logging.disable_progress_bar()
-    with loading(args.model):
-        config = AutoConfig.from_pretrained(folder)  # first: its errors are the clearest
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModel.from_pretrained(folder, config=config).eval()
-    with torch.no_grad():
-        out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
-
-    word, places = max(occurrences(sentences).items(), key=lambda item: (len(item[1]), len(item[0])))
-    print(f"ELMo gives every word a {out.last_hidden_state.shape[-1]}-d vector computed from its whole sentence.")
-    print(f'The word "{word}" in {len(places)} places:')
-    for n, (i, j) in enumerate(places, 1):
-        print(f"  [{n}] {sentences[i]}" + (f"  (word {j + 1})" if sum(p[0] == i for p in places) > 1 else ""))
-
-    def similarity(vectors, a, b):
-        return torch.cosine_similarity(vectors[a[0], a[1]], vectors[b[0], b[1]], dim=0).item()
-
-    elmo = {pair: similarity(out.last_hidden_state, places[pair[0]], places[pair[1]])
-            for pair in itertools.combinations(range(len(places)), 2)}
+    loaded = demo_model.load(args.model, language_model=False)
+    uses = word_uses(loaded.elmo, loaded.tokenizer, sentences, most_repeated(sentences))
+    n = len(uses.places)
+    elmo = uses.similarities["mix"]
+    print(f"ELMo gives every word a {loaded.elmo.config.projection_dim * 2}-d vector computed from its whole "
+          "sentence.")
+    print(f'The word "{uses.word}" in {n} places:')
+    for use in range(n):
+        print(f"  {uses.label(use)}")
+    pairs = sorted(((a, b) for a in range(n) for b in range(a + 1, n)), key=lambda pair: -elmo[pair])
     print("\nCosine similarity of its ELMo vectors (1 = same direction), most similar pair first:")
-    for (a, b), value in sorted(elmo.items(), key=lambda item: -item[1]):
-        print(f"  [{a + 1}] and [{b + 1}]: {value:.2f}")
-    if len(places) > 2:
-        print(f"Grouped by ELMo (each use joined to its most similar use): {' '.join(sense_groups(elmo, len(places)))}")
-    context_free = min(similarity(out.hidden_states[0], places[a], places[b]) for a, b in elmo)
+    for a, b in pairs:
+        print(f"  [{a + 1}] and [{b + 1}]: {elmo[a, b]:.2f}")
+    if n > 2:
+        print(f"Grouped by ELMo (each use joined to its most similar use): {' '.join(sense_groups(elmo))}")
+    context_free = uses.similarities["layer 0"].min()
     print(f"\nWithout context (biLM layer 0, the char CNN) every pair scores {context_free:.2f}: one vector per "
           "spelling.\nELMo's vectors depend on the sentence, so uses in the same sense tend to be closer: a "
           "tendency, whose\nstrength depends on the model (its card gives a word-sense score).")
 
 
-def sense_groups(similarities, n):
-    """Join each use to its most similar use; the connected groups, as strings like "{[1] [3]}"."""
-    group = list(range(n))
+def serve(args):
+    """The web page: the port is checked and the model loaded before Gradio starts, each failing in one line."""
+    from ..errors import UserError
 
-    def root(i):
-        while group[i] != i:
-            i = group[i]
-        return i
+    try:
+        from ..demo import page
+    except ImportError as e:
+        raise UserError(f"--web needs Gradio ({e.name} is not installed): pip install \"elmo-transformers[demo]\"") \
+            from None
+    page.check_port(args.host, args.port)
+    import_package()
+    from transformers.utils import logging
 
-    for i in range(n):
-        nearest = max((j for j in range(n) if j != i), key=lambda j: similarities[min(i, j), max(i, j)])
-        group[root(i)] = root(nearest)
-    members = defaultdict(list)
-    for i in range(n):
-        members[root(i)].append(f"[{i + 1}]")
-    return ["{" + " ".join(m) + "}" for m in members.values()]
-
+    logging.disable_progress_bar()
+    blocks = page.build(args.model)
+    page.launch(blocks, args.host, args.port)

@@ -6,6 +6,7 @@ import os
 import sys
 
 from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
+from ..errors import OutputExistsError, UnfinishedRunError, UserError
 from ..model_source import loading, resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package, module_doc, torch_device
@@ -44,26 +45,33 @@ def main(argv=None):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     folder = resolve_model(args.model)
-    import_package()
-    from ..embedding.embed_file import DTYPES, PartialRun, check_paths, embed_file
-    from ..embedding.embedder import ElmoEmbedder, process_state
+    from ..embedding.partial_run import PartialRun, check_paths  # imports no torch: the paths fail fast
 
-    device = torch_device(args.device) if args.device else None
-    output = os.path.abspath(args.output)
     try:
-        check_paths(args.input, output, args.overwrite, args.resume, folder)  # before the model loads: fail fast
+        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder)
+        import_package()
+        import torch
+
+        from ..embedding.embed_file import embed_file
+        from ..embedding.embedder import ElmoEmbedder, process_state
+
+        device = torch_device(args.device) if args.device else None
         with loading(args.model):
             if args.dtype == "int8":
                 from quantization_elmo import ElmoInt8Config
 
                 embedder = ElmoEmbedder(folder, device=device, quantization_config=ElmoInt8Config())
             else:
-                embedder = ElmoEmbedder(folder, device=device, dtype=DTYPES[args.dtype])
+                embedder = ElmoEmbedder(folder, device=device, dtype=getattr(torch, args.dtype))
         embed_file(embedder, args.input, output, args.mode, args.batch_size, max_sentence_words=args.max_sentence_words,
                    resume=args.resume, overwrite=args.overwrite)
+    except OutputExistsError as e:
+        raise UserError(e.with_option("--overwrite")) from None
+    except UnfinishedRunError as e:
+        raise UserError(e.with_option("--resume")) from None
     except KeyboardInterrupt:
-        print(f"\ninterrupted: finished lines are kept in {PartialRun(output).folder}; rerun with --resume",
-              file=sys.stderr)
+        folder = PartialRun(os.path.abspath(args.output)).folder
+        print(f"\ninterrupted: finished lines are kept in {folder}; rerun with --resume", file=sys.stderr)
         return 130
     if process_state().is_main_process:
         print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)

@@ -11,8 +11,8 @@ the figures as JSON, written whole or not at all; it may not be, contain or sit 
 import argparse
 import json
 
-from ..errors import DataError, ModelError
-from ..model_source import loading, resolve_model
+from ..errors import DataError, ModelError, OutputExistsError, UserError
+from ..model_source import check_tokenizer, loading, resolve_model
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 from . import import_package, torch_device
@@ -40,7 +40,10 @@ def main(argv=None):
     folder = resolve_model(args.model)
     if args.output:
         check_output_apart(args.output, [*args.files, folder], "--output", DataError)
-        check_file_output(args.output, "--output", DataError, args.overwrite)
+        try:
+            check_file_output(args.output, "--output", DataError, args.overwrite)
+        except OutputExistsError as e:
+            raise UserError(e.with_option("--overwrite")) from None
     import_package()
     from transformers import AutoConfig, AutoModelForPreTraining, AutoTokenizer
 
@@ -58,6 +61,7 @@ def main(argv=None):
         if config.lm_vocab_size is None:
             raise ModelError(f"--model {args.model}: {NOT_AN_LM}")
         tokenizer = AutoTokenizer.from_pretrained(folder)
+        check_tokenizer(config, tokenizer)
         model = AutoModelForPreTraining.from_pretrained(folder).to(device).eval()
         model.check_vocabulary(tokenizer)
     collator = DataCollatorForElmoLanguageModeling(tokenizer)

@@ -23,6 +23,8 @@ def main(argv=None):
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")
+    parser.add_argument("--space", action="store_true", help="upload a Gradio Space serving the demo page on DIR "
+                        "(REPO_ID names the Space; the model card options do not apply): elmo_transformers.hub.space")
     parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
     card = parser.add_argument_group("model card")
     card.add_argument("--license", default="apache-2.0", help="license id (default apache-2.0, as AllenNLP's ELMo)")
@@ -59,6 +61,10 @@ def main(argv=None):
     staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
     kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
     try:
+        if args.space:
+            result = push_space(args, staging)
+            kept = args.dry_run
+            return result
         files = hub.build_upload_folder(
             args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
             datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
@@ -77,3 +83,21 @@ def main(argv=None):
         if not kept and not args.staging_dir:  # only the temporary folder push made itself
             shutil.rmtree(staging, ignore_errors=True)
 
+
+
+def push_space(args, staging):
+    """`push --space`: the Space folder (hub/space.py) in `staging`, checked, then uploaded unless --dry-run."""
+    from ..hub import space
+
+    files, left_out = space.build_space_folder(args.model_dir, staging, args.repo_id)
+    if left_out:
+        print(f"not in model/ (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
+    print(space.check_space(staging), file=sys.stderr)
+    if args.dry_run:
+        print(f"dry run: would upload {staging} to the Space {args.repo_id} "
+              f"({'private' if args.private else 'public'}):")
+        print("\n".join(f"  {name}" for name in files))
+        return 0
+    url = space.upload(staging, args.repo_id, args.private)
+    print(f"uploaded {len(files)} files to {url}")
+    return 0

@@ -24,6 +24,7 @@ from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
 from ..errors import ConversionError, first_line
+from ..text_input import check_text_file
 from .output import mismatch_error
 
 logger = logging.get_logger(__name__)
@@ -271,6 +272,7 @@ def read_softmax(config, softmax_path, vocab_path):
     """The published softmax and its vocabulary, checked against each other and the biLM: (W [V, P], b [V], words),
     or ConversionError naming the problem."""
     try:
+        check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
         words = read_vocabulary(vocab_path)
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e
@@ -319,6 +321,7 @@ def check_published_file(key, path, options):
         return
     if key == "vocab":
         try:
+            check_text_file(path)  # bounded lines, as read_softmax reads a vocabulary
             read_vocabulary(path)
         except (UnicodeDecodeError, ValueError) as e:
             raise refuse(f"not a vocabulary of UTF-8 text, one word a line ({first_line(e)})".replace(

@@ -14,8 +14,13 @@ A checkpoint PREFIX is two kinds of files:
 
 Masked crc32c (LevelDB's rule): rotate the CRC-32C right by 15 bits and add 0xa282ead8. Every tensor read is checked
 against it, so a truncated or damaged shard is an error, never a wrong model.
+
+Nothing the index says is trusted before it is checked: the index is read only up to `MAX_INDEX_BYTES`, and a tensor
+is read only once its dtype is the one the caller needs, its shape has at most `MAX_RANK` dimensions of known size,
+its size is its shape's and it lies within its shard, so that a corrupt or hostile index costs no memory.
 """
 
+import math
 import os
 import struct
 
@@ -24,8 +29,16 @@ import numpy as np
 from ..errors import ConversionError
 
 TABLE_MAGIC = 0xDB4775248B80FB57
-DTYPES = {1: np.float32, 2: np.float64, 3: np.int32, 4: np.uint8, 5: np.int16, 6: np.int8, 9: np.int64,
-          10: np.bool_, 17: np.uint16, 19: np.float16, 22: np.uint32, 23: np.uint64}  # TensorFlow's DataType enum
+MAX_INDEX_BYTES = 64 << 20  # an ELMo checkpoint's index is a few kilobytes, a large model's with optimizer slots ~1 MB
+MAX_RANK = 32  # NumPy 1.x's limit; ELMo's variables have at most 4 dimensions
+DTYPES = {1: ("DT_FLOAT", np.float32), 2: ("DT_DOUBLE", np.float64), 3: ("DT_INT32", np.int32),
+          4: ("DT_UINT8", np.uint8), 5: ("DT_INT16", np.int16), 6: ("DT_INT8", np.int8), 9: ("DT_INT64", np.int64),
+          10: ("DT_BOOL", np.bool_), 17: ("DT_UINT16", np.uint16), 19: ("DT_HALF", np.float16),
+          22: ("DT_UINT32", np.uint32), 23: ("DT_UINT64", np.uint64)}  # TensorFlow's DataType enum: those of fixed size
+
+
+def dtype_name(code):
+    return DTYPES[code][0] if code in DTYPES else f"DataType {code}"
 
 
 def _crc32c_table():
@@ -166,9 +179,8 @@ def _block(table, offset, size):
         position += value_size
 
 
-def _table(path):
-    with open(path, "rb") as f:
-        table = f.read()
+def _table(table):
+    """The (key, value) records of a LevelDB table (the bytes of a checkpoint index)."""
     if len(table) < 48 or struct.unpack_from("<Q", table, len(table) - 8)[0] != TABLE_MAGIC:
         raise ValueError("not a TensorFlow checkpoint index (no table footer)")
     footer = table[-48:]
@@ -182,6 +194,11 @@ def _table(path):
         yield from _block(table, offset, size)
 
 
+def _int64(value):
+    """A varint read as the int64 it encodes (two's complement)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 class TensorEntry:
     """Where one tensor lies: dtype, shape, shard, offset, size and masked crc32c (a `BundleEntryProto`)."""
 
@@ -191,8 +208,8 @@ class TensorEntry:
         for number, value in _fields(record):
             if number == 1:
                 self.dtype = value
-            elif number == 2:
-                self.shape = tuple(dict(_fields(dim)).get(1, 0) for n, dim in _fields(value) if n == 2)
+            elif number == 2:  # dims are int64: -1 is "unknown"
+                self.shape = tuple(_int64(dict(_fields(dim)).get(1, 0)) for n, dim in _fields(value) if n == 2)
             elif number == 3:
                 self.shard = value
             elif number == 4:
@@ -205,18 +222,34 @@ class TensorEntry:
                 self.sliced = True
 
 
-class Checkpoint:
-    """A checkpoint prefix: `shapes` (name -> shape) of every tensor, `read(name)` -> a checked NumPy array."""
+def open_file(path):
+    return open(path, "rb")
 
-    def __init__(self, prefix):
-        self.prefix = str(prefix)
-        index = f"{self.prefix}.index"
+
+class Checkpoint:
+    """A checkpoint prefix: `shapes` (name -> shape) of every tensor, `read(names, dtype)` -> checked NumPy arrays.
+
+    `open_shard(path)` opens a shard as a binary file that can seek (a file by default, an archive's member when the
+    checkpoint is read from a TF-Hub .tar.gz)."""
+
+    def __init__(self, prefix, open_shard=open_file):
+        self.prefix, self.open_shard, self.shard_lengths = str(prefix), open_shard, {}
+        self.index = index = f"{self.prefix}.index"
         try:
-            records = dict(_table(index))
-            header = dict(_fields(records.pop(b"", b"")))
-            self.entries = {key.decode("utf-8"): TensorEntry(value) for key, value in records.items()}
+            with open(index, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                table = f.read(size + 1) if size <= MAX_INDEX_BYTES else b""  # read(n) allocates n bytes first
         except OSError as e:
             raise ConversionError(f"cannot read the checkpoint index {index}: {e.strerror or e}") from e
+        size = max(size, len(table))  # a file that grew meanwhile
+        if size > MAX_INDEX_BYTES:
+            raise ConversionError(f"{index} is {size:,} bytes, more than a checkpoint index is read "
+                                  f"({MAX_INDEX_BYTES:,} at most; an ELMo checkpoint's is a few kilobytes): not a "
+                                  "TensorFlow checkpoint index")
+        try:
+            records = dict(_table(table))
+            header = dict(_fields(records.pop(b"", b"")))
+            self.entries = {key.decode("utf-8"): TensorEntry(value) for key, value in records.items()}
         except (ValueError, struct.error, UnicodeDecodeError) as e:
             raise ConversionError(f"{index} is not a readable TensorFlow checkpoint index (truncated or corrupt?): "
                                   f"{e}") from e
@@ -228,25 +261,65 @@ class Checkpoint:
     def shard_path(self, shard):
         return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
 
-    def read(self, name):
-        entry = self.entries[name]
-        if entry.sliced or entry.dtype not in DTYPES:
-            raise ConversionError(f"{self.prefix}: tensor {name} is partitioned or of an unsupported type "
-                                  f"(DataType {entry.dtype})")
+    def _shard_length(self, path):
+        if path not in self.shard_lengths:
+            try:
+                with self.open_shard(path) as f:
+                    self.shard_lengths[path] = f.seek(0, os.SEEK_END)
+            except OSError as e:
+                raise ConversionError(f"cannot read the checkpoint shard {path}: {e.strerror or e}") from e
+        return self.shard_lengths[path]
+
+    def check(self, name, dtype):
+        """ConversionError, before a byte of it is read, unless tensor `name` is of `dtype` (a NumPy type) and its
+        index entry is consistent: a known shape, the size of that shape, bytes that lie within its shard."""
+        entry, code = self.entries[name], next(code for code, (_, numpy) in DTYPES.items() if numpy == dtype)
+        if entry.sliced:
+            raise ConversionError(f"{self.index}: {name} is a partitioned variable (saved in slices), which is not "
+                                  "supported: save it unpartitioned")
+        if entry.dtype != code:
+            raise ConversionError(f"{self.index}: {name} is declared {dtype_name(entry.dtype)}, but it must be "
+                                  f"{dtype_name(code)}: a corrupt index, or not an ELMo checkpoint")
+        if len(entry.shape) > MAX_RANK:
+            raise ConversionError(f"{self.index}: {name} declares {len(entry.shape):,} dimensions (at most "
+                                  f"{MAX_RANK}): a corrupt index")
+        if any(dim < 0 for dim in entry.shape):
+            raise ConversionError(f"{self.index}: {name} declares the shape {entry.shape}, with a dimension of "
+                                  "unknown size: a corrupt index (a checkpoint stores tensors of known shape)")
+        size = math.prod(entry.shape) * np.dtype(dtype).itemsize
+        if entry.size != size:
+            raise ConversionError(f"{self.index}: {name} declares {entry.size:,} bytes, but its shape {entry.shape} "
+                                  f"of {dtype_name(code)} is {size:,} bytes: a corrupt index")
+        if entry.shard >= self.num_shards:
+            raise ConversionError(f"{self.index}: {name} is in shard {entry.shard} of a checkpoint of "
+                                  f"{self.num_shards}: a corrupt index")
         path = self.shard_path(entry.shard)
-        try:
-            with open(path, "rb") as f:
-                f.seek(entry.offset)
-                data = f.read(entry.size)
-        except OSError as e:
-            raise ConversionError(f"cannot read the checkpoint shard {path}: {e.strerror or e}") from e
-        dtype = np.dtype(DTYPES[entry.dtype]).newbyteorder("<")
-        if len(data) != entry.size or entry.size != int(np.prod(entry.shape, dtype=np.int64)) * dtype.itemsize:
-            raise ConversionError(f"{path} holds {len(data):,} of the {entry.size:,} bytes of {name} "
-                                  "(truncated shard?)")
-        if crc32c(data) != unmask(entry.crc32c):
-            raise ConversionError(f"{name} in {path} fails its crc32c check (corrupt or truncated shard)")
-        return np.frombuffer(data, dtype).reshape(entry.shape)
+        length = self._shard_length(path)
+        if entry.offset + entry.size > length:
+            raise ConversionError(f"{path} holds {length:,} bytes, but {name} lies at bytes {entry.offset:,} to "
+                                  f"{entry.offset + entry.size:,} of it: a truncated shard or a corrupt index")
+
+    def read(self, names, dtype):
+        """name -> array of each of `names`, all checked (`check`) before any is read, then read in the order they
+        lie in the shards (so that a shard inside a compressed archive is read in one pass)."""
+        for name in names:
+            self.check(name, dtype)
+        arrays = {}
+        for name in sorted(names, key=lambda name: (self.entries[name].shard, self.entries[name].offset)):
+            entry, path = self.entries[name], self.shard_path(self.entries[name].shard)
+            try:
+                with self.open_shard(path) as f:
+                    f.seek(entry.offset)
+                    data = f.read(entry.size)
+            except OSError as e:
+                raise ConversionError(f"cannot read the checkpoint shard {path}: {e.strerror or e}") from e
+            if len(data) != entry.size:  # checked against its length: the file changed while being read
+                raise ConversionError(f"{path} ends at byte {entry.offset + len(data):,}, inside {name} (truncated "
+                                      "shard?)")
+            if crc32c(data) != unmask(entry.crc32c):
+                raise ConversionError(f"{name} in {path} fails its crc32c check (corrupt or truncated shard)")
+            arrays[name] = np.frombuffer(data, np.dtype(dtype).newbyteorder("<")).reshape(entry.shape)
+        return arrays
 
 
 def checkpoint_prefix(path):

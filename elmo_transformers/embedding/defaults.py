@@ -4,4 +4,4 @@ them before torch is imported."""
 DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 MAX_SENTENCE_WORDS = 1000
 MODES = ("all", "top", "average")
-DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes (embed_file.DTYPES), and int8 weights
+DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and int8 weights

@@ -16,13 +16,15 @@ the backward LM carries its state forward across windows instead of seeing the r
 AllenNLP's stateful approximation). The model's memory depends on the window and --batch-size, never on a line's
 length. The text itself is held in memory, since `sentence_to_index` (one JSON string of every line) is written at
 the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
-the output holds the text once more.
+the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused.
 
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
 run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
-refused, and so is resuming after the model's weights changed, even at the same path (run.json records a SHA-256 of
-the loaded weights): the batches decide the float rounding, so only the same batches give the same numbers. While a
+refused, naming the setting, and so is resuming after the model changed at the same path: run.json records its
+config (every field but those only training reads), its tokenizer's rules and a SHA-256 of the loaded weights, and
+the refusal names the field that differs. The batches decide the float rounding, so only the same batches give the
+same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a
 run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
 one is alive.
 
@@ -33,27 +35,27 @@ float rounding), and `--resume` works with any number of processes.
 
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import shutil
 import sys
 from itertools import islice
 
-import h5py
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from ..errors import DataError
-from ..output_paths import check_file_output, check_output_apart, owner_is_gone, read_owner_file, write_owner_file
 from ..text_input import checked_lines
-from .defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, MODES
+from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
 from .embedder import process_state
+from .partial_run import PartialRun, check_paths, covered
 
-DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES if name != "int8"}  # int8: quantization_config
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
+# Config fields that only training reads: the vectors do not depend on them, so a resumed run may differ there.
+TRAINING_ONLY = {"dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "mix_l2_lambda", "lm_vocab_size",
+                 "lm_n_negative_samples", "lm_dropout"}
 
 
 def count_words(line):
@@ -81,22 +83,6 @@ def read_lines(source):
     return lines
 
 
-def check_paths(source, output, overwrite, resume, model=None):
-    """Everything about INPUT and OUTPUT that can be wrong, found before any work is done; `model` (its folder) is
-    an input too."""
-    if isinstance(source, (str, os.PathLike)) and source != "-":
-        try:
-            open(source, "rb").close()
-        except OSError as e:
-            raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
-    check_output_apart(output, [source, model], "output", DataError)
-    check_file_output(output, "output", DataError, overwrite)
-    run = PartialRun(output)
-    run.check_not_running()
-    if run.exists() and not resume:
-        raise DataError(f"{run.folder} holds an interrupted run: pass --resume to continue it, or delete it")
-
-
 def select(layers, mode):
     """The chosen layout of float32 biLM layers [n_layers + 1, words, 2P]."""
     return {"all": layers, "top": layers[-1], "average": layers.mean(axis=0)}[mode]
@@ -112,190 +98,14 @@ def work_units(counts, batch_size, max_words):
     ]
 
 
-class PartialRun:
-    """OUTPUT.partial/: `run.json` (what is being computed), one `shard-*.npz` per finished batch and one
-    `window-LINE-START-STOP.npz` per window of a long line (with the LSTM state after it), each written to a
-    temporary name and renamed, so a killed process leaves only whole files."""
-
-    def __init__(self, output):
-        self.output = output
-        self.folder = output + ".partial"
-        self.owner_file = self.folder + ".owner"  # names the process writing OUTPUT (output_paths.py's owner files)
-
-    def check_not_running(self):
-        """Refuse while another run, still alive, writes the same OUTPUT."""
-        if not os.path.exists(self.owner_file):
-            return
-        owner = read_owner_file(self.owner_file) or {}
-        if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
-            raise DataError(
-                f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
-                f"(named in {self.owner_file}): wait for it to finish or stop it; "
-                "if it no longer runs, delete that file"
-            )
-
-    def claim(self):
-        """Announce this process as the writer of OUTPUT, taking over from a run that was killed."""
-        try:
-            write_owner_file(self.owner_file)
-        except FileExistsError:
-            self.check_not_running()
-            os.remove(self.owner_file)
-            write_owner_file(self.owner_file)
-
-    def release(self):
-        if (read_owner_file(self.owner_file) or {}).get("pid") == os.getpid():
-            os.remove(self.owner_file)
-
-    def exists(self):
-        """Shards are written only after run.json, so a folder without it holds nothing to resume."""
-        return os.path.isfile(os.path.join(self.folder, "run.json"))
-
-    def start(self, settings):
-        os.makedirs(self.folder, exist_ok=True)
-        self._write("run.json", lambda f: f.write(json.dumps(settings, indent=1).encode()))
-
-    def check(self, settings):
-        """Refuse to resume a run whose input or settings differ, naming the difference."""
-        with open(os.path.join(self.folder, "run.json")) as f:
-            saved = json.load(f)
-        for key, value in settings.items():
-            if saved.get(key) != value:
-                raise DataError(
-                    f"cannot resume {self.folder}: it was started with {key}={saved.get(key)!r}, now "
-                    f"{key}={value!r} (use the first run's settings, or delete the folder to start over)"
-                )
-
-    def progress(self):
-        """(line -> shard path of finished batches, line -> sorted [(start, stop, path)] of long-line windows)."""
-        batches, windows = {}, {}
-        for name in sorted(os.listdir(self.folder)):
-            path = os.path.join(self.folder, name)
-            if name.startswith("shard-") and name.endswith(".npz"):
-                with np.load(path) as shard:
-                    batches.update((int(key), path) for key in shard.files)
-            elif name.startswith("window-") and name.endswith(".npz"):
-                line, start, stop = (int(part) for part in name[len("window-") : -len(".npz")].split("-"))
-                windows.setdefault(line, []).append((start, stop, path))
-        return batches, windows
-
-    def add_batch(self, arrays):
-        """Store a finished batch: {line number: array}."""
-        name = f"shard-{min(arrays):09d}.npz"  # batches are disjoint: their first line names them
-        self._write(name, lambda f: np.savez(f, **{str(i): a for i, a in arrays.items()}))
-
-    def add_window(self, line, start, vectors, lstm_state):
-        state = {
-            f"{kind}{k}": s.float().cpu().numpy() for k, layer in enumerate(lstm_state) for kind, s in zip("hc", layer)
-        }
-        name = f"window-{line:09d}-{start:012d}-{start + vectors.shape[-2]:012d}.npz"
-        self._write(name, lambda f: np.savez(f, vectors=vectors, **state))
-
-    @staticmethod
-    def load_state(path, n_layers, like):
-        """The LSTM state stored with a window, as `lstm_state` for the model (its device and dtype)."""
-        with np.load(path) as saved:
-            return tuple(
-                tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
-                for k in range(n_layers)
-            )
-
-    def _write(self, name, write):
-        path = os.path.join(self.folder, name)
-        with open(path + ".tmp", "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
-
-    def finish(self, output, lines, counts, progress=True):
-        """Assemble OUTPUT (written inside the partial folder, then renamed into place), then remove the folder.
-
-        The HDF5 file is written by a child process: a full disk can crash h5py (a segfault, not an exception),
-        and the computed lines must survive that with a clear message. Free space is checked first. The child
-        reports each line it has written, for a progress bar of this step, which takes minutes on a large input.
-        """
-        batches, windows = self.progress()
-        missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
-        if missing:
-            raise DataError(f"{self.folder} lacks lines {missing[:10]}: rerun with --resume")
-        files = [os.path.join(self.folder, name) for name in os.listdir(self.folder)]
-        text = sum(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass")) for line in lines)
-        needed = sum(map(os.path.getsize, files)) + text + 1024 * len(lines)  # ~1 KB HDF5 per dataset
-        free = shutil.disk_usage(self.folder).free
-        keep = f"the computed lines are kept in {self.folder}: free space there and rerun with --resume"
-        if needed > free:
-            raise OSError(f"not enough disk space for {output}: it needs about {needed / 1e6:,.1f} MB, "
-                          f"{free / 1e6:,.1f} MB are free; {keep}")
-        staging = os.path.join(self.folder, "assembling.hdf5")
-        shards = sorted(set(batches.values()))
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        receive, send = context.Pipe(duplex=False)
-        writer = context.Process(target=write_hdf5_reporting, args=(send, staging, shards, windows, lines))
-        writer.start()
-        send.close()
-        failure = None
-        with tqdm(total=len(lines), unit="line", desc="writing HDF5", disable=not progress) as bar:
-            try:
-                while isinstance(message := receive.recv(), int):  # lines written; then None (done) or the error
-                    bar.update(message)
-                failure = message
-            except EOFError:  # it died before reporting
-                pass
-        writer.join()
-        if failure is not None or writer.exitcode != 0:
-            failure = failure or f"the HDF5 writer died with exit code {writer.exitcode}"
-            if os.path.exists(staging):
-                os.remove(staging)
-            raise OSError(f"writing {output} failed ({failure}; is the disk full?); {keep}")
-        os.replace(staging, output)
-        shutil.rmtree(self.folder)
-
-
-def covered(windows):
-    """Words covered by a long line's windows, counting only an unbroken run from word 0."""
-    end = 0
-    for start, stop, _ in windows:
-        if start != end:
-            break
-        end = stop
-    return end
-
-
-def write_hdf5(path, shards, windows, lines, written=lambda lines: None):
-    """The output file: each shard's datasets, each long line filled window by window, and sentence_to_index (the
-    JSON map of `lines`, built here, in the writer process); `written(n)` is told as each shard's n lines and each
-    long line are in."""
-    with h5py.File(path, "w") as f:
-        for shard in shards:
-            with np.load(shard) as arrays:
-                for key in arrays.files:
-                    f.create_dataset(key, data=arrays[key])
-                written(len(arrays.files))
-        for line, pieces in windows.items():
-            dataset = None
-            for start, stop, piece in pieces:
-                with np.load(piece) as arrays:
-                    vectors = arrays["vectors"]
-                if dataset is None:
-                    shape = (*vectors.shape[:-2], pieces[-1][1], vectors.shape[-1])
-                    dataset = f.create_dataset(str(line), shape=shape, dtype=np.float32)
-                dataset[..., start:stop, :] = vectors
-            written(1)
-        index = json.dumps({line: str(i) for i, line in enumerate(lines)})
-        f.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())[0] = index
-
-
-def write_hdf5_reporting(send, path, *args):
-    """`write_hdf5` in the child process: sends the number of lines written as it goes, then None, or the error's
-    first line (h5py's own noise goes to a log)."""
-    log = os.open(os.path.join(os.path.dirname(path), "assembly.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(log, 2)
-    try:
-        write_hdf5(path, *args, written=send.send)
-        send.send(None)
-    except Exception as e:  # reported by the parent, which keeps the shards
-        send.send(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+def load_lstm_state(path, n_layers, like):
+    """The LSTM state stored with a window (`PartialRun.add_window`), as `lstm_state` for the model (the device and
+    dtype of the tensor `like`)."""
+    with np.load(path) as saved:
+        return tuple(
+            tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
+            for k in range(n_layers)
+        )
 
 
 def embed_long_line(embedder, run, line_number, line, window, mode, done):
@@ -303,7 +113,7 @@ def embed_long_line(embedder, run, line_number, line, window, mode, done):
     start = covered(done)
     state = None
     if start:
-        state = run.load_state(done[-1][2], embedder.model.config.n_layers, next(embedder.model.parameters()))
+        state = load_lstm_state(done[-1][2], embedder.model.config.n_layers, next(embedder.model.parameters()))
     words = islice((m.group() for m in WORD.finditer(line)), start, None)
     while chunk := list(islice(words, window)):
         layers, state = embedder.embed_window(chunk, state)
@@ -322,6 +132,26 @@ def weights_sha256(model):
     return digest.hexdigest()
 
 
+def mapping_sha256(mapping):
+    """SHA-256 of a {str: int} vocabulary (an ELMoForManyLangs char.dic or word.dic), or None without one."""
+    return None if mapping is None else hashlib.sha256(json.dumps(sorted(mapping.items())).encode()).hexdigest()
+
+
+def model_settings(embedder):
+    """What decides the numbers `embedder` computes, as run.json records it: the compute dtype, the config (every
+    field but those only training reads), the tokenizer's rules and the weights. The dtype comes before the weights,
+    whose hash it changes too: a resume with another dtype is refused as such."""
+    model, tokenizer, config = embedder.model, embedder.tokenizer, embedder.model.config
+    return {
+        "dtype": "int8" if getattr(model, "is_quantized", False) else str(model.dtype).removeprefix("torch."),
+        "config": {name: getattr(config, name) for name in type(config).__annotations__ if name not in TRAINING_ONLY},
+        "tokenizer": {"max_characters_per_token": tokenizer.max_characters_per_token,
+                      "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
+                      "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab)},
+        "weights_sha256": weights_sha256(model),
+    }
+
+
 def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, *,
                max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True):
     """Embed `input_file` (a path, "-" for stdin, or an open text file) into the HDF5 file `output_file_path`
@@ -332,8 +162,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
         if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
             raise DataError(f"{name} must be a positive int, got {value!r}")
-    output = os.path.abspath(output_file_path)
-    check_paths(input_file, output, overwrite, resume, getattr(embedder, "source", None))
+    output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None))
     run = PartialRun(output)
     lines = read_lines(input_file)
     fingerprint = hashlib.sha256()
@@ -345,20 +174,23 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         "input_sha256": fingerprint.hexdigest(),
         "mode": output_format,
         "model": embedder.source,
-        "weights_sha256": weights_sha256(embedder.model),
-        "dtype": ("int8" if getattr(embedder.model, "is_quantized", False)
-                  else str(embedder.model.dtype).removeprefix("torch.")),
         "batch_size": batch_size,
         "max_sentence_words": max_sentence_words,
+        **model_settings(embedder),
     }
     if run.exists():
         run.check(settings)
     state = process_state()
     state.wait_for_everyone()  # every process has checked the folder before the first one writes into it
+    started = not os.path.exists(run.folder)
     if state.is_main_process:
         run.claim()
     try:
         _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress)
+    except Exception:
+        if state.is_main_process and started and os.path.isdir(run.folder) and not any(run.progress()):
+            shutil.rmtree(run.folder)  # this call made it and computed nothing: leave nothing that looks resumable
+        raise
     finally:
         if state.is_main_process:
             run.release()

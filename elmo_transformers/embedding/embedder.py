@@ -18,6 +18,7 @@ from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import UserError, first_line
+from ..model_source import check_tokenizer
 from ..models import DEFAULT_MODEL
 from .defaults import DEFAULT_BATCH_SIZE
 
@@ -144,6 +145,7 @@ class ElmoEmbedder:
                                 "quantization_config=...) yourself")
             self.source = source or model.name_or_path
             model = model.to(device=device, dtype=dtype)
+        check_tokenizer(model.config, tokenizer)
         self.model = model.eval()
         self.tokenizer = tokenizer
 

@@ -1,0 +1,61 @@
+"""What a biLM language model says about a text: the words it would put at a `<mask>` (the fill-mask pipeline) and
+how expected each word is, forward (from its left), backward (from its right) and the mean of the two."""
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import DataError
+from .senses import check_text
+
+TOP_WORDS = 10
+MAX_TEXT_WORDS = 1_000  # one text a request; the softmax scores every word of the vocabulary at each position
+
+
+def text_words(text, max_words=MAX_TEXT_WORDS):
+    """The words of `text` (split on white space), refusing an empty or too long text in one line."""
+    words = text.split()
+    if not words:
+        raise DataError("no text given: type a sentence")
+    check_text([text], max_words=max_words)
+    return words
+
+
+def fill_mask(fill, text, top_k=TOP_WORDS):
+    """[(word, probability)] of the fill-mask pipeline `fill` for `text`, best first: the pipeline's own numbers."""
+    text_words(text)
+    mask = fill.tokenizer.mask_token
+    count = text.split().count(mask)
+    if count != 1:
+        raise DataError(f"the text has {count} {mask} words: put exactly one {mask}, as a word of its own, where a "
+                        "word should be guessed")
+    return [(r["token_str"], r["score"]) for r in fill(text, top_k=top_k)]
+
+
+@dataclass
+class WordScores:
+    """Per word of the text: log P(word) given the words before it (`forward`), given the words after it
+    (`backward`), and their `mean`; natural logarithms. A word outside the vocabulary is scored as `<UNK>`."""
+
+    words: list
+    forward: list
+    backward: list
+    mean: list
+    unknown: list  # True where the word is not in the vocabulary
+
+
+def word_scores(lm, tokenizer, text):
+    """The log-probabilities of each word of `text` under the forward and backward LMs of `lm`
+    (`ElmoForLanguageModeling`)."""
+    words = text_words(text)
+    vocab = tokenizer.get_vocab()
+    ids = torch.tensor(tokenizer.convert_tokens_to_ids(words))
+    with torch.no_grad():
+        encoding = tokenizer([words], is_split_into_words=True, return_tensors="pt")
+        forward_states, backward_states, _ = lm.lm_states(encoding["input_ids"], encoding["attention_mask"])
+        positions = torch.arange(len(words))
+        # Forward state j (after <S>, w_0 .. w_{j-1}) and backward state j + 1 (before w_{j+1} .. </S>) predict w_j.
+        forward = lm.lm_log_probs(forward_states[0, positions])[positions, ids]
+        backward = lm.lm_log_probs(backward_states[0, positions + 1])[positions, ids]
+    return WordScores(words, forward.tolist(), backward.tolist(), ((forward + backward) / 2).tolist(),
+                      [w not in vocab for w in words])

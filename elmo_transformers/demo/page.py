@@ -1,0 +1,167 @@
+"""The demo as a web page (Gradio): word senses for every ELMo model; fill-mask and each word's log-probability for
+language-model folders. Served by `elmo-transformers demo --web` and by `app.py` (a Space).
+
+Every request is checked by the library code it calls (`senses`, `language_model`): what cannot be used (nothing
+typed, a word with fewer than two uses, a text over the limits) is a message on the page and the server goes on.
+Requests wait in Gradio's queue and run one at a time, so several users share one model without racing.
+"""
+
+import os
+import socket
+import textwrap
+
+import gradio as gr
+
+from ..errors import UserError
+from . import model as demo_model
+from . import plots
+from .language_model import MAX_TEXT_WORDS, TOP_WORDS, fill_mask, word_scores
+from .senses import EXAMPLES, MAX_SENTENCES, MAX_WORDS, MIX, word_uses
+
+FILL_EXAMPLE = "He sat on the <mask> of the river ."
+SCORE_EXAMPLE = "He sat on the bank of the river ."
+QUEUE_SIZE = 64  # requests waiting at once; past that a user is told to come back later
+
+INTRO = """# ELMo: one word, many senses
+ELMo (Peters et al., 2018) gives every word a vector computed from its whole sentence. Layer 0 (the char CNN) sees
+only the spelling, so every use of a word gets the same vector there; layers 1 and 2 and their mix (the ELMo
+vectors) see the sentence, so uses in the same sense tend to come out closer. Model: `{model}`."""
+
+
+def build(model_name, option="--model"):
+    """The page for the model `model_name` (a folder or Hub repo id), loaded once; a model that cannot be used is
+    one ModelError line, before anything is served."""
+    loaded = demo_model.load(model_name, option)
+    layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
+    with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
+        shown = os.path.basename(os.path.normpath(model_name)) if os.path.isdir(model_name) else model_name
+        gr.Markdown(INTRO.format(model=shown))
+        gr.Markdown("## Word senses")
+        with gr.Row():
+            with gr.Column():
+                sentences = gr.Textbox(
+                    "\n".join(EXAMPLES), lines=6, elem_id="sentences",
+                    label=f"Sentences, one a line, words split on white space (up to {MAX_SENTENCES} sentences and "
+                          f"{MAX_WORDS:,} words)")
+                word = gr.Textbox("bank", max_lines=1, elem_id="word", label="Word")
+                compare = gr.Button("Compare", variant="primary", elem_id="compare")
+            with gr.Column():
+                senses_message = gr.Markdown(elem_id="senses-message")
+                table = gr.Dataframe(elem_id="similarity", interactive=False, wrap=True,
+                                     label="Cosine similarity of the word's ELMo vectors (1 = same direction)")
+        layer = gr.Radio(layers, value=MIX, elem_id="layer", label="Layer of the pictures")
+        with gr.Row():
+            heatmap = gr.Plot(elem_id="similarity-plot", show_label=False)
+            projection = gr.Plot(elem_id="projection-plot", show_label=False)
+        uses_state = gr.State()
+
+        gr.Markdown("## Fill the `<mask>`")
+        if loaded.fill is None:
+            gr.Markdown(f"Off: {loaded.no_lm}.", elem_id="fill-off")
+        else:
+            with gr.Row():
+                with gr.Column():
+                    fill_text = gr.Textbox(FILL_EXAMPLE, max_lines=3, elem_id="fill-text",
+                                           label=f"A text with one <mask> word (up to {MAX_TEXT_WORDS:,} words)")
+                    fill = gr.Button("Fill", variant="primary", elem_id="fill")
+                    fill_result = gr.Textbox(lines=TOP_WORDS, elem_id="fill-result", interactive=False,
+                                             label=f"The top {TOP_WORDS} words and their probabilities "
+                                                   "(the fill-mask pipeline: mean of the forward and backward LMs)")
+                fill_plot = gr.Plot(elem_id="fill-plot", show_label=False)
+
+        gr.Markdown("## Surprise: how expected is each word?")
+        if loaded.lm is None:
+            gr.Markdown(f"Off: {loaded.no_lm}.", elem_id="surprisal-off")
+        else:
+            with gr.Row():
+                score_text = gr.Textbox(SCORE_EXAMPLE, max_lines=3, elem_id="score-text", scale=4,
+                                        label=f"A text (up to {MAX_TEXT_WORDS:,} words)")
+                score = gr.Button("Score", variant="primary", elem_id="score", scale=1)
+            surprisal = gr.Plot(elem_id="surprisal", label="log P(word) from the words before it (forward), after "
+                                "it (backward), and their mean; red = unexpected, * = not in the vocabulary")
+            score_table = gr.Dataframe(elem_id="surprisal-table", interactive=False, label="The same numbers")
+
+        def on_compare(text, the_word, the_layer):
+            try:
+                uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
+            except UserError as e:
+                return f"**{e}**", None, None, None, None
+            listed = "\n".join(f"- {uses.label(i)}" for i in range(len(uses.places)))
+            return (f'"{uses.word}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
+                    *draw(uses, the_layer), uses)
+
+        def draw(uses, the_layer):
+            if uses is None:
+                return None, None
+            return plots.similarity_heatmap(uses, the_layer), plots.projection_scatter(uses, the_layer)
+
+        compare_event = dict(fn=on_compare, inputs=[sentences, word, layer],
+                             outputs=[senses_message, table, heatmap, projection, uses_state])
+        compare.click(**compare_event)
+        word.submit(**compare_event)
+        page.load(**compare_event)  # the first visit shows the example
+        layer.change(draw, inputs=[uses_state, layer], outputs=[heatmap, projection])
+
+        if loaded.fill is not None:
+            def on_fill(text):
+                try:
+                    best = fill_mask(loaded.fill, text)
+                except UserError as e:
+                    return str(e), None
+                return "\n".join(f"{w}  {p:.4f}" for w, p in best), plots.probability_bars(best)
+
+            fill.click(on_fill, inputs=fill_text, outputs=[fill_result, fill_plot])
+            fill_text.submit(on_fill, inputs=fill_text, outputs=[fill_result, fill_plot])
+            page.load(on_fill, inputs=fill_text, outputs=[fill_result, fill_plot])
+
+        if loaded.lm is not None:
+            def on_score(text):
+                try:
+                    scores = word_scores(loaded.lm, loaded.tokenizer, text)
+                except UserError as e:
+                    return None, [[str(e), "", "", ""]]
+                rows = [[w, f"{f:.2f}", f"{b:.2f}", f"{m:.2f}"]
+                        for w, f, b, m in zip(scores.words, scores.forward, scores.backward, scores.mean)]
+                return plots.word_score_rows(scores), gr.Dataframe(rows, headers=["word", "forward", "backward",
+                                                                                  "mean"])
+
+            score.click(on_score, inputs=score_text, outputs=[surprisal, score_table])
+            score_text.submit(on_score, inputs=score_text, outputs=[surprisal, score_table])
+            page.load(on_score, inputs=score_text, outputs=[surprisal, score_table])
+    return page.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
+
+
+def similarity_table(uses):
+    """The similarities of the ELMo vectors (the mix) as rows of text, three decimals: a use a row, named by its
+    number and the start of its sentence (the message above the table lists the sentences in full)."""
+    matrix = uses.similarities[MIX]
+    n = len(matrix)
+    rows = [[textwrap.shorten(uses.label(i), 24, placeholder="..."), *(f"{matrix[i, j]:.3f}" for j in range(n))]
+            for i in range(n)]
+    return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))],
+                        column_widths=["190px", *["70px"] * n])
+
+
+def check_port(host, port):
+    """Refuse, in one line, an address this machine cannot serve on: an unknown --host, a --port in use."""
+    try:
+        socket.getaddrinfo(host, port)
+    except OSError as e:
+        raise UserError(f"--host {host}: not a name or address of this machine ({e.strerror or e}): give an address "
+                        "such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)") from None
+    try:
+        socket.create_server((host, port)).close()  # as the server binds: SO_REUSEADDR, so TIME_WAIT is no conflict
+    except OSError as e:  # create_server adds the address to strerror; os.strerror is the reason alone
+        reason = os.strerror(e.errno) if e.errno and e.errno > 0 else e.strerror or str(e)
+        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give "
+                        "another --port") from None
+
+
+def launch(page, host, port):
+    """Serve `page` on host:port, print its address, and serve until Ctrl+C."""
+    try:
+        page.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
+    except OSError as e:  # taken between check_port and here
+        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({e}): give another --port") from None
+    print(f"ELMo demo page: {page.local_url} (Ctrl+C stops it)", flush=True)
+    page.block_thread()

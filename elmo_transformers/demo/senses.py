@@ -1,0 +1,141 @@
+"""One word in several sentences: how similar ELMo's vectors of its uses are, in each biLM layer and in the mix.
+
+Layer 0 (the char CNN) sees only the word's spelling, so all its uses score 1; layers 1 and 2 and their mix (the
+ELMo vectors, `last_hidden_state`) see the sentence, so uses in the same sense tend to come out closer.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import DataError
+
+EXAMPLES = [
+    "He sat on the bank of the river and watched the water .",
+    "The bank raised the interest on loans .",
+    "They fished from the muddy bank of the river .",
+    "The bank charged a fee for the transfer .",
+]
+MIN_LETTERS = 4  # shorter repeated words are mostly function words ("the", "and"), whose sense never changes
+MAX_SENTENCES = 200  # what one request may embed: a few seconds on a CPU for the shipped model
+MAX_WORDS = 10_000
+MAX_USES = 50  # of the word compared: a table and a heatmap of uses x uses
+MIX = "mix"
+
+
+def occurrences(sentences):
+    """word (lower case) -> [(sentence, position)] for the words that occur more than once."""
+    found = defaultdict(list)
+    for i, sentence in enumerate(sentences):
+        for j, word in enumerate(sentence.split()):
+            if word.isalpha() and len(word) >= MIN_LETTERS:
+                found[word.lower()].append((i, j))
+    return {word: places for word, places in found.items() if len(places) > 1}
+
+
+def most_repeated(sentences):
+    """The word the command-line demo shows: the one with the most uses (the longest of those), or None."""
+    found = occurrences(sentences)
+    return max(found, key=lambda word: (len(found[word]), len(word))) if found else None
+
+
+def check_text(sentences, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS):
+    """Refuse, in one line, more text than one request may embed."""
+    if len(sentences) > max_sentences:
+        raise DataError(f"{len(sentences):,} sentences: the limit is {max_sentences:,} a request; give fewer")
+    words = sum(len(s.split()) for s in sentences)
+    if words > max_words:
+        raise DataError(f"{words:,} words: the limit is {max_words:,} a request; give less text")
+
+
+def check_word(word, max_characters):
+    """Refuse, in one line, a word the model cannot read as one word; returns it stripped."""
+    word = word.strip()
+    if not word:
+        raise DataError("no word given: type the word to compare (e.g. bank)")
+    if len(word.split()) > 1:
+        raise DataError(f"{word[:60]!r} is several words: give one word (no spaces)")
+    if len(word.encode("utf-8")) > max_characters:
+        raise DataError(f"the word is {len(word):,} characters long: ELMo reads words of up to {max_characters} "
+                        "bytes (UTF-8); give one word")
+    return word
+
+
+@dataclass
+class WordUses:
+    """The uses of `word` in `sentences` and, per layer name ("layer 0".., "mix"), their cosine similarities
+    [uses, uses] and a 2-D projection [uses, 2] (principal components of the uses' vectors)."""
+
+    word: str
+    sentences: list
+    places: list  # (sentence index, word index), one a use
+    similarities: dict
+    projections: dict
+
+    def label(self, use):
+        """"[n] sentence" for use n (0-based), marking the word's position when it occurs twice in a sentence."""
+        i, j = self.places[use]
+        again = sum(p[0] == i for p in self.places) > 1
+        return f"[{use + 1}] {self.sentences[i]}" + (f"  (word {j + 1})" if again else "")
+
+
+def cosine_matrix(vectors):
+    """Cosine similarities [n, n] of the rows of `vectors` [n, d], float64."""
+    v = vectors.double()
+    v = v / v.norm(dim=1, keepdim=True).clamp(min=1e-12)
+    return (v @ v.T).clamp(-1, 1).numpy()
+
+
+def projection(vectors):
+    """The rows of `vectors` [n, d] on their first two principal components, [n, 2] (zeros past the rank)."""
+    centred = vectors.double() - vectors.double().mean(dim=0)
+    u, s, _ = torch.linalg.svd(centred, full_matrices=False)
+    coordinates = (u * s)[:, :2].numpy()
+    return np.pad(coordinates, ((0, 0), (0, 2 - coordinates.shape[1])))
+
+
+def word_uses(model, tokenizer, sentences, word):
+    """Embed `sentences` (words split on white space) and compare the uses of `word` (case ignored) in every layer.
+    Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
+    sentences = [s.strip() for s in sentences if s.strip()]
+    if not sentences:
+        raise DataError("no sentences given: type sentences that use the word, one a line")
+    check_text(sentences)
+    word = check_word(word, model.config.max_characters_per_token - 2)
+    places = [(i, j) for i, s in enumerate(sentences) for j, w in enumerate(s.split()) if w.lower() == word.lower()]
+    if len(places) < 2:
+        where = "in no sentence" if not places else "only once"
+        raise DataError(f"{word!r} occurs {where}: give at least two sentences that use it (as a word of its own, "
+                        "white space around it)")
+    if len(places) > MAX_USES:
+        raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
+                        "sentences")
+    with torch.no_grad():
+        out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
+    rows, columns = torch.tensor(places).T
+    layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
+    layers[MIX] = out.last_hidden_state
+    uses = {name: states[rows, columns].float() for name, states in layers.items()}
+    return WordUses(word, sentences, places, {name: cosine_matrix(v) for name, v in uses.items()},
+                    {name: projection(v) for name, v in uses.items()})
+
+
+def sense_groups(similarities):
+    """Join each use to its most similar use; the connected groups, as strings like "{[1] [3]}"."""
+    n = len(similarities)
+    group = list(range(n))
+
+    def root(i):
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for i in range(n):
+        nearest = max((j for j in range(n) if j != i), key=lambda j: similarities[i][j])
+        group[root(i)] = root(nearest)
+    members = defaultdict(list)
+    for i in range(n):
+        members[root(i)].append(f"[{i + 1}]")
+    return ["{" + " ".join(m) + "}" for m in members.values()]

@@ -1,0 +1,132 @@
+"""A Hugging Face Space that serves the demo page on one model: `elmo-transformers push DIR OWNER/NAME --space`.
+
+The Space folder holds:
+- app.py: the repository's (the page of `demo --web`), which serves the model in model/;
+- model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `push.upload_files`);
+- this package's code (elmo_transformers/ without its shipped model, and the model modules), so that the Space runs
+  the code checked here;
+- requirements.txt: this package's requirements and its [demo] extra, from the installed package's metadata;
+- README.md: the Spaces header (sdk: gradio, the Gradio version, a title naming the model) and what the page shows.
+
+Before upload the folder is checked in a fresh, isolated process (`python -I`, offline, another working folder): its
+app.py must build the page from the folder's own code and model.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from huggingface_hub import HfApi, SpaceCard, SpaceCardData
+from packaging.requirements import Requirement
+
+from configuration_elmo import ELMO_MODULES
+
+from ..errors import UserError
+from .push import installed_module, upload_files
+
+PACKAGE = "elmo-transformers"
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # elmo_transformers/
+# Run in the fresh process from the Space folder: importing app.py builds the page (loads the model).
+PAGE_CHECK = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import app
+print(f"the page builds: {type(app.demo).__name__} on {app.MODEL.name}/ with the code of {app.page.__file__}")
+"""
+
+
+def requirements():
+    """This package's requirements and those of its [demo] extra, as requirements.txt lines."""
+    try:
+        lines = metadata.requires(PACKAGE) or []
+    except metadata.PackageNotFoundError:
+        raise UserError(f"{PACKAGE} is not installed (its requirements come from the installed package): "
+                        'pip install ".[demo]"') from None
+    needed = []
+    for line in lines:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": "demo"}):
+            requirement.marker = None
+            needed.append(str(requirement))
+    return needed
+
+
+def package_files():
+    """{path in the Space: source file} for this package's Python code (not its shipped model) and the model
+    modules; symbolic links are copied as the files they point to."""
+    root = PACKAGE_ROOT
+    files = {}
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.parts[0] == "models" and len(relative.parts) > 2:
+            continue  # the shipped model (its code files are the model modules, added below)
+        files[f"elmo_transformers/{relative.as_posix()}"] = path
+    for module in ELMO_MODULES:
+        files[f"{module}.py"] = Path(installed_module(f"{module}.py"))
+    return files
+
+
+def space_card(model_dir, repo_id):
+    """The Space's README.md: the Spaces header and a few lines on what the page shows."""
+    import gradio
+
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
+    language_model = config.get("lm_vocab_size") is not None
+    data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
+                         app_file="app.py", license="apache-2.0", emoji="🔤", colorFrom="blue", colorTo="green",
+                         short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"])
+    body = (f"# ELMo demo: {name}\n\n"
+            f"This Space serves the demo page of elmo-transformers on the ELMo model in `model/` (copied from "
+            f"`{name}`: {config.get('n_layers')} biLM layers, {2 * config.get('projection_dim', 0)}-value vectors"
+            f"{', with its language-model softmax' if language_model else ''}).\n\n"
+            "- Word senses: the cosine similarities of one word's uses in several sentences, per biLM layer, and "
+            "their 2-D projection.\n"
+            + ("- Fill-mask (the top 10 words for a `<mask>`) and each word's log-probability, forward, backward and "
+               "mean.\n" if language_model else "- Fill-mask and word scores are off: the model has no softmax.\n")
+            + f"\nMade with `elmo-transformers push {name} {repo_id} --space`.\n")
+    return SpaceCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def build_space_folder(model_dir, staging, repo_id):
+    """Write the Space folder for DIR into `staging`; returns (its files, relative and sorted; the names of DIR
+    left out of model/)."""
+    if not os.path.isfile(os.path.join(model_dir, "config.json")):
+        raise UserError(f"{model_dir} has no config.json: not a saved model folder")
+    kept, left_out = upload_files(model_dir)
+    app = PACKAGE_ROOT / "demo" / "app.py"  # the repository's app.py
+    files = {"app.py": app, **package_files(), **{f"model/{name}": Path(model_dir) / name for name in kept}}
+    for relative, source in files.items():
+        target = Path(staging) / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)  # follows the checked links
+    (Path(staging) / "requirements.txt").write_text("\n".join(requirements()) + "\n", encoding="utf-8")
+    space_card(model_dir, repo_id).save(os.path.join(staging, "README.md"))
+    written = sorted(p.relative_to(staging).as_posix() for p in Path(staging).rglob("*") if p.is_file())
+    return written, left_out
+
+
+def check_space(folder):
+    """Build the page from `folder` alone in a fresh isolated process (no repository on the path, no network)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
+    with tempfile.TemporaryDirectory() as cwd:
+        result = subprocess.run([sys.executable, "-I", "-c", PAGE_CHECK, os.path.abspath(folder)], cwd=cwd, env=env,
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
+        raise UserError(f"the Space folder {folder} fails the check in a fresh process: {last}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def upload(folder, repo_id, private):
+    """Create the Space (Gradio SDK) if needed and upload the folder in one commit; returns its URL."""
+    api = HfApi()
+    url = api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=folder, commit_message="Upload ELMo demo Space")
+    return url

@@ -1,0 +1,43 @@
+"""`push DIR OWNER/NAME --space --dry-run`: the Space folder holds the repository's app.py, the package code, the
+model's files in model/, the requirements and a README whose header is the Spaces configuration; the page builds
+from that folder alone in a fresh process (the command's check, which a broken folder fails)."""
+
+import json
+
+import pytest
+from conftest import REPO
+
+pytest.importorskip("gradio", reason="a Space folder needs Gradio (pip install '.[demo]')")
+
+
+@pytest.mark.slow
+def test_space_dry_run_stages_a_folder_that_serves_the_page(lm_dir, tmp_path, capsys):
+    from huggingface_hub import SpaceCard
+
+    from elmo_transformers.cli import main
+
+    staging = tmp_path / "space"
+    assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--dry-run", "--staging-dir", str(staging)]) == 0
+    captured = capsys.readouterr()
+    assert "the page builds: Blocks on model/" in captured.err and "to the Space me/elmo-demo" in captured.out
+    assert (staging / "app.py").read_bytes() == (REPO / "app.py").read_bytes()
+    config = json.loads((lm_dir / "config.json").read_text())
+    assert json.loads((staging / "model" / "config.json").read_text()) == config
+    for name in ("model.safetensors", "vocab.txt", "modeling_elmo.py"):
+        assert (staging / "model" / name).is_file()
+    assert (staging / "elmo_transformers" / "demo" / "page.py").is_file() and (staging / "modeling_elmo.py").is_file()
+    assert not (staging / "elmo_transformers" / "models" / "elmo-pd-small").exists()
+    requirements = (staging / "requirements.txt").read_text().split()
+    assert any(r.startswith("gradio") for r in requirements) and any(r.startswith("torch") for r in requirements)
+    assert not any(r.startswith("pytest") for r in requirements)
+    card = SpaceCard.load(staging / "README.md")
+    assert card.data.sdk == "gradio" and card.data.app_file == "app.py" and "converted" in card.data.title
+
+
+def test_a_space_folder_that_cannot_build_the_page_is_refused(tmp_path):
+    from elmo_transformers.errors import UserError
+    from elmo_transformers.hub.space import check_space
+
+    (tmp_path / "app.py").write_text("raise SystemExit('no page here')\n")
+    with pytest.raises(UserError, match="fails the check in a fresh process: no page here"):
+        check_space(tmp_path)
