@@ -192,3 +192,25 @@ def test_embedder_inputs_are_refused_by_name(embedder):
     exact = embedder.tf_hub_outputs([["a", "b"]], sequence_len=[1])["elmo"]
     for lengths in (torch.tensor([1]), np.array([1]), [np.int64(1)]):
         assert torch.equal(embedder.tf_hub_outputs([["a", "b"]], sequence_len=lengths)["elmo"], exact)
+
+
+@pytest.mark.fidelity
+def test_allennlp_0x_call_converts_the_original_files_in_memory(embedder, tmp_path):
+    """AllenNLP 0.x's `ElmoEmbedder(options_file, weight_file, cuda_device=-1)`, positional or by keyword, runs as
+    written: AllenNLP's vectors, the converted folder's (URLs of AllenNLP's files: tests/test_presets.py)."""
+    folder = FIXTURES / "allennlp-tiny"
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    converted = embedder.embed_batch(sentences)
+    for original in (ElmoEmbedder(str(folder / "options.json"), str(folder / "weights.hdf5"), cuda_device=-1),
+                     ElmoEmbedder(options_file=folder / "options.json", weight_file=folder / "weights.hdf5")):
+        assert original.model.device.type == "cpu" and original.source == str(folder / "weights.hdf5")
+        for i, vectors in enumerate(original.embed_batch(sentences)):
+            assert_close_to_reference(vectors, expected[f"sent_{i}_activations"], what=f"sentence {i}")
+            assert_close_to_reference(vectors, converted[i], what=f"sentence {i} against the converted folder")
+    with pytest.raises(TypeError, match="give device or AllenNLP's cuda_device, not both"):
+        ElmoEmbedder(str(folder / "options.json"), str(folder / "weights.hdf5"), device="cpu", cuda_device=-1)
+    with pytest.raises(TypeError, match="give both files"):
+        ElmoEmbedder(options_file=folder / "options.json")
+    (tmp_path / "options.json").write_text("<html></html>")
+    with pytest.raises(ValueError, match=r"options.json is not valid JSON"):
+        ElmoEmbedder(str(tmp_path / "options.json"), str(folder / "weights.hdf5"), cuda_device=-1)

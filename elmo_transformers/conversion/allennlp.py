@@ -23,7 +23,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
-from ..errors import ConversionError
+from ..errors import ConversionError, first_line
 from ..text_input import check_text_file
 from .output import mismatch_error
 
@@ -291,6 +291,65 @@ def read_softmax(config, softmax_path, vocab_path):
     if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
         raise ConversionError(f"{softmax_path} holds NaN or infinite values (corrupt file?)")
     return weight, bias, words
+
+
+def check_published_file(key, path, options):
+    """ConversionError unless `path` can be the `key` file ("options", "weights", "softmax" or "vocab") of the
+    published model whose options.json is `options`: options that describe that model, weights and a softmax with its
+    datasets and shapes, a vocabulary of UTF-8 text. Reads the HDF5 files' structure only. The message names the
+    problem, not `path` (a download's temporary name)."""
+    config = config_from_options(options)
+
+    def refuse(what, problems=()):  # the first three problems, and how many more: one line
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3:,} more" if len(problems) > 3 else "")
+        return ConversionError(f"{what}: {shown}" if shown else what)
+
+    if key == "options":
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            found = config_from_options(json.loads(data.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise refuse(f"not JSON, it begins {data[:40]!r}") from None
+        except ValueError as e:  # ConversionError: not the options layout; or a value ElmoConfig refuses
+            raise refuse(f"not an ELMo options.json: {first_line(e)}") from None
+        found, published = (dict(flat_items(options_from_config(c))) for c in (found, config))
+        problems = [f"{name} is {found[name]!r}, published {value!r}" for name, value in published.items()
+                    if found[name] != value]
+        if problems:
+            raise refuse("the options of another model", problems)
+        return
+    if key == "vocab":
+        try:
+            check_text_file(path)  # bounded lines, as read_softmax reads a vocabulary
+            read_vocabulary(path)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise refuse(f"not a vocabulary of UTF-8 text, one word a line ({first_line(e)})".replace(
+                str(path), "the file")) from None
+        return
+    try:
+        shapes = hdf5_shapes(path)
+    except ConversionError:
+        raise ConversionError("not an HDF5 file") from None
+    if key == "weights":
+        problems = shape_problems(expected_shapes(config), shapes)
+        if problems:
+            raise refuse("the weights of another model", problems)
+    else:  # the softmax
+        weight, bias = shapes.get("softmax/W"), shapes.get("softmax/b")
+        if weight is None or bias is None or len(weight) != 2 or weight[1] != config.projection_dim or \
+                tuple(bias) != (weight[0],):
+            raise refuse(f"expected the datasets softmax/W [vocabulary, {config.projection_dim}] and softmax/b "
+                         f"[vocabulary], found {', '.join(f'{n} {tuple(s)}' for n, s in shapes.items()) or 'none'}")
+
+
+def flat_items(options, prefix=""):
+    """("lstm.dim", 4096), ... for every leaf of a nested options dict."""
+    for name, value in options.items():
+        if isinstance(value, dict):
+            yield from flat_items(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
 
 
 def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):

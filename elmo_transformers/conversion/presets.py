@@ -1,36 +1,67 @@
 """AllenNLP's published ELMo models by name (`elmo-transformers convert allennlp --preset NAME`): where their files
-are, and a download cache a second conversion reuses.
+are, what they must hold, and a download cache a second conversion reuses.
 
 The files live under one base URL, AllenNLP's bucket, or `ELMO_TRANSFORMERS_ALLENNLP_URL` (a mirror, or a folder
-served inside an air-gapped site). Downloads go through huggingface_hub's HTTP client (its progress bar, its
-offline mode: `HF_HUB_OFFLINE=1` refuses them) into huggingface_hub's assets cache,
-`$HF_HOME/assets/elmo-transformers/allennlp/PRESET/` (`HF_ASSETS_CACHE` moves it). A file is written under a
-temporary name and renamed only once its size equals the server's Content-Length and, for weights, it opens as
-HDF5, so an interrupted download is never taken for a complete one.
+served inside an air-gapped site). Downloads go through huggingface_hub's HTTP client (its offline mode:
+`HF_HUB_OFFLINE=1` refuses them) into huggingface_hub's assets cache,
+`$HF_HOME/assets/elmo-transformers/allennlp/PRESET/` (`HF_ASSETS_CACHE` moves it), under huggingface_hub's lock per
+file, so that concurrent runs download a file once. A download is written under a temporary name of its own and
+gets its cached name only once it is complete and is the file the preset publishes (the options equal the published
+ones, the weights and softmax hold that model's datasets, the vocabulary is UTF-8 text): an interrupted or cut
+download, or what a mirror or an error page serves in its place, is never cached. `NAME.source` beside a cached file
+records the URL it came from, for the model card.
+
+huggingface_hub's `http_get` is not used: it resets its count of retries whenever bytes arrive, so a server that
+cuts every transfer at the same byte is retried forever. Here the metadata request waits `HF_HUB_ETAG_TIMEOUT`
+seconds and the transfer `HF_HUB_DOWNLOAD_TIMEOUT` seconds for data (huggingface_hub's variables), a transfer
+bringing under `MIN_BYTES` in that time has stalled, and `ATTEMPTS` attempts in a row that bring no new byte end the
+download.
 """
 
 import os
+import tempfile
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
-import h5py
-from huggingface_hub import ModelCard, ModelCardData, cached_assets_path
-from huggingface_hub.file_download import http_get
-from huggingface_hub.utils import get_session
+import httpx2
+from huggingface_hub import ModelCard, ModelCardData, cached_assets_path, constants
+from huggingface_hub.errors import OfflineModeIsEnabled
+from huggingface_hub.utils import WeakFileLock, get_session, tqdm
 
 from ..errors import ConversionError, first_line
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+BUCKET_URLS = (BASE_URL, "https://allennlp.s3.amazonaws.com/models/elmo")  # AllenNLP 0.x's and 1.x/2.x's spellings
 URL_VARIABLE = "ELMO_TRANSFORMERS_ALLENNLP_URL"
 LICENSE = "apache-2.0"  # AllenNLP publishes its code and these ELMo weights under the Apache License 2.0
+ATTEMPTS = 5  # attempts in a row without a new byte before a download gives up (huggingface_hub's http_get: 5)
+MIN_BYTES = 1024  # a transfer bringing fewer bytes in HF_HUB_DOWNLOAD_TIMEOUT seconds has stalled
+RETRY_WAIT = 1.0  # seconds between attempts, as http_get waits
+FILE_KEYS = ("options", "weights", "softmax", "vocab")
+
+
+def published_options(lstm_dim, projection_dim, n_highway):
+    """The options.json AllenNLP published with a model: all share the char CNN, two LSTM layers, clipping at 3 and
+    skip connections; they differ in the LSTM's sizes and the number of highway layers."""
+    return {
+        "lstm": {"dim": lstm_dim, "projection_dim": projection_dim, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+                 "use_skip_connections": True},
+        "char_cnn": {"activation": "relu", "embedding": {"dim": 16},
+                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+                     "n_highway": n_highway, "n_characters": 262, "max_characters_per_token": 50},
+    }
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A published model: its folder under the base URL, the files' common stem, and the language model's softmax
-    weights and vocabulary (paths under the base URL) where AllenNLP published them."""
+    """A published model: its folder under the base URL, the files' common stem, its options (what the downloaded
+    files are checked against), and the language model's softmax weights and vocabulary (paths under the base URL)
+    where AllenNLP published them."""
 
     folder: str
     stem: str
+    options: dict
     softmax: str | None = None
     vocab: str | None = None
 
@@ -43,19 +74,22 @@ class Preset:
 
 
 PRESETS = {
-    "small": Preset("2x1024_128_2048cnn_1xhighway", "elmo_2x1024_128_2048cnn_1xhighway"),
-    "medium": Preset("2x2048_256_2048cnn_1xhighway", "elmo_2x2048_256_2048cnn_1xhighway"),
+    "small": Preset("2x1024_128_2048cnn_1xhighway", "elmo_2x1024_128_2048cnn_1xhighway",
+                    published_options(1024, 128, 1)),
+    "medium": Preset("2x2048_256_2048cnn_1xhighway", "elmo_2x2048_256_2048cnn_1xhighway",
+                     published_options(2048, 256, 1)),
     "original": Preset(
-        "2x4096_512_2048cnn_2xhighway", "elmo_2x4096_512_2048cnn_2xhighway",
+        "2x4096_512_2048cnn_2xhighway", "elmo_2x4096_512_2048cnn_2xhighway", published_options(4096, 512, 2),
         softmax="2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway_softmax_weights.hdf5",
         vocab="vocab-2016-09-10.txt",
     ),
     "original-5.5b": Preset(
-        "2x4096_512_2048cnn_2xhighway_5.5B", "elmo_2x4096_512_2048cnn_2xhighway_5.5B",
+        "2x4096_512_2048cnn_2xhighway_5.5B", "elmo_2x4096_512_2048cnn_2xhighway_5.5B", published_options(4096, 512, 2),
         softmax="2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_softmax_weights.hdf5",
         vocab="2x4096_512_2048cnn_2xhighway_5.5B/tf_checkpoint/vocab-enwiki-news-500000.txt",
     ),
 }
+MANUAL = f"download it yourself and give its path, or set {URL_VARIABLE} to a mirror of AllenNLP's files"
 
 
 def base_url():
@@ -64,42 +98,150 @@ def base_url():
 
 def fetch_preset(name, with_lm=False):
     """{"options", "weights"[, "softmax", "vocab"]: local path} of preset `name`, from the cache or downloaded; and
-    {the same keys: URL}. ConversionError in one line when a file cannot be had."""
+    {the same keys: the URL each file came from}. ConversionError in one line when a file cannot be had."""
     preset = PRESETS[name]
     if with_lm and preset.softmax is None:
         with_lm_presets = ", ".join(n for n, p in PRESETS.items() if p.softmax)
-        raise ConversionError(f"--with-lm: AllenNLP published no language model for {name!r} (only for "
-                              f"{with_lm_presets}); leave out --with-lm")
+        raise ConversionError(f"AllenNLP published no language model for {name!r} (only for {with_lm_presets}): "
+                              "convert it without the language model")
+    fetched = {key: fetch_file(name, key) for key in preset.files(with_lm)}
+    return {key: path for key, (path, _) in fetched.items()}, {key: url for key, (_, url) in fetched.items()}
+
+
+def fetch_file(name, key):
+    """(local path, the URL it came from) of file `key` ("options", "weights", "softmax" or "vocab") of preset
+    `name`, from the cache or downloaded from the base URL and checked."""
+    from .allennlp import check_published_file  # torch and transformers: not before `convert --help` has answered
+
+    preset = PRESETS[name]
+    url = f"{base_url()}/{preset.files(with_lm=True)[key]}"
     cache = cached_assets_path(library_name="elmo-transformers", namespace="allennlp", subfolder=name)
-    urls = {key: f"{base_url()}/{path}" for key, path in preset.files(with_lm).items()}
-    paths = {key: download(url, cache / os.path.basename(url), hdf5=url.endswith(".hdf5")) for key, url in urls.items()}
-    return paths, urls
+
+    def check(path):
+        try:
+            check_published_file(key, path, preset.options)
+        except ConversionError as e:
+            raise ConversionError(f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
+                                  f"the server sent something else; {MANUAL}") from None
+
+    return download(url, cache / os.path.basename(url), check)
 
 
-def download(url, path, hdf5):
-    """`path`, downloaded from `url` unless a complete copy is there already (only complete files get this name)."""
-    if path.is_file():
-        return path
-    manual = (f"download it yourself and pass --options/--weights (and --softmax-weights/--vocab), or set "
-              f"{URL_VARIABLE} to a mirror")
-    partial = path.with_name(path.name + ".incomplete")
+def fetch_url(url):
+    """The local copy of one of AllenNLP's published files given by its URL, under AllenNLP's bucket (either spelling)
+    or the base URL: what AllenNLP code hands to ElmoEmbedder. Fetched as its preset's file (the cache, the mirror and
+    the checks apply); ConversionError for any other URL."""
+    for name, preset in PRESETS.items():
+        for key, path in preset.files(with_lm=preset.softmax is not None).items():
+            if url in {f"{base}/{path}" for base in (*BUCKET_URLS, base_url())}:
+                return fetch_file(name, key)[0]
+    raise ConversionError(f"{url} is not one of the files AllenNLP published for ELMo (those of the presets "
+                          f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its path")
+
+
+def download(url, path, check):
+    """(`path`, the URL its copy came from): downloaded from `url` and passed through `check` (which raises for a
+    file that is not the expected one) unless a copy is there already (only checked, complete files get this name).
+    One run at a time downloads a given file; the others wait and reuse its copy."""
+    source = path.with_name(path.name + ".source")
+    with WeakFileLock(path.with_name(path.name + ".lock")):
+        if path.is_file() and source.is_file():
+            return path, source.read_text(encoding="utf-8").strip()
+        partial = temporary_file(path)
+        try:
+            with open(partial, "r+b") as file:
+                fetch(url, file, path.name)
+            check(partial)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)  # an interrupted or refused download leaves nothing behind
+        record = temporary_file(source)  # after the file: a file without its record is downloaded again
+        record.write_text(url, encoding="utf-8")
+        os.replace(record, source)
+    return path, url
+
+
+def temporary_file(path):
+    """A new empty file beside `path` whose name no other run uses and no run takes for a complete file."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".incomplete")
+    os.close(fd)
+    return Path(name)
+
+
+def fetch(url, file, name):
+    """Write `url`'s body into the empty `file`, resuming a cut transfer where the server allows it, or
+    ConversionError in one line naming the URL, the last failure and what to do."""
+    session, size, furthest, failures = get_session(), None, 0, 0
+    while True:
+        try:
+            if size is None:
+                size = content_length(session, url)
+            with tqdm(total=size, unit="B", unit_scale=True, desc=name) as bar:
+                transfer(session, url, file, size, bar)
+            return
+        except OfflineModeIsEnabled:
+            raise ConversionError(f"cannot download {url}: HF_HUB_OFFLINE is set; unset it, or {MANUAL}") from None
+        except (httpx2.TransportError, httpx2.HTTPStatusError, ConnectionError, TimeoutError) as e:
+            reason = failure(e, size is None)
+            if isinstance(e, httpx2.HTTPStatusError) and e.response.status_code not in (408, 429, 500, 502, 503, 504):
+                raise ConversionError(f"cannot download {url} ({reason}): {MANUAL}") from None
+            got = file.tell()
+            failures = 0 if got > furthest and not isinstance(e, TimeoutError) else failures + 1
+            furthest = max(furthest, got)
+            if failures >= ATTEMPTS:
+                raise ConversionError(f"cannot download {url} ({reason}; {ATTEMPTS} attempts in a row brought no new "
+                                      f"data): {MANUAL}") from None
+            time.sleep(RETRY_WAIT)
+
+
+def content_length(session, url):
+    """The size of `url`'s file, from a HEAD request (huggingface_hub's metadata request and its timeout)."""
+    head = session.head(url, follow_redirects=True, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    head.raise_for_status()
     try:
-        response = get_session().head(url, follow_redirects=True)
+        return int(head.headers["Content-Length"])
+    except (KeyError, ValueError):
+        raise ConversionError(f"cannot download {url}: the server gives no file size (Content-Length): "
+                              f"{MANUAL}") from None
+
+
+def failure(error, metadata):
+    """What went wrong in an attempt, in words (which timeout, for a timeout)."""
+    if isinstance(error, httpx2.TimeoutException):
+        variable = "HF_HUB_ETAG_TIMEOUT" if metadata else "HF_HUB_DOWNLOAD_TIMEOUT"
+        return f"no answer within {getattr(constants, variable)} s, set by {variable}"
+    if isinstance(error, httpx2.HTTPStatusError):
+        return f"HTTP {error.response.status_code} {error.response.reason_phrase}"
+    return first_line(error)
+
+
+def transfer(session, url, file, size, bar):
+    """One GET of `url` into `file`, from the bytes `file` already holds where the server honours a range; raises
+    ConnectionError when the transfer ends early, TimeoutError when it stalls (under MIN_BYTES a
+    HF_HUB_DOWNLOAD_TIMEOUT)."""
+    have, window = file.tell(), constants.HF_HUB_DOWNLOAD_TIMEOUT
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=window) as response:
         response.raise_for_status()
-        size = int(response.headers["Content-Length"])
-        with open(partial, "wb") as f:
-            http_get(url, f, expected_size=size, displayed_filename=path.name)
-        got = partial.stat().st_size
-        if got != size:
-            raise OSError(f"got {got:,} of {size:,} bytes")
-        if hdf5:
-            with h5py.File(partial, "r"):
-                pass
-    except Exception as e:  # the HTTP client's, h5py's and the file system's errors all mean: no usable file
-        partial.unlink(missing_ok=True)
-        raise ConversionError(f"cannot download {url} ({first_line(e)}): {manual}") from None
-    os.replace(partial, path)
-    return path
+        if response.status_code != 206 or not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
+            file.seek(0)  # the whole file again (a server that ignores ranges)
+            file.truncate()
+            if response.status_code == 206:
+                raise ConnectionError("the server answered another range than the one asked for")
+        start, got = time.monotonic(), 0
+        for chunk in response.iter_bytes():
+            file.write(chunk)
+            bar.update(file.tell() - bar.n)
+            if file.tell() > size:
+                raise ConnectionError(f"the server sent more than the {size:,} bytes it announced")
+            got += len(chunk)
+            if time.monotonic() - start >= window:
+                if got < MIN_BYTES:
+                    raise TimeoutError(f"the transfer stalled: under {MIN_BYTES:,} bytes in {window} s, set by "
+                                       "HF_HUB_DOWNLOAD_TIMEOUT")
+                start, got = time.monotonic(), 0
+    if file.tell() != size:
+        raise ConnectionError(f"the transfer ended at byte {file.tell():,} of {size:,}")
 
 
 def preset_card(urls):

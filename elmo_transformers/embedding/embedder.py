@@ -83,6 +83,17 @@ def load_elmo(name_or_path, dtype=None, quantization_config=None):
     return model
 
 
+def convert_original(options_file, weight_file):
+    """ElmoModel and ElmoTokenizer converted in memory from an AllenNLP options.json and weights.hdf5, each a local
+    path or the URL of one of AllenNLP's published files (fetched through the presets' cache, from the mirror in
+    ELMO_TRANSFORMERS_ALLENNLP_URL where set)."""
+    from ..conversion.allennlp import convert
+    from ..conversion.presets import fetch_url
+
+    return convert(*(fetch_url(str(f)) if str(f).startswith(("http://", "https://")) else f
+                     for f in (options_file, weight_file)))
+
+
 class ElmoEmbedder:
     """AllenNLP's `ElmoEmbedder`: word lists in, float32 NumPy arrays `[n_layers + 1, words, 2P]` out.
 
@@ -92,9 +103,30 @@ class ElmoEmbedder:
     torch.bfloat16) is the compute dtype, outputs stay float32. `quantization_config=ElmoInt8Config()` loads the
     model with int8 LSTM weights, as `from_pretrained` does (CPU, float32 activations; the fastest way on a CPU,
     within the int8 rule of docs/speed.md). The model is put in eval mode (no dropout).
+
+    AllenNLP 0.x's call runs as written: `ElmoEmbedder(options_file, weight_file, cuda_device=-1)` (or the same as
+    keywords) converts the original files in memory (`convert_original`: local paths, or the URLs of AllenNLP's
+    published files); `cuda_device` -1 is the CPU, n the n-th GPU.
     """
 
-    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None):
+    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None, *,
+                 options_file=None, weight_file=None, cuda_device=None):
+        if cuda_device is not None:
+            if device is not None:
+                raise TypeError("ElmoEmbedder: give device or AllenNLP's cuda_device, not both")
+            device = "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
+        if options_file is not None or weight_file is not None:
+            if options_file is None or weight_file is None:
+                raise TypeError("ElmoEmbedder(options_file=..., weight_file=...): give both files")
+            model, tokenizer = options_file, weight_file
+        source = None
+        if isinstance(tokenizer, (str, os.PathLike)):  # AllenNLP's ElmoEmbedder(options_file, weight_file)
+            if quantization_config is not None:
+                raise TypeError("ElmoEmbedder(options_file, weight_file, quantization_config=...): convert the files "
+                                "into a folder first and load that with the quantization_config")
+            source = str(tokenizer)
+            model, tokenizer = convert_original(model, tokenizer)
+            device = device or process_state().device
         if isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
             if quantization_config is not None and torch.device(device or "cpu").type != "cpu":
@@ -111,7 +143,7 @@ class ElmoEmbedder:
                 raise TypeError("ElmoEmbedder(model, quantization_config=...): quantization happens when a model "
                                 "loads; pass its folder or repo id, or load it with from_pretrained(..., "
                                 "quantization_config=...) yourself")
-            self.source = model.name_or_path
+            self.source = source or model.name_or_path
             model = model.to(device=device, dtype=dtype)
         check_tokenizer(model.config, tokenizer)
         self.model = model.eval()
