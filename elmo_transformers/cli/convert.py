@@ -1,4 +1,4 @@
-"""`elmo-transformers convert allennlp | elmoformanylangs`: an original model into a Hub-ready ELMo folder.
+"""`elmo-transformers convert allennlp | tensorflow | elmoformanylangs`: an original model into a Hub-ready ELMo folder.
 
     elmo-transformers convert allennlp --preset {small,medium,original,original-5.5b} [--with-lm] --output DIR
     elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR \
@@ -52,7 +52,7 @@ def run(args, convert, source, inputs, card=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="elmo-transformers convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    formats = parser.add_subparsers(dest="format", metavar="{allennlp,tensorflow,elmoformanylangs}", required=True)
     allennlp = formats.add_parser("allennlp", help="AllenNLP / bilm-tf options.json + weights.hdf5",
                                   description="Convert AllenNLP's or bilm-tf's options.json + weights.hdf5.")
     allennlp.add_argument("--preset", choices=list(PRESETS), help="download and convert one of AllenNLP's published "
