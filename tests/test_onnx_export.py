@@ -166,7 +166,7 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
     from elmo_transformers.errors import UserError
     from elmo_transformers.export import onnx as export
 
-    with pytest.raises(UserError, match="offers float32"):
+    with pytest.raises(UserError, match="offers float32, int8"):
         export.export_onnx(str(bert), tmp_path / "c", dtype="float16")
     real_find_spec = export.importlib.util.find_spec
     monkeypatch.setattr(export.importlib.util, "find_spec",
@@ -196,3 +196,34 @@ def test_language_model_exports_its_bilm(lm_dir, tmp_path):
     vectors, layers = session.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})
     assert_close_to_reference(layers, torch.stack(out.hidden_states), "layers")
     assert_close_to_reference(vectors, out.last_hidden_state, "vectors")
+
+
+@pytest.mark.slow
+def test_int8_export_stays_within_the_int8_rule(tmp_path):
+    """`export onnx --dtype int8` of the default model: the LSTM's GEMMs are int8 (also inside the loops), and every
+    vector of every layer against PyTorch float32 has cosine median >= 0.999 and 1st percentile >= 0.99."""
+    import onnx
+    import onnxruntime
+    from test_quantization import SENTENCES
+
+    from elmo_transformers.models import DEFAULT_MODEL
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    assert main(["export", "onnx", "--output", str(tmp_path / "int8"), "--dtype", "int8"]) == 0
+    graph = onnx.load(tmp_path / "int8" / "model.onnx")
+    assert not [i.name for i in graph.graph.initializer if i.name.endswith(("state_weight", "projection_weight"))]
+    loops = [node.attribute[0].g for node in graph.graph.node if node.op_type == "Scan"]
+    assert loops and all(sum(n.op_type == "MatMulInteger" for n in body.node) == 2 for body in loops)
+    assert "--dtype int8" in (tmp_path / "int8" / "README.md").read_text()
+    tokenizer = ElmoTokenizer.from_pretrained(DEFAULT_MODEL)
+    batch = tokenizer([s.split() for s in SENTENCES], is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        fp32 = torch.stack(ElmoModel.from_pretrained(DEFAULT_MODEL).eval()(**batch, output_hidden_states=True)
+                           .hidden_states)
+    session = onnxruntime.InferenceSession(str(tmp_path / "int8" / "model.onnx"))
+    _, int8 = session.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})
+    mask = batch["attention_mask"].bool()
+    cos = torch.nn.functional.cosine_similarity(torch.from_numpy(int8)[:, mask], fp32[:, mask], dim=-1).flatten()
+    assert cos.median() >= 0.999 and torch.quantile(cos, 0.01) >= 0.99, (cos.median(), torch.quantile(cos, 0.01))
+    assert not np.allclose(int8[1:], fp32[1:].numpy(), atol=1e-5), "the GEMMs are not int8"

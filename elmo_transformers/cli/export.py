@@ -16,7 +16,7 @@ from ..model_source import resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package
 
-DTYPES = ("float32",)  # elmo_transformers.export.onnx.DTYPES, named here before torch loads
+DTYPES = ("float32", "int8")  # elmo_transformers.export.onnx.DTYPES, named here before torch loads
 
 
 def main(argv=None):

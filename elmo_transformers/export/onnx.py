@@ -18,6 +18,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import warnings
 
 import torch
@@ -25,7 +26,7 @@ import torch
 from ..conversion.output import check_output, write_folder_atomically
 from ..errors import UserError
 
-DTYPES = ("float32",)
+DTYPES = ("float32", "int8")
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 INPUT_NAMES = ["input_ids", "attention_mask"]
@@ -63,6 +64,8 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
     def write(staging):
         path = os.path.join(staging, "model.onnx")
         opset = export_graph(model, tokenizer, path)
+        if dtype == "int8":
+            quantize_int8(path)
         tokenizer.save_pretrained(staging)
         config = model.config.to_dict()
         config.pop("auto_map", None)  # no PyTorch weights here: the Auto classes would load none
@@ -107,6 +110,59 @@ def export_graph(model, tokenizer, path):
         program.save(path, external_data=weight_bytes > EXTERNAL_DATA_BYTES)
     registration.setLevel(level)
     return next(o.version for o in program.model_proto.opset_import if o.domain in ("", "ai.onnx"))
+
+
+# The LSTM's GEMM weights (input, state and projection, both directions stacked: [2, K, N]), most of the arithmetic.
+LSTM_WEIGHT = re.compile(r"bilm\.layers\.\d+\.(input|state|projection)_weight$")
+# Weights are int8 with 7 bits of magnitude (|q| <= 63), one scale per direction and output column: a uint8
+# activation times such a weight, summed in pairs, fits the 16-bit intermediate sums of x86 int8 kernels without VNNI
+# (AVX2, AVX-512), so the numbers do not depend on the CPU. Activations are uint8, one scale per call.
+WEIGHT_LEVELS = 63
+
+
+def quantize_int8(path):
+    """Rewrite the ONNX file `path` so that the LSTM's GEMMs run in int8: each `MatMul` by an LSTM weight becomes
+    `DynamicQuantizeLinear` of its input, `MatMulInteger` by the int8 weight, and a float rescale; also inside the
+    Scan loops. onnxruntime's `quantize_dynamic` is not used: it mishandles these batched [2, K, N] weights read from
+    inside the loop (its outputs had cosine ~0 to float32)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(path)
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer if LSTM_WEIGHT.search(init.name)}
+    for name, init in weights.items():
+        weight = numpy_helper.to_array(init).astype(np.float32)
+        scale = np.maximum(np.abs(weight).max(axis=1, keepdims=True), np.finfo(np.float32).tiny) / WEIGHT_LEVELS
+        quantized = np.clip(np.rint(weight / scale), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int8)
+        graph.initializer.remove(init)
+        graph.initializer.extend([numpy_helper.from_array(quantized, f"{name}.int8"),
+                                  numpy_helper.from_array(scale.astype(np.float32), f"{name}.scale")])
+
+    def rewrite(graph):
+        nodes = []
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    rewrite(attribute.g)
+            if node.op_type != "MatMul" or node.input[1] not in weights:
+                nodes.append(node)
+                continue
+            (x, weight), out = node.input, node.output[0]
+            nodes += [
+                helper.make_node("DynamicQuantizeLinear", [x], [f"{out}.x", f"{out}.x_scale", f"{out}.x_zero"]),
+                helper.make_node("MatMulInteger", [f"{out}.x", f"{weight}.int8", f"{out}.x_zero"], [f"{out}.int32"]),
+                helper.make_node("Cast", [f"{out}.int32"], [f"{out}.float"], to=onnx.TensorProto.FLOAT),
+                helper.make_node("Mul", [f"{out}.x_scale", f"{weight}.scale"], [f"{out}.scale"]),
+                helper.make_node("Mul", [f"{out}.float", f"{out}.scale"], [out]),
+            ]
+        graph.ClearField("node")
+        graph.node.extend(nodes)
+
+    rewrite(graph)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
 
 
 def model_card(config, source, dtype, opset, is_lm):
