@@ -123,8 +123,8 @@ WEIGHT_LEVELS = 63
 def quantize_int8(path):
     """Rewrite the ONNX file `path` so that the LSTM's GEMMs run in int8: each `MatMul` by an LSTM weight becomes
     `DynamicQuantizeLinear` of its input, `MatMulInteger` by the int8 weight, and a float rescale; also inside the
-    Scan loops. onnxruntime's `quantize_dynamic` is not used: it mishandles these batched [2, K, N] weights read from
-    inside the loop (its outputs had cosine ~0 to float32)."""
+    Scan loops. Not onnxruntime's `quantize_dynamic`: it also quantizes the char CNN (changing the context-free layer)
+    and keeps 8-bit weights, whose products can saturate on CPUs without VNNI (see WEIGHT_LEVELS)."""
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
