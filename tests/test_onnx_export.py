@@ -5,13 +5,12 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import FIXTURE_NAMES, load_fixture
+from serving_memory import site_packages_without_torch
 from tolerance import assert_close_to_reference
 from elmo_transformers.cli import main
 
@@ -70,18 +69,10 @@ for name, sentences in json.load(open(batches, encoding="utf-8")).items():
 np.savez(output, **results)
 """
 
-BLOCKED = ("torch", "torchgen", "functorch", "elmo_transformers", "__editable__", "distutils-precedence")
-
-
 def serve_without_torch(folder, batches, tmp_path):
-    """The outputs of SERVE for `batches` ({name: sentences}) in a Python without torch and without this package:
-    `python -S` on a copy of site-packages (links) that leaves them out."""
-    site = Path(sysconfig.get_paths()["purelib"])
-    shadow = tmp_path / "site-packages-without-torch"
-    shadow.mkdir()
-    for entry in site.iterdir():
-        if not entry.name.startswith(BLOCKED) and entry.suffix != ".pth":
-            (shadow / entry.name).symlink_to(entry)
+    """The outputs of SERVE for `batches` ({name: sentences}) in a Python where torch and this package are not
+    installed (`python -S` on a copy of site-packages without them)."""
+    shadow = site_packages_without_torch(tmp_path / "site-packages-without-torch")
     (tmp_path / "batches.json").write_text(json.dumps(batches), encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     result = subprocess.run(
