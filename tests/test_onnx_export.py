@@ -136,6 +136,9 @@ def test_export_folder_card_and_graph(exported_tiny):
     assert f"opset {opset}" in card and "`input_ids`: int64" in card and "`hidden_states`: float32 `[3," in card
     assert "softmax" not in card  # not a language model
     assert "auto_map" not in json.loads((exported_tiny / "config.json").read_text())
+    from elmo_transformers.conversion.output import is_earlier_conversion
+
+    assert is_earlier_conversion(exported_tiny)  # so that --overwrite may replace it
 
 
 def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
