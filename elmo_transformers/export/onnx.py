@@ -121,10 +121,11 @@ WEIGHT_LEVELS = 63
 
 
 def quantize_int8(path):
-    """Rewrite the ONNX file `path` so that the LSTM's GEMMs run in int8: each `MatMul` by an LSTM weight becomes
-    `DynamicQuantizeLinear` of its input, `MatMulInteger` by the int8 weight, and a float rescale; also inside the
-    Scan loops. Not onnxruntime's `quantize_dynamic`: it also quantizes the char CNN (changing the context-free layer)
-    and keeps 8-bit weights, whose products can saturate on CPUs without VNNI (see WEIGHT_LEVELS)."""
+    """Rewrite the ONNX file `path` so that the LSTM's GEMMs run in int8: each `MatMul` by an LSTM weight becomes,
+    per direction, `DynamicQuantizeLinear` of its input, `MatMulInteger` by that direction's 2-D int8 weight (which
+    onnxruntime packs once, as it does not a batched 3-D one) and a float rescale; also inside the Scan loops. Not
+    onnxruntime's `quantize_dynamic`: it also quantizes the char CNN (changing the context-free layer) and keeps 8-bit
+    weights, whose products can saturate on CPUs without VNNI (see WEIGHT_LEVELS)."""
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
@@ -133,12 +134,28 @@ def quantize_int8(path):
     graph = model.graph
     weights = {init.name: init for init in graph.initializer if LSTM_WEIGHT.search(init.name)}
     for name, init in weights.items():
-        weight = numpy_helper.to_array(init).astype(np.float32)
-        scale = np.maximum(np.abs(weight).max(axis=1, keepdims=True), np.finfo(np.float32).tiny) / WEIGHT_LEVELS
-        quantized = np.clip(np.rint(weight / scale), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int8)
+        weight = numpy_helper.to_array(init).astype(np.float32)  # [2, K, N]
+        scale = np.maximum(np.abs(weight).max(axis=1), np.finfo(np.float32).tiny) / WEIGHT_LEVELS  # [2, N]
+        quantized = np.clip(np.rint(weight / scale[:, None]), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int8)
         graph.initializer.remove(init)
-        graph.initializer.extend([numpy_helper.from_array(quantized, f"{name}.int8"),
-                                  numpy_helper.from_array(scale.astype(np.float32), f"{name}.scale")])
+        for d in range(2):
+            graph.initializer.extend([numpy_helper.from_array(quantized[d], f"{name}.int8.{d}"),
+                                      numpy_helper.from_array(scale[d], f"{name}.scale.{d}")])
+    graph.initializer.extend([numpy_helper.from_array(np.array(d, np.int64), f"int8.direction.{d}") for d in range(2)]
+                             + [numpy_helper.from_array(np.array([0], np.int64), "int8.axis0")])
+
+    def direction_gemm(x, weight, out, d):
+        """x[d] @ int8 weight d, rescaled: out [1, n, N]."""
+        p = f"{out}.{d}"
+        return [
+            helper.make_node("Gather", [x, f"int8.direction.{d}"], [f"{p}.x"], axis=0),
+            helper.make_node("DynamicQuantizeLinear", [f"{p}.x"], [f"{p}.q", f"{p}.x_scale", f"{p}.x_zero"]),
+            helper.make_node("MatMulInteger", [f"{p}.q", f"{weight}.int8.{d}", f"{p}.x_zero"], [f"{p}.int32"]),
+            helper.make_node("Cast", [f"{p}.int32"], [f"{p}.float"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Mul", [f"{p}.x_scale", f"{weight}.scale.{d}"], [f"{p}.scale"]),
+            helper.make_node("Mul", [f"{p}.float", f"{p}.scale"], [f"{p}.y"]),
+            helper.make_node("Unsqueeze", [f"{p}.y", "int8.axis0"], [f"{p}.out"]),
+        ]
 
     def rewrite(graph):
         nodes = []
@@ -150,13 +167,8 @@ def quantize_int8(path):
                 nodes.append(node)
                 continue
             (x, weight), out = node.input, node.output[0]
-            nodes += [
-                helper.make_node("DynamicQuantizeLinear", [x], [f"{out}.x", f"{out}.x_scale", f"{out}.x_zero"]),
-                helper.make_node("MatMulInteger", [f"{out}.x", f"{weight}.int8", f"{out}.x_zero"], [f"{out}.int32"]),
-                helper.make_node("Cast", [f"{out}.int32"], [f"{out}.float"], to=onnx.TensorProto.FLOAT),
-                helper.make_node("Mul", [f"{out}.x_scale", f"{weight}.scale"], [f"{out}.scale"]),
-                helper.make_node("Mul", [f"{out}.float", f"{out}.scale"], [out]),
-            ]
+            nodes += direction_gemm(x, weight, out, 0) + direction_gemm(x, weight, out, 1)
+            nodes.append(helper.make_node("Concat", [f"{out}.0.out", f"{out}.1.out"], [out], axis=0))
         graph.ClearField("node")
         graph.node.extend(nodes)
 
