@@ -10,6 +10,11 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PretrainedConfig
 
+try:  # loaded as remote code, the modules are one package
+    from .tokenization_elmo import MAX_CHARACTERS_PER_TOKEN
+except ImportError:  # installed with pip, they are top-level modules
+    from tokenization_elmo import MAX_CHARACTERS_PER_TOKEN
+
 if TYPE_CHECKING:  # never run; transformers' remote-code loader copies the relative imports it finds in the source
     from .pipeline_elmo import ElmoFeatureExtractionPipeline  # noqa: F401
 
@@ -57,7 +62,6 @@ DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 
 # refused by name before anything is allocated, instead of exhausting memory or time while building the model.
 MAX_DIM = 65536  # lstm_dim, projection_dim, embedding dims, filters per bank, task_encoder_dim
 MAX_LAYERS = 64  # n_layers, n_highway, filter banks, num_output_representations
-MAX_CHARACTERS_PER_TOKEN = 1024
 MAX_VOCAB_SIZE = 1 << 24  # lm_vocab_size, lm_n_negative_samples, char_vocab_size, word_vocab_size
 MAX_PARAMETERS = 1 << 32  # the whole model (16 GiB in float32)
 

@@ -6,6 +6,9 @@
 - The input-to-gates products for a block of time steps at once (`config.lstm_gates_block_elements`).
 - An in-place LSTM cell for inference (`inplace_lstm_cell`): a handful of element-wise torch kernels on the gate
   tensor the state GEMM has just written, no compiler. It gives the numbers of `modeling_elmo.lstm_cell`.
+- One time step (`lstm_step`: gates, cell, projection, clip), which both forms of the layer run: the eager loop over
+  a shrinking batch (`modeling_elmo.ElmoLstmLayer`) and `scan_lstm`, the same steps as one `scan` over the whole
+  batch, which torch.export and ONNX keep as a loop in the graph for any batch and length.
 
 Nothing here is compiled at run time, so no result depends on a compile cache or on the CPU that made one.
 """
@@ -138,3 +141,40 @@ def gates_block_steps(config, batch):
     values (both directions), so that memory stays bounded for long inputs and large batches while each GEMM stays
     large enough to run fast."""
     return max(1, config.lstm_gates_block_elements // (2 * batch * 4 * config.lstm_dim))
+
+
+# ----- One time step, and the layer as one loop in a graph ------------------------------------------------------
+
+
+def lstm_step(gemms, input_gates, step, h, c, cell, config):
+    """One time step of both directions from the state (h [2, n, P], c [2, n, H]): the gates (`input_gates` at
+    `step`, see `gemms.gates`, plus h W_h), the `cell`, the projection and its clip. Returns the new (h, c)."""
+    gates = gemms.gates(input_gates, step, h)
+    c, cell_output = cell(gates, c, config.cell_clip)
+    h = gemms.project(cell_output)
+    if config.proj_clip is not None:
+        h = h.clamp(-config.proj_clip, config.proj_clip)
+    return h, c
+
+
+def scan_lstm(gemms, inputs, batch_sizes, h, c, cell, config):
+    """The layer's steps (`lstm_step`) as one `torch._higher_order_ops.scan`, for export: torch.export and ONNX keep
+    it as a loop in the graph (ONNX `Scan`) for any batch and length, where the eager Python loop would be unrolled to
+    the example's length. `batch_sizes` is a tensor [steps] (sentences still running at each step, longest first):
+    every sentence runs every step, and one that has ended keeps its final state and outputs zeros, which is what the
+    eager loop's shrinking batch gives. Returns the outputs [2, B, steps, P] and the final (h, c)."""
+    from torch._higher_order_ops.scan import scan
+
+    input_gates = gemms.input_gates(inputs)  # x W_x + b for all steps, as one GEMM: [2, B, steps, 4H]
+    running = torch.arange(inputs.shape[1], device=inputs.device) < batch_sizes.unsqueeze(1)  # [steps, B]
+
+    def step(state, xs):
+        h, c = state
+        step_gates, keep = xs
+        new_h, new_c = lstm_step(gemms, step_gates.unsqueeze(2), 0, h, c, cell, config)
+        keep = keep.view(1, -1, 1)
+        state = (torch.where(keep, new_h, h), torch.where(keep, new_c, c))
+        return state, torch.where(keep, new_h, torch.zeros_like(new_h))
+
+    (h, c), outputs = scan(step, (h, c), (input_gates.movedim(2, 0), running))
+    return outputs.movedim(0, 2), (h, c)

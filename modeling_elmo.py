@@ -21,12 +21,12 @@ from transformers.utils import ModelOutput, can_return_tuple, logging
 
 try:  # loaded as remote code, the modules are one package
     from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
-    from .kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell
+    from .kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell, lstm_step, scan_lstm
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
     from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 except ImportError:  # installed with pip, they are top-level modules
     from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
-    from kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell
+    from kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell, lstm_step, scan_lstm
     from quantization_elmo import ElmoInt8Config  # noqa: F401
     from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 
@@ -183,7 +183,8 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         """
         inputs: [2, B, T, D], the forward stream and the per-sentence reversed backward stream, sentences sorted by
             length (longest first) and left-aligned.
-        batch_sizes: Python ints, how many sentences are still running at each step (non-increasing).
+        batch_sizes: Python ints, how many sentences are still running at each step (non-increasing); or, when
+            exporting a graph, those counts for all T steps as a tensor, run by `kernels_elmo.scan_lstm`.
         state: optional initial `(h [2, B, P], c [2, B, H])` in the same sentence order; zeros when None.
         Returns the outputs [2, B, T, P] (zeros past each sentence's end) and each sentence's final `(h, c)`.
         Finished sentences leave the batch, so padded steps are never computed. In bf16/fp16 the cell state is
@@ -201,13 +202,13 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
                                "quantization_config to train it")
         with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
+            if torch.is_tensor(batch_sizes):
+                return scan_lstm(self.gemms, inputs, batch_sizes, h, c, lstm_cell, self.config)
             return self._recurrence(inputs, batch_sizes, h, c)
 
     def _recurrence(self, inputs, batch_sizes, h, c):
         """The time steps of `forward`, from the initial state (h, c)."""
-        batch, steps = inputs.shape[1], inputs.shape[2]
-        proj, cell_clip, proj_clip = self.config.projection_dim, self.config.cell_clip, self.config.proj_clip
-        gemms = self.gemms
+        batch, steps, proj = inputs.shape[1], inputs.shape[2], self.config.projection_dim
         cell = lstm_cell if torch.is_grad_enabled() else inplace_lstm_cell
         block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
@@ -215,15 +216,11 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         outputs, finished = [], []
         for t, n in enumerate(batch_sizes):
             if t % block == 0:  # x W_x + b for the next block of steps, as one GEMM
-                input_gates = gemms.input_gates(inputs[:, :n, t : t + block])
+                input_gates = self.gemms.input_gates(inputs[:, :n, t : t + block])
             if n < h.shape[1]:  # sentences n.. have ended: keep their final state
                 finished.append((h[:, n:], c[:, n:]))
                 h, c = h[:, :n], c[:, :n]
-            gates = gemms.gates(input_gates, t % block, h)  # x_t W_x + b + h_{t-1} W_h: i, f, g, o
-            c, cell_output = cell(gates, c, cell_clip)
-            h = gemms.project(cell_output)
-            if proj_clip is not None:
-                h = h.clamp(-proj_clip, proj_clip)
+            h, c = lstm_step(self.gemms, input_gates, t % block, h, c, cell, self.config)
             outputs.append(h if n == batch else F.pad(h, (0, 0, 0, batch - n)))
         finished.append((h, c))
         final_h = torch.cat([h for h, _ in reversed(finished)], dim=1)  # back to sentence order
@@ -245,6 +242,9 @@ class ElmoBiLm(nn.Module):
     def embed_tokens(self, char_ids, mask):
         """Token embeddings [B, S, P], zeros where `mask` is False. Each distinct word is encoded once per call, or
         looked up in the token cache (in eval mode) when one is attached."""
+        if torch.compiler.is_exporting():  # a graph of any batch and length: every position, then the mask
+            embedded = self.char_cnn(char_ids.flatten(0, 1)).unflatten(0, mask.shape)
+            return torch.where(mask.unsqueeze(-1), embedded, torch.zeros_like(embedded))
         words, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         if self.token_cache is not None and not self.training:
             embedded = self._cached_char_cnn(words)[inverse]
@@ -276,7 +276,9 @@ class ElmoBiLm(nn.Module):
         embedding = self.embed_tokens(char_ids, mask)
 
         sorted_lengths, order = lengths.sort(descending=True)
-        batch_sizes = (sorted_lengths.unsqueeze(0) > positions[: int(sorted_lengths[0])].unsqueeze(1)).sum(1).tolist()
+        running = (sorted_lengths.unsqueeze(0) > positions.unsqueeze(1)).sum(1)  # [S] sentences at each step
+        # Eager runs only the steps some sentence needs; an exported graph takes the counts as a tensor (a loop).
+        batch_sizes = running if torch.compiler.is_exporting() else running[running > 0].tolist()
         # reverse[b, t] reads sentence b backwards within its own length; padded positions map to themselves.
         reverse = torch.where(mask[order], sorted_lengths.unsqueeze(1) - 1 - positions, positions)
         stream = embedding[order]
@@ -455,7 +457,10 @@ class ElmoModel(ElmoPreTrainedModel):
                 "cut before they got here: keep the tokenizer's torch.long (return_tensors='pt')"
             )
         input_ids = input_ids.long()
-        self.bilm.char_cnn.check_ids(input_ids)
+        # An exported graph (ONNX) checks shapes and dtypes, not values: those checks read the data.
+        values = not torch.compiler.is_exporting()
+        if values:
+            self.bilm.char_cnn.check_ids(input_ids)
         mask = (input_ids > 0).any(dim=-1)
         if attention_mask is not None:
             if not torch.is_tensor(attention_mask):
@@ -465,14 +470,15 @@ class ElmoModel(ElmoPreTrainedModel):
                     f"attention_mask must have shape [batch, words] = {list(mask.shape)} like input_ids, got "
                     f"{list(attention_mask.shape)}"
                 )
-            if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+            binary = attention_mask.dtype == torch.bool
+            if values and not (binary or ((attention_mask == 0) | (attention_mask == 1)).all()):
                 raise ValueError(
                     "attention_mask must hold 1 for words and 0 for padding (or True and False), got values such as "
                     f"{attention_mask[(attention_mask != 0) & (attention_mask != 1)][:3].tolist()}"
                 )
             mask = mask & attention_mask.bool()
         positions = torch.arange(mask.shape[1], device=mask.device)
-        if not torch.equal(mask, positions < mask.sum(dim=1, keepdim=True)):
+        if values and not torch.equal(mask, positions < mask.sum(dim=1, keepdim=True)):
             raise ValueError("padding must be on the right: every sentence's words must come first, then padding")
         if lstm_state is not None:
             batch, P, H = input_ids.shape[0], self.config.projection_dim, self.config.lstm_dim

@@ -31,12 +31,12 @@ from transformers.tokenization_python import PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 from transformers.utils import logging
 
-try:  # loaded as remote code, the modules are one package
-    from .configuration_elmo import MAX_CHARACTERS_PER_TOKEN
-except ImportError:  # installed with pip, they are top-level modules
-    from configuration_elmo import MAX_CHARACTERS_PER_TOKEN
-
 logger = logging.get_logger(__name__)
+
+# The most characters per word a config or tokenizer may ask for (the published models use 50): a larger value is a
+# typo or a hostile file. Declared here, not in configuration_elmo (which imports torch), so that the tokenizer
+# runs without torch (serving an exported ONNX model, docs/serving.md).
+MAX_CHARACTERS_PER_TOKEN = 1024
 
 # Raw character ids (before the +1 shift): bytes are 0-255, then these markers.
 BEGINNING_OF_SENTENCE_CHAR = 256

@@ -9,6 +9,8 @@ from configuration_elmo import ELMO_MODULES
 MODEL_FILES = (
     "config.json",
     "*.safetensors",
+    "model.onnx",  # `export onnx`: the graph, and its weights when ONNX keeps them apart
+    "model.onnx.data",
     "model.safetensors.index.json",
     "tokenizer_config.json",
     "special_tokens_map.json",

@@ -11,13 +11,14 @@ Random weights in the original HDF5 layout are written once for the named publis
 project's converter into `--cache` (default research/cache/, gitignored).
 
 Speed: for each batch size one subprocess loads the model once per `--dtypes` (fp32, bf16, int8 =
-`from_pretrained(..., quantization_config=ElmoInt8Config())`), makes a warm-up call of each implementation, then
-calls the baseline and each of ours in turn `--repeats` times, so that all see the same load on a noisy shared
-machine; medians are reported, and ratios against the baseline of the same run. Memory: each (implementation, dtype,
-batch size) in a fresh subprocess, a warm-up call and one measured call; two figures: the peak RSS of the whole
-process (`VmHWM`: weights, loading and the calls), and the working memory of the measured call: the Linux peak
-RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new peak minus the RSS at
-that point, i.e. the extra memory the inference itself needs on top of the loaded model.
+`from_pretrained(..., quantization_config=ElmoInt8Config())`; ort-fp32 and ort-int8 = the folder `elmo-transformers
+export onnx --dtype float32|int8` makes, exported once into the cache and run by onnxruntime), makes a warm-up call
+of each implementation, then calls the baseline and each of ours in turn `--repeats` times, so that all see the same
+load on a noisy shared machine; medians are reported, and ratios against the baseline of the same run. Memory: each
+(implementation, dtype, batch size) in a fresh subprocess, a warm-up call and one measured call; two figures: the
+peak RSS of the whole process (`VmHWM`: weights, loading and the calls), and the working memory of the measured
+call: the Linux peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new
+peak minus the RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
 
 With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.1, e.g. separate venvs made by
 `research/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
@@ -68,7 +69,7 @@ SIZES = {
 }
 # word vocabulary of the benchmark sentences and of the LM head's softmax
 LM_VOCAB = 10_000
-DTYPES = ("fp32", "bf16", "int8")  # how our model runs; see load_model
+DTYPES = ("fp32", "bf16", "int8", "ort-fp32", "ort-int8")  # how our model runs; see load_model
 
 
 def converted_model_dir(size, cache):
@@ -245,11 +246,39 @@ def allennlp_worker(args):
 # ----- One configuration, in its own process ------------------------------------------------------------------------
 
 
+def exported_model_dir(model_dir, dtype):
+    """`elmo-transformers export onnx --dtype float32|int8` of the converted folder, once, beside it."""
+    from elmo_transformers.export.onnx import export_onnx
+
+    output = Path(model_dir).parent / f"onnx-{dtype}"
+    if not (output / "model.onnx").exists():
+        export_onnx(str(model_dir), output, dtype, overwrite=True)
+    return output
+
+
+class OnnxModel:
+    """The exported graph in onnxruntime (as many threads as torch uses), called as `fast_path` calls ElmoModel."""
+
+    def __init__(self, folder):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
+        self.session = onnxruntime.InferenceSession(str(Path(folder) / "model.onnx"), options)
+
+    def __call__(self, input_ids, attention_mask, output_hidden_states=True):
+        _, layers = self.session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})
+        return argparse.Namespace(hidden_states=torch.from_numpy(layers).unbind())
+
+
 def load_model(model_dir, dtype):
-    """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it."""
+    """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it; "ort-fp32" / "ort-int8": the graph
+    `export onnx` makes, run by onnxruntime."""
     from modeling_elmo import ElmoModel
     from quantization_elmo import ElmoInt8Config
 
+    if dtype.startswith("ort-"):
+        return OnnxModel(exported_model_dir(model_dir, "float32" if dtype == "ort-fp32" else "int8"))
     if dtype == "int8":
         return ElmoModel.from_pretrained(model_dir, quantization_config=ElmoInt8Config()).eval()
     return ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
@@ -717,6 +746,7 @@ def main():
         from configuration_elmo import ElmoConfig
 
         config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
+        ours = [d for d in ours if not d.startswith("ort-")]  # the ceilings are torch's GEMMs
         peak = {name: gemm_gflops(name) for name in ours}
         print("\nCeiling: a 2048^3 GEMM runs at " + ", ".join(f"{peak[d]:.0f} GFLOP/s in {d}" for d in ours)
               + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give "

@@ -26,6 +26,7 @@ COMMANDS = {
     "pretrain": ("pretrain", "train the biLM language model, from scratch or from a model (domain adaptation)"),
     "perplexity": ("perplexity", "forward, backward and average perplexity of a biLM language model"),
     "demo": ("demo", "show how ELMo's vectors of a word depend on its sentence"),
+    "export": ("export", "an ONNX graph of an ELMo model, served by onnxruntime without PyTorch"),
 }
 
 USAGE = "usage: elmo-transformers COMMAND [--help] ...\n\ncommands:\n" + "\n".join(

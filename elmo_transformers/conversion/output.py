@@ -104,6 +104,18 @@ def check_output(output, overwrite=False, inputs=()):
 def save_atomically(model, tokenizer, output, overwrite=False, card=None):
     """Write `model`, `tokenizer` and the model card `card` (a huggingface_hub ModelCard, if any) into a staging
     folder and rename it to `output` (rules: module docstring)."""
+
+    def write(staging):
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if card is not None:
+            card.save(os.path.join(staging, "README.md"))
+
+    return write_folder_atomically(write, output, overwrite)
+
+
+def write_folder_atomically(write, output, overwrite=False):
+    """Call `write(staging)` to fill a staging folder, then rename it to `output` (rules: module docstring)."""
     output = check_output(output, overwrite)
     parent, name = os.path.split(output)
     staging = os.path.join(parent, f".{name}.convert-{os.getpid()}-{secrets.token_hex(4)}")
@@ -120,10 +132,7 @@ def save_atomically(model, tokenizer, output, overwrite=False, card=None):
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(staging, 0o777 & ~umask)
-            model.save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-            if card is not None:
-                card.save(os.path.join(staging, "README.md"))
+            write(staging)
             _check_output(output, overwrite)  # again: the folder may have changed during the conversion
             if os.path.isdir(output) and os.listdir(output):
                 os.rename(output, old)

@@ -1,0 +1,234 @@
+"""An ELMo model as an ONNX graph that onnxruntime serves without PyTorch (`elmo-transformers export onnx`).
+
+The folder holds `model.onnx`, `config.json`, the tokenizer's files with `tokenization_elmo.py` (which needs no torch)
+and a README.md card. The graph is what `ElmoModel` computes, traced by `torch.onnx.export(..., dynamo=True)`:
+
+- inputs `input_ids` int64 [batch, words, C] (the tokenizer's char ids) and `attention_mask` int64 [batch, words];
+- outputs `last_hidden_state` float32 [batch, words, 2P] (the first scalar mix) and `hidden_states` float32
+  [n_layers + 1, batch, words, 2P] (the biLM layers); zeros at padding;
+- batch and words dynamic; the LSTM is one loop (ONNX `Scan`, `kernels_elmo.scan_lstm`), not unrolled, and every
+  call starts from a zero state. A language model's biLM is exported; its word softmax is not.
+
+`int8` quantizes the weights of the LSTM's GEMMs (see `quantize_int8`). The folder is written as a conversion is
+(`conversion/output.py`): whole or not at all, and --overwrite replaces only an earlier conversion or export.
+"""
+
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import re
+import warnings
+
+import torch
+
+from ..conversion.output import check_output, write_folder_atomically
+from ..errors import UserError
+
+DTYPES = ("float32", "int8")
+PACKAGES = ("onnx", "onnxscript", "onnxruntime")
+INSTALL = 'pip install "elmo-transformers[onnx]"'
+INPUT_NAMES = ["input_ids", "attention_mask"]
+OUTPUT_NAMES = ["last_hidden_state", "hidden_states"]
+# Weights above this many bytes go to model.onnx.data beside the graph: one ONNX (protobuf) file cannot exceed 2 GiB.
+EXTERNAL_DATA_BYTES = 1 << 30
+# The example the graph is traced on: two sentences of different lengths (batch and words are then dynamic).
+EXAMPLE = [["ELMo", "leaves", "PyTorch", "."], ["Hello"]]
+
+
+def check_onnx_installed():
+    """A UserError naming the install command when onnx, onnxscript or onnxruntime is missing."""
+    missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"exporting to ONNX needs {', '.join(missing)}, not installed here: {INSTALL}")
+
+
+def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
+    """Export the ELMo model in `folder` (see `model_source.resolve_model`) into the folder `output`; returns its
+    absolute path. `source` is how the card names the model (default: `folder`)."""
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}")
+    check_onnx_installed()
+    output = check_output(output, overwrite, [folder])
+    from ..embedding.embedder import load_elmo
+    from ..model_source import loading
+
+    with loading(source or folder):
+        model = load_elmo(folder).float().eval()
+        from tokenization_elmo import ElmoTokenizer
+
+        tokenizer = ElmoTokenizer.from_pretrained(folder)
+    is_lm = "ElmoForLanguageModeling" in (model.config.architectures or [])
+
+    def write(staging):
+        path = os.path.join(staging, "model.onnx")
+        opset = export_graph(model, tokenizer, path)
+        if dtype == "int8":
+            quantize_int8(path)
+        tokenizer.save_pretrained(staging)
+        config = model.config.to_dict()
+        config.pop("auto_map", None)  # no PyTorch weights here: the Auto classes would load none
+        config.pop("_name_or_path", None)
+        config["architectures"] = ["ElmoModel"]
+        with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2, sort_keys=True)
+        with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
+            f.write(model_card(model.config, source or folder, dtype, opset, is_lm))
+
+    return write_folder_atomically(write, output, overwrite)
+
+
+class ElmoGraph(torch.nn.Module):
+    """What the graph computes: `ElmoModel.forward`'s ELMo vectors and its biLM layers, stacked."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        out = self.model(input_ids, attention_mask=attention_mask, output_hidden_states=True, return_dict=True)
+        return out.last_hidden_state, torch.stack(out.hidden_states)
+
+
+def export_graph(model, tokenizer, path):
+    """Trace `model` (float32, eval) into the ONNX file `path` with dynamic batch and words; returns the opset."""
+    example = tokenizer(EXAMPLE, is_split_into_words=True, padding=True, return_tensors="pt")
+    inputs = (example["input_ids"], example["attention_mask"])
+    batch, words = torch.export.Dim("batch"), torch.export.Dim("words")
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)  # "torchvision is not installed": its operators are not ELMo's
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's notes on names and deprecations, not the user's concern
+        program = torch.onnx.export(
+            ElmoGraph(model).eval(), inputs, input_names=INPUT_NAMES, output_names=OUTPUT_NAMES, dynamo=True,
+            dynamic_shapes={"input_ids": {0: batch, 1: words}, "attention_mask": {0: batch, 1: words}},
+            verbose=False,
+        )
+        program.save(path, external_data=weight_bytes > EXTERNAL_DATA_BYTES)
+    registration.setLevel(level)
+    return next(o.version for o in program.model_proto.opset_import if o.domain in ("", "ai.onnx"))
+
+
+# The LSTM's GEMM weights (input, state and projection, both directions stacked: [2, K, N]), most of the arithmetic.
+LSTM_WEIGHT = re.compile(r"bilm\.layers\.\d+\.(input|state|projection)_weight$")
+# Weights are int8 with 7 bits of magnitude (|q| <= 63), one scale per direction and output column: a uint8
+# activation times such a weight, summed in pairs, fits the 16-bit intermediate sums of x86 int8 kernels without VNNI
+# (AVX2, AVX-512), so the numbers do not depend on the CPU. Activations are uint8, one scale per call.
+WEIGHT_LEVELS = 63
+
+
+def quantize_int8(path):
+    """Rewrite the ONNX file `path` so that the LSTM's GEMMs run in int8: each `MatMul` by an LSTM weight becomes,
+    per direction, `DynamicQuantizeLinear` of its input, `MatMulInteger` by that direction's 2-D int8 weight (which
+    onnxruntime packs once, as it does not a batched 3-D one) and a float rescale; also inside the Scan loops. Not
+    onnxruntime's `quantize_dynamic`: it also quantizes the char CNN (changing the context-free layer) and keeps 8-bit
+    weights, whose products can saturate on CPUs without VNNI (see WEIGHT_LEVELS)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(path)
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer if LSTM_WEIGHT.search(init.name)}
+    for name, init in weights.items():
+        weight = numpy_helper.to_array(init).astype(np.float32)  # [2, K, N]
+        scale = np.maximum(np.abs(weight).max(axis=1), np.finfo(np.float32).tiny) / WEIGHT_LEVELS  # [2, N]
+        quantized = np.clip(np.rint(weight / scale[:, None]), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int8)
+        graph.initializer.remove(init)
+        for d in range(2):
+            graph.initializer.extend([numpy_helper.from_array(quantized[d], f"{name}.int8.{d}"),
+                                      numpy_helper.from_array(scale[d], f"{name}.scale.{d}")])
+    graph.initializer.extend([numpy_helper.from_array(np.array(d, np.int64), f"int8.direction.{d}") for d in range(2)]
+                             + [numpy_helper.from_array(np.array([0], np.int64), "int8.axis0")])
+
+    def direction_gemm(x, weight, out, d):
+        """x[d] @ int8 weight d, rescaled: out [1, n, N]."""
+        p = f"{out}.{d}"
+        return [
+            helper.make_node("Gather", [x, f"int8.direction.{d}"], [f"{p}.x"], axis=0),
+            helper.make_node("DynamicQuantizeLinear", [f"{p}.x"], [f"{p}.q", f"{p}.x_scale", f"{p}.x_zero"]),
+            helper.make_node("MatMulInteger", [f"{p}.q", f"{weight}.int8.{d}", f"{p}.x_zero"], [f"{p}.int32"]),
+            helper.make_node("Cast", [f"{p}.int32"], [f"{p}.float"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Mul", [f"{p}.x_scale", f"{weight}.scale.{d}"], [f"{p}.scale"]),
+            helper.make_node("Mul", [f"{p}.float", f"{p}.scale"], [f"{p}.y"]),
+            helper.make_node("Unsqueeze", [f"{p}.y", "int8.axis0"], [f"{p}.out"]),
+        ]
+
+    def rewrite(graph):
+        nodes = []
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    rewrite(attribute.g)
+            if node.op_type != "MatMul" or node.input[1] not in weights:
+                nodes.append(node)
+                continue
+            (x, weight), out = node.input, node.output[0]
+            nodes += direction_gemm(x, weight, out, 0) + direction_gemm(x, weight, out, 1)
+            nodes.append(helper.make_node("Concat", [f"{out}.0.out", f"{out}.1.out"], [out], axis=0))
+        graph.ClearField("node")
+        graph.node.extend(nodes)
+
+    rewrite(graph)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def model_card(config, source, dtype, opset, is_lm):
+    """The folder's README.md: what the graph takes and gives, how it was made, and how to serve it."""
+    layers, width, chars = config.n_layers + 1, 2 * config.projection_dim, config.input_width
+    versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in ("elmo-transformers", "torch",
+                                                                                  "onnx", "onnxscript"))
+    lm = ("\nThis is the biLM of a language model: the word softmax is not exported (the graph gives the "
+          "biLM's layers and ELMo vectors, not word probabilities).\n" if is_lm else "")
+    weights = ("int8 weights for the LSTM's GEMMs (float32 activations), within the project's int8 rule (cosine to "
+               "float32: median >= 0.999, 1st percentile >= 0.99)" if dtype == "int8" else "float32")
+    return f"""---
+library_name: onnx
+tags:
+- elmo
+- onnx
+---
+
+# ELMo as ONNX ({dtype})
+
+ELMo (Peters et al., 2018, *Deep contextualized word representations*): the biLM (char CNN, highway, projection,
+{config.n_layers} bidirectional LSTM layers of {config.lstm_dim} cells projected to {config.projection_dim}) and its
+scalar mix, as one ONNX graph (opset {opset}, {weights}) that onnxruntime runs without PyTorch.
+{lm}
+Made by `elmo-transformers export onnx --dtype {dtype}` from `{source}` ({versions}), with
+`torch.onnx.export(..., dynamo=True)`; the LSTM is a loop in the graph (`Scan`), so any batch and length run.
+
+## Inputs
+
+- `input_ids`: int64 `[batch, words, {chars}]`, the char ids of this folder's tokenizer (`tokenization_elmo.py`).
+- `attention_mask`: int64 `[batch, words]`, 1 for words and 0 for padding (padding on the right).
+
+## Outputs
+
+- `last_hidden_state`: float32 `[batch, words, {width}]`, the ELMo vectors (the scalar mix).
+- `hidden_states`: float32 `[{layers}, batch, words, {width}]`, the biLM layers: layer 0 is the token embedding
+  twice, layer l is `[forward_l ; backward_l]`.
+
+Zeros at padding. Every call starts from a zero LSTM state (stateless). Inputs of another rank or dtype are refused
+by onnxruntime itself (`INVALID_ARGUMENT`); the values are not checked (char ids beyond the table, padding in the
+middle of a sentence give undefined results).
+
+## Usage
+
+```python
+import numpy as np
+import onnxruntime
+from transformers import AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder", trust_remote_code=True)
+session = onnxruntime.InferenceSession("path/to/this/folder/model.onnx")
+batch = tokenizer([["Hello", "world", "!"], ["ELMo"]], is_split_into_words=True, padding=True,
+                  return_tensors="np")
+vectors, layers = session.run(None, {{name: batch[name].astype(np.int64)
+                                     for name in ("input_ids", "attention_mask")}})
+```
+"""

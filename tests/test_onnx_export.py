@@ -1,0 +1,223 @@
+"""`elmo-transformers export onnx`: the LSTM's scan form equals the eager loop, and the exported graph run by
+onnxruntime gives AllenNLP's and PyTorch's numbers (tolerance rule of tests/tolerance.py)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import FIXTURE_NAMES, load_fixture
+from serving_memory import site_packages_without_torch
+from tolerance import assert_close_to_reference
+from elmo_transformers.cli import main
+
+from configuration_elmo import ElmoConfig
+from modeling_elmo import ElmoLstmLayer
+
+
+@pytest.mark.parametrize("lengths, clip", [([7, 7], None), ([11, 4, 1], 0.5), ([1], 0.5)])
+def test_scan_lstm_equals_the_eager_loop(lengths, clip):
+    """The layer run as one scan over the whole batch (what export traces) gives the eager loop's outputs and final
+    states, for a shrinking batch, a full one and a single step, with and without clipping."""
+    torch.manual_seed(0)
+    config = ElmoConfig(lstm_dim=12, projection_dim=5, cell_clip=clip, proj_clip=clip)
+    layer = ElmoLstmLayer(config, 5)
+    for weight in layer.parameters():
+        torch.nn.init.uniform_(weight, -0.6, 0.6)
+    steps = max(lengths)
+    inputs = torch.randn(2, len(lengths), steps, 5)
+    positions = torch.arange(steps)
+    running = (torch.tensor(lengths).unsqueeze(0) > positions.unsqueeze(1)).sum(1)
+    inputs = inputs * (positions < torch.tensor(lengths).unsqueeze(1)).unsqueeze(-1)  # zeros at padding, as the biLM
+    with torch.no_grad():
+        eager, (eager_h, eager_c) = layer(inputs, running.tolist())
+        scanned, (scan_h, scan_c) = layer(inputs, running)
+    assert_close_to_reference(scanned, eager, "outputs")
+    assert not scanned[:, 1:][(positions >= torch.tensor(lengths[1:]).unsqueeze(1)).expand(2, -1, -1)].any()
+    assert_close_to_reference(scan_h, eager_h, "final h")
+    assert_close_to_reference(scan_c, eager_c, "final c")
+
+
+# ----- The exported graph, served where torch is not installed -----------------------------------------------------
+
+# Run by `serve_without_torch` in a Python whose site-packages lack torch and this package: the exported folder's
+# tokenizer (remote code) and onnxruntime embed the batches of the JSON file argv[2], writing argv[3].
+SERVE = """
+import json, sys
+import numpy as np
+for name in ("torch", "elmo_transformers", "tokenization_elmo", "modeling_elmo"):
+    try:
+        __import__(name)
+    except ModuleNotFoundError:
+        continue
+    raise SystemExit(f"{name} is importable: the test would not show serving without it")
+import onnxruntime
+from transformers import AutoTokenizer
+
+folder, batches, output = sys.argv[1:4]
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+session = onnxruntime.InferenceSession(folder + "/model.onnx")
+results = {}
+for name, sentences in json.load(open(batches, encoding="utf-8")).items():
+    batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
+    inputs = {key: batch[key].astype(np.int64) for key in ("input_ids", "attention_mask")}
+    results[name + "/vectors"], results[name + "/layers"] = session.run(None, inputs)
+    results[name + "/input_ids"] = inputs["input_ids"]
+np.savez(output, **results)
+"""
+
+def serve_without_torch(folder, batches, tmp_path):
+    """The outputs of SERVE for `batches` ({name: sentences}) in a Python where torch and this package are not
+    installed (`python -S` on a copy of site-packages without them)."""
+    shadow = site_packages_without_torch(tmp_path / "site-packages-without-torch")
+    (tmp_path / "batches.json").write_text(json.dumps(batches), encoding="utf-8")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", SERVE, str(folder), str(tmp_path / "batches.json"), str(tmp_path / "out.npz")],
+        env=dict(env, PYTHONPATH=str(shadow), HF_HUB_OFFLINE="1"), cwd=tmp_path, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(np.load(tmp_path / "out.npz"))
+
+
+@pytest.fixture(scope="module")
+def exported_tiny(tiny_model_dir, tmp_path_factory):
+    """The AllenNLP fixture's model exported by the command."""
+    output = tmp_path_factory.mktemp("onnx") / "tiny-onnx"
+    assert main(["export", "onnx", "--model", str(tiny_model_dir), "--output", str(output)]) == 0
+    return output
+
+
+LONG = [f"w{i % 17}" if i % 5 else "The" for i in range(120)]
+
+
+@pytest.mark.slow
+def test_served_without_torch_equals_allennlp_and_pytorch(exported_tiny, tiny, tmp_path):
+    """AllenNLP's numbers on its fixtures, and PyTorch's on one word (batch 1) and a 120-word sentence beside a
+    3-word one, from the exported folder's tokenizer and onnxruntime in a process without torch."""
+    fixtures = {name: load_fixture(name) for name in FIXTURE_NAMES}
+    batches = {name: sentences for name, (sentences, _, _) in fixtures.items()}
+    batches.update({"one-word": [["ELMo"]], "long-and-short": [LONG, ["a", "short", "one"]]})
+    served = serve_without_torch(exported_tiny, batches, tmp_path)
+    for name, (_, expected, _) in fixtures.items():
+        np.testing.assert_array_equal(served[f"{name}/input_ids"], expected["char_ids"])
+        assert_close_to_reference(served[f"{name}/layers"], expected["bilm_activations"], f"{name} layers")
+        assert_close_to_reference(served[f"{name}/vectors"], expected["elmo_representation"], f"{name} vectors")
+    model, tokenizer = tiny
+    for name in ("one-word", "long-and-short"):
+        batch = tokenizer(batches[name], is_split_into_words=True, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            out = model(**batch, output_hidden_states=True)
+        assert_close_to_reference(served[f"{name}/layers"], torch.stack(out.hidden_states), f"{name} layers")
+        assert_close_to_reference(served[f"{name}/vectors"], out.last_hidden_state, f"{name} vectors")
+    assert not served["long-and-short/layers"][:, 1, 3:].any(), "padding must be zeros"
+
+
+@pytest.mark.slow
+def test_export_folder_card_and_graph(exported_tiny):
+    """The folder's files, a card naming inputs, outputs and opset, and a graph whose LSTM is a loop (Scan), not
+    unrolled, with dynamic batch and words."""
+    import onnx
+
+    names = sorted(p.name for p in exported_tiny.iterdir())
+    assert names == ["README.md", "added_tokens.json", "config.json", "model.onnx", "tokenization_elmo.py",
+                     "tokenizer_config.json", "vocab.txt"]
+    graph = onnx.load(exported_tiny / "model.onnx")
+    ops = [node.op_type for node in graph.graph.node]
+    assert ops.count("Scan") == 2  # one loop per biLM layer
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.graph.input}
+    assert dims == {"input_ids": ["batch", "words", 50], "attention_mask": ["batch", "words"]}
+    assert [o.name for o in graph.graph.output] == ["last_hidden_state", "hidden_states"]
+    card = (exported_tiny / "README.md").read_text()
+    opset = next(o.version for o in graph.opset_import if o.domain == "")
+    assert f"opset {opset}" in card and "`input_ids`: int64" in card and "`hidden_states`: float32 `[3," in card
+    assert "softmax" not in card  # not a language model
+    assert "auto_map" not in json.loads((exported_tiny / "config.json").read_text())
+    from elmo_transformers.conversion.output import is_earlier_conversion
+
+    assert is_earlier_conversion(exported_tiny)  # so that --overwrite may replace it
+
+
+def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
+    """Not ELMo, an existing output, a --dtype not offered, onnx not installed: one line each, nothing written."""
+    bert = tmp_path / "bert"
+    bert.mkdir()
+    (bert / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    cases = [
+        (["--model", str(bert), "--output", str(tmp_path / "a")], "is not an ELMo model"),
+        (["--output", str(bert)], "exists and is not empty (pass --overwrite"),
+    ]
+    for args, message in cases:
+        assert main(["export", "onnx", *args]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    with pytest.raises(SystemExit) as exit_code:
+        main(["export", "onnx", "--output", str(tmp_path / "b"), "--dtype", "bfloat16"])
+    assert exit_code.value.code == 2 and "invalid choice: 'bfloat16'" in capsys.readouterr().err
+    from elmo_transformers.errors import UserError
+    from elmo_transformers.export import onnx as export
+
+    with pytest.raises(UserError, match="offers float32, int8"):
+        export.export_onnx(str(bert), tmp_path / "c", dtype="float16")
+    real_find_spec = export.importlib.util.find_spec
+    monkeypatch.setattr(export.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    assert main(["export", "onnx", "--output", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert err == 'error: exporting to ONNX needs onnxruntime, not installed here: pip install ' \
+                  '"elmo-transformers[onnx]"\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bert"] and len(list(bert.iterdir())) == 1
+
+
+@pytest.mark.slow
+def test_language_model_exports_its_bilm(lm_dir, tmp_path):
+    """An LM folder exports its biLM; the card says the softmax is not exported; the graph equals PyTorch."""
+    import onnxruntime
+
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    assert main(["export", "onnx", "--model", str(lm_dir), "--output", str(tmp_path / "lm")]) == 0
+    assert "the word softmax is not exported" in (tmp_path / "lm" / "README.md").read_text()
+    tokenizer = ElmoTokenizer.from_pretrained(lm_dir)
+    batch = tokenizer([["the", "cat"], ["a"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = ElmoModel.from_pretrained(lm_dir).eval()(**batch, output_hidden_states=True)
+    session = onnxruntime.InferenceSession(str(tmp_path / "lm" / "model.onnx"))
+    vectors, layers = session.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})
+    assert_close_to_reference(layers, torch.stack(out.hidden_states), "layers")
+    assert_close_to_reference(vectors, out.last_hidden_state, "vectors")
+
+
+@pytest.mark.slow
+def test_int8_export_stays_within_the_int8_rule(tmp_path):
+    """`export onnx --dtype int8` of the default model: the LSTM's GEMMs are int8 (also inside the loops), and every
+    vector of every layer against PyTorch float32 has cosine median >= 0.999 and 1st percentile >= 0.99."""
+    import onnx
+    import onnxruntime
+    from test_quantization import SENTENCES
+
+    from elmo_transformers.models import DEFAULT_MODEL
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    assert main(["export", "onnx", "--output", str(tmp_path / "int8"), "--dtype", "int8"]) == 0
+    graph = onnx.load(tmp_path / "int8" / "model.onnx")
+    assert not [i.name for i in graph.graph.initializer if i.name.endswith(("state_weight", "projection_weight"))]
+    loops = [node.attribute[0].g for node in graph.graph.node if node.op_type == "Scan"]
+    assert loops and all(sum(n.op_type == "MatMulInteger" for n in body.node) == 4 for body in loops)  # 2 per GEMM
+    assert "--dtype int8" in (tmp_path / "int8" / "README.md").read_text()
+    tokenizer = ElmoTokenizer.from_pretrained(DEFAULT_MODEL)
+    batch = tokenizer([s.split() for s in SENTENCES], is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        fp32 = torch.stack(ElmoModel.from_pretrained(DEFAULT_MODEL).eval()(**batch, output_hidden_states=True)
+                           .hidden_states)
+    session = onnxruntime.InferenceSession(str(tmp_path / "int8" / "model.onnx"))
+    _, int8 = session.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})
+    mask = batch["attention_mask"].bool()
+    cos = torch.nn.functional.cosine_similarity(torch.from_numpy(int8)[:, mask], fp32[:, mask], dim=-1).flatten()
+    assert cos.median() >= 0.999 and torch.quantile(cos, 0.01) >= 0.99, (cos.median(), torch.quantile(cos, 0.01))
+    assert not np.allclose(int8[1:], fp32[1:].numpy(), atol=1e-5), "the GEMMs are not int8"
