@@ -14,7 +14,7 @@ import argparse
 
 from ..model_source import resolve_model
 from ..models import DEFAULT_MODEL
-from . import import_package
+from . import import_package, option
 
 DTYPES = ("float32", "int8")  # elmo_transformers.export.onnx.DTYPES, named here before torch loads
 
@@ -33,10 +33,12 @@ def main(argv=None):
                       help="float32 (default), or int8 weights for the LSTM's GEMMs")
     onnx.add_argument("--overwrite", action="store_true", help="replace an earlier export or conversion in --output")
     args = parser.parse_args(argv)
-    folder = resolve_model(args.model)
+    with option("--model", args.model):
+        folder = resolve_model(args.model)
     import_package()
     from ..export.onnx import export_onnx
 
-    output = export_onnx(folder, args.output, args.dtype, args.overwrite, source=args.model)
+    with option("--output", args.output):
+        output = export_onnx(folder, args.output, args.dtype, args.overwrite, source=args.model)
     print(f"exported {args.model} ({args.dtype}) -> {output}")
     return 0
