@@ -148,8 +148,9 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     assert not output.exists(), "a killed run must not leave a complete-looking output"
     assert 3 <= len(list(partial.glob("shard-*.npz"))) < 300
 
-    with pytest.raises(UserError, match="--resume"):
+    with pytest.raises(UnfinishedRunError) as refused:
         main(args)
+    assert "pass --resume to continue it" in one_line(refused.value)  # the command's wording
     assert main([*args, "--resume"]) == 0
     assert not partial.exists()
     reference = embed(tmp_path, tiny_model_dir, lines, "--all", "--batch-size", "2", name="reference.hdf5")
@@ -188,8 +189,9 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
         first.wait()
         first.stderr.close()
     assert (tmp_path / "out.hdf5.partial.owner").exists()  # left by kill -9: the process is gone, so it is stale
-    with pytest.raises(UserError, match="interrupted run: pass --resume"):
+    with pytest.raises(UnfinishedRunError) as refused:
         main(args)
+    assert "interrupted run: pass --resume" in one_line(refused.value)
 
 
 def interrupt_after(monkeypatch, method, calls):

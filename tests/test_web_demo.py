@@ -273,7 +273,7 @@ def test_the_command_refuses_a_busy_port_and_a_model_that_is_not_elmo(tmp_path, 
         assert main(["demo", "--web", "--port", str(port)]) == 1
         assert capsys.readouterr().err == (f"error: --port {port}: cannot serve on 127.0.0.1:{port} (Address already "
                                            "in use): stop what uses it, or give another --port\n")
-    for model, message in ((tmp_path, "is not an ELMo model (its config.json has model_type 'bert')"),
+    for model, message in ((tmp_path, "is not an ELMo model: its config.json has model_type 'bert', not 'elmo'"),
                            (tmp_path / "missing", "no such folder")):
         assert main(["demo", "--web", "--model", str(model), "--port", str(free_port())]) == 1
         err = capsys.readouterr().err
