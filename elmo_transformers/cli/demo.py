@@ -15,7 +15,10 @@ biLM layer and, for a language-model folder, fill-mask and each word's log-proba
 """
 
 import argparse
+import os
+import socket
 
+from ..errors import UserError
 from ..models import DEFAULT_MODEL
 from . import import_package, option
 
@@ -75,18 +78,41 @@ def main(argv=None):
 
 def serve(args):
     """The web page: the port is checked and the model loaded before Gradio starts, each failing in one line."""
-    from ..errors import UserError
-
     try:
         from ..demo import page
     except ImportError as e:
         raise UserError(f"--web needs Gradio ({e.name} is not installed): pip install \"elmo-transformers[demo]\"") \
             from None
-    page.check_port(args.host, args.port)
+    check_port(args.host, args.port)
     import_package()
     from transformers.utils import logging
 
     logging.disable_progress_bar()
     with option("--model", args.model):
         blocks = page.build(args.model)
-    page.launch(blocks, args.host, args.port)
+    launch(blocks, args.host, args.port)
+
+
+def check_port(host, port):
+    """Refuse, in one line, an address this machine cannot serve on: an unknown --host, a --port in use."""
+    try:
+        socket.getaddrinfo(host, port)
+    except OSError as e:
+        raise UserError(f"--host {host}: not a name or address of this machine ({e.strerror or e}): give an address "
+                        "such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)") from None
+    try:
+        socket.create_server((host, port)).close()  # as the server binds: SO_REUSEADDR, so TIME_WAIT is no conflict
+    except OSError as e:  # create_server adds the address to strerror; os.strerror is the reason alone
+        reason = os.strerror(e.errno) if e.errno and e.errno > 0 else e.strerror or str(e)
+        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give "
+                        "another --port") from None
+
+
+def launch(page, host, port):
+    """Serve `page` on host:port, print its address, and serve until Ctrl+C."""
+    try:
+        page.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
+    except OSError as e:  # taken between check_port and here
+        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({e}): give another --port") from None
+    print(f"ELMo demo page: {page.local_url} (Ctrl+C stops it)", flush=True)
+    page.block_thread()

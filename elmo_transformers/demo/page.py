@@ -7,7 +7,6 @@ Requests wait in Gradio's queue and run one at a time, so several users share on
 """
 
 import os
-import socket
 import textwrap
 
 import gradio as gr
@@ -140,28 +139,3 @@ def similarity_table(uses):
             for i in range(n)]
     return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))],
                         column_widths=["190px", *["70px"] * n])
-
-
-def check_port(host, port):
-    """Refuse, in one line, an address this machine cannot serve on: an unknown --host, a --port in use."""
-    try:
-        socket.getaddrinfo(host, port)
-    except OSError as e:
-        raise UserError(f"--host {host}: not a name or address of this machine ({e.strerror or e}): give an address "
-                        "such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)") from None
-    try:
-        socket.create_server((host, port)).close()  # as the server binds: SO_REUSEADDR, so TIME_WAIT is no conflict
-    except OSError as e:  # create_server adds the address to strerror; os.strerror is the reason alone
-        reason = os.strerror(e.errno) if e.errno and e.errno > 0 else e.strerror or str(e)
-        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give "
-                        "another --port") from None
-
-
-def launch(page, host, port):
-    """Serve `page` on host:port, print its address, and serve until Ctrl+C."""
-    try:
-        page.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
-    except OSError as e:  # taken between check_port and here
-        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({e}): give another --port") from None
-    print(f"ELMo demo page: {page.local_url} (Ctrl+C stops it)", flush=True)
-    page.block_thread()
