@@ -173,7 +173,7 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
     for name in TRAINER_FILES:
         (model_dir / name).write_text("{}")
     assert push_to_hub.main([str(model_dir), "me/elmo-tiny", "--private", "--license", "mit"]) == 0
-    assert calls["create_repo"] == ("me/elmo-tiny", {"private": True, "exist_ok": True})
+    assert calls["create_repo"] == ("me/elmo-tiny", {"repo_type": "model", "private": True, "exist_ok": True})
     upload = calls["upload_folder"]
     assert upload["repo_id"] == "me/elmo-tiny" and checked == [upload["folder_path"]]
     assert set(calls["files"]) == EXPECTED_FILES | set(os.listdir(tiny_model_dir))

@@ -3,6 +3,7 @@ model's files in model/, the requirements and a README whose header is the Space
 from that folder alone in a fresh process (the command's check, which a broken folder fails)."""
 
 import json
+import os
 
 import pytest
 from conftest import REPO
@@ -41,3 +42,45 @@ def test_a_space_folder_that_cannot_build_the_page_is_refused(tmp_path):
     (tmp_path / "app.py").write_text("raise SystemExit('no page here')\n")
     with pytest.raises(UserError, match="fails the check in a fresh process: no page here"):
         check_space(tmp_path)
+
+
+def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys):
+    """Without --dry-run the checked folder goes to a Space of the Gradio SDK, in one commit; an unreachable Hub is
+    one line (hub.push.upload, shared with the model upload)."""
+    from huggingface_hub import HfApi
+
+    from elmo_transformers.cli import main
+    from elmo_transformers.cli import push
+    from elmo_transformers.hub import space
+
+    calls = {}
+
+    def create_repo(self, repo_id, **kwargs):
+        calls["create_repo"] = (repo_id, kwargs)
+        return f"https://huggingface.co/spaces/{repo_id}"
+
+    def upload_folder(self, **kwargs):
+        calls["upload_folder"] = kwargs
+        calls["files"] = sorted(os.listdir(kwargs["folder_path"]))
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(push, "get_token", lambda: "hf_test")
+    checked = []
+    monkeypatch.setattr(space, "check_space", lambda folder: checked.append(folder) or "the page builds")
+    staging = tmp_path / "space"
+    assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(staging)]) == 0
+    assert calls["create_repo"] == ("me/elmo-demo", {"repo_type": "space", "private": False, "exist_ok": True,
+                                                     "space_sdk": "gradio"})
+    upload = calls["upload_folder"]
+    assert upload["repo_type"] == "space" and upload["folder_path"] == str(staging) and checked == [str(staging)]
+    assert {"app.py", "requirements.txt", "README.md", "model", "elmo_transformers"} <= set(calls["files"])
+    assert "uploaded" in capsys.readouterr().out
+
+    def unreachable(self, repo_id, **kwargs):
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(HfApi, "create_repo", unreachable)
+    assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(tmp_path / "again")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "error: cannot upload to me/elmo-demo on ")

@@ -89,6 +89,7 @@ def main(argv=None):
 
 def push_space(args, staging):
     """`push --space`: the Space folder (hub/space.py) in `staging`, checked, then uploaded unless --dry-run."""
+    from ..hub import push as hub
     from ..hub import space
 
     files, left_out = space.build_space_folder(args.model_dir, staging, args.repo_id)
@@ -100,6 +101,7 @@ def push_space(args, staging):
               f"({'private' if args.private else 'public'}):")
         print("\n".join(f"  {name}" for name in files))
         return 0
-    url = space.upload(staging, args.repo_id, args.private)
+    url = hub.upload(staging, args.repo_id, args.private, repo_type="space", space_sdk="gradio",
+                     commit_message="Upload ELMo demo Space")
     print(f"uploaded {len(files)} files to {url}")
     return 0

@@ -164,13 +164,14 @@ def check_loads(folder):
     return result.stdout.strip()
 
 
-def upload(folder, repo_id, private):
-    """Create the repo `repo_id` if needed and upload `folder` in one commit; returns the repo's URL. A Hub that
-    cannot be reached or refuses (no network, a token without write access) is one UserError line."""
+def upload(folder, repo_id, private, repo_type="model", commit_message="Upload ELMo model", **create_options):
+    """Create the repo `repo_id` (a model, or with repo_type="space" and space_sdk a Space) if needed and upload
+    `folder` in one commit; returns the repo's URL. A Hub that cannot be reached or refuses (no network, a token
+    without write access) is one UserError line."""
     api = HfApi()
     try:
-        url = api.create_repo(repo_id, private=private, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="Upload ELMo model")
+        url = api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, **create_options)
+        api.upload_folder(repo_id=repo_id, repo_type=repo_type, folder_path=folder, commit_message=commit_message)
     except Exception as e:  # noqa: BLE001  (no network, proxy, TLS, a refused token: the Hub's answer, in one line)
         raise UserError(f"cannot upload to {repo_id} on {constants.ENDPOINT}: {type(e).__name__}: {first_line(e)}; "
                         "check the network and the token (`hf auth login`), then push again") from e

@@ -21,7 +21,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from huggingface_hub import HfApi, SpaceCard, SpaceCardData
+from huggingface_hub import SpaceCard, SpaceCardData
 from packaging.requirements import Requirement
 
 from configuration_elmo import ELMO_MODULES
@@ -122,11 +122,3 @@ def check_space(folder):
         last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
         raise UserError(f"the Space folder {folder} fails the check in a fresh process: {last}")
     return result.stdout.strip().splitlines()[-1]
-
-
-def upload(folder, repo_id, private):
-    """Create the Space (Gradio SDK) if needed and upload the folder in one commit; returns its URL."""
-    api = HfApi()
-    url = api.create_repo(repo_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=folder, commit_message="Upload ELMo demo Space")
-    return url
