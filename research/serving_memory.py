@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 from benchmark import sentences, status_mb
@@ -60,17 +61,19 @@ print(json.dumps(dict(loaded_mb=loaded, peak_mb=status_mb("VmHWM"), torch_import
 """
 
 
-# What a Python without torch and without this package lacks: their folders, metadata and path hooks.
-WITHOUT_TORCH = ("torch", "torchgen", "functorch", "elmo_transformers", "__editable__", "distutils-precedence")
+# What a Python without torch lacks: its folders and metadata (this package's own files come from its metadata).
+WITHOUT_TORCH = ("torch", "torchgen", "functorch")
 
 
 def site_packages_without_torch(folder):
-    """Fill `folder` with links to this Python's site-packages except torch and this package (`WITHOUT_TORCH`):
+    """Fill `folder` with links to this Python's site-packages except torch (`WITHOUT_TORCH`) and every top-level
+    file or folder this package installed (the package, the model's root modules, an editable install's hooks):
     `python -S` with PYTHONPATH=folder is then a Python where neither is installed. Returns `folder`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    own = {file.parts[0] for file in metadata.files("elmo-transformers") or ()}
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(WITHOUT_TORCH) and entry.suffix != ".pth":
+        if not entry.name.startswith(WITHOUT_TORCH) and entry.name not in own and entry.suffix != ".pth":
             (folder / entry.name).symlink_to(entry)
     return folder
 

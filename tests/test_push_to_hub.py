@@ -123,7 +123,7 @@ def test_the_docs_name_the_upload_allow_list_the_code_uses():
     """docs/hub-and-pipelines.md lists what push uploads; it must be MODEL_FILES, not a list kept by hand apart."""
     text = (REPO / "docs" / "hub-and-pipelines.md").read_text(encoding="utf-8")
     section = text[text.index("**What goes up**") : text.index("Everything else in the folder")]
-    named = {name for name in re.findall(r"`([^`/ ]+\.(?:json|txt|dic|py|md|safetensors))`", section)}
+    named = {name for name in re.findall(r"`([^`/ ]+\.(?:json|txt|dic|py|md|safetensors|onnx|data))`", section)}
     assert named == {name for name in MODEL_FILES if "*" not in name} | {"model.safetensors"}
 
 
