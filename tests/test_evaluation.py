@@ -44,3 +44,50 @@ def test_prepare_corpus_splits_words_and_sentences():
     assert list(sentences("no final stop")) == [["no", "final", "stop"]]
     assert list(sentences("Mr. Smith")) == [["Mr", "."], ["Smith"]]  # the documented simple rule: no abbreviations
     assert list(sentences("   ")) == []
+
+
+def test_conllu_to_conll_keeps_syntactic_words_with_upos():
+    from conllu_to_conll import sentences
+
+    conllu = """# text = I don't know.
+1\tI\tI\tPRON\tPRP\t_\t4\tnsubj\t_\t_
+2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
+2\tdo\tdo\tAUX\tVBP\t_\t4\taux\t_\t_
+3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t_\t_
+4\tknow\tknow\tVERB\tVB\t_\t0\troot\t_\t_
+4.1\tit\tit\tPRON\tPRP\t_\t_\t_\t_\t_
+5\t.\t.\tPUNCT\t.\t_\t4\tpunct\t_\t_
+
+1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_
+""".splitlines(keepends=True)
+    assert list(sentences(conllu)) == [
+        [("I", "PRON"), ("do", "AUX"), ("n't", "PART"), ("know", "VERB"), (".", "PUNCT")],
+        [("Yes", "INTJ")],
+    ]
+    with pytest.raises(ValueError, match="10 tab-separated"):
+        list(sentences(["1 I I PRON\n"]))
+
+
+def test_prepare_modern_corpus_keeps_prose_and_drops_markup_and_code():
+    from prepare_modern_corpus import b64_number, pod_text, prose, rst
+
+    assert prose("Call the  function\twhen ready") == "Call the function when ready"
+    assert prose("x = f(a[1], b[2]); y += 3;") is None  # mostly not words
+    assert prose("Hi there") is None  # too short
+    page = """Title
+=====
+
+See :ref:`the guide <guide>` and ``make`` first.
+An example::
+
+    $ make -j4
+
+.. note::
+   Hidden directive body.
+
+- A bullet item.
+"""
+    assert list(rst(page)) == ["See the guide and make first. An example:", "A bullet item."]
+    assert pod_text("Use C<print> and L<the open function|perlfunc/open> E<lt>here E<gt>") == \
+        "Use print and the open function <here >"
+    assert b64_number("B") == 1 and b64_number("BA") == 64  # dictd index numbers

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 32's before/after figures for one language-model folder, each with the same protocol and budget:
+#   bash research/evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE
+# MODEL: an ElmoForLanguageModeling folder (the shipped elmo-pd-small, or the new run's shipped folder);
+# TRAIN_FILE: the text MODEL was trained on (tokenised), for evaluate_perplexity.py's unigram/bigram baselines.
+# Env: MODERN (tokenised modern-English corpus, prepare_modern_corpus.py), OLD (the public-domain corpus tokenised by
+# prepare_corpus.py), EWT (UD English EWT as token<TAB>UPOS files, conllu_to_conll.py), SHARED (../shared/data).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=${1:?usage: evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE}
+EVAL=${2:?usage: evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE}
+TRAIN_FILE=${3:?usage: evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE}
+MODERN=${MODERN:-/work/corpus32/modern-en}
+OLD=${OLD:-/work/corpus32/public-domain-en}
+EWT=${EWT:-/work/corpus32/ud-ewt}
+SHARED=${SHARED:-../shared/data}
+export PYTHONPATH="$PWD/research${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$EVAL"
+
+# Fill-mask: everyday sentences, hits in the top 10.
+python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill_mask_sentences.tsv --top-k 10 \
+  --output "$EVAL/fill_mask.json"
+
+# Contextual word sense (WiC protocol): ROC AUC per layer and for the mix, and accuracy.
+python research/evaluate_word_sense.py --model "$MODEL" --pairs "$SHARED/eval/word-sense-pairs/pairs.jsonl" \
+  --output "$EVAL/word_sense.json"
+
+# Frozen biLM, the same head and budget as reproduce_default_model.sh step 5: the ELMo mix vs layer 0 only.
+for features in mix layer0; do
+  MIX=(); [ "$features" = layer0 ] && MIX=(--scalar-mix-parameters '[0, -1e4, -1e4]')
+  elmo-transformers finetune token-classification --model-name-or-path "$MODEL" "${MIX[@]}" \
+    --train-file "$EWT/train.conll" --validation-file "$EWT/dev.conll" --test-file "$EWT/test.conll" \
+    --max-train-samples 4000 --output-dir "$EVAL/pos-ewt-$features" --do-train --do-eval --do-predict \
+    --per-device-train-batch-size 32 --learning-rate 3e-3 --num-train-epochs 1 --report-to none --seed 0 \
+    --save-strategy no
+  elmo-transformers finetune sequence-classification --model-name-or-path "$MODEL" "${MIX[@]}" \
+    --train-file "$SHARED/labeled/sentence-polarity/train.jsonl" \
+    --validation-file "$SHARED/labeled/sentence-polarity/test.jsonl" --output-dir "$EVAL/polarity-$features" \
+    --do-train --do-eval --per-device-train-batch-size 32 --learning-rate 3e-3 --num-train-epochs 10 \
+    --report-to none --seed 0 --save-strategy no
+done
+
+# Held-out perplexity on the modern test split and on the old one (Moby-Dick), windows as in training.
+python research/evaluate_perplexity.py --model "$MODEL" --train-file "$TRAIN_FILE" \
+  --eval-file "$MODERN/test.txt.gz" "$OLD/test.txt.gz" --max-words 20 --output "$EVAL/perplexity.json"
