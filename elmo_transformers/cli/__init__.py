@@ -19,13 +19,13 @@ DEBUG_VARIABLE = "ELMO_TRANSFORMERS_DEBUG"  # set to 1: a one-line error also pr
 
 # subcommand -> (module of this package, what it does)
 COMMANDS = {
-    "convert": ("convert", "convert AllenNLP / bilm-tf or ELMoForManyLangs weights into an ELMo folder"),
+    "convert": ("convert", "convert AllenNLP / bilm-tf, TF-Hub / TensorFlow or ELMoForManyLangs weights to ELMo"),
     "embed": ("embed", "write the ELMo vectors of a text file into HDF5 (AllenNLP's `allennlp elmo`)"),
     "push": ("push", "upload an ELMo folder to the Hugging Face Hub with a model card"),
     "finetune": ("finetune", "train a token- or sequence-classification head with Trainer"),
     "pretrain": ("pretrain", "train the biLM language model, from scratch or from a model (domain adaptation)"),
     "perplexity": ("perplexity", "forward, backward and average perplexity of a biLM language model"),
-    "demo": ("demo", "show how ELMo's vectors of a word depend on its sentence"),
+    "demo": ("demo", "show how ELMo's vectors of a word depend on its sentence (--web: as a web page)"),
     "export": ("export", "an ONNX graph of an ELMo model, served by onnxruntime without PyTorch"),
 }
 
