@@ -34,7 +34,6 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.fidelity
 def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)

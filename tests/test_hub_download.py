@@ -74,7 +74,6 @@ def hub_cache(lm_dir, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.fidelity
 @pytest.mark.parametrize("how", ["remote_code", "native"])
 def test_a_hub_id_loads_offline_from_the_cache(hub_cache, tmp_path, how):
     sentences = json.loads((FIXTURES / "allennlp-lm-tiny" / "sentences.json").read_text(encoding="utf-8"))

@@ -46,7 +46,6 @@ CHILD = textwrap.dedent(
 ).replace("ELMO_MODULES", repr(ELMO_MODULES))
 
 
-@pytest.mark.fidelity
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
 def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_path, name):
@@ -102,7 +101,6 @@ INSTALLED_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.fidelity
 @pytest.mark.slow
 def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     """`pip install .` puts the three modules on the path as top-level modules (the README installs it first)."""
@@ -143,7 +141,6 @@ NATIVE_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.fidelity
 @pytest.mark.slow
 def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
     """After `pip install .`, `import elmo_transformers` makes every Auto class load ELMo folders without

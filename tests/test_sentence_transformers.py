@@ -12,7 +12,6 @@ import elmo_transformers  # noqa: F401  (registers ELMo: SentenceTransformer(fol
 
 
 @pytest.mark.slow
-@pytest.mark.fidelity
 @pytest.mark.parametrize("trust_remote_code", [True, False], ids=["remote-code", "installed-code"])
 def test_sentence_transformer_equals_tf_hub_default(tiny_model_dir, trust_remote_code):
     sentences, expected, _ = load_fixture("allennlp-tiny")
