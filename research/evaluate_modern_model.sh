@@ -3,19 +3,33 @@
 #   bash research/evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE
 # MODEL: an ElmoForLanguageModeling folder (the shipped elmo-pd-small, or the new run's shipped folder);
 # TRAIN_FILE: the text MODEL was trained on (tokenised), for evaluate_perplexity.py's unigram/bigram baselines.
-# Env: MODERN (tokenised modern-English corpus, prepare_modern_corpus.py), OLD (the public-domain corpus tokenised by
-# prepare_corpus.py), EWT (UD English EWT as token<TAB>UPOS files, conllu_to_conll.py), SHARED (../shared/data).
+# Env, each built when missing: MODERN (the tokenised modern-English splits; default: TRAIN_FILE's folder), OLD (the
+# public-domain corpus tokenised by prepare_corpus.py; default EVAL_DIR/public-domain-en), EWT (UD English EWT as
+# token<TAB>UPOS files; default EVAL_DIR/ud-ewt, from the public repository at the commit below, CC BY-SA 4.0),
+# SHARED (../shared/data).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:?usage: evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE}
 EVAL=${2:?usage: evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE}
 TRAIN_FILE=${3:?usage: evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE}
-MODERN=${MODERN:-/work/corpus32/modern-en}
-OLD=${OLD:-/work/corpus32/public-domain-en}
-EWT=${EWT:-/work/corpus32/ud-ewt}
+MODERN=${MODERN:-$(dirname "$TRAIN_FILE")}
+OLD=${OLD:-$EVAL/public-domain-en}
+EWT=${EWT:-$EVAL/ud-ewt}
+EWT_COMMIT=15d613d8447b3478787d4c278730a1e48a945efb
 SHARED=${SHARED:-../shared/data}
 export PYTHONPATH="$PWD/research${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$EVAL"
+if [ ! -s "$OLD/test.txt.gz" ]; then  # the old model's held-out split (Moby-Dick), tokenised as it was trained
+  mkdir -p "$OLD"
+  python research/prepare_corpus.py "$SHARED/corpora/public-domain-en/test.txt.gz" "$OLD/test.txt.gz"
+fi
+if [ ! -s "$EWT/test.conll" ]; then  # gold UPOS of UD English EWT
+  git clone --quiet https://github.com/UniversalDependencies/UD_English-EWT "$EWT/src"
+  git -C "$EWT/src" checkout --quiet "$EWT_COMMIT"
+  for split in train dev test; do
+    python research/conllu_to_conll.py "$EWT/src/en_ewt-ud-$split.conllu" "$EWT/$split.conll"
+  done
+fi
 
 # Fill-mask: everyday sentences, hits in the top 10.
 python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill_mask_sentences.tsv --top-k 10 \

@@ -52,6 +52,12 @@ with open(f"{target}/config.json", "w") as f:
     json.dump(config, f, indent=2, sort_keys=True)
 PY
 
+# 3-5. The modern-English model: issue 32's before/after protocol (perplexity on the new and old test splits, word
+# sense, EWT POS and polarity mix vs layer 0, fill-mask), the figures of its card.
+if [ "${PREPARE:-paragraphs}" = modern ]; then
+  exec bash research/evaluate_modern_model.sh "$OUT" "$EVAL" "$WORK/data/train.txt.gz"
+fi
+
 # 3. Held-out perplexity (public-domain corpus: valid = Persuasion, test = Moby-Dick) next to unigram and bigram baselines.
 python research/evaluate_perplexity.py --model "$OUT" --train-file "$WORK/data/train.txt.gz" \
   --eval-file "$WORK/data/valid.txt.gz" "$WORK/data/test.txt.gz" --max-words 20 --output "$EVAL/perplexity.json"
