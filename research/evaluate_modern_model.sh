@@ -39,7 +39,8 @@ python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill
 python research/evaluate_word_sense.py --model "$MODEL" --pairs "$SHARED/eval/word-sense-pairs/pairs.jsonl" \
   --output "$EVAL/word_sense.json"
 
-# Frozen biLM, the same head and budget as reproduce_default_model.sh step 5: the ELMo mix vs layer 0 only.
+# Frozen biLM, the same head and budget as reproduce_default_model.sh step 5: the ELMo mix vs layer 0 only (POS first:
+# it and word sense decide whether the model ships).
 for features in mix layer0; do
   MIX=(); [ "$features" = layer0 ] && MIX=(--scalar-mix-parameters '[0, -1e4, -1e4]')
   elmo-transformers finetune token-classification --model-name-or-path "$MODEL" "${MIX[@]}" \
@@ -47,13 +48,18 @@ for features in mix layer0; do
     --max-train-samples 4000 --output-dir "$EVAL/pos-ewt-$features" --do-train --do-eval --do-predict \
     --per-device-train-batch-size 32 --learning-rate 3e-3 --num-train-epochs 1 --report-to none --seed 0 \
     --save-strategy no
+done
+
+# Held-out perplexity on the modern test split and on the old one (Moby-Dick), windows as in training.
+python research/evaluate_perplexity.py --model "$MODEL" --train-file "$TRAIN_FILE" \
+  --eval-file "$MODERN/test.txt.gz" "$OLD/test.txt.gz" --max-words 20 --output "$EVAL/perplexity.json"
+
+# The polarity set, the same way (the longest runs: ten epochs each).
+for features in mix layer0; do
+  MIX=(); [ "$features" = layer0 ] && MIX=(--scalar-mix-parameters '[0, -1e4, -1e4]')
   elmo-transformers finetune sequence-classification --model-name-or-path "$MODEL" "${MIX[@]}" \
     --train-file "$SHARED/labeled/sentence-polarity/train.jsonl" \
     --validation-file "$SHARED/labeled/sentence-polarity/test.jsonl" --output-dir "$EVAL/polarity-$features" \
     --do-train --do-eval --per-device-train-batch-size 32 --learning-rate 3e-3 --num-train-epochs 10 \
     --report-to none --seed 0 --save-strategy no
 done
-
-# Held-out perplexity on the modern test split and on the old one (Moby-Dick), windows as in training.
-python research/evaluate_perplexity.py --model "$MODEL" --train-file "$TRAIN_FILE" \
-  --eval-file "$MODERN/test.txt.gz" "$OLD/test.txt.gz" --max-words 20 --output "$EVAL/perplexity.json"
