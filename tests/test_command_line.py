@@ -18,7 +18,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from configuration_elmo import ElmoConfig
 from elmo_transformers import DEFAULT_MODEL, ElmoFillMaskPipeline, model_source, output_paths, text_input
 from elmo_transformers.cli import main as cli_main
-from elmo_transformers.errors import ModelError
+from elmo_transformers.errors import DataError, ModelError
 
 
 def run(argv, capsys):
@@ -373,6 +373,46 @@ def test_push_of_a_bogus_architecture_or_to_an_unwritable_staging_dir_is_one_lin
     (tmp_path / "a-file").write_text("")
     one_line(*run(["push", tiny_model_dir, "me/x", "--dry-run", "--staging-dir", tmp_path / "a-file" / "stage"],
                   capsys), "cannot write into --staging-dir")
+
+
+def test_the_training_functions_name_arguments_and_the_commands_name_flags(text, tiny_model_dir, tmp_path, capsys):
+    """A Python caller of the training functions (the argument dataclasses, TrainingArguments) reads the arguments'
+    names and no command-line flag; the command says the same with its flags."""
+    from transformers import TrainingArguments
+
+    from elmo_transformers.training.arguments import (FinetuneDataArguments, HeadArguments, PretrainDataArguments,
+                                                      PretrainModelArguments)
+    from elmo_transformers.training.finetuning import sequence_classification
+    from elmo_transformers.training.pretraining import pretrain
+
+    training_args = TrainingArguments(output_dir=str(tmp_path / "out"), do_train=True, report_to="none")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"sentence": "a good film .", "label": "pos"}\n')
+    cases = [
+        (lambda: pretrain(PretrainModelArguments(add_words=5), PretrainDataArguments(train_file=[str(text)]),
+                          training_args),
+         ["pretrain", "--add-words", "5", "--train-file", text],
+         "{add_words} extends the starting model's own softmax: give {model_name_or_path} of a language model (with "
+         "its vocab.txt), {do_train}, and no {vocab_file}"),
+        (lambda: pretrain(PretrainModelArguments(), PretrainDataArguments(train_file=[str(text)], max_words=0),
+                          training_args),
+         ["pretrain", "--max-words", "0", "--train-file", text],
+         "{max_words} 0: must be at least 1 (the words of a training window)"),
+        (lambda: sequence_classification(HeadArguments(model_name_or_path=str(tiny_model_dir)),
+                                         FinetuneDataArguments(train_file=str(data)), training_args),
+         ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data],
+         "no column 'text' in the data (columns: ['sentence', 'label']); set {text_column}"),
+    ]
+    for call, argv, template in cases:
+        with pytest.raises(DataError) as refused:
+            call()
+        names = {"add_words", "model_name_or_path", "do_train", "vocab_file", "max_words", "text_column"}
+        assert str(refused.value) == template.format(**{name: name for name in names})
+        assert "--" not in str(refused.value)
+        flags = {name: "--" + name.replace("_", "-") for name in names}
+        code, err = run([*argv, "--output-dir", tmp_path / "out", "--do-train", "--report-to", "none"], capsys)
+        assert one_line(code, err) == f"error: {template.format(**flags)}"
+    assert not (tmp_path / "out").exists()
 
 
 def test_pretrain_refuses_a_negative_add_words(text, tmp_path, capsys):
