@@ -4,16 +4,30 @@ turns errors into exit codes and knows the command-line options; library callers
 (they are also `ValueError`s, the type Python code expects for bad input).
 
 An error about one value (a path, a model name) carries it as `value`, and its message starts with it, so that a
-command can put the option that gave the value in front ("--output out.json exists ...").
+command can put the option that gave the value in front ("--output out.json exists ..."). A message that names
+arguments of the call writes each as "{name}" and lists the names in `arguments`: a Python caller reads the names
+(`vocab_file`), a command its flags (`worded`; "--vocab-file").
 """
 
 
 class UserError(ValueError):
     """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
 
-    def __init__(self, message, value=None):
-        super().__init__(message)
-        self.value = value
+    def __init__(self, message, value=None, arguments=()):
+        self.template, self.value, self.arguments = message, value, tuple(arguments)
+        super().__init__(self.worded(self.python_wording))
+
+    @staticmethod
+    def python_wording(argument):
+        """How the message names `argument` to a Python caller."""
+        return argument
+
+    def worded(self, wording):
+        """The message with each argument it names written as `wording(name)` gives it."""
+        message = self.template
+        for argument in self.arguments:
+            message = message.replace(f"{{{argument}}}", wording(argument))
+        return message
 
 
 class DataError(UserError):
@@ -34,18 +48,17 @@ class OutputError(UserError):
 
 
 class RefusalLiftedByArgument(OutputError):
-    """A refusal that an argument of the call lifts (`overwrite=True`, `resume=True`): `template` is the message
-    with "{option}" where that argument goes, so that a command words it with its own flag (`advice("--resume")`);
-    only cli/ knows flag names."""
+    """A refusal that a flag argument of the call lifts (`overwrite=True`, `resume=True`): the message names it as
+    "{overwrite}" ("{resume}"), which a Python caller reads as "overwrite=True" and a command as its flag."""
 
     argument = None
 
     def __init__(self, template, value):
-        self.template = template
-        super().__init__(self.advice(f"{self.argument}=True"), value)
+        super().__init__(template, value, arguments=[self.argument])
 
-    def advice(self, option):
-        return self.template.replace("{option}", option)
+    @staticmethod
+    def python_wording(argument):
+        return f"{argument}=True"
 
 
 class OutputExistsError(RefusalLiftedByArgument):

@@ -60,7 +60,7 @@ def check_file_output(output, overwrite=False):
     except OSError as e:
         raise OutputError(f"{output}: cannot write into {parent}: {e.strerror or e}", output) from None
     if os.path.lexists(output) and not overwrite:
-        raise OutputExistsError(f"{output} exists (pass {{option}} to replace it)", output)
+        raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
 
 
 def write_file_atomically(path, data):

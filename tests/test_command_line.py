@@ -18,7 +18,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from configuration_elmo import ElmoConfig
 from elmo_transformers import DEFAULT_MODEL, ElmoFillMaskPipeline, model_source, output_paths, text_input
 from elmo_transformers.cli import main as cli_main
-from elmo_transformers.errors import ModelError
+from elmo_transformers.errors import DataError, ModelError
 
 
 def run(argv, capsys):
@@ -104,6 +104,42 @@ def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
             "usage: elmo-transformers finetune sequence-classification [--help] [--help-trainer] [OPTIONS]",
             "elmo-transformers finetune sequence-classification: error: argument --learning_rate/--learning-rate: "
             "invalid float value: 'abc'"], err
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["pretrain", "--output-dir", "out", "--learning-rate", "abc"],
+     "argument --learning_rate/--learning-rate: invalid float value: 'abc'"),  # Trainer's
+    (["finetune", "token-classification", "--output-dir", "out", "--max-words", "x"],
+     "argument --max_words/--max-words: invalid int value: 'x'"),  # the command's own
+], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
+def test_a_number_option_that_is_not_a_number_is_refused_before_torch(argv, error, tmp_path):
+    """Trainer's number options are known from transformers' source (training_args.py), read without importing it:
+    the same usage error as HfArgumentParser's, without the seconds that importing transformers and torch takes."""
+    status, loaded, out, err = run_entry_point(argv, tmp_path, ["torch", "transformers"])
+    prog = "elmo-transformers " + " ".join(argv[:argv.index("--output-dir")])
+    assert (status, loaded) == (2, []), err[-2000:]
+    assert err.strip().splitlines() == [f"usage: {prog} [--help] [--help-trainer] [OPTIONS]",
+                                        f"{prog}: error: {error}"], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_trainer_number_options_are_read_from_the_installed_source(tmp_path, monkeypatch, capsys):
+    """The number options read from training_args.py are those HfArgumentParser makes of TrainingArguments; where
+    that source cannot be read, nothing is checked early and HfArgumentParser refuses the value as before."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    from elmo_transformers.cli import training_arguments
+
+    parsed = {a.dest: a.type for a in HfArgumentParser(TrainingArguments)._actions if a.type in (int, float)}
+    assert training_arguments.trainer_number_fields() == parsed and "learning_rate" in parsed
+    with monkeypatch.context() as patch:
+        patch.setattr(training_arguments.importlib.util, "find_spec",
+                      lambda name: type("Spec", (), {"submodule_search_locations": [str(tmp_path)]}))
+        assert training_arguments.trainer_number_fields() == {}
+    monkeypatch.setattr(training_arguments, "trainer_number_fields", dict)
+    code, err = run(["pretrain", "--output-dir", tmp_path / "out", "--learning-rate", "abc"], capsys)
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "elmo-transformers pretrain: error: argument --learning_rate/--learning-rate: invalid float value: 'abc'")
 
 
 def test_the_entry_point_registers_elmo_before_the_work(tmp_path):
@@ -339,9 +375,49 @@ def test_push_of_a_bogus_architecture_or_to_an_unwritable_staging_dir_is_one_lin
                   capsys), "cannot write into --staging-dir")
 
 
+def test_the_training_functions_name_arguments_and_the_commands_name_flags(text, tiny_model_dir, tmp_path, capsys):
+    """A Python caller of the training functions (the argument dataclasses, TrainingArguments) reads the arguments'
+    names and no command-line flag; the command says the same with its flags."""
+    from transformers import TrainingArguments
+
+    from elmo_transformers.training.arguments import (FinetuneDataArguments, HeadArguments, PretrainDataArguments,
+                                                      PretrainModelArguments)
+    from elmo_transformers.training.finetuning import sequence_classification
+    from elmo_transformers.training.pretraining import pretrain
+
+    training_args = TrainingArguments(output_dir=str(tmp_path / "out"), do_train=True, report_to="none")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"sentence": "a good film .", "label": "pos"}\n')
+    cases = [
+        (lambda: pretrain(PretrainModelArguments(add_words=5), PretrainDataArguments(train_file=[str(text)]),
+                          training_args),
+         ["pretrain", "--add-words", "5", "--train-file", text],
+         "{add_words} extends the starting model's own softmax: give {model_name_or_path} of a language model (with "
+         "its vocab.txt), {do_train}, and no {vocab_file}"),
+        (lambda: pretrain(PretrainModelArguments(), PretrainDataArguments(train_file=[str(text)], max_words=0),
+                          training_args),
+         ["pretrain", "--max-words", "0", "--train-file", text],
+         "{max_words} 0: must be at least 1 (the words of a training window)"),
+        (lambda: sequence_classification(HeadArguments(model_name_or_path=str(tiny_model_dir)),
+                                         FinetuneDataArguments(train_file=str(data)), training_args),
+         ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data],
+         "no column 'text' in the data (columns: ['sentence', 'label']); set {text_column}"),
+    ]
+    for call, argv, template in cases:
+        with pytest.raises(DataError) as refused:
+            call()
+        names = {"add_words", "model_name_or_path", "do_train", "vocab_file", "max_words", "text_column"}
+        assert str(refused.value) == template.format(**{name: name for name in names})
+        assert "--" not in str(refused.value)
+        flags = {name: "--" + name.replace("_", "-") for name in names}
+        code, err = run([*argv, "--output-dir", tmp_path / "out", "--do-train", "--report-to", "none"], capsys)
+        assert one_line(code, err) == f"error: {template.format(**flags)}"
+    assert not (tmp_path / "out").exists()
+
+
 def test_pretrain_refuses_a_negative_add_words(text, tmp_path, capsys):
     one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train", "--add-words",
-                   "-5"], capsys), "--add-words must be 0 (none) or more")
+                   "-5"], capsys), "--add-words -5: must be 0 (none) or more")
     assert not (tmp_path / "pt").exists()
 
 
@@ -385,9 +461,9 @@ def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_p
     empty.write_text("")
     pretrain = ["pretrain", "--train-file", text, "--do-train", "--validation-split-percentage", "0"]
     one_line(*run([*pretrain, "--output-dir", tmp_path / "p1", "--max-words", "0"], capsys),
-             "--max-words must be at least 1")
+             "--max-words 0: must be at least 1")
     one_line(*run([*pretrain, "--output-dir", tmp_path / "p2", "--vocab-file", empty], capsys),
-             f"--vocab_file {empty}: ")
+             f"--vocab-file {empty}: ")
     assert not any((tmp_path / name).exists() for name in ("out0", "out1", "out2", "out3", "tc", "p1"))
 
 

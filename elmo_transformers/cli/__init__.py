@@ -63,13 +63,18 @@ def option(flag, value):
         raise
 
 
+def flag_of(argument):
+    """The command-line flag of a library argument: `vocab_file` is --vocab-file (the training commands also take
+    --vocab_file), `overwrite` --overwrite."""
+    return "--" + argument.replace("_", "-")
+
+
 def one_line(error):
     """What `main` prints for `error`: its message on one line (also for wrapped causes), the option that gave the
-    value in front, and a refusal that an argument lifts worded with the command's flag (--overwrite, --resume)."""
-    from ..errors import RefusalLiftedByArgument
+    value in front, and the arguments it names worded as the command's flags (--overwrite, --vocab-file)."""
+    from ..errors import UserError
 
-    lifted = isinstance(error, RefusalLiftedByArgument)
-    message = error.advice(f"--{error.argument}") if lifted else str(error)
+    message = error.worded(flag_of) if isinstance(error, UserError) else str(error)
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     flag = getattr(error, "option", None)
     return " ".join([*([flag] if flag else []), *lines]) or type(error).__name__

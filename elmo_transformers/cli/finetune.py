@@ -36,7 +36,7 @@ def main(argv=None):
         print(usage, file=sys.stderr)
         return 2
     task = argv.pop(0)
-    from ..training.arguments import finetune_arguments
+    from .training_arguments import finetune_arguments
 
     parsed = finetune_arguments(argv, f"elmo-transformers finetune {task}", __doc__)  # before the model and data
     import_package()

@@ -25,7 +25,7 @@ from . import import_package, option
 
 
 def main(argv=None):
-    from ..training.arguments import pretrain_arguments
+    from .training_arguments import pretrain_arguments
 
     parsed = pretrain_arguments(argv, "elmo-transformers pretrain", __doc__)  # before the model and data code
     import_package()

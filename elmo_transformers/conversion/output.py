@@ -81,7 +81,7 @@ def _check_output(output, overwrite):
         if empty:
             return
         if not overwrite:
-            raise OutputExistsError(f"{output} exists and is not empty (pass {{option}} to replace it)", output)
+            raise OutputExistsError(f"{output} exists and is not empty (pass {{overwrite}} to replace it)", output)
         if not is_earlier_conversion(output):
             raise OutputError(
                 f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "

@@ -31,7 +31,7 @@ def check_paths(source, output, overwrite, resume, model=None):
     run = PartialRun(output)
     run.check_not_running()
     if run.exists() and not resume:
-        raise UnfinishedRunError(f"{run.folder} holds an interrupted run: pass {{option}} to continue it, or delete it",
+        raise UnfinishedRunError(f"{run.folder} holds an interrupted run: pass {{resume}} to continue it, or delete it",
                                  run.folder)
     return output
 
@@ -147,12 +147,12 @@ class PartialRun:
         batches, windows = self.progress()
         missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
         if missing:
-            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with {{option}}", self.folder)
+            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with {{resume}}", self.folder)
         files = [os.path.join(self.folder, name) for name in os.listdir(self.folder)]
         text = sum(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass")) for line in lines)
         needed = sum(map(os.path.getsize, files)) + text + 1024 * len(lines)  # ~1 KB HDF5 per dataset
         free = shutil.disk_usage(self.folder).free
-        keep = f"the computed lines are kept in {self.folder}: free space there and rerun with {{option}}"
+        keep = f"the computed lines are kept in {self.folder}: free space there and rerun with {{resume}}"
         if needed > free:
             raise UnfinishedRunError(f"not enough disk space for {output}: it needs about {needed / 1e6:,.1f} MB, "
                                      f"{free / 1e6:,.1f} MB are free; {keep}", self.folder)

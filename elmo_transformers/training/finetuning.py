@@ -1,5 +1,5 @@
 """Fine-tuning a task head (`elmo-transformers finetune`): data, labels, loading the head, and the two tasks, token
-and sequence classification, with their metrics (the command line is `arguments.py`'s, the Trainer run
+and sequence classification, with their metrics (their arguments are `arguments.py`'s, the Trainer run
 `runner.run`)."""
 
 import datasets
@@ -12,13 +12,12 @@ from tokenization_elmo import ElmoTokenizer
 from ..errors import DataError, first_line
 from ..model_source import load_config
 from .data import load_splits
-from .runner import check_splits, json_option, limit_samples, model_options, run
+from .runner import check_splits, json_argument, limit_samples, model_options, run
 
 
 def load(head_args, data_args, training_args):
-    """(the model's config, the data splits) of a parsed command line (`arguments.finetune_arguments`, which
-    resolved the model), the splits checked against the --do_* flags: what both fine-tuning tasks start with. The
-    config first: a broken one is one line before the data is read."""
+    """(the model's config, the data splits) of the arguments, the splits checked against the do_* arguments:
+    what both fine-tuning tasks start with. The config first: a broken one is one line before the data is read."""
     config = load_config(head_args.model_name_or_path)
     raw = load_data(data_args)
     check_splits(training_args, raw)
@@ -26,11 +25,12 @@ def load(head_args, data_args, training_args):
 
 
 def load_data(data_args):
-    """The splits (train / validation / test), limited to --max_*_samples."""
+    """The splits (train / validation / test), limited to max_*_samples."""
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     files = {split: [path] for split, path in files.items() if path}
     if data_args.dataset_name is None and not files:
-        raise DataError("give --train_file / --validation_file / --test_file or --dataset_name")
+        raise DataError("give {train_file} / {validation_file} / {test_file} or {dataset_name}",
+                        arguments=["train_file", "validation_file", "test_file", "dataset_name"])
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
         if len(raw[split]) == 0:
@@ -44,7 +44,7 @@ def label_mapping(raw, column, nested, config, head_class):
     ClassLabel names of the data, else the sorted values seen in every split."""
     if head_class.__name__ in (config.architectures or []):
         return [config.id2label[i] for i in range(config.num_labels)]
-    require_column(raw, column, "--label_column")
+    require_column(raw, column, "label_column")
     feature = class_label(raw, column, nested)
     if feature is not None:
         return list(feature.names)
@@ -59,10 +59,12 @@ def label_mapping(raw, column, nested, config, head_class):
     return sorted(values)
 
 
-def require_column(raw, column, option):
+def require_column(raw, column, argument):
+    """`column` is in the data, else an error that says to set `argument` (the name of the argument that gives it)."""
     columns = next(iter(raw.values())).column_names
     if column not in columns:
-        raise DataError(f"no column {column!r} in the data (columns: {columns}); set {option}")
+        raise DataError(f"no column {column!r} in the data (columns: {columns}); set {{{argument}}}", column,
+                        arguments=[argument])
 
 
 def class_label(raw, column, nested):
@@ -106,7 +108,7 @@ def label_encoder(raw, column, nested, labels):
 
 def load_head(head_class, head_args, labels, default_encoder):
     """The head from an ElmoModel (or same-head) folder, with the label mapping and the ELMo-recipe settings."""
-    with model_options():  # a refused value (--dropout 1.5, --task-encoder x): one line
+    with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
         return head_class.from_pretrained(
             head_args.model_name_or_path,
             num_labels=len(labels),
@@ -117,8 +119,8 @@ def load_head(head_class, head_args, labels, default_encoder):
             task_encoder_dim=head_args.task_encoder_dim,
             mix_l2_lambda=head_args.mix_l2_lambda,
             dropout=head_args.dropout,
-            scalar_mix_parameters=json_option(head_args.scalar_mix_parameters, "--scalar-mix-parameters",
-                                              "'[0, -1e4, -1e4]'"),
+            scalar_mix_parameters=json_argument(head_args.scalar_mix_parameters, "scalar_mix_parameters",
+                                                "'[0, -1e4, -1e4]'"),
         )
 
 
@@ -172,11 +174,11 @@ def token_metrics(labels):
 
 
 def token_classification(head_args, data_args, training_args):
-    """`finetune token-classification` on its parsed command line (`arguments.finetune_arguments`); returns the
-    Trainer."""
+    """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
+    (`head_args.model_name_or_path`, as `model_source.resolve_model` gives it); returns the Trainer."""
     config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
-    require_column(raw, words_column, "--text_column")
+    require_column(raw, words_column, "text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
     labels = label_mapping(raw, tags_column, True, config, ElmoForTokenClassification)
     label_ids = label_encoder(raw, tags_column, True, labels)
@@ -211,11 +213,11 @@ def sequence_metrics(prediction):
 
 
 def sequence_classification(head_args, data_args, training_args):
-    """`finetune sequence-classification` on its parsed command line (`arguments.finetune_arguments`); returns the
-    Trainer."""
+    """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
+    (`head_args.model_name_or_path`, as `model_source.resolve_model` gives it); returns the Trainer."""
     config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
-    require_column(raw, text_column, "--text_column")
+    require_column(raw, text_column, "text_column")
     labels = label_mapping(raw, label_column, False, config, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
     tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)

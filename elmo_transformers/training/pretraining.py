@@ -1,5 +1,5 @@
 """Pre-training the biLM language model (`elmo-transformers pretrain`): from scratch, or continuing a model on new
-text, whose softmax then grows by the text's frequent out-of-vocabulary words (`--add-words N`)."""
+text, whose softmax then grows by the text's frequent out-of-vocabulary words (`add_words`)."""
 import collections
 import logging
 import math
@@ -16,7 +16,7 @@ from ..errors import DataError, first_line
 from ..model_source import load_config
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
-from .runner import json_option, limit_samples, model_options, run
+from .runner import json_argument, limit_samples, model_options, run
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +68,9 @@ def load_windows(data_args, training_args):
         lines, share = len(raw["train"]), data_args.validation_split_percentage / 100
         if not 0 < share < 1 or lines - math.ceil(lines * share) < 1:  # datasets holds out ceil(share x lines)
             raise DataError(f"cannot hold out {data_args.validation_split_percentage}% of {lines:,} training lines "
-                            "for validation (each part needs a line): give --validation-file, or "
-                            "--validation-split-percentage 0 for none")
+                            "for validation (each part needs a line): give {validation_file}, or set "
+                            "{validation_split_percentage} to 0 for none", data_args.validation_split_percentage,
+                            arguments=["validation_file", "validation_split_percentage"])
         held_out = raw["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
@@ -84,26 +85,27 @@ def load_windows(data_args, training_args):
 
 
 def vocab_file_tokenizer(data_args):
-    """The tokenizer of --vocab_file; a file that is not a bilm-tf vocabulary is one line naming the option."""
+    """The tokenizer of `vocab_file`; a file that is not a bilm-tf vocabulary is one line naming the argument."""
     try:
         return ElmoTokenizer(vocab_file=data_args.vocab_file)
     except (OSError, ValueError) as e:
-        raise DataError(f"--vocab_file {data_args.vocab_file}: {first_line(e)}") from None
+        raise DataError(f"{{vocab_file}} {data_args.vocab_file}: {first_line(e)}", data_args.vocab_file,
+                        arguments=["vocab_file"]) from None
 
 
 def load_tokenizer(model_args, data_args, training_args, train_windows, start):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
-    checkpoint's (its softmax rows follow that word order), else --vocab_file, else the starting model's (`start`,
+    checkpoint's (its softmax rows follow that word order), else `vocab_file`, else the starting model's (`start`,
     its config, if it has an LM softmax of that size), else built from the text."""
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
         tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
         if data_args.vocab_file and vocab_file_tokenizer(data_args).get_vocab() != tokenizer.get_vocab():
-            raise DataError(f"--vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
+            raise DataError(f"{{vocab_file}} {data_args.vocab_file} differs from the vocabulary of the checkpoint "
                             f"{checkpoint}: its softmax rows follow the checkpoint's words "
-                            "(drop --vocab_file to resume)")
-        logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; --vocab_size and "
-                    "--min_count apply only when a vocabulary is built")
+                            "(drop {vocab_file} to resume)", data_args.vocab_file, arguments=["vocab_file"])
+        logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; vocab_size and "
+                    "min_count apply only when a vocabulary is built")
         return tokenizer, False
     if data_args.vocab_file:
         return vocab_file_tokenizer(data_args), False
@@ -113,11 +115,12 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start):
             logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
             return tokenizer, True
         if model_args.add_words and not checkpoint:  # refused before a vocabulary is built and written
-            raise DataError(f"--add-words extends the starting model's own softmax, but the vocab.txt of "
+            raise DataError(f"{{add_words}} extends the starting model's own softmax, but the vocab.txt of "
                             f"{model_args.model_name_or_path} has {tokenizer.vocab_size:,} words and its softmax "
-                            f"{start.lm_vocab_size:,}: restore its vocab.txt")
+                            f"{start.lm_vocab_size:,}: restore its vocab.txt", arguments=["add_words"])
     if train_windows is None:
-        raise DataError("no vocabulary: give --vocab_file, or training data to build one from")
+        raise DataError("no vocabulary: give {vocab_file}, or training data to build one from",
+                        arguments=["vocab_file"])
 
     def build(path):
         size = build_vocabulary(train_windows, path, data_args.vocab_size, data_args.min_count)
@@ -153,7 +156,7 @@ def load_model(model_args, vocab_size, keep_softmax, start):
         return model
     config = ElmoConfig(
         char_embedding_dim=model_args.char_embedding_dim,
-        filters=json_option(model_args.filters, "--filters", "'[[1, 32], [2, 32]]'"),
+        filters=json_argument(model_args.filters, "filters", "'[[1, 32], [2, 32]]'"),
         n_highway=model_args.n_highway,
         lstm_dim=model_args.lstm_dim,
         projection_dim=model_args.projection_dim,
@@ -164,17 +167,17 @@ def load_model(model_args, vocab_size, keep_softmax, start):
 
 
 def add_new_words(model, tokenizer, model_args, training_args, train_windows):
-    """--add-words: the text's frequent out-of-vocabulary words join the vocabulary (written to the output folder's
+    """`add_words`: the text's frequent out-of-vocabulary words join the vocabulary (written to the output folder's
     vocab.txt, after the starting model's words) and the softmax. Returns the tokenizer to train with."""
     new_words, unseen_total = frequent_new_words(train_windows, tokenizer.get_vocab(), model_args.add_words,
                                                  model_args.add_words_min_count)
     if not new_words:
-        logger.info("--add-words: no out-of-vocabulary word is frequent enough; the vocabulary is unchanged")
+        logger.info("add_words: no out-of-vocabulary word is frequent enough; the vocabulary is unchanged")
         return tokenizer
     words = [*tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)), *(w for w, _ in new_words)]
     path = write_run_vocabulary(training_args, lambda path: write_words(path, words))
     add_words_to_softmax(model, tokenizer.unk_token_id, new_words, unseen_total)
-    logger.info(f"--add-words: {len(new_words)} words added (e.g. {[w for w, _ in new_words[:10]]}), "
+    logger.info(f"add_words: {len(new_words)} words added (e.g. {[w for w, _ in new_words[:10]]}), "
                 f"vocabulary {model.config.lm_vocab_size:,} words")
     return ElmoTokenizer(vocab_file=path, max_characters_per_token=tokenizer.max_characters_per_token)
 
@@ -197,30 +200,40 @@ def write_run_vocabulary(training_args, write):
 
 
 def pretrain(model_args, data_args, training_args):
-    """The `pretrain` command once its arguments are parsed (`arguments.pretrain_arguments`, which also resolved the
-    model and checked the output folder): every check first, then data, vocabulary, model and the Trainer run."""
+    """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`, as
+    `model_source.resolve_model` gives it), into `training_args.output_dir` (the command has checked that it is
+    apart from the inputs and empty, or to be written into): every check first, then data, vocabulary, model and the
+    Trainer run. Returns the Trainer."""
     if data_args.max_words < 1:
-        raise DataError("--max-words must be at least 1 (the words of a training window)")
-    if model_args.add_words < 0 or model_args.add_words_min_count < 1:
-        raise DataError("--add-words must be 0 (none) or more, and --add-words-min-count at least 1")
+        raise DataError(f"{{max_words}} {data_args.max_words}: must be at least 1 (the words of a training window)",
+                        data_args.max_words, arguments=["max_words"])
+    if model_args.add_words < 0:
+        raise DataError(f"{{add_words}} {model_args.add_words}: must be 0 (none) or more", model_args.add_words,
+                        arguments=["add_words"])
+    if model_args.add_words_min_count < 1:
+        raise DataError(f"{{add_words_min_count}} {model_args.add_words_min_count}: must be at least 1",
+                        model_args.add_words_min_count, arguments=["add_words_min_count"])
     start = load_config(model_args.model_name_or_path) if model_args.model_name_or_path else None
     if model_args.add_words and not training_args.resume_from_checkpoint:  # before anything is written
         if start is None or start.lm_vocab_size is None or not training_args.do_train or data_args.vocab_file:
-            raise DataError("--add-words extends the starting model's own softmax: give --model-name-or-path of a "
-                            "language model (with its vocab.txt), --do-train, and no --vocab-file")
+            raise DataError("{add_words} extends the starting model's own softmax: give {model_name_or_path} of a "
+                            "language model (with its vocab.txt), {do_train}, and no {vocab_file}",
+                            arguments=["add_words", "model_name_or_path", "do_train", "vocab_file"])
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
-        raise DataError("give --train_file / --validation_file or --dataset_name")
+        raise DataError("give {train_file} / {validation_file} or {dataset_name}",
+                        arguments=["train_file", "validation_file", "dataset_name"])
     if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
-        raise DataError("--do_train needs --train_file or --dataset_name")
+        raise DataError("{do_train} needs {train_file} or {dataset_name}",
+                        arguments=["do_train", "train_file", "dataset_name"])
 
     windows = load_windows(data_args, training_args)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start)
     with model_options():
         model = load_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:
-        logger.info("--add-words: resuming, the vocabulary and softmax are the checkpoint's "
+        logger.info("add_words: resuming, the vocabulary and softmax are the checkpoint's "
                     "(with the words added then)")
     elif model_args.add_words:
         tokenizer = add_new_words(model, tokenizer, model_args, training_args, windows["train"])

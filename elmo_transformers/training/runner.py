@@ -1,6 +1,7 @@
-"""The one Trainer run behind every training command (`finetune`, `pretrain`; their command lines are parsed by
-`arguments.py`): the --max_*_samples selection, the model options' checks, and the train / evaluate / predict steps
-with their metrics printed and saved ({train,eval,test}_results.json)."""
+"""The one Trainer run behind every training function (`finetuning`, `pretraining`; their arguments are
+`arguments.py`'s dataclasses and Trainer's `TrainingArguments`): the max_*_samples selection, the checks of the
+model's arguments, and the train / evaluate / predict steps with their metrics printed and saved
+({train,eval,test}_results.json)."""
 
 import contextlib
 import json
@@ -14,30 +15,31 @@ from .data import settle_before_trainer
 logger = logging.getLogger(__name__)
 
 
-def json_option(value, option, example):
-    """The value of a command-line option that holds JSON (None when not given), or one line naming the option."""
+def json_argument(value, argument, example):
+    """The value of the argument named `argument` that holds JSON (None when not given), or one line naming it."""
     if value is None:
         return None
     try:
         return json.loads(value)
     except json.JSONDecodeError as e:
-        raise UserError(f"{option} {value!r:.100} is not JSON ({e.msg}); write it like {example}") from None
+        raise UserError(f"{{{argument}}} {value!r:.100} is not JSON ({e.msg}); write it like {example}", value,
+                        arguments=[argument]) from None
 
 
 @contextlib.contextmanager
 def model_options():
-    """Around building the model from the command's options: a value the configuration refuses (`--lstm-dim 0`,
-    `--dropout 1.5`) is one line naming the field, not a traceback."""
+    """Around building the model from the arguments: a value the configuration refuses (`lstm_dim=0`,
+    `dropout=1.5`) is one line naming the field, not a traceback."""
     try:
         yield
     except UserError:
         raise
     except ValueError as e:
-        raise UserError(f"{first_line(e)} (set by the command's option of that name)") from None
+        raise UserError(f"{first_line(e)} (set by the argument of that name)") from None
 
 
 def limit_samples(splits, max_train_samples=None, max_eval_samples=None):
-    """Keep the first --max_train_samples of the train split and --max_eval_samples of the others (in place)."""
+    """Keep the first `max_train_samples` of the train split and `max_eval_samples` of the others (in place)."""
     for name in splits:
         limit = max_train_samples if name == "train" else max_eval_samples
         if limit is not None:
@@ -46,10 +48,10 @@ def limit_samples(splits, max_train_samples=None, max_eval_samples=None):
 
 
 def check_splits(training_args, splits):
-    """Each --do_* flag needs its split: train, validation (--do_eval), test (--do_predict)."""
-    for flag, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
-        if getattr(training_args, flag) and split not in splits:
-            raise DataError(f"--{flag} needs a {split} split")
+    """Each do_* argument needs its split: train, validation (do_eval), test (do_predict)."""
+    for argument, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
+        if getattr(training_args, argument) and split not in splits:
+            raise DataError(f"{{{argument}}} needs a {split} split", arguments=[argument])
 
 
 def run(model, tokenizer, training_args, splits, collator, compute_metrics, length_column=None):
