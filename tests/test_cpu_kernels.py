@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 
 from conftest import FIXTURES, REPO, SHIPPED
 from tolerance import assert_close_to_reference

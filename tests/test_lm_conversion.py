@@ -157,6 +157,15 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
     assert not output.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["softmax.hdf5", "vocab.txt"]
 
 
+def test_the_converter_names_its_arguments_to_a_python_caller():
+    """The library names `vocab_path`, where the command (above) names --vocab."""
+    from elmo_transformers.conversion.allennlp import convert
+    from elmo_transformers.errors import ConversionError
+
+    with pytest.raises(ConversionError, match="^give softmax_path and vocab_path together: the softmax rows"):
+        convert(LM / "options.json", LM / "weights.hdf5", vocab_path=LM / "vocab.txt")
+
+
 @pytest.mark.fidelity
 def test_perplexity_command_equals_allennlp(lm_dir, reference, tmp_path):
     """`elmo-transformers perplexity` on the fixture sentences: exp of AllenNLP's summed NLL per prediction."""

@@ -63,10 +63,15 @@ def option(flag, value):
         raise
 
 
+# The library arguments whose flag is not their name (convert's files).
+FLAGS = {"options_path": "--options", "weights_path": "--weights", "softmax_path": "--softmax-weights",
+         "vocab_path": "--vocab"}
+
+
 def flag_of(argument):
     """The command-line flag of a library argument: `vocab_file` is --vocab-file (the training commands also take
-    --vocab_file), `overwrite` --overwrite."""
-    return "--" + argument.replace("_", "-")
+    --vocab_file), `overwrite` --overwrite, `options_path` --options (FLAGS)."""
+    return FLAGS.get(argument, "--" + argument.replace("_", "-"))
 
 
 def one_line(error):

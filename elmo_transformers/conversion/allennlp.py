@@ -156,10 +156,10 @@ def options_from_shapes(shapes, source):
         }
     except (KeyError, IndexError, ValueError, TypeError) as e:
         raise ConversionError(f"cannot infer the architecture from the arrays of {source} (missing or misshapen {e}): "
-                              "pass --options") from e
+                              "pass {options_path}", arguments=["options_path"]) from e
     unsaid = ", ".join(f"{key}={json.dumps(value)}" for key, value in ORIGINAL_DEFAULTS.items())
     logger.warning(f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
-                   f"Original's values are used: {unsaid} (--options overrides)")
+                   f"Original's values are used: {unsaid} (an options file overrides them)")
     return options
 
 
@@ -358,8 +358,8 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
     `options_path` the architecture comes from the dataset shapes (`options_from_shapes`)."""
     if (softmax_path is None) != (vocab_path is None):
         raise ConversionError(
-            "give --softmax-weights and --vocab together: the softmax rows are the vocabulary's words"
-        )
+            "give {softmax_path} and {vocab_path} together: the softmax rows are the vocabulary's words",
+            arguments=["softmax_path", "vocab_path"])
     options = options_path if options_path is not None else options_from_shapes(
         {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): shape
          for name, shape in hdf5_shapes(weights_path).items()}, weights_path)

@@ -205,7 +205,7 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
         checkpoint = Checkpoint(prefix, open_shard)
         names = elmo_variables(checkpoint, prefix)
         if vocab_path is None and "softmax/W" in names:
-            logger.warning(f"{path} holds a softmax; without --vocab (its vocabulary) only the biLM is converted")
+            logger.warning(f"{path} holds a softmax; without its vocabulary only the biLM is converted")
             names = {target: name for target, name in names.items() if target not in SOFTMAX}
         for name in names.values():  # float32, a known shape, a size that is the shape's, within its shard
             checkpoint.check(name, np.float32)
@@ -231,8 +231,9 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
         words = None
         if vocab_path is not None:
             if "softmax/W" not in extras or "softmax/b" not in extras:
-                raise ConversionError(f"{path} has no softmax (softmax/W, softmax/b): --vocab needs a bilm-tf "
-                                      "training checkpoint; convert without --vocab for the biLM alone")
+                raise ConversionError(f"{path} has no softmax (softmax/W, softmax/b): {{vocab_path}} needs a bilm-tf "
+                                      "training checkpoint; convert without {vocab_path} for the biLM alone",
+                                      arguments=["vocab_path"])
             try:
                 check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
                 words = read_vocabulary(vocab_path)

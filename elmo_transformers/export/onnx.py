@@ -48,7 +48,7 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
     """Export the ELMo model in `folder` (see `model_source.resolve_model`) into the folder `output`; returns its
     absolute path. `source` is how the card names the model (default: `folder`)."""
     if dtype not in DTYPES:
-        raise UserError(f"--dtype {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}")
+        raise UserError(f"{{dtype}} {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", arguments=["dtype"])
     check_onnx_installed()
     output = check_output(output, overwrite, [folder])
     from ..embedding.embedder import load_elmo
