@@ -2,8 +2,10 @@
 """Contextual word-sense evaluation: are ELMo's contextual layers better than the context-free layer 0?
 
 For each pair (the same word in two sentences, same or different WordNet sense) the score is the cosine similarity
-of the target word's vectors; the figure is the ROC AUC of that score against the same-sense label, for each biLM
-layer and for the ELMo mix.
+of the target word's vectors; the figures, for each biLM layer and for the ELMo mix, are the ROC AUC of that score
+against the same-sense label, and WiC's accuracy (Pilehvar & Camacho-Collados 2019: "same sense" when the cosine is
+above a threshold) with the threshold chosen on other lemmas than those it is scored on (5 folds by lemma), since the
+pairs have no separate development split.
 
     python research/evaluate_word_sense.py --model DIR --pairs ../shared/data/eval/word-sense-pairs/pairs.jsonl
 
@@ -35,6 +37,23 @@ def roc_auc(scores, labels):
     if n_pos == 0 or n_neg == 0:
         raise ValueError("ROC AUC needs both labels among the pairs")
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def threshold_accuracy(scores, labels, groups, folds=5):
+    """Accuracy of "label 1 when the score is above a threshold", each pair scored with the threshold that is most
+    accurate on the pairs of the other folds (a group, here a lemma, lies in one fold: the k-th sorted group in fold
+    k mod `folds`)."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    fold_of_group = {group: k % folds for k, group in enumerate(sorted(set(groups)))}
+    fold = np.array([fold_of_group[group] for group in groups])
+    correct = 0
+    for k in range(folds):
+        fit = fold != k
+        candidates = np.unique(scores[fit])
+        accuracy = [((scores[fit] > t) == labels[fit]).mean() for t in candidates]
+        threshold = candidates[int(np.argmax(accuracy))]
+        correct += int(((scores[~fit] > threshold) == labels[~fit]).sum())
+    return correct / len(scores)
 
 
 def load_pairs(source, split="train"):
@@ -74,13 +93,15 @@ def main(argv=None):
     second = target_vectors(model, tokenizer, pairs["tokens2"], pairs["index2"], args.batch_size, args.device)
     cosine = torch.nn.functional.cosine_similarity(first, second, dim=-1).numpy()  # [L + 2, pairs]
     names = [f"layer {i}" + (" (context-free)" if i == 0 else "") for i in range(cosine.shape[0] - 1)] + ["ELMo mix"]
-    results = {name: roc_auc(scores, pairs["label"]) for name, scores in zip(names, cosine)}
-    print(f"word-sense ROC AUC over {len(pairs)} pairs:")
-    for name, auc in results.items():
-        print(f"  {name:>22}: {auc:.4f}")
+    results = {"roc_auc": {name: roc_auc(scores, pairs["label"]) for name, scores in zip(names, cosine)},
+               "accuracy": {name: threshold_accuracy(scores, pairs["label"], pairs["lemma"])
+                            for name, scores in zip(names, cosine)}}
+    print(f"word sense over {len(pairs)} pairs: ROC AUC, WiC accuracy (threshold from other lemmas)")
+    for name in names:
+        print(f"  {name:>22}: {results['roc_auc'][name]:.4f}  {100 * results['accuracy'][name]:.1f} %")
     if args.output:
         with open(args.output, "w") as f:
-            json.dump({"pairs": len(pairs), "roc_auc": results}, f, indent=2)
+            json.dump({"pairs": len(pairs), **results}, f, indent=2)
     return results
 
 

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from evaluate_word_sense import roc_auc
+from evaluate_word_sense import roc_auc, threshold_accuracy
 from ngram_baselines import baseline_perplexities
 
 
@@ -91,3 +91,11 @@ An example::
     assert pod_text("Use C<print> and L<the open function|perlfunc/open> E<lt>here E<gt>") == \
         "Use print and the open function <here >"
     assert b64_number("B") == 1 and b64_number("BA") == 64  # dictd index numbers
+
+
+def test_threshold_accuracy_chooses_each_threshold_on_the_other_lemmas():
+    # Two folds, one lemma each: a's pairs are right with "above 0.3", b's with "above 0.1".
+    scores, labels, lemmas = [0.1, 0.3, 0.6, 0.9, 0.1, 0.3, 0.6, 0.9], [0, 0, 1, 1, 0, 1, 1, 1], ["a"] * 4 + ["b"] * 4
+    # b's threshold 0.1 gets 3 of a's 4 pairs (0.3 is called same sense); a's 0.3 gets 3 of b's (0.3 is missed).
+    assert threshold_accuracy(scores, labels, lemmas, folds=2) == 6 / 8
+    assert threshold_accuracy(scores[:4] * 2, labels[:4] * 2, ["a"] * 4 + ["c"] * 4, folds=2) == 1.0
