@@ -56,8 +56,12 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError:  # simple_elmo's environment (research/simple_elmo_venv.sh): only tensorflow_worker runs
+    torch = F = None
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,38 +108,38 @@ def sentences(batch_size, seed=0):
 # ----- The AllenNLP-algorithm baseline ------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 def allennlp_algorithm(model, input_ids, attention_mask):
     """AllenNLP's `Elmo` forward, step by step as `LstmCellWithProjection` does it; returns the biLM layers
     [n_layers + 1, B, words, 2P] (BOS/EOS removed, zeros at padding)."""
-    mask = (input_ids > 0).any(-1) & attention_mask.bool()
-    char_ids, lengths = model._add_sentence_boundaries(input_ids, mask)
-    batch, steps, chars = char_ids.shape
-    # _ElmoCharacterEncoder: every position, padding included.
-    embedding = model.bilm.char_cnn(char_ids.view(-1, chars)).view(batch, steps, -1)
-    embedding = embedding * (torch.arange(steps) < lengths.unsqueeze(1)).unsqueeze(-1).to(embedding.dtype)
-    # _EncoderBase.sort_and_run_forward
-    sorted_lengths, order = lengths.sort(descending=True)
-    batch_lengths = sorted_lengths.tolist()
-    inputs = embedding[order]
-    layers = [torch.cat([inputs, inputs], -1)]
-    forward_input, backward_input = inputs, inputs
-    for index, layer in enumerate(model.bilm.layers):
-        outputs = []
-        for direction, layer_input in enumerate((forward_input, backward_input)):
-            weights = (layer.input_weight[direction], layer.state_weight[direction], layer.bias[direction, 0],
-                       layer.projection_weight[direction])
-            output = lstm_cell_with_projection(layer_input, batch_lengths, weights, direction == 0,
-                                               model.config.cell_clip, model.config.proj_clip)
-            if index > 0 and model.config.use_skip_connections:
-                output = output + layer_input
-            outputs.append(output)
-        forward_input, backward_input = outputs
-        layers.append(torch.cat(outputs, -1))
-    unsort = order.argsort()
-    words = input_ids.shape[1]
-    keep = mask.unsqueeze(-1).to(embedding.dtype)
-    return torch.stack([layer[unsort][:, 1 : words + 1] * keep for layer in layers])
+    with torch.no_grad():
+        mask = (input_ids > 0).any(-1) & attention_mask.bool()
+        char_ids, lengths = model._add_sentence_boundaries(input_ids, mask)
+        batch, steps, chars = char_ids.shape
+        # _ElmoCharacterEncoder: every position, padding included.
+        embedding = model.bilm.char_cnn(char_ids.view(-1, chars)).view(batch, steps, -1)
+        embedding = embedding * (torch.arange(steps) < lengths.unsqueeze(1)).unsqueeze(-1).to(embedding.dtype)
+        # _EncoderBase.sort_and_run_forward
+        sorted_lengths, order = lengths.sort(descending=True)
+        batch_lengths = sorted_lengths.tolist()
+        inputs = embedding[order]
+        layers = [torch.cat([inputs, inputs], -1)]
+        forward_input, backward_input = inputs, inputs
+        for index, layer in enumerate(model.bilm.layers):
+            outputs = []
+            for direction, layer_input in enumerate((forward_input, backward_input)):
+                weights = (layer.input_weight[direction], layer.state_weight[direction], layer.bias[direction, 0],
+                           layer.projection_weight[direction])
+                output = lstm_cell_with_projection(layer_input, batch_lengths, weights, direction == 0,
+                                                   model.config.cell_clip, model.config.proj_clip)
+                if index > 0 and model.config.use_skip_connections:
+                    output = output + layer_input
+                outputs.append(output)
+            forward_input, backward_input = outputs
+            layers.append(torch.cat(outputs, -1))
+        unsort = order.argsort()
+        words = input_ids.shape[1]
+        keep = mask.unsqueeze(-1).to(embedding.dtype)
+        return torch.stack([layer[unsort][:, 1 : words + 1] * keep for layer in layers])
 
 
 def lstm_cell_with_projection(inputs, batch_lengths, weights, go_forward, cell_clip, proj_clip):
@@ -434,32 +438,32 @@ def random_lstm_layer(config, int8):
     return layer
 
 
-@torch.no_grad()
 def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
     """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size`, the
     pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
     input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
-    from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
+    with torch.no_grad():
+        from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
 
-    layer = random_lstm_layer(config, int8)
-    gemms = layer.gemms
-    n, P, H = batch_size, config.projection_dim, config.lstm_dim
-    x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1
-    input_gates = gemms.input_gates(x)
-    gates, cell_output = gemms.gates(input_gates, 0, h), torch.randn(2, n, H) * 0.1
-    pieces = {
-        "input GEMM (per step)": lambda: gemms.input_gates(x),
-        "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
-        "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
-        "  (gates copy, not in a step)": lambda: gates.clone(),
-        "projection GEMMs": lambda: gemms.project(cell_output),
-        "projection clip": lambda: h.clamp(-3, 3),
-    }
-    times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
-    times["input GEMM (per step)"] /= steps
-    times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
-    assert isinstance(gemms, Int8Gemms if int8 else FloatGemms)
-    return times
+        layer = random_lstm_layer(config, int8)
+        gemms = layer.gemms
+        n, P, H = batch_size, config.projection_dim, config.lstm_dim
+        x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1
+        input_gates = gemms.input_gates(x)
+        gates, cell_output = gemms.gates(input_gates, 0, h), torch.randn(2, n, H) * 0.1
+        pieces = {
+            "input GEMM (per step)": lambda: gemms.input_gates(x),
+            "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
+            "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
+            "  (gates copy, not in a step)": lambda: gates.clone(),
+            "projection GEMMs": lambda: gemms.project(cell_output),
+            "projection clip": lambda: h.clamp(-3, 3),
+        }
+        times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
+        times["input GEMM (per step)"] /= steps
+        times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
+        assert isinstance(gemms, Int8Gemms if int8 else FloatGemms)
+        return times
 
 
 def median_seconds(fn, repeats):
@@ -507,15 +511,15 @@ def conll(path, limit=None):
     return segments
 
 
-@torch.no_grad()
 def elmo_vectors(model, tokenizer, batches):
     """ELMo vectors (`last_hidden_state`) of the real words of each batch of sentences, concatenated [words, D]."""
-    vectors = []
-    for batch in batches:
-        enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
-        out = model(**enc)
-        vectors.append(out.last_hidden_state[out.mask])
-    return torch.cat(vectors)
+    with torch.no_grad():
+        vectors = []
+        for batch in batches:
+            enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+            out = model(**enc)
+            vectors.append(out.last_hidden_state[out.mask])
+        return torch.cat(vectors)
 
 
 def int8_quality(args):
@@ -663,7 +667,7 @@ def main():
                         help="how our model runs (fp32 is always included: the baseline and the references use it)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
     parser.add_argument("--cache", type=Path, default=REPO / "research" / "cache")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads() if torch else os.cpu_count())
     parser.add_argument("--train-batch-size", type=int, default=32, help="0 skips the training figure")
     parser.add_argument("--document-words", type=int, nargs="*", default=[],
                         help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
