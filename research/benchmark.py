@@ -3,7 +3,7 @@
 optionally, AllenNLP itself; and the int8 mode's quality (cosine to fp32, a POS probe).
 
     python research/benchmark.py --size Original --batch-sizes 1 8 32 128 --repeats 3 \
-        --allennlp-python research/allennlp-venv/bin/python
+        --allennlp-python research/allennlp-venv/bin/python --tensorflow-python research/simple-elmo-venv/bin/python
     python research/benchmark.py --size Small --batch-sizes --train-batch-size 0 \
         --document-words 1000 10000 --window 200
 
@@ -23,7 +23,10 @@ peak minus the RSS at that point, i.e. the extra memory the inference itself nee
 With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.1, e.g. separate venvs made by
 `research/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
 of that interpreter run just before the one that times ours, and its output is compared with ours (first call: both
-start from zero LSTM states).
+start from zero LSTM states). With `--tensorflow-python PYTHON ...` (environments made by
+`research/simple_elmo_venv.sh`: simple_elmo 0.9.2, i.e. bilm-tf's graph, on tensorflow-cpu 2.21 + tf-keras, run with
+TF_USE_LEGACY_KERAS=1), the TensorFlow ELMo users would pick instead is timed and compared the same way, on the same
+files; both peers' rows share one table.
 
 Ceilings: the fast path's FLOPs per batch over the rate of a 2048^3 GEMM in each dtype, and one step's state GEMMs
 timed each way (fp32 bmm, fp32 with MKL-prepacked weights, bf16, int8): what the recurrence waits for at every step.
@@ -56,8 +59,12 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError:  # simple_elmo's environment (research/simple_elmo_venv.sh): only tensorflow_worker runs
+    torch = F = None
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,38 +111,38 @@ def sentences(batch_size, seed=0):
 # ----- The AllenNLP-algorithm baseline ------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 def allennlp_algorithm(model, input_ids, attention_mask):
     """AllenNLP's `Elmo` forward, step by step as `LstmCellWithProjection` does it; returns the biLM layers
     [n_layers + 1, B, words, 2P] (BOS/EOS removed, zeros at padding)."""
-    mask = (input_ids > 0).any(-1) & attention_mask.bool()
-    char_ids, lengths = model._add_sentence_boundaries(input_ids, mask)
-    batch, steps, chars = char_ids.shape
-    # _ElmoCharacterEncoder: every position, padding included.
-    embedding = model.bilm.char_cnn(char_ids.view(-1, chars)).view(batch, steps, -1)
-    embedding = embedding * (torch.arange(steps) < lengths.unsqueeze(1)).unsqueeze(-1).to(embedding.dtype)
-    # _EncoderBase.sort_and_run_forward
-    sorted_lengths, order = lengths.sort(descending=True)
-    batch_lengths = sorted_lengths.tolist()
-    inputs = embedding[order]
-    layers = [torch.cat([inputs, inputs], -1)]
-    forward_input, backward_input = inputs, inputs
-    for index, layer in enumerate(model.bilm.layers):
-        outputs = []
-        for direction, layer_input in enumerate((forward_input, backward_input)):
-            weights = (layer.input_weight[direction], layer.state_weight[direction], layer.bias[direction, 0],
-                       layer.projection_weight[direction])
-            output = lstm_cell_with_projection(layer_input, batch_lengths, weights, direction == 0,
-                                               model.config.cell_clip, model.config.proj_clip)
-            if index > 0 and model.config.use_skip_connections:
-                output = output + layer_input
-            outputs.append(output)
-        forward_input, backward_input = outputs
-        layers.append(torch.cat(outputs, -1))
-    unsort = order.argsort()
-    words = input_ids.shape[1]
-    keep = mask.unsqueeze(-1).to(embedding.dtype)
-    return torch.stack([layer[unsort][:, 1 : words + 1] * keep for layer in layers])
+    with torch.no_grad():
+        mask = (input_ids > 0).any(-1) & attention_mask.bool()
+        char_ids, lengths = model._add_sentence_boundaries(input_ids, mask)
+        batch, steps, chars = char_ids.shape
+        # _ElmoCharacterEncoder: every position, padding included.
+        embedding = model.bilm.char_cnn(char_ids.view(-1, chars)).view(batch, steps, -1)
+        embedding = embedding * (torch.arange(steps) < lengths.unsqueeze(1)).unsqueeze(-1).to(embedding.dtype)
+        # _EncoderBase.sort_and_run_forward
+        sorted_lengths, order = lengths.sort(descending=True)
+        batch_lengths = sorted_lengths.tolist()
+        inputs = embedding[order]
+        layers = [torch.cat([inputs, inputs], -1)]
+        forward_input, backward_input = inputs, inputs
+        for index, layer in enumerate(model.bilm.layers):
+            outputs = []
+            for direction, layer_input in enumerate((forward_input, backward_input)):
+                weights = (layer.input_weight[direction], layer.state_weight[direction], layer.bias[direction, 0],
+                           layer.projection_weight[direction])
+                output = lstm_cell_with_projection(layer_input, batch_lengths, weights, direction == 0,
+                                                   model.config.cell_clip, model.config.proj_clip)
+                if index > 0 and model.config.use_skip_connections:
+                    output = output + layer_input
+                outputs.append(output)
+            forward_input, backward_input = outputs
+            layers.append(torch.cat(outputs, -1))
+        unsort = order.argsort()
+        words = input_ids.shape[1]
+        keep = mask.unsqueeze(-1).to(embedding.dtype)
+        return torch.stack([layer[unsort][:, 1 : words + 1] * keep for layer in layers])
 
 
 def lstm_cell_with_projection(inputs, batch_lengths, weights, go_forward, cell_clip, proj_clip):
@@ -227,6 +234,7 @@ def reset_peak_rss():
 def allennlp_worker(args):
     """AllenNLP's own `Elmo` (num_output_representations=1, no dropout) on the benchmark's weights and sentences:
     tokens/s (median of `--repeats` calls after a warm-up) and the first call's ELMo vectors, saved to --output."""
+    import allennlp
     from allennlp.modules.elmo import Elmo, batch_to_ids
 
     folder = Path(args.cache) / args.size
@@ -237,10 +245,43 @@ def allennlp_worker(args):
     with torch.no_grad():
         first = elmo(char_ids)["elmo_representations"][0]  # a fresh Elmo starts from zero states
         seconds = median_seconds(lambda: elmo(char_ids), args.repeats)
-    torch.save(first, args.output)
+    with open(args.output, "wb") as f:
+        np.save(f, first.numpy())
     n_tokens = sum(map(len, batch))
-    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, torch=torch.__version__,
-                          peak_rss_mb=status_mb("VmHWM"))))
+    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, peak_rss_mb=status_mb("VmHWM"),
+                          peer=f"AllenNLP {allennlp.__version__}, torch {torch.__version__}")))
+
+
+def tensorflow_worker(args):
+    """simple_elmo (bilm-tf's graph) on TensorFlow, run as its users run it: `ElmoModel().load(folder,
+    max_batch_size=B)` on the benchmark's options.json and weights (character inputs, no vocabulary), then what its
+    `get_elmo_vectors` runs for each batch, `session.run` of the layers' average (its default) on the batch's char
+    ids, timed alone: tokens/s (median of `--repeats` calls after a warm-up), TensorFlow's threading (intra- and
+    inter-op) at `--threads`. The first call's ELMo vectors go to --output: bilm-tf keeps its LSTM states in
+    variables carried from call to call, so only the first call starts from zero states, as ours do. Needs no torch."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # bilm-tf's tf.compat.v1.nn.rnn_cell is tf-keras's on TensorFlow >= 2.16
+    from importlib.metadata import version
+
+    import tensorflow as tf
+    from simple_elmo import ElmoModel
+    from simple_elmo.elmo import weight_layers
+
+    batch = sentences(args.batch_sizes[0], seed=args.batch_sizes[0])
+    model = ElmoModel()  # (switches TensorFlow to graph mode)
+    model.load(str(Path(args.cache) / args.size), max_batch_size=len(batch))
+    vectors = weight_layers("input", model.sentence_embeddings_op, use_layers="average")["weighted_op"]
+    feed = {model.sentence_character_ids: model.batcher.batch_sentences(batch)}
+    threads = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=args.threads,
+                                       inter_op_parallelism_threads=args.threads)
+    with tf.compat.v1.Session(config=threads) as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        first = session.run(vectors, feed)
+        seconds = median_seconds(lambda: session.run(vectors, feed), args.repeats)
+    with open(args.output, "wb") as f:
+        np.save(f, first)
+    n_tokens = sum(map(len, batch))
+    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, peak_rss_mb=status_mb("VmHWM"),
+                          peer=f"simple_elmo {version('simple_elmo')}, TensorFlow {tf.__version__}")))
 
 
 # ----- One configuration, in its own process ------------------------------------------------------------------------
@@ -434,32 +475,32 @@ def random_lstm_layer(config, int8):
     return layer
 
 
-@torch.no_grad()
 def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
     """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size`, the
     pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
     input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
-    from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
+    with torch.no_grad():
+        from kernels_elmo import FloatGemms, Int8Gemms, inplace_lstm_cell
 
-    layer = random_lstm_layer(config, int8)
-    gemms = layer.gemms
-    n, P, H = batch_size, config.projection_dim, config.lstm_dim
-    x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1
-    input_gates = gemms.input_gates(x)
-    gates, cell_output = gemms.gates(input_gates, 0, h), torch.randn(2, n, H) * 0.1
-    pieces = {
-        "input GEMM (per step)": lambda: gemms.input_gates(x),
-        "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
-        "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
-        "  (gates copy, not in a step)": lambda: gates.clone(),
-        "projection GEMMs": lambda: gemms.project(cell_output),
-        "projection clip": lambda: h.clamp(-3, 3),
-    }
-    times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
-    times["input GEMM (per step)"] /= steps
-    times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
-    assert isinstance(gemms, Int8Gemms if int8 else FloatGemms)
-    return times
+        layer = random_lstm_layer(config, int8)
+        gemms = layer.gemms
+        n, P, H = batch_size, config.projection_dim, config.lstm_dim
+        x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1
+        input_gates = gemms.input_gates(x)
+        gates, cell_output = gemms.gates(input_gates, 0, h), torch.randn(2, n, H) * 0.1
+        pieces = {
+            "input GEMM (per step)": lambda: gemms.input_gates(x),
+            "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
+            "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
+            "  (gates copy, not in a step)": lambda: gates.clone(),
+            "projection GEMMs": lambda: gemms.project(cell_output),
+            "projection clip": lambda: h.clamp(-3, 3),
+        }
+        times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
+        times["input GEMM (per step)"] /= steps
+        times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
+        assert isinstance(gemms, Int8Gemms if int8 else FloatGemms)
+        return times
 
 
 def median_seconds(fn, repeats):
@@ -507,15 +548,15 @@ def conll(path, limit=None):
     return segments
 
 
-@torch.no_grad()
 def elmo_vectors(model, tokenizer, batches):
     """ELMo vectors (`last_hidden_state`) of the real words of each batch of sentences, concatenated [words, D]."""
-    vectors = []
-    for batch in batches:
-        enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
-        out = model(**enc)
-        vectors.append(out.last_hidden_state[out.mask])
-    return torch.cat(vectors)
+    with torch.no_grad():
+        vectors = []
+        for batch in batches:
+            enc = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+            out = model(**enc)
+            vectors.append(out.last_hidden_state[out.mask])
+        return torch.cat(vectors)
 
 
 def int8_quality(args):
@@ -663,13 +704,16 @@ def main():
                         help="how our model runs (fp32 is always included: the baseline and the references use it)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
     parser.add_argument("--cache", type=Path, default=REPO / "research" / "cache")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads() if torch else os.cpu_count())
     parser.add_argument("--train-batch-size", type=int, default=32, help="0 skips the training figure")
     parser.add_argument("--document-words", type=int, nargs="*", default=[],
                         help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
     parser.add_argument("--allennlp-python", nargs="*", default=[],
                         help="also time AllenNLP's own Elmo with these Python interpreters (one environment each)")
+    parser.add_argument("--tensorflow-python", nargs="*", default=[],
+                        help="also time simple_elmo (bilm-tf's graph on TensorFlow) with these Python interpreters "
+                        "(environments made by research/simple_elmo_venv.sh)")
     parser.add_argument("--quality-model", type=Path, default=REPO / "elmo_transformers" / "models" / "elmo-pd-small",
                         help="trained model for the int8 quality figures ('' skips them)")
     parser.add_argument("--quality-corpus", type=Path,
@@ -683,11 +727,14 @@ def main():
     parser.add_argument("--corpus-sentences", type=int, default=0,
                         help="also time the corpus job end to end with this many OANC sentences (e.g. 800)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--impl", help=argparse.SUPPRESS)  # speed, baseline, fast, train, windows, allennlp<i>
+    # speed, baseline, fast, train, windows, allennlp<i>, allennlp-file-<name>, tensorflow<i>
+    parser.add_argument("--impl", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker and args.impl.startswith("tensorflow"):
+        return tensorflow_worker(args)  # before anything of torch: its environment has none
     args.dtypes = ["fp32"] + [d for d in args.dtypes if d != "fp32"]
     torch.set_num_threads(args.threads)
     if args.worker:
@@ -707,10 +754,11 @@ def main():
               + " | fp32 max abs diff vs baseline | " + " | ".join(f"{d} cosine to fp32 median / min" for d in ours[1:])
               + " | working MB baseline / " + " / ".join(ours) + " | peak RSS MB baseline / " + " / ".join(ours) + " |")
         print("|---" * (5 + 2 * len(ours)) + "|")
-    allennlp_rows = []
+    peer_rows = []
+    peer_pythons = [(f"allennlp{i}", python) for i, python in enumerate(args.allennlp_python)]
+    peer_pythons += [(f"tensorflow{i}", python) for i, python in enumerate(args.tensorflow_python)]
     for batch_size in args.batch_sizes:
-        allennlp = [run_config(args, f"allennlp{i}", "fp32", batch_size, out_dir, python=python)
-                    for i, python in enumerate(args.allennlp_python)]
+        peers = [run_config(args, impl, "fp32", batch_size, out_dir, python=python) for impl, python in peer_pythons]
         speed = run_config(args, "speed", "fp32", batch_size, out_dir)
         memory = [run_config(args, "baseline", "fp32", batch_size, out_dir)]
         memory += [run_config(args, "fast", dtype, batch_size, out_dir) for dtype in ours]
@@ -726,22 +774,24 @@ def main():
         peak = " / ".join(f"{m['peak_rss_mb']:.0f}" for m in memory)
         print(f"| {batch_size} | {speed['tokens']} | {base:.0f} | {rates} | {diff:.1e} | {cos} | {work} | {peak} |",
               flush=True)
-        if allennlp:
-            print(f"(AllenNLP, batch {batch_size}: " + "; ".join(f"torch {r['torch']} {r['tokens_per_s']:.0f} tok/s, "
-                  f"peak RSS {r['peak_rss_mb']:.0f} MB" for r in allennlp) + ")", flush=True)
-        for theirs in allennlp:
-            vectors_diff = (out32.mean(dim=0) - torch.load(theirs["output"], weights_only=True)).abs().max().item()
-            rate = theirs["tokens_per_s"]  # (ours: the default mix, softmax(0) weights, gamma 1)
-            allennlp_rows.append(f"| {batch_size} | {theirs['torch']} | {rate:.0f} | {base / rate:.2f}x | "
-                                 + " | ".join(f"{speed[d + '_tokens_per_s'] / rate:.2f}x" for d in ours)
-                                 + f" | {vectors_diff:.1e} | {theirs['peak_rss_mb']:.0f} |")
-    if allennlp_rows:
-        print("\nAllenNLP 2.10.1's own Elmo (each timed in its own process just before our row of its batch size):")
-        print("| batch | AllenNLP's torch | AllenNLP tok/s | baseline / AllenNLP | "
-              + " | ".join(f"{d} / AllenNLP" for d in ours) + " | max abs diff of ELMo vectors, fp32 vs AllenNLP "
-              "| AllenNLP peak RSS MB |")
+        if peers:
+            print(f"(peers, batch {batch_size}: " + "; ".join(f"{r['peer']} {r['tokens_per_s']:.0f} tok/s, "
+                  f"peak RSS {r['peak_rss_mb']:.0f} MB" for r in peers) + ")", flush=True)
+        for theirs in peers:
+            # their first call's ELMo vectors against our default mix (softmax(0) weights, gamma 1: the layers'
+            # average, as both peers' defaults), at the real words
+            vectors_diff = (out32.mean(dim=0) - torch.from_numpy(np.load(theirs["output"])))[mask].abs().max().item()
+            rate = theirs["tokens_per_s"]
+            peer_rows.append(f"| {batch_size} | {theirs['peer']} | {rate:.0f} | {base / rate:.2f}x | "
+                             + " | ".join(f"{speed[d + '_tokens_per_s'] / rate:.2f}x" for d in ours)
+                             + f" | {vectors_diff:.1e} | {theirs['peak_rss_mb']:.0f} |")
+    if peer_rows:
+        print("\nPeers: AllenNLP's own Elmo, simple_elmo's (bilm-tf's graph on TensorFlow), each timed in its own "
+              "process just before our row of its batch size:")
+        print("| batch | peer | peer tok/s | baseline / peer | " + " | ".join(f"{d} / peer" for d in ours)
+              + " | max abs diff of ELMo vectors at the words, fp32 vs peer | peer peak RSS MB |")
         print("|---" * (6 + len(ours)) + "|")
-        print("\n".join(allennlp_rows), flush=True)
+        print("\n".join(peer_rows), flush=True)
     if args.batch_sizes:
         from configuration_elmo import ElmoConfig
 
