@@ -41,11 +41,12 @@ def main(argv=None):
     results = {}
     for path in args.eval_file:
         windows = text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)["words"]
-        figures = {"words": sum(len(w) for w in windows), "bilm": bilm_perplexities(model, collator, windows,
-                                                                                       args.batch_size, args.device)}
+        words = [word for window in windows for word in window]
+        figures = {"words": len(words), "unknown_words": sum(word not in vocab for word in words) / len(words),
+                   "bilm": bilm_perplexities(model, collator, windows, args.batch_size, args.device)}
         figures.update(baseline_perplexities(train["words"], windows, vocab))
         results[path] = figures
-        print(f"{path}: {figures['words']:,} words")
+        print(f"{path}: {figures['words']:,} words, {100 * figures['unknown_words']:.1f} % not in the vocabulary")
         for name in ("bilm", "bigram", "unigram"):
             f = figures[name]
             print(f"  {name:>8}: forward {f['forward_perplexity']:9.1f}  backward {f['backward_perplexity']:9.1f}  "

@@ -99,3 +99,22 @@ def test_threshold_accuracy_chooses_each_threshold_on_the_other_lemmas():
     # b's threshold 0.1 gets 3 of a's 4 pairs (0.3 is called same sense); a's 0.3 gets 3 of b's (0.3 is missed).
     assert threshold_accuracy(scores, labels, lemmas, folds=2) == 6 / 8
     assert threshold_accuracy(scores[:4] * 2, labels[:4] * 2, ["a"] * 4 + ["c"] * 4, folds=2) == 1.0
+
+
+def test_compare_models_tables_come_from_the_evaluation_files(tmp_path, capsys):
+    import json
+
+    from compare_models import main as compare
+
+    for name, auc, hits in (("old", 0.59, 1), ("new", 0.61, 2)):
+        folder = tmp_path / name
+        (folder / "pos-ewt-mix").mkdir(parents=True)
+        (folder / "word_sense.json").write_text(json.dumps({"roc_auc": {"ELMo mix": auc},
+                                                            "accuracy": {"ELMo mix": auc - 0.02}}))
+        (folder / "pos-ewt-mix" / "all_results.json").write_text(json.dumps({"test_accuracy": auc + 0.3}))
+        results = [{"sentence": "a <mask> .", "top": ["b", "c"], "hit": True}] * hits
+        (folder / "fill_mask.json").write_text(json.dumps({"top_k": 10, "hits": hits, "results": results}))
+    compare([str(tmp_path / "old"), str(tmp_path / "new"), "--names", "old", "new"])
+    out = capsys.readouterr().out
+    assert "| new | ELMo mix | 0.610 | 59.0 % |" in out and "| old | EWT UPOS, test accuracy | 89.0 % | - |" in out
+    assert "| new | 2 / 2 |" in out and "| a <mask> . | b, c | b, c |" in out
