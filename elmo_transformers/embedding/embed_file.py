@@ -18,12 +18,18 @@ length. The text itself is held in memory, since `sentence_to_index` (one JSON s
 the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
 the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused.
 
+A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
+exported in (another --dtype is refused), with the same layout and numbers (float rounding apart). Its graph is
+stateless, so it cannot embed a line in windows: a line longer than --max-sentence-words is refused before any work;
+raise --max-sentence-words to embed such lines whole.
+
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
 run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
 refused, naming the setting, and so is resuming after the model changed at the same path: run.json records its
-config (every field but those only training reads), its tokenizer's rules and a SHA-256 of the loaded weights, and
-the refusal names the field that differs. The batches decide the float rounding, so only the same batches give the
+config (every field but those only training reads), its tokenizer's rules and a SHA-256 of the loaded weights (of
+an exported folder: runtime onnxruntime and a SHA-256 of its graph files), and the refusal names the field that
+differs. The batches decide the float rounding, so only the same batches give the
 same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a
 run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
 one is alive.
