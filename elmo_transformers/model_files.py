@@ -3,6 +3,7 @@
 by another."""
 
 import fnmatch
+import os
 
 from configuration_elmo import ELMO_MODULES
 
@@ -25,3 +26,10 @@ MODEL_FILES = (
 
 def is_model_file(name):
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in MODEL_FILES)
+
+
+def is_onnx_export(folder):
+    """Whether `folder` is one that `export onnx` wrote: a model.onnx and no PyTorch weights (a folder holding both
+    runs in PyTorch, as before the export existed)."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return "model.onnx" in names and not any(fnmatch.fnmatchcase(name, "*.safetensors") for name in names)

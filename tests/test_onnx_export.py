@@ -131,6 +131,7 @@ def test_export_folder_card_and_graph(exported_tiny):
     dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.graph.input}
     assert dims == {"input_ids": ["batch", "words", 50], "attention_mask": ["batch", "words"]}
     assert [o.name for o in graph.graph.output] == ["last_hidden_state", "hidden_states"]
+    assert {p.key: p.value for p in graph.metadata_props} == {"dtype": "float32"}  # what embed reads
     card = (exported_tiny / "README.md").read_text()
     opset = next(o.version for o in graph.opset_import if o.domain == "")
     assert f"opset {opset}" in card and "`input_ids`: int64" in card and "`hidden_states`: float32 `[3," in card
@@ -192,8 +193,22 @@ def test_language_model_exports_its_bilm(lm_dir, tmp_path):
     assert_close_to_reference(vectors, out.last_hidden_state, "vectors")
 
 
+@pytest.fixture(scope="module")
+def exported_default_int8(tmp_path_factory):
+    """The default model exported by `export onnx --dtype int8`."""
+    output = tmp_path_factory.mktemp("onnx") / "int8"
+    assert main(["export", "onnx", "--output", str(output), "--dtype", "int8"]) == 0
+    return output
+
+
+def int8_rule(int8, fp32):
+    """Assert the int8 rule on two [layers, vectors, 2P] arrays: cosine median >= 0.999, 1st percentile >= 0.99."""
+    cos = torch.nn.functional.cosine_similarity(torch.as_tensor(int8), torch.as_tensor(fp32), dim=-1).flatten()
+    assert cos.median() >= 0.999 and torch.quantile(cos, 0.01) >= 0.99, (cos.median(), torch.quantile(cos, 0.01))
+
+
 @pytest.mark.slow
-def test_int8_export_stays_within_the_int8_rule(tmp_path):
+def test_int8_export_stays_within_the_int8_rule(exported_default_int8):
     """`export onnx --dtype int8` of the default model: the LSTM's GEMMs are int8 (also inside the loops), and every
     vector of every layer against PyTorch float32 has cosine median >= 0.999 and 1st percentile >= 0.99."""
     import onnx
@@ -204,20 +219,190 @@ def test_int8_export_stays_within_the_int8_rule(tmp_path):
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
-    assert main(["export", "onnx", "--output", str(tmp_path / "int8"), "--dtype", "int8"]) == 0
-    graph = onnx.load(tmp_path / "int8" / "model.onnx")
+    graph = onnx.load(exported_default_int8 / "model.onnx")
     assert not [i.name for i in graph.graph.initializer if i.name.endswith(("state_weight", "projection_weight"))]
     loops = [node.attribute[0].g for node in graph.graph.node if node.op_type == "Scan"]
     assert loops and all(sum(n.op_type == "MatMulInteger" for n in body.node) == 4 for body in loops)  # 2 per GEMM
-    assert "--dtype int8" in (tmp_path / "int8" / "README.md").read_text()
+    assert "--dtype int8" in (exported_default_int8 / "README.md").read_text()
+    assert {p.key: p.value for p in graph.metadata_props} == {"dtype": "int8"}
     tokenizer = ElmoTokenizer.from_pretrained(DEFAULT_MODEL)
     batch = tokenizer([s.split() for s in SENTENCES], is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
         fp32 = torch.stack(ElmoModel.from_pretrained(DEFAULT_MODEL).eval()(**batch, output_hidden_states=True)
                            .hidden_states)
-    session = onnxruntime.InferenceSession(str(tmp_path / "int8" / "model.onnx"))
+    session = onnxruntime.InferenceSession(str(exported_default_int8 / "model.onnx"))
     _, int8 = session.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})
     mask = batch["attention_mask"].bool()
-    cos = torch.nn.functional.cosine_similarity(torch.from_numpy(int8)[:, mask], fp32[:, mask], dim=-1).flatten()
-    assert cos.median() >= 0.999 and torch.quantile(cos, 0.01) >= 0.99, (cos.median(), torch.quantile(cos, 0.01))
+    int8_rule(torch.from_numpy(int8)[:, mask], fp32[:, mask])
     assert not np.allclose(int8[1:], fp32[1:].numpy(), atol=1e-5), "the GEMMs are not int8"
+
+
+# ----- `embed` and ElmoEmbedder on an exported folder ---------------------------------------------------------------
+
+
+def embed_lines(model, lines, tmp_path, *flags, name="out.hdf5"):
+    """`elmo-transformers embed --all` of `lines` with `model`; returns (datasets, sentence_to_index, dtypes)."""
+    from test_embed_file import read_hdf5
+
+    source = tmp_path / "input.txt"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert main(["embed", str(source), str(tmp_path / name), "--model", str(model), "--all", *flags]) == 0
+    return read_hdf5(tmp_path / name)
+
+
+@pytest.mark.slow
+def test_embed_with_an_exported_folder_equals_pytorch(exported_tiny, tiny_model_dir, tmp_path):
+    """`embed --model EXPORTED` writes the file `embed --model TORCH_FOLDER` writes: the same datasets, shapes, dtype
+    and index, and numbers under the tolerance rule, for AllenNLP's sentences, a blank line and a 120-word line;
+    also AllenNLP's own numbers. A line longer than --max-sentence-words (which PyTorch embeds in stateful windows)
+    is refused in one line before any work; raised above it, that line is embedded whole, as PyTorch does."""
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    lines = [" ".join(words) for words in sentences] + ["", " ".join(LONG)]
+    (ours, index, dtypes), (torch_arrays, torch_index, torch_dtypes) = (
+        embed_lines(model, lines, tmp_path, "--batch-size", "4", name=name)
+        for model, name in [(exported_tiny, "onnx.hdf5"), (tiny_model_dir, "torch.hdf5")])
+    assert index == torch_index and dtypes == torch_dtypes == {np.dtype("float32")}
+    assert sorted(ours) == sorted(torch_arrays) == sorted(str(i) for i in range(len(lines)))
+    for key, array in torch_arrays.items():
+        assert ours[key].shape == array.shape
+        assert_close_to_reference(ours[key], array, f"line {key}")
+    for i in range(len(sentences)):
+        assert_close_to_reference(ours[str(i)], expected[f"sent_{i}_activations"], f"line {i} vs AllenNLP")
+    assert ours[str(len(sentences))].shape == (3, 0, 16) and ours[str(len(lines) - 1)].shape == (3, 120, 16)
+
+    from test_embed_file import one_line_error
+
+    source = tmp_path / "input.txt"
+    message = one_line_error([str(source), str(tmp_path / "refused.hdf5"), "--model", str(exported_tiny), "--all",
+                              "--max-sentence-words", "100"])
+    assert message == (
+        f"error: --max-sentence-words 100: shorter than line {len(lines)} of {source} (120 words), and an exported "
+        "ONNX model cannot embed a line in windows (its graph is stateless: no LSTM state carries from one window to "
+        "the next): give 120 or more to embed every line whole (memory then grows with the line), or use the "
+        "PyTorch model for stateful windows")
+    assert not list(tmp_path.glob("refused.hdf5*"))
+    whole, _, _ = embed_lines(exported_tiny, [" ".join(LONG)], tmp_path, "--max-sentence-words", "120",
+                              name="whole.hdf5")
+    assert_close_to_reference(whole["0"], torch_arrays[str(len(lines) - 1)], "the long line whole")
+
+
+@pytest.mark.slow
+def test_resuming_with_another_model_at_the_same_path_is_refused(exported_tiny, tiny_model_dir, tmp_path,
+                                                                  monkeypatch):
+    """run.json of an exported model records onnxruntime, its dtype and the hash of its graph file; resuming after
+    the folder at the same path became the PyTorch model (or the reverse) is refused, naming what differs."""
+    import hashlib
+    import shutil
+
+    from test_embed_file import interrupt_after, one_line_error
+
+    model = tmp_path / "model"
+    shutil.copytree(exported_tiny, model)
+    source = tmp_path / "input.txt"
+    source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 7)), encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model), "--top", "--batch-size", "2"]
+    for first, then, differs in [(exported_tiny, tiny_model_dir, "weights_sha256="),
+                                 (tiny_model_dir, exported_tiny, "runtime=None, now runtime='onnxruntime'")]:
+        shutil.rmtree(model)
+        shutil.copytree(first, model)
+        interrupt_after(monkeypatch, "add_batch", 1)
+        assert main(["embed", *args]) == 130
+        monkeypatch.undo()
+        run = json.loads((tmp_path / "out.hdf5.partial" / "run.json").read_text())
+        if first == exported_tiny:
+            graph = (model / "model.onnx").read_bytes()
+            assert run["runtime"] == "onnxruntime" and run["dtype"] == "float32"
+            assert run["weights_sha256"] == hashlib.sha256(f"model.onnx {len(graph)}\n".encode() + graph).hexdigest()
+        shutil.rmtree(model)
+        shutil.copytree(then, model)
+        assert f"it was started with {differs}" in one_line_error([*args, "--resume"])
+        shutil.rmtree(model)
+        shutil.copytree(first, model)
+        assert main(["embed", *args, "--resume"]) == 0
+        (tmp_path / "out.hdf5").unlink()
+
+
+@pytest.mark.slow
+def test_elmo_embedder_on_an_exported_folder(exported_tiny, tiny):
+    """ElmoEmbedder(EXPORTED) gives the PyTorch embedder's arrays (embed_sentence, embed_batch, tf_hub_outputs) under
+    the tolerance rule; what the graph cannot do (stateful windows, another dtype, a GPU) is one line each."""
+    from elmo_transformers.embedding.embedder import ElmoEmbedder
+    from elmo_transformers.errors import UserError
+
+    onnx_embedder, torch_embedder = ElmoEmbedder(exported_tiny), ElmoEmbedder(*tiny)
+    batch = [["ELMo"], LONG, [], ["a", "short", "one"]]
+    for ours, theirs in zip(onnx_embedder.embed_batch(batch), torch_embedder.embed_batch(batch), strict=True):
+        assert ours.shape == theirs.shape and ours.dtype == np.float32
+        assert_close_to_reference(ours, theirs, "embed_batch")
+    assert_close_to_reference(onnx_embedder.embed_sentence(LONG), torch_embedder.embed_sentence(LONG),
+                              "embed_sentence")
+    hub = onnx_embedder.tf_hub_outputs(["The cat sat .", "ELMo"])
+    for name, value in torch_embedder.tf_hub_outputs(["The cat sat .", "ELMo"]).items():
+        assert_close_to_reference(hub[name], value, name)
+    with pytest.raises(UserError) as refused:
+        onnx_embedder.embed_window(["a", "b"])
+    assert str(refused.value) == (
+        f"{exported_tiny} is an exported ONNX model, whose graph is stateless (every call starts from a zero LSTM "
+        "state): it cannot carry the LSTM state from one window of a text to the next; use the PyTorch model for "
+        "stateful windows")
+    from quantization_elmo import ElmoInt8Config
+
+    for kwargs, message in [
+        (dict(dtype=torch.bfloat16), f"bfloat16: {exported_tiny} is an ONNX model exported in float32, the one "
+         "dtype it runs in: leave the dtype out, or use the PyTorch model"),
+        (dict(quantization_config=ElmoInt8Config()), f"int8: {exported_tiny} is an ONNX model exported in float32, "
+         "the one dtype it runs in: leave the dtype out, or export the model again in int8"),
+        (dict(device="meta"), f"meta: {exported_tiny} is an exported ONNX model, which runs on the CPU here "
+         "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model"),
+    ]:
+        with pytest.raises(UserError) as refused:
+            ElmoEmbedder(exported_tiny, **kwargs)
+        assert str(refused.value) == message
+    assert ElmoEmbedder(exported_tiny, dtype=torch.float32).model.dtype == "float32"
+
+
+@pytest.mark.slow
+def test_embed_with_an_int8_export_stays_within_the_int8_rule(exported_default_int8, tmp_path):
+    """`embed --model INT8_EXPORT` runs in int8 (its own dtype, recorded as such; --dtype float32 is refused) and
+    its vectors stay within the int8 rule against `embed` of the PyTorch model in float32."""
+    from test_embed_file import one_line_error
+    from test_quantization import SENTENCES
+
+    from elmo_transformers.models import DEFAULT_MODEL
+
+    int8, _, _ = embed_lines(exported_default_int8, SENTENCES, tmp_path, name="int8.hdf5")
+    fp32, _, _ = embed_lines(DEFAULT_MODEL, SENTENCES, tmp_path, name="fp32.hdf5")
+    int8_rule(np.concatenate([int8[str(i)] for i in range(len(SENTENCES))], axis=1),
+              np.concatenate([fp32[str(i)] for i in range(len(SENTENCES))], axis=1))
+    assert one_line_error([str(tmp_path / "input.txt"), str(tmp_path / "x.hdf5"), "--model",
+                           str(exported_default_int8), "--top", "--dtype", "float32"]) == (
+        f"error: --dtype float32: {exported_default_int8} is an ONNX model exported in int8, the one dtype it runs "
+        "in: leave the dtype out, or export the model again in float32")
+
+
+def test_embed_without_onnxruntime_or_with_a_damaged_graph_is_one_line(tiny_model_dir, tmp_path, monkeypatch):
+    """An exported folder where onnxruntime is not installed: one line naming the install command, before the graph
+    is read (so a folder with the export's files but an empty model.onnx shows it); with onnxruntime, that empty
+    graph file is one line naming it. Nothing written."""
+    import shutil
+
+    from test_embed_file import one_line_error
+
+    from elmo_transformers.export import onnx as export
+
+    exported = shutil.copytree(tiny_model_dir, tmp_path / "onnx", ignore=shutil.ignore_patterns("*.safetensors"))
+    (exported / "model.onnx").write_bytes(b"")
+
+    real_find_spec = export.importlib.util.find_spec
+    monkeypatch.setattr(export.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    assert one_line_error([str(source), str(tmp_path / "out.hdf5"), "--model", str(exported), "--top"]) == (
+        f"error: --model {exported} is an exported ONNX model: running it needs onnxruntime, not "
+        'installed here: pip install "elmo-transformers[onnx]"')
+    monkeypatch.undo()
+    message = one_line_error([str(source), str(tmp_path / "out.hdf5"), "--model", str(exported), "--top"])
+    assert message.startswith(f"error: --model {exported}: onnxruntime cannot load its model.onnx ([ONNXRuntimeError]")
+    assert message.endswith("): restore it, or export the model again")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt", "onnx"]

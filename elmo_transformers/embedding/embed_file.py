@@ -18,12 +18,18 @@ length. The text itself is held in memory, since `sentence_to_index` (one JSON s
 the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
 the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused.
 
+A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
+exported in (another --dtype is refused), with the same layout and numbers (float rounding apart). Its graph is
+stateless, so it cannot embed a line in windows: a line longer than --max-sentence-words is refused before any work;
+raise --max-sentence-words to embed such lines whole.
+
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
 run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
 refused, naming the setting, and so is resuming after the model changed at the same path: run.json records its
-config (every field but those only training reads), its tokenizer's rules and a SHA-256 of the loaded weights, and
-the refusal names the field that differs. The batches decide the float rounding, so only the same batches give the
+config (every field but those only training reads), its tokenizer's rules and a SHA-256 of the loaded weights (of
+an exported folder: runtime onnxruntime and a SHA-256 of its graph files), and the refusal names the field that
+differs. The batches decide the float rounding, so only the same batches give the
 same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a
 run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
 one is alive.
@@ -46,6 +52,7 @@ import torch
 from tqdm import tqdm
 
 from ..errors import DataError
+from ..export.onnx import OnnxElmoModel
 from ..text_input import checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
 from .embedder import process_state
@@ -138,18 +145,35 @@ def mapping_sha256(mapping):
 
 
 def model_settings(embedder):
-    """What decides the numbers `embedder` computes, as run.json records it: the compute dtype, the config (every
-    field but those only training reads), the tokenizer's rules and the weights. The dtype comes before the weights,
-    whose hash it changes too: a resume with another dtype is refused as such."""
+    """What decides the numbers `embedder` computes, as run.json records it: for an exported ONNX model its runtime
+    (onnxruntime), the compute dtype, the config (every field but those only training reads), the tokenizer's rules
+    and the weights (an ONNX model's: its graph files). The dtype comes before the weights, whose hash it changes
+    too: a resume with another dtype is refused as such."""
     model, tokenizer, config = embedder.model, embedder.tokenizer, embedder.model.config
+    onnx = isinstance(model, OnnxElmoModel)
     return {
-        "dtype": "int8" if getattr(model, "is_quantized", False) else str(model.dtype).removeprefix("torch."),
+        **({"runtime": "onnxruntime"} if onnx else {}),  # (runs started before ONNX models existed have no runtime)
+        "dtype": model.dtype if onnx else "int8" if getattr(model, "is_quantized", False) else
+        str(model.dtype).removeprefix("torch."),
         "config": {name: getattr(config, name) for name in type(config).__annotations__ if name not in TRAINING_ONLY},
         "tokenizer": {"max_characters_per_token": tokenizer.max_characters_per_token,
                       "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
                       "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab)},
-        "weights_sha256": weights_sha256(model),
+        "weights_sha256": model.weights_sha256() if onnx else weights_sha256(model),
     }
+
+
+def check_windows(embedder, counts, max_words, source):
+    """Refuse, before any work, a line that would be embedded in stateful windows by a model that cannot carry the
+    LSTM state (an exported ONNX model), naming the longest such line and the two ways on."""
+    longest = max(range(len(counts)), key=counts.__getitem__, default=None)
+    if not isinstance(embedder.model, OnnxElmoModel) or longest is None or counts[longest] <= max_words:
+        return
+    raise DataError(
+        f"{max_words}: shorter than line {longest + 1} of {input_name(source)} ({counts[longest]:,} words), and an "
+        "exported ONNX model cannot embed a line in windows (its graph is stateless: no LSTM state carries from one "
+        f"window to the next): give {counts[longest]:,} or more to embed every line whole (memory then grows with the "
+        "line), or use the PyTorch model for stateful windows", max_words)
 
 
 def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, *,
@@ -165,6 +189,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None))
     run = PartialRun(output)
     lines = read_lines(input_file)
+    counts = [count_words(line) for line in lines]
+    check_windows(embedder, counts, max_sentence_words, input_file)
     fingerprint = hashlib.sha256()
     for line in lines:
         for start in range(0, len(line), LONG_LINE_CHARS):  # a piece at a time: no copy of a long line
@@ -186,7 +212,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     if state.is_main_process:
         run.claim()
     try:
-        _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress)
+        _embed_lines(embedder, run, state, lines, counts, settings, output_format, batch_size, max_sentence_words,
+                     progress)
     except Exception:
         if state.is_main_process and started and os.path.isdir(run.folder) and not any(run.progress()):
             shutil.rmtree(run.folder)  # this call made it and computed nothing: leave nothing that looks resumable
@@ -196,13 +223,13 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
             run.release()
 
 
-def _embed_lines(embedder, run, state, lines, settings, output_format, batch_size, max_sentence_words, progress):
-    """The work of `embed_file` once the paths are checked and this run owns OUTPUT."""
+def _embed_lines(embedder, run, state, lines, counts, settings, output_format, batch_size, max_sentence_words,
+                 progress):
+    """The work of `embed_file` once the paths are checked and this run owns OUTPUT (`counts`: words a line)."""
     if state.is_main_process and not run.exists():
         run.start(settings)
     state.wait_for_everyone()
 
-    counts = [count_words(line) for line in lines]
     batches, windows = run.progress()
     pending = [
         unit for unit in work_units(counts, batch_size, max_sentence_words)

@@ -18,6 +18,7 @@ from modeling_elmo import ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import UserError, first_line
+from ..model_files import is_onnx_export
 from ..model_source import check_tokenizer
 from ..models import DEFAULT_MODEL
 from .defaults import DEFAULT_BATCH_SIZE
@@ -98,11 +99,13 @@ class ElmoEmbedder:
     """AllenNLP's `ElmoEmbedder`: word lists in, float32 NumPy arrays `[n_layers + 1, words, 2P]` out.
 
     `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`; default: the shipped model,
-    `DEFAULT_MODEL`), or a loaded ELMo model with its `tokenizer`. `device` defaults to the accelerator accelerate
-    picks (cuda, mps, ... else cpu) for a model loaded here, and to where a given model already is; `dtype` (e.g.
-    torch.bfloat16) is the compute dtype, outputs stay float32. `quantization_config=ElmoInt8Config()` loads the
-    model with int8 LSTM weights, as `from_pretrained` does (CPU, float32 activations; the fastest way on a CPU,
-    within the int8 rule of docs/speed.md). The model is put in eval mode (no dropout).
+    `DEFAULT_MODEL`), a folder `elmo-transformers export onnx` wrote (run by onnxruntime on the CPU in the dtype it
+    was exported in; stateless, so `embed_window` is refused), or a loaded ELMo model with its `tokenizer`. `device`
+    defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded here, and to where a
+    given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay float32.
+    `quantization_config=ElmoInt8Config()` loads the model with int8 LSTM weights, as `from_pretrained` does (CPU,
+    float32 activations; the fastest way on a CPU, within the int8 rule of docs/speed.md). The model is put in eval
+    mode (no dropout).
 
     AllenNLP 0.x's call runs as written: `ElmoEmbedder(options_file, weight_file, cuda_device=-1)` (or the same as
     keywords) converts the original files in memory (`convert_original`: local paths, or the URLs of AllenNLP's
@@ -127,7 +130,14 @@ class ElmoEmbedder:
             source = str(tokenizer)
             model, tokenizer = convert_original(model, tokenizer)
             device = device or process_state().device
-        if isinstance(model, (str, os.PathLike)):
+        if isinstance(model, (str, os.PathLike)) and is_onnx_export(model):
+            from ..export.onnx import OnnxElmoModel
+
+            self.source = os.path.abspath(model)
+            requested = "int8" if quantization_config is not None else dtype and str(dtype).removeprefix("torch.")
+            model = OnnxElmoModel(model, requested, device)
+            tokenizer = tokenizer or ElmoTokenizer.from_pretrained(self.source)
+        elif isinstance(model, (str, os.PathLike)):
             self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
             if quantization_config is not None and torch.device(device or "cpu").type != "cpu":
                 raise UserError(f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
@@ -135,7 +145,7 @@ class ElmoEmbedder:
             loaded = load_elmo(model, dtype, quantization_config)
             loaded = loaded.to(device or ("cpu" if quantization_config is not None else process_state().device))
             tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
-            model = loaded
+            model = loaded.eval()
         else:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
@@ -144,9 +154,9 @@ class ElmoEmbedder:
                                 "loads; pass its folder or repo id, or load it with from_pretrained(..., "
                                 "quantization_config=...) yourself")
             self.source = source or model.name_or_path
-            model = model.to(device=device, dtype=dtype)
+            model = model.to(device=device, dtype=dtype).eval()
         check_tokenizer(model.config, tokenizer)
-        self.model = model.eval()
+        self.model = model
         self.tokenizer = tokenizer
 
     def _run(self, sentences, **kwargs):

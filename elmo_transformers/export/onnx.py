@@ -9,10 +9,12 @@ and a README.md card. The graph is what `ElmoModel` computes, traced by `torch.o
 - batch and words dynamic; the LSTM is one loop (ONNX `Scan`, `kernels_elmo.scan_lstm`), not unrolled, and every
   call starts from a zero state. A language model's biLM is exported; its word softmax is not.
 
-`int8` quantizes the weights of the LSTM's GEMMs (see `quantize_int8`). The folder is written as a conversion is
-(`conversion/output.py`): whole or not at all, and --overwrite replaces only an earlier conversion or export.
+`int8` quantizes the weights of the LSTM's GEMMs (see `quantize_int8`); the graph's metadata names its dtype. The
+folder is written as a conversion is (`conversion/output.py`): whole or not at all, and --overwrite replaces only an
+earlier conversion or export. `OnnxElmoModel` runs such a folder where `ElmoEmbedder` and `embed` run `ElmoModel`.
 """
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -24,24 +26,27 @@ import warnings
 import torch
 
 from ..conversion.output import check_output, write_folder_atomically
-from ..errors import UserError
+from ..errors import ModelError, UserError, first_line
 
 DTYPES = ("float32", "int8")
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["last_hidden_state", "hidden_states"]
+GRAPH_FILES = ("model.onnx", "model.onnx.data")  # the graph, and its weights where ONNX keeps them apart
+DTYPE_KEY = "dtype"  # the graph's metadata: float32 or int8, as exported
 # Weights above this many bytes go to model.onnx.data beside the graph: one ONNX (protobuf) file cannot exceed 2 GiB.
 EXTERNAL_DATA_BYTES = 1 << 30
 # The example the graph is traced on: two sentences of different lengths (batch and words are then dynamic).
 EXAMPLE = [["ELMo", "leaves", "PyTorch", "."], ["Hello"]]
 
 
-def check_onnx_installed():
-    """A UserError naming the install command when onnx, onnxscript or onnxruntime is missing."""
-    missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
+def check_onnx_installed(packages=PACKAGES, purpose="exporting to ONNX", value=None):
+    """A UserError naming the install command when one of `packages` is missing (`purpose` needs them; `value` is
+    what the error is about)."""
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:
-        raise UserError(f"exporting to ONNX needs {', '.join(missing)}, not installed here: {INSTALL}")
+        raise UserError(f"{purpose} needs {', '.join(missing)}, not installed here: {INSTALL}", value)
 
 
 def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
@@ -107,6 +112,7 @@ def export_graph(model, tokenizer, path):
             dynamic_shapes={"input_ids": {0: batch, 1: words}, "attention_mask": {0: batch, 1: words}},
             verbose=False,
         )
+        program.model.metadata_props[DTYPE_KEY] = "float32"
         program.save(path, external_data=weight_bytes > EXTERNAL_DATA_BYTES)
     registration.setLevel(level)
     return next(o.version for o in program.model_proto.opset_import if o.domain in ("", "ai.onnx"))
@@ -173,6 +179,7 @@ def quantize_int8(path):
         graph.node.extend(nodes)
 
     rewrite(graph)
+    next(entry for entry in model.metadata_props if entry.key == DTYPE_KEY).value = "int8"
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
@@ -232,3 +239,76 @@ vectors, layers = session.run(None, {{name: batch[name].astype(np.int64)
                                      for name in ("input_ids", "attention_mask")}})
 ```
 """
+
+
+class OnnxElmoModel:
+    """An exported folder run by onnxruntime on the CPU, called as `ElmoModel` is (what `ElmoEmbedder` and `embed`
+    call): char ids and attention mask in, an `ElmoModelOutput` of torch tensors out (`last_hidden_state`,
+    `hidden_states`, `mask`). The graph is stateless, so `lstm_state` / `return_lstm_state` (stateful windows) are
+    refused. onnxruntime runs on as many threads as torch (`torch.get_num_threads()`, which OMP_NUM_THREADS sets)."""
+
+    def __init__(self, folder, dtype=None, device=None):
+        """`dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are checked against
+        the folder: a dtype other than the one it was exported in is refused, naming it."""
+        self.folder = os.fspath(folder)
+        check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
+        import onnxruntime
+        from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
+                                                                 NoSuchFile)
+
+        from configuration_elmo import ElmoConfig
+
+        if device is not None and torch.device(device).type != "cpu":
+            raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
+                            "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
+        self.config = ElmoConfig.from_pretrained(self.folder)
+        self.device = torch.device("cpu")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
+        path = os.path.join(self.folder, GRAPH_FILES[0])
+        try:
+            self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile) as e:  # missing, empty, cut...
+            raise ModelError(f"{self.folder}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
+                             "or export the model again", self.folder) from None
+        self.dtype = self.session.get_modelmeta().custom_metadata_map.get(DTYPE_KEY)
+        if self.dtype not in DTYPES:
+            raise ModelError(f"{self.folder}: its model.onnx does not name its dtype (float32 or int8) in its "
+                             "metadata, as `export onnx` writes it: export the model again", self.folder)
+        self.files = [path for name in GRAPH_FILES if os.path.isfile(path := os.path.join(self.folder, name))]
+        if dtype not in (None, self.dtype):
+            other = f"export the model again in {dtype}" if dtype in DTYPES else "use the PyTorch model"
+            raise UserError(f"{dtype}: {self.folder} is an ONNX model exported in {self.dtype}, the one dtype it runs "
+                            f"in: leave the dtype out, or {other}", dtype)
+
+    def __call__(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
+                 return_lstm_state=False, return_dict=True):
+        """`ElmoModel.forward`'s arguments (`return_dict` as there; the output is always an `ElmoModelOutput`)."""
+        from modeling_elmo import ElmoModelOutput
+
+        if lstm_state is not None or return_lstm_state:
+            raise UserError(f"{self.folder} is an exported ONNX model, whose graph is stateless (every call starts "
+                            "from a zero LSTM state): it cannot carry the LSTM state from one window of a text to the "
+                            "next; use the PyTorch model for stateful windows", self.folder)
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.int64)
+        vectors, layers = self.session.run(OUTPUT_NAMES, {"input_ids": input_ids.to(torch.int64).numpy(),
+                                                          "attention_mask": attention_mask.to(torch.int64).numpy()})
+        output_hidden_states = output_hidden_states if output_hidden_states is not None else \
+            self.config.output_hidden_states
+        return ElmoModelOutput(
+            last_hidden_state=torch.from_numpy(vectors),
+            hidden_states=tuple(torch.from_numpy(layers).unbind()) if output_hidden_states else None,
+            mask=attention_mask.bool() & input_ids.ne(0).any(-1),  # a word counts where both say so, as in ElmoModel
+        )
+
+    def weights_sha256(self):
+        """SHA-256 over the name, size and bytes of model.onnx and its external data: what identifies the numbers
+        this model computes (the same folder path may hold another export tomorrow)."""
+        digest = hashlib.sha256()
+        for path in self.files:
+            digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    digest.update(chunk)
+        return digest.hexdigest()
