@@ -7,11 +7,12 @@ import os
 
 from configuration_elmo import ELMO_MODULES
 
+GRAPH_FILES = ("model.onnx", "model.onnx.data")  # `export onnx`: the graph, and its weights where ONNX keeps them apart
+
 MODEL_FILES = (
     "config.json",
     "*.safetensors",
-    "model.onnx",  # `export onnx`: the graph, and its weights when ONNX keeps them apart
-    "model.onnx.data",
+    *GRAPH_FILES,
     "model.safetensors.index.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
@@ -32,4 +33,4 @@ def is_onnx_export(folder):
     """Whether `folder` is one that `export onnx` wrote: a model.onnx and no PyTorch weights (a folder holding both
     runs in PyTorch, as before the export existed)."""
     names = os.listdir(folder) if os.path.isdir(folder) else []
-    return "model.onnx" in names and not any(fnmatch.fnmatchcase(name, "*.safetensors") for name in names)
+    return GRAPH_FILES[0] in names and not any(fnmatch.fnmatchcase(name, "*.safetensors") for name in names)

@@ -27,13 +27,13 @@ import torch
 
 from ..conversion.output import check_output, write_folder_atomically
 from ..errors import ModelError, UserError, first_line
+from ..model_files import GRAPH_FILES
 
 DTYPES = ("float32", "int8")
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["last_hidden_state", "hidden_states"]
-GRAPH_FILES = ("model.onnx", "model.onnx.data")  # the graph, and its weights where ONNX keeps them apart
 DTYPE_KEY = "dtype"  # the graph's metadata: float32 or int8, as exported
 # Weights above this many bytes go to model.onnx.data beside the graph: one ONNX (protobuf) file cannot exceed 2 GiB.
 EXTERNAL_DATA_BYTES = 1 << 30
