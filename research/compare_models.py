@@ -45,8 +45,9 @@ def word_sense_rows(names, folders):
     for name, folder in zip(names, folders):
         figures = read(folder, "word_sense.json")
         for layer, auc in figures["roc_auc"].items():
-            rows.append([name, layer, f"{auc:.3f}", percent(figures.get("accuracy", {}).get(layer))])
-    return table(["model", "layer", "ROC AUC", "WiC accuracy"], rows)
+            rows.append([name, layer, f"{auc:.3f}", percent(figures.get("accuracy", {}).get(layer)),
+                         percent(figures.get("accuracy_oracle_threshold", {}).get(layer))])
+    return table(["model", "layer", "ROC AUC", "WiC accuracy", "accuracy, oracle threshold"], rows)
 
 
 def downstream_rows(names, folders):

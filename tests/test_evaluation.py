@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from evaluate_word_sense import roc_auc, threshold_accuracy
+from evaluate_word_sense import best_threshold, roc_auc, threshold_accuracy
 from ngram_baselines import baseline_perplexities
 
 
@@ -99,6 +99,7 @@ def test_threshold_accuracy_chooses_each_threshold_on_the_other_lemmas():
     # b's threshold 0.1 gets 3 of a's 4 pairs (0.3 is called same sense); a's 0.3 gets 3 of b's (0.3 is missed).
     assert threshold_accuracy(scores, labels, lemmas, folds=2) == 6 / 8
     assert threshold_accuracy(scores[:4] * 2, labels[:4] * 2, ["a"] * 4 + ["c"] * 4, folds=2) == 1.0
+    assert best_threshold(scores, labels) == (0.1, 7 / 8)  # the oracle: chosen on the pairs it scores
 
 
 def test_compare_models_tables_come_from_the_evaluation_files(tmp_path, capsys):
@@ -116,5 +117,5 @@ def test_compare_models_tables_come_from_the_evaluation_files(tmp_path, capsys):
         (folder / "fill_mask.json").write_text(json.dumps({"top_k": 10, "hits": hits, "results": results}))
     compare([str(tmp_path / "old"), str(tmp_path / "new"), "--names", "old", "new"])
     out = capsys.readouterr().out
-    assert "| new | ELMo mix | 0.610 | 59.0 % |" in out and "| old | EWT UPOS, test accuracy | 89.0 % | - |" in out
+    assert "| new | ELMo mix | 0.610 | 59.0 % | - |" in out and "| old | EWT UPOS, test accuracy | 89.0 % | - |" in out
     assert "| new | 2 / 2 |" in out and "| a <mask> . | b, c | b, c |" in out
