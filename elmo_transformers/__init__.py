@@ -13,7 +13,7 @@ takes from a folder's code, take `pipeline_class=` instead (e.g. `ElmoTokenClass
 Registering means importing torch and transformers (seconds), so the `elmo-transformers` console command runs this
 file only once a command has parsed its arguments (`elmo_transformers_cli`, `cli.import_package`).
 
-`DEFAULT_MODEL` is the folder of the model shipped inside the package (a small English ELMo, `elmo-pd-small`), for
+`DEFAULT_MODEL` is the folder of the model shipped inside the package (a small English ELMo, `elmo-en-small`), for
 work without the Hub: `AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL)`, `ElmoEmbedder()`.
 """
 

@@ -22,6 +22,7 @@ MODEL_FILES = (
     "word.dic",
     *(f"{module}.py" for module in ELMO_MODULES),
     "README.md",  # the model card (a preset conversion names its source and licence there)
+    "LICENSE.md",  # the licences of what the weights were trained on, where the card points to them
 )
 
 

@@ -717,7 +717,7 @@ def main():
     parser.add_argument("--tensorflow-python", nargs="*", default=[],
                         help="also time simple_elmo (bilm-tf's graph on TensorFlow) with these Python interpreters "
                         "(environments made by research/simple_elmo_venv.sh)")
-    parser.add_argument("--quality-model", type=Path, default=REPO / "elmo_transformers" / "models" / "elmo-pd-small",
+    parser.add_argument("--quality-model", type=Path, default=REPO / "elmo_transformers" / "models" / "elmo-en-small",
                         help="trained model for the int8 quality figures ('' skips them)")
     parser.add_argument("--quality-corpus", type=Path,
                         default=Path("/work/shared/data/corpora/public-domain-en/valid.txt.gz"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fill-mask on everyday sentences: how many of them have an expected word among a model's top-k (issue 32).
 
-    python research/evaluate_fill_mask.py --model elmo_transformers/models/elmo-pd-small \
+    python research/evaluate_fill_mask.py --model elmo_transformers/models/elmo-en-small \
         --sentences research/fill_mask_sentences.tsv --output fill_mask.json
 
 Each line of --sentences is `sentence<TAB>answers` (comma-separated, compared without case); a sentence is a hit when

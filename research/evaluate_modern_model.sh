@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 32's before/after figures for one language-model folder, each with the same protocol and budget:
 #   bash research/evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE
-# MODEL: an ElmoForLanguageModeling folder (the shipped elmo-pd-small, or the new run's shipped folder);
+# MODEL: an ElmoForLanguageModeling folder (the shipped default model, or a new run's shipped folder);
 # TRAIN_FILE: the text MODEL was trained on (tokenised), for evaluate_perplexity.py's unigram/bigram baselines.
 # Env, each built when missing: MODERN (the tokenised modern-English splits; default: TRAIN_FILE's folder), OLD (the
 # public-domain corpus tokenised by prepare_corpus.py; default EVAL_DIR/public-domain-en), EWT (UD English EWT as

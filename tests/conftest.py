@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE_NAMES = ["allennlp-tiny", "allennlp-tiny-edge"]
-SHIPPED = REPO / "elmo_transformers" / "models" / "elmo-pd-small"  # the default model, as the checkout has it
+SHIPPED = REPO / "elmo_transformers" / "models" / "elmo-en-small"  # the default model, as the checkout has it
 
 
 def command(*args):

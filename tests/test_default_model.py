@@ -1,4 +1,4 @@
-"""The shipped default model (elmo_transformers/models/elmo-pd-small) loads offline, through the Auto classes, in a
+"""The shipped default model (elmo_transformers/models/elmo-en-small) loads offline, through the Auto classes, in a
 fresh process."""
 
 import json

@@ -130,7 +130,7 @@ def test_the_docs_name_the_upload_allow_list_the_code_uses():
 def test_symlinked_modules_are_uploaded_as_files(tmp_path):
     """The shipped model folder links its modules to the repository root: the upload holds the files themselves."""
     stage = tmp_path / "stage"
-    files = hub.build_upload_folder(SHIPPED, stage, "me/elmo-pd-small")
+    files = hub.build_upload_folder(SHIPPED, stage, "me/elmo-en-small")
     for name in (f"{module}.py" for module in ELMO_MODULES):
         assert name in files and not (stage / name).is_symlink()
         assert (stage / name).read_bytes() == (REPO / name).read_bytes()

@@ -27,7 +27,7 @@ def test_space_dry_run_stages_a_folder_that_serves_the_page(lm_dir, tmp_path, ca
     for name in ("model.safetensors", "vocab.txt", "modeling_elmo.py"):
         assert (staging / "model" / name).is_file()
     assert (staging / "elmo_transformers" / "demo" / "page.py").is_file() and (staging / "modeling_elmo.py").is_file()
-    assert not (staging / "elmo_transformers" / "models" / "elmo-pd-small").exists()
+    assert not (staging / "elmo_transformers" / "models" / "elmo-en-small").exists()
     requirements = (staging / "requirements.txt").read_text().split()
     assert any(r.startswith("gradio") for r in requirements) and any(r.startswith("torch") for r in requirements)
     assert not any(r.startswith("pytest") for r in requirements)

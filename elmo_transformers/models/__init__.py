@@ -3,4 +3,4 @@
 from pathlib import Path
 
 # A small English ELMo trained on public-domain books; its card (README.md in the folder) has every figure.
-DEFAULT_MODEL = str(Path(__file__).resolve().parent / "elmo-pd-small")
+DEFAULT_MODEL = str(Path(__file__).resolve().parent / "elmo-en-small")
