@@ -241,17 +241,17 @@ class ElmoBiLm(nn.Module):
 
     def embed_tokens(self, char_ids, mask):
         """Token embeddings [B, S, P], zeros where `mask` is False. Each distinct word is encoded once per call, or
-        looked up in the token cache (in eval mode) when one is attached."""
-        if torch.compiler.is_exporting():  # a graph of any batch and length: every position, then the mask
-            embedded = self.char_cnn(char_ids.flatten(0, 1)).unflatten(0, mask.shape)
-            return torch.where(mask.unsqueeze(-1), embedded, torch.zeros_like(embedded))
+        looked up in the token cache (in eval mode) when one is attached. An exported graph runs the same code
+        (ONNX `Unique`): padding is not encoded there either."""
         words, inverse = torch.unique(char_ids[mask], dim=0, return_inverse=True)
         if self.token_cache is not None and not self.training:
-            embedded = self._cached_char_cnn(words)[inverse]
+            embedded = self._cached_char_cnn(words)
         else:
-            embedded = self.char_cnn(words)[inverse]
-        out = embedded.new_zeros(*mask.shape, embedded.shape[-1])
-        return out.masked_scatter(mask.unsqueeze(-1), embedded)
+            embedded = self.char_cnn(words)
+        # Each position's row of `embedded`; padding reads an appended zero row. (A gather by position, not a
+        # masked_scatter, which a graph runs element by element.)
+        rows = torch.full_like(mask, words.shape[0], dtype=torch.long).index_put((mask,), inverse)
+        return torch.cat([embedded, embedded.new_zeros(1, embedded.shape[-1])])[rows]
 
     def _cached_char_cnn(self, words):
         """The char CNN of `words` [U, C], taking cached rows from the token cache and computing only the others."""

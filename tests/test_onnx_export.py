@@ -119,7 +119,7 @@ def test_served_without_torch_equals_allennlp_and_pytorch(exported_tiny, tiny, t
 @pytest.mark.slow
 def test_export_folder_card_and_graph(exported_tiny):
     """The folder's files, a card naming inputs, outputs and opset, and a graph whose LSTM is a loop (Scan), not
-    unrolled, with dynamic batch and words."""
+    unrolled, whose char CNN encodes each distinct word once (Unique), with dynamic batch and words."""
     import onnx
 
     names = sorted(p.name for p in exported_tiny.iterdir())
@@ -128,6 +128,7 @@ def test_export_folder_card_and_graph(exported_tiny):
     graph = onnx.load(exported_tiny / "model.onnx")
     ops = [node.op_type for node in graph.graph.node]
     assert ops.count("Scan") == 2  # one loop per biLM layer
+    assert ops.count("Unique") == 1  # the words of the batch, before the char CNN
     dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.graph.input}
     assert dims == {"input_ids": ["batch", "words", 50], "attention_mask": ["batch", "words"]}
     assert [o.name for o in graph.graph.output] == ["last_hidden_state", "hidden_states"]
