@@ -166,8 +166,10 @@ def model_settings(embedder):
 def check_windows(embedder, counts, max_words, source):
     """Refuse, before any work, a line that would be embedded in stateful windows by a model that cannot carry the
     LSTM state (an exported ONNX model), naming the longest such line and the two ways on."""
+    if not isinstance(embedder.model, OnnxElmoModel):
+        return
     longest = max(range(len(counts)), key=counts.__getitem__, default=None)
-    if not isinstance(embedder.model, OnnxElmoModel) or longest is None or counts[longest] <= max_words:
+    if longest is None or counts[longest] <= max_words:
         return
     raise DataError(
         f"{max_words}: shorter than line {longest + 1} of {input_name(source)} ({counts[longest]:,} words), and an "

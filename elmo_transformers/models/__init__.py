@@ -2,5 +2,6 @@
 
 from pathlib import Path
 
-# A small English ELMo trained on public-domain books; its card (README.md in the folder) has every figure.
+# A small English ELMo trained on modern English; its card (README.md in the folder) has every figure, its sources and
+# their licences (LICENSE.md).
 DEFAULT_MODEL = str(Path(__file__).resolve().parent / "elmo-en-small")
