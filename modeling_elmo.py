@@ -131,12 +131,16 @@ class ElmoCharacterEncoder(nn.Module):
         chars = self.char_embedding(char_ids)  # [words, chars, char dim]
         # Each convolution runs as one GEMM over all character windows, [words, positions, filters] (the layout
         # in which the max over positions reads contiguous rows): 1.2x (fp32) to 2x (bf16) faster than Conv1d on
-        # CPU, same numbers. Max over positions first, then the activation (the bilm-tf order).
+        # CPU, same numbers. Max over positions first, then the activation (the bilm-tf order). A window is its
+        # characters one after another (width, then char dim), as they lie in `chars`: an exported graph then
+        # needs no transpose of the windows, and the weight is reordered to match.
         filters = []
         for conv in self.convolutions:
             n_filters, char_dim, width = conv.weight.shape
-            windows = chars.unfold(1, width, 1).flatten(2)  # [words, positions, char dim * width], the weight's order
-            scores = F.linear(windows, conv.weight.reshape(n_filters, char_dim * width), conv.bias)
+            # [words, positions, width * char dim]; contiguous, or the GEMM reads the overlapping windows slowly
+            windows = chars.unfold(1, width, 1).transpose(2, 3).flatten(2).contiguous()
+            weight = conv.weight.transpose(1, 2).reshape(n_filters, width * char_dim)
+            scores = F.linear(windows, weight, conv.bias)
             filters.append(self.activation(scores.amax(dim=1)))
         x = torch.cat(filters, dim=-1)
         for highway in self.highways:
