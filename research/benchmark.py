@@ -295,17 +295,17 @@ def exported_model_dir(model_dir, dtype):
 
 
 def export_model(model_dir, dtype):
-    """`elmo-transformers export onnx --dtype float32|int8` of the converted folder, once (again where an earlier
-    export's graph does not name its dtype, which `embed` reads). Run by the driver: no measured process parses it."""
-    import onnx
+    """`elmo-transformers export onnx --dtype float32|int8` of the converted folder, once (again where the code that
+    makes the graph changed since: an older graph would time an older design). Run by the driver: no measured process
+    parses it."""
+    import kernels_elmo
+    import modeling_elmo
+    from elmo_transformers.export import onnx as export
 
-    from elmo_transformers.export.onnx import DTYPE_KEY, export_onnx
-
-    output = exported_model_dir(model_dir, dtype)
-    graph = output / "model.onnx"
-    if not graph.exists() or DTYPE_KEY not in {p.key for p in onnx.load(graph, load_external_data=False)
-                                               .metadata_props}:
-        export_onnx(str(model_dir), output, dtype, overwrite=True)
+    graph = exported_model_dir(model_dir, dtype) / "model.onnx"
+    code = max(os.path.getmtime(module.__file__) for module in (export, modeling_elmo, kernels_elmo))
+    if not graph.exists() or graph.stat().st_mtime < code:
+        export.export_onnx(str(model_dir), graph.parent, dtype, overwrite=True)
 
 
 def load_model(model_dir, dtype):
