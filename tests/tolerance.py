@@ -9,7 +9,9 @@ depends on the CPU's kernels (AVX2, AVX-512, AMX, or none) and on the batch shap
 by up to about K * u * sum|terms|, and the LSTM recurrence carries such differences forward through every step. On
 the AllenNLP fixtures (values up to 5) the kernel sets of our machines (AVX-512, AVX2, none) differ from AllenNLP by
 up to 1.2e-5, at most 40% of this bound element by element, while any real error (a wrong weight, gate order, mask or
-boundary) moves outputs by 1e-2 or more. Not for bf16/int8 paths (cosine rules there).
+boundary) moves outputs by 1e-2 or more. Another runtime's float32 (onnxruntime) is compared with the PyTorch model
+in float64: over long inputs two float32 computations differ by both their roundings. Not for bf16/int8 paths
+(cosine rules there).
 """
 
 import numpy as np
