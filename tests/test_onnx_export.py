@@ -265,8 +265,9 @@ def embed_lines(model, lines, tmp_path, *flags, name="out.hdf5"):
 def test_embed_with_an_exported_folder_equals_pytorch(exported_tiny, tiny_model_dir, tiny, tmp_path):
     """`embed --model EXPORTED` writes the file `embed --model TORCH_FOLDER` writes: the same datasets, shapes, dtype
     and index, and, like it, the PyTorch model's numbers (float64) under the tolerance rule, for AllenNLP's sentences,
-    a blank line and a 120-word line; also AllenNLP's own numbers. A line longer than --max-sentence-words (which PyTorch embeds in stateful windows)
-    is refused in one line before any work; raised above it, that line is embedded whole, as PyTorch does."""
+    a blank line and a 120-word line; also AllenNLP's own numbers. A line longer than --max-sentence-words (which
+    PyTorch embeds in stateful windows) is refused in one line before any work; raised above it, that line is
+    embedded whole, as PyTorch does."""
     sentences, expected, _ = load_fixture("allennlp-tiny")
     lines = [" ".join(words) for words in sentences] + ["", " ".join(LONG)]
     (ours, index, dtypes), (torch_arrays, torch_index, torch_dtypes) = (
