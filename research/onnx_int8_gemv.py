@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""One LSTM step's int8 state GEMV ([1, 512] x [512, 16384], the Original size at batch 1), timed as the exported
+int8 graph runs it and as PyTorch's int8 path does (docs/speed.md, onnxruntime int8 at batch 1).
+
+    python research/onnx_int8_gemv.py [--threads 2]
+
+onnxruntime: `DynamicQuantizeLinear` + `MatMulInteger` + rescale (which onnxruntime fuses into
+`DynamicQuantizeMatMul`) as the body of a `Scan` of 20 steps, the int8 weights initializers of the outer graph (as
+in the export), with one weight scale or one per output column (the export's), and with 1, 2 or 4 such weights used
+in turn each step (a layer's steps cycle their state and projection weights). PyTorch: `quantized.linear_dynamic`
+on a prepacked weight with per-column scales, called repeatedly. Medians, ms per GEMV.
+"""
+
+import argparse
+import time
+
+import numpy as np
+import onnxruntime
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+K, N, STEPS = 512, 16384, 20
+
+
+def median_ms(call, repeats=30):
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[repeats // 2] * 1e3
+
+
+def scan_session(n_weights, per_column, threads, rng):
+    """A Scan whose body multiplies the step's [1, K] input by each of `n_weights` int8 weights."""
+    initializers, body, outputs = [], [], []
+    for i in range(n_weights):
+        initializers.append(numpy_helper.from_array(rng.integers(-63, 64, (K, N)).astype(np.int8), f"w{i}"))
+        scale = (rng.random(N if per_column else 1) * 1e-2 + 1e-3).astype(np.float32)
+        initializers.append(numpy_helper.from_array(scale, f"w_scale{i}"))
+        body += [
+            helper.make_node("DynamicQuantizeLinear", ["x"], [f"q{i}", f"x_scale{i}", f"x_zero{i}"]),
+            helper.make_node("MatMulInteger", [f"q{i}", f"w{i}", f"x_zero{i}"], [f"int32_{i}"]),
+            helper.make_node("Cast", [f"int32_{i}"], [f"float{i}"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [f"x_scale{i}", f"w_scale{i}"], [f"scale{i}"]),
+            helper.make_node("Mul", [f"float{i}", f"scale{i}"], [f"y{i}"]),
+        ]
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, N]))
+    body.append(helper.make_node("Identity", ["state"], ["state_out"]))
+    state = helper.make_tensor_value_info
+    body_graph = helper.make_graph(body, "step", [state("state", TensorProto.FLOAT, [1]),
+                                                  state("x", TensorProto.FLOAT, [1, K])],
+                                   [state("state_out", TensorProto.FLOAT, [1]), *outputs])
+    scan = helper.make_node("Scan", ["state0", "xs"], ["final", *(f"ys{i}" for i in range(n_weights))],
+                            body=body_graph, num_scan_inputs=1)
+    graph = helper.make_graph([scan], "gemv", [state("state0", TensorProto.FLOAT, [1]),
+                                               state("xs", TensorProto.FLOAT, [STEPS, 1, K])],
+                              [state("final", TensorProto.FLOAT, [1]),
+                               *(state(f"ys{i}", TensorProto.FLOAT, [STEPS, 1, N]) for i in range(n_weights))],
+                              initializers)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    inputs = {"state0": np.zeros(1, np.float32), "xs": rng.standard_normal((STEPS, 1, K)).astype(np.float32)}
+    print(f"[1, {K}] x [{K}, {N}] int8 GEMV, {args.threads} threads, median ms per GEMV")
+    for per_column in (False, True):
+        for n_weights in (1, 2, 4):
+            session = scan_session(n_weights, per_column, args.threads, rng)
+            ms = median_ms(lambda: session.run(None, inputs)) / STEPS / n_weights
+            print(f"onnxruntime, Scan body, {'one scale per column' if per_column else 'one weight scale':20}, "
+                  f"{n_weights} weight(s) of {K * N / 1e6:.1f} MB in turn: {ms:.3f}")
+    torch.set_num_threads(args.threads)
+    weight = torch.randint(-63, 64, (N, K), dtype=torch.float32)
+    packed = torch.ops.quantized.linear_prepack(
+        torch.quantize_per_channel(weight, torch.full((N,), 1e-2, dtype=torch.double), torch.zeros(N, dtype=torch.long),
+                                   0, torch.qint8), None)
+    x = torch.from_numpy(inputs["xs"][0])
+    ms = median_ms(lambda: torch.ops.quantized.linear_dynamic(x, packed, True), repeats=200)
+    print(f"torch quantized.linear_dynamic, one scale per column, 1 weight: {ms:.3f}")
+
+
+if __name__ == "__main__":
+    main()
