@@ -147,23 +147,21 @@ def quantize_int8(path):
         for d in range(2):
             graph.initializer.extend([numpy_helper.from_array(quantized[d], f"{name}.int8.{d}"),
                                       numpy_helper.from_array(scale[d], f"{name}.scale.{d}")])
+    graph.initializer.extend([numpy_helper.from_array(np.array(d, np.int64), f"int8.direction.{d}") for d in range(2)]
+                             + [numpy_helper.from_array(np.array([0], np.int64), "int8.axis0")])
 
-    def int8_gemm(x, weight, out):
-        """x [2, n, K] @ each direction's int8 weight, rescaled: out [2, n, N]."""
-        nodes = [helper.make_node("Split", [x], [f"{out}.x0", f"{out}.x1"], axis=0, num_outputs=2)]
-        for d in range(2):
-            p = f"{out}.{d}"
-            nodes += [
-                helper.make_node("DynamicQuantizeLinear", [f"{out}.x{d}"], [f"{p}.q", f"{p}.x_scale", f"{p}.x_zero"]),
-                helper.make_node("MatMulInteger", [f"{p}.q", f"{weight}.int8.{d}", f"{p}.x_zero"], [f"{p}.int32"]),
-                helper.make_node("Cast", [f"{p}.int32"], [f"{p}.float"], to=onnx.TensorProto.FLOAT),
-                # The activation's scale first, then the weight's per column: in this order onnxruntime keeps
-                # MatMulInteger on its prepacked weight, which runs one-row products about twice as fast as the
-                # DynamicQuantizeMatMul it fuses the other order into (research/onnx_int8_gemv.py).
-                helper.make_node("Mul", [f"{p}.float", f"{p}.x_scale"], [f"{p}.activation_scaled"]),
-                helper.make_node("Mul", [f"{p}.activation_scaled", f"{weight}.scale.{d}"], [f"{p}.y"]),
-            ]
-        return nodes + [helper.make_node("Concat", [f"{out}.0.y", f"{out}.1.y"], [out], axis=0)]
+    def direction_gemm(x, weight, out, d):
+        """x[d] @ int8 weight d, rescaled: out [1, n, N]."""
+        p = f"{out}.{d}"
+        return [
+            helper.make_node("Gather", [x, f"int8.direction.{d}"], [f"{p}.x"], axis=0),
+            helper.make_node("DynamicQuantizeLinear", [f"{p}.x"], [f"{p}.q", f"{p}.x_scale", f"{p}.x_zero"]),
+            helper.make_node("MatMulInteger", [f"{p}.q", f"{weight}.int8.{d}", f"{p}.x_zero"], [f"{p}.int32"]),
+            helper.make_node("Cast", [f"{p}.int32"], [f"{p}.float"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Mul", [f"{p}.x_scale", f"{weight}.scale.{d}"], [f"{p}.scale"]),
+            helper.make_node("Mul", [f"{p}.float", f"{p}.scale"], [f"{p}.y"]),
+            helper.make_node("Unsqueeze", [f"{p}.y", "int8.axis0"], [f"{p}.out"]),
+        ]
 
     def rewrite(graph):
         nodes = []
@@ -175,7 +173,8 @@ def quantize_int8(path):
                 nodes.append(node)
                 continue
             (x, weight), out = node.input, node.output[0]
-            nodes += int8_gemm(x, weight, out)
+            nodes += direction_gemm(x, weight, out, 0) + direction_gemm(x, weight, out, 1)
+            nodes.append(helper.make_node("Concat", [f"{out}.0.out", f"{out}.1.out"], [out], axis=0))
         graph.ClearField("node")
         graph.node.extend(nodes)
 
