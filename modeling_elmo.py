@@ -64,6 +64,13 @@ def masked_mean(vectors, mask):
     return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
 
 
+def word_mask(input_ids, attention_mask=None):
+    """Where the words are, [B, T]: a position whose char ids are not all padding and, if `attention_mask` is given,
+    where it is 1 (the mask of every output; an exported graph's caller computes it here too)."""
+    mask = (input_ids > 0).any(dim=-1)
+    return mask if attention_mask is None else mask & attention_mask.bool()
+
+
 def sentence_boundary_ids(config):
     """The `input_ids` rows of the BOS and EOS words added around each sentence: the config's (vocabulary inputs,
     ELMoForManyLangs) or else AllenNLP's byte rules."""
@@ -465,13 +472,12 @@ class ElmoModel(ElmoPreTrainedModel):
         values = not torch.compiler.is_exporting()
         if values:
             self.bilm.char_cnn.check_ids(input_ids)
-        mask = (input_ids > 0).any(dim=-1)
         if attention_mask is not None:
             if not torch.is_tensor(attention_mask):
                 raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
-            if attention_mask.shape != mask.shape:
+            if attention_mask.shape != input_ids.shape[:2]:
                 raise ValueError(
-                    f"attention_mask must have shape [batch, words] = {list(mask.shape)} like input_ids, got "
+                    f"attention_mask must have shape [batch, words] = {list(input_ids.shape[:2])} like input_ids, got "
                     f"{list(attention_mask.shape)}"
                 )
             binary = attention_mask.dtype == torch.bool
@@ -480,7 +486,7 @@ class ElmoModel(ElmoPreTrainedModel):
                     "attention_mask must hold 1 for words and 0 for padding (or True and False), got values such as "
                     f"{attention_mask[(attention_mask != 0) & (attention_mask != 1)][:3].tolist()}"
                 )
-            mask = mask & attention_mask.bool()
+        mask = word_mask(input_ids, attention_mask)
         positions = torch.arange(mask.shape[1], device=mask.device)
         if values and not torch.equal(mask, positions < mask.sum(dim=1, keepdim=True)):
             raise ValueError("padding must be on the right: every sentence's words must come first, then padding")

@@ -284,7 +284,7 @@ class OnnxElmoModel:
     def __call__(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
                  return_lstm_state=False, return_dict=True):
         """`ElmoModel.forward`'s arguments (`return_dict` as there; the output is always an `ElmoModelOutput`)."""
-        from modeling_elmo import ElmoModelOutput
+        from modeling_elmo import ElmoModelOutput, word_mask
 
         if lstm_state is not None or return_lstm_state:
             raise UserError(f"{self.folder} is an exported ONNX model, whose graph is stateless (every call starts "
@@ -299,7 +299,7 @@ class OnnxElmoModel:
         return ElmoModelOutput(
             last_hidden_state=torch.from_numpy(vectors),
             hidden_states=tuple(torch.from_numpy(layers).unbind()) if output_hidden_states else None,
-            mask=attention_mask.bool() & input_ids.ne(0).any(-1),  # a word counts where both say so, as in ElmoModel
+            mask=word_mask(input_ids, attention_mask),
         )
 
     def weights_sha256(self):
