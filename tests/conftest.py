@@ -105,3 +105,27 @@ def tiny_heads_dir(tiny_model_dir, tmp_path_factory):
         model.save_pretrained(root / name)
         tokenizer.save_pretrained(root / name)
     return root
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    """HfApi's create_repo and upload_folder replaced by recorders, so that a push runs without a network. Returns
+    the dict they fill: "create_repo" (repo id, keyword arguments), "upload_folder" (keyword arguments), "files" (the
+    uploaded folder's names) and "readme" (its README.md, read before the push removes a temporary folder)."""
+    from huggingface_hub import HfApi
+
+    calls = {}
+
+    def create_repo(self, repo_id, **kwargs):
+        calls["create_repo"] = (repo_id, kwargs)
+        return f"https://huggingface.co/{'spaces/' if kwargs.get('repo_type') == 'space' else ''}{repo_id}"
+
+    def upload_folder(self, **kwargs):
+        folder = kwargs["folder_path"]
+        readme = os.path.join(folder, "README.md")
+        calls.update(upload_folder=kwargs, files=sorted(os.listdir(folder)),
+                     readme=Path(readme).read_text(encoding="utf-8") if os.path.exists(readme) else None)
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    return calls

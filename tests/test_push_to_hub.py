@@ -147,20 +147,8 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
         push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
 
 
-def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
-    calls = {}
-
-    def create_repo(self, repo_id, **kwargs):
-        calls["create_repo"] = (repo_id, kwargs)
-        return f"https://huggingface.co/{repo_id}"
-
-    def upload_folder(self, **kwargs):
-        calls["upload_folder"] = kwargs
-        calls["files"] = sorted(os.listdir(kwargs["folder_path"]))
-        calls["card"] = ModelCard.load(os.path.join(kwargs["folder_path"], "README.md"))
-
-    monkeypatch.setattr(HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
+    calls = fake_hub
     monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
     checked = []
     monkeypatch.setattr(hub, "check_loads", lambda folder: checked.append(folder) or "loads")  # run above
@@ -177,7 +165,7 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch):
     upload = calls["upload_folder"]
     assert upload["repo_id"] == "me/elmo-tiny" and checked == [upload["folder_path"]]
     assert set(calls["files"]) == EXPECTED_FILES | set(os.listdir(tiny_model_dir))
-    assert calls["card"].data.license == "mit"
+    assert ModelCard(calls["readme"]).data.license == "mit"
     assert not os.path.exists(upload["folder_path"]), "the temporary upload folder must be removed"
 
 

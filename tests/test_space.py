@@ -3,7 +3,6 @@ model's files in model/, the requirements and a README whose header is the Space
 from that folder alone in a fresh process (the command's check, which a broken folder fails)."""
 
 import json
-import os
 
 import pytest
 from conftest import REPO
@@ -44,7 +43,7 @@ def test_a_space_folder_that_cannot_build_the_page_is_refused(tmp_path):
         check_space(tmp_path)
 
 
-def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys):
+def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     """Without --dry-run the checked folder goes to a Space of the Gradio SDK, in one commit; an unreachable Hub is
     one line (hub.push.upload, shared with the model upload)."""
     from huggingface_hub import HfApi
@@ -53,18 +52,7 @@ def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys):
     from elmo_transformers.cli import push
     from elmo_transformers.hub import space
 
-    calls = {}
-
-    def create_repo(self, repo_id, **kwargs):
-        calls["create_repo"] = (repo_id, kwargs)
-        return f"https://huggingface.co/spaces/{repo_id}"
-
-    def upload_folder(self, **kwargs):
-        calls["upload_folder"] = kwargs
-        calls["files"] = sorted(os.listdir(kwargs["folder_path"]))
-
-    monkeypatch.setattr(HfApi, "create_repo", create_repo)
-    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    calls = fake_hub
     monkeypatch.setattr(push, "get_token", lambda: "hf_test")
     checked = []
     monkeypatch.setattr(space, "check_space", lambda folder: checked.append(folder) or "the page builds")
