@@ -500,9 +500,10 @@ def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
         return times
 
 
-def median_seconds(fn, repeats):
-    """Median wall time of `repeats` calls of `fn` after one warm-up call."""
-    fn()
+def median_seconds(fn, repeats, warmups=1):
+    """Median wall time of `repeats` calls of `fn` after `warmups` warm-up calls."""
+    for _ in range(warmups):
+        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -14,25 +14,14 @@ repeatedly. Medians, ms per GEMV.
 """
 
 import argparse
-import time
 
 import numpy as np
 import onnxruntime
 import torch
+from benchmark import median_seconds
 from onnx import TensorProto, helper, numpy_helper
 
 K, N, STEPS = 512, 16384, 20
-
-
-def median_ms(call, repeats=30):
-    for _ in range(3):
-        call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[repeats // 2] * 1e3
 
 
 RESCALES = {"one weight scale": False, "per column, scales multiplied first": True,
@@ -60,16 +49,16 @@ def scan_session(n_weights, rescale, threads, rng):
                      helper.make_node("Mul", [f"float{i}", f"scale{i}"], [f"y{i}"])]
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, N]))
     body.append(helper.make_node("Identity", ["state"], ["state_out"]))
-    state = helper.make_tensor_value_info
-    body_graph = helper.make_graph(body, "step", [state("state", TensorProto.FLOAT, [1]),
-                                                  state("x", TensorProto.FLOAT, [1, K])],
-                                   [state("state_out", TensorProto.FLOAT, [1]), *outputs])
+    value_info = helper.make_tensor_value_info
+    body_graph = helper.make_graph(body, "step", [value_info("state", TensorProto.FLOAT, [1]),
+                                                  value_info("x", TensorProto.FLOAT, [1, K])],
+                                   [value_info("state_out", TensorProto.FLOAT, [1]), *outputs])
     scan = helper.make_node("Scan", ["state0", "xs"], ["final", *(f"ys{i}" for i in range(n_weights))],
                             body=body_graph, num_scan_inputs=1)
-    graph = helper.make_graph([scan], "gemv", [state("state0", TensorProto.FLOAT, [1]),
-                                               state("xs", TensorProto.FLOAT, [STEPS, 1, K])],
-                              [state("final", TensorProto.FLOAT, [1]),
-                               *(state(f"ys{i}", TensorProto.FLOAT, [STEPS, 1, N]) for i in range(n_weights))],
+    graph = helper.make_graph([scan], "gemv", [value_info("state0", TensorProto.FLOAT, [1]),
+                                               value_info("xs", TensorProto.FLOAT, [STEPS, 1, K])],
+                              [value_info("final", TensorProto.FLOAT, [1]),
+                               *(value_info(f"ys{i}", TensorProto.FLOAT, [STEPS, 1, N]) for i in range(n_weights))],
                               initializers)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
@@ -89,7 +78,8 @@ def main(argv=None):
         times = {rescale: [] for rescale in RESCALES}
         for _ in range(3):  # alternating, so that all see the same load
             for rescale, session in sessions.items():
-                times[rescale].append(median_ms(lambda: session.run(None, inputs)) / STEPS / n_weights)
+                seconds = median_seconds(lambda: session.run(None, inputs), 30, warmups=3)
+                times[rescale].append(seconds * 1e3 / STEPS / n_weights)
         for rescale, ms in times.items():
             print(f"onnxruntime, Scan body, {rescale:41}, {n_weights} weight(s) of {K * N / 1e6:.1f} MB in turn: "
                   f"{sorted(ms)[1]:.3f}")
@@ -99,7 +89,7 @@ def main(argv=None):
     packed = torch.ops.quantized.linear_prepack(torch.quantize_per_channel(weight, scales, zero_points, 0, torch.qint8),
                                                 None)
     x = torch.from_numpy(inputs["xs"][0])
-    ms = median_ms(lambda: torch.ops.quantized.linear_dynamic(x, packed, True), repeats=200)
+    ms = median_seconds(lambda: torch.ops.quantized.linear_dynamic(x, packed, True), 200, warmups=3) * 1e3
     print(f"torch quantized.linear_dynamic, one scale per column, 1 weight: {ms:.3f}")
 
 
