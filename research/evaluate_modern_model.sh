@@ -6,7 +6,8 @@
 # Env, each built when missing: MODERN (the tokenised modern-English splits; default: TRAIN_FILE's folder), OLD (the
 # public-domain corpus tokenised by prepare_corpus.py; default EVAL_DIR/public-domain-en), EWT (UD English EWT as
 # token<TAB>UPOS files; default EVAL_DIR/ud-ewt, from the public repository at the commit below, CC BY-SA 4.0),
-# SHARED (../shared/data), PARTS (which figures, in this order; default all: fill-mask word-sense pos perplexity
+# EWT_TRAIN (the EWT split the POS probe trains on; default train, dev where the train file cannot be had: then both
+# models of a comparison are measured so), SHARED (../shared/data), PARTS (which figures, in this order; default all: fill-mask word-sense pos perplexity
 # polarity; e.g. two processes with PARTS=polarity and the rest, OMP_NUM_THREADS=1 each, share two cores well).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ MODERN=${MODERN:-$(dirname "$TRAIN_FILE")}
 OLD=${OLD:-$EVAL/public-domain-en}
 EWT=${EWT:-$EVAL/ud-ewt}
 EWT_COMMIT=15d613d8447b3478787d4c278730a1e48a945efb
+EWT_TRAIN=${EWT_TRAIN:-train}
 SHARED=${SHARED:-../shared/data}
 export PYTHONPATH="$PWD/research${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$EVAL"
@@ -46,7 +48,7 @@ pos() {
   for features in mix layer0; do
     MIX=(); [ "$features" = layer0 ] && MIX=(--scalar-mix-parameters '[0, -1e4, -1e4]')
     elmo-transformers finetune token-classification --model-name-or-path "$MODEL" "${MIX[@]}" \
-      --train-file "$EWT/train.conll" --validation-file "$EWT/dev.conll" --test-file "$EWT/test.conll" \
+      --train-file "$EWT/$EWT_TRAIN.conll" --validation-file "$EWT/dev.conll" --test-file "$EWT/test.conll" \
       --max-train-samples 4000 --output-dir "$EVAL/pos-ewt-$features" --do-train --do-eval --do-predict \
       --per-device-train-batch-size 32 --learning-rate 3e-3 --num-train-epochs 1 --report-to none --seed 0 \
       --save-strategy no
