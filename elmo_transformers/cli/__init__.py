@@ -126,8 +126,10 @@ def main(argv=None):
         print(f"error: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
         return 2
     from ..errors import UserError
+    from ..hub.deadline import use_deadlines
 
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
+    use_deadlines()  # no Hub call of a command waits for ever
     try:
         result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
