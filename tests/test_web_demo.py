@@ -72,10 +72,11 @@ def lm_server(lm_dir, tmp_path_factory):
 
 def served(model):
     """A page for `model` served from this process: (the Blocks, its URL)."""
-    from elmo_transformers.demo import page
+    from elmo_transformers.demo import page, server
 
     blocks = page.build(str(model))
-    blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True)
+    blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True,
+                  **server.LAUNCH_OPTIONS)
     return blocks
 
 
@@ -181,7 +182,7 @@ def test_surprisal_shows_each_words_log_probabilities(browser, lm_server, lm_dir
     from modeling_elmo import ElmoForLanguageModeling
     from tokenization_elmo import ElmoTokenizer
 
-    text = "The bank of the river was muddy ."
+    text = "The bank of the river was muddy zxqvbn ."  # zxqvbn: not in the vocabulary
     page = open_page(browser, lm_server[1])
     page.locator("#score-text").locator("input, textarea").fill(text)
     page.click("#score")
@@ -195,9 +196,15 @@ def test_surprisal_shows_each_words_log_probabilities(browser, lm_server, lm_dir
     forward = out.forward_logits[0].log_softmax(-1)[range(len(words)), ids]
     backward = out.backward_logits[0].log_softmax(-1)[[j + 1 for j in range(len(words))], ids]
     assert [row[0] for row in rows] == words
+    vocabulary = tokenizer.get_vocab()
     for row, f, b in zip(rows, forward.tolist(), backward.tolist()):
+        if row[0] not in vocabulary:  # the softmax scores <UNK> for it: no score of its own, no colour
+            assert row[1:] == ["unknown"] * 3, row
+            continue
         for shown, reference in zip(row[1:], (f, b, (f + b) / 2)):
             assert abs(float(shown) - reference) <= 0.005 + ATOL + RTOL * abs(reference), (row, f, b)
+    assert rows[words.index("zxqvbn")][1:] == ["unknown"] * 3
+    assert sum(row[1] != "unknown" for row in rows) >= 3
     assert drawn(page, "surprisal")
 
 

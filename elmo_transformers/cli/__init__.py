@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 
@@ -61,6 +62,21 @@ def option(flag, value):
         if None not in (e.value, value) and os.path.abspath(str(e.value)) == os.path.abspath(str(value)):
             e.option = flag  # (the same path, given relative or absolute)
         raise
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Inside, SIGTERM stops the command as Ctrl+C does (KeyboardInterrupt), so that what it made is cleaned up
+    (`finally`, atexit) instead of the process dying where it stands."""
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # The library arguments whose flag is not their name (convert's files).

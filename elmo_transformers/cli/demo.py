@@ -22,7 +22,7 @@ import sys
 
 from ..errors import UserError
 from ..models import DEFAULT_MODEL
-from . import import_package, option
+from . import import_package, option, sigterm_as_interrupt
 
 
 def main(argv=None):
@@ -130,4 +130,5 @@ def launch(page, host, port, options):
     except OSError as e:  # taken between check_port and here
         raise UserError(f"cannot serve on {host}:{port} ({e}): give another --port") from None
     print(f"ELMo demo page: {page.local_url} (Ctrl+C stops it)", flush=True)
-    page.block_thread()
+    with sigterm_as_interrupt():  # Gradio closes the server on either; then its temporary folder is removed
+        page.block_thread()

@@ -4,7 +4,6 @@
 import argparse
 import os
 import shutil
-import signal
 import sys
 import tempfile
 
@@ -13,7 +12,7 @@ from huggingface_hub import get_token
 from ..errors import UserError
 from ..model_source import check_elmo_folder, check_hub_id, shipped_model
 from ..output_paths import check_output_apart
-from . import import_package, module_doc, option
+from . import import_package, module_doc, option, sigterm_as_interrupt
 
 
 def main(argv=None):
@@ -71,37 +70,31 @@ def main(argv=None):
     import_package()
     from ..hub import push as hub
 
-    staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
-    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
-    terminate = signal.signal(signal.SIGTERM, interrupted)  # SIGTERM cleans up as Ctrl+C does
-    try:
-        if args.space:
-            result = push_space(args, staging)
-            kept = args.dry_run
-            return result
-        files = hub.build_upload_folder(
-            args.model_dir, staging, args.repo_id, license=args.license or "apache-2.0", language=args.language,
-            datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
-            eval_dataset=args.eval_dataset,
-        )
-        print(hub.check_loads(staging), file=sys.stderr)
-        if args.dry_run:
-            print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
-            print("\n".join(f"  {name}" for name in files))
-            kept = True
+    with sigterm_as_interrupt():  # SIGTERM, like Ctrl+C, removes the temporary folder
+        staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+        kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
+        try:
+            if args.space:
+                result = push_space(args, staging)
+                kept = args.dry_run
+                return result
+            files = hub.build_upload_folder(
+                args.model_dir, staging, args.repo_id, license=args.license or "apache-2.0", language=args.language,
+                datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
+                eval_dataset=args.eval_dataset,
+            )
+            print(hub.check_loads(staging), file=sys.stderr)
+            if args.dry_run:
+                print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
+                print("\n".join(f"  {name}" for name in files))
+                kept = True
+                return 0
+            url = hub.upload(staging, args.repo_id, args.private)
+            print(f"uploaded {len(files)} files to {url}")
             return 0
-        url = hub.upload(staging, args.repo_id, args.private)
-        print(f"uploaded {len(files)} files to {url}")
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, terminate)
-        if not kept and not args.staging_dir:  # only the temporary folder push made itself
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def interrupted(signum, frame):
-    """SIGTERM, as Ctrl+C: the command stops and removes what it made (cli.main prints the one line)."""
-    raise KeyboardInterrupt
+        finally:
+            if not kept and not args.staging_dir:  # only the temporary folder push made itself
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def push_space(args, staging):
