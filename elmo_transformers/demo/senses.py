@@ -146,7 +146,7 @@ def use_vectors(model, tokenizer, sentences, places, batch_words=BATCH_WORDS, ti
     batches.append(batch)
     found = {}  # (sentence, word) -> {layer name: vector}
     for batch in batches:
-        if time.monotonic() - start > time_budget:
+        if time.monotonic() - start >= time_budget:
             raise DataError(f"the request ran past its time budget ({time_budget:.0f} s on this machine): give "
                             "fewer or shorter sentences that use the word")
         with torch.no_grad():
