@@ -285,3 +285,47 @@ def test_the_command_refuses_a_busy_port_and_a_model_that_is_not_elmo(tmp_path, 
         assert main(["demo", "--web", "--model", str(model), "--port", str(free_port())]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+def test_what_users_type_is_shown_as_text_and_nothing_is_fetched(browser, lm_server):
+    """HTML and Markdown typed into the page are shown as typed: no element is made from them and no image is
+    fetched (a request to the address in the text would be seen here)."""
+    process, url = lm_server
+    page = open_page(browser, url)
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url) if "example.invalid" in request.url else None)
+    typed = ['The bank <img src="http://example.invalid/x.png"> was <b>muddy</b> .',
+             "The bank <svg onload=alert(1)></svg> lends [money](http://example.invalid/) **now** ."]
+    compare(page, typed, "bank")
+    message = page.locator("#senses-message")
+    expect(message).to_contain_text('"bank", 2 uses')
+    expect(message).to_contain_text('<img src="http://example.invalid/x.png">')
+    expect(message).to_contain_text("[money](http://example.invalid/) **now**")
+    assert message.locator("img, svg, b, a, strong").count() == 0
+    compare(page, SENTENCES, "<b>bank</b>")
+    expect(message).to_contain_text("'<b>bank</b>' occurs in no sentence")
+    assert message.locator("b").count() == 0 and not fetched and process.poll() is None
+
+
+def test_a_request_over_the_limits_is_refused_and_the_next_one_served(browser, lm_server):
+    process, url = lm_server
+    page = open_page(browser, url)
+    compare(page, ["the bank " + "word " * 9_797] + ["bank"] * 199, "bank")
+    expect(page.locator("#senses-message")).to_contain_text(
+        "a sentence of 9,799 words (line 1): the limit is 500 words a sentence", timeout=20_000)
+    compare(page, SENTENCES, "bank")
+    expect(page.locator("#senses-message")).to_contain_text('"bank", 5 uses')
+    assert process.poll() is None
+
+
+def test_the_page_takes_no_uploads(lm_server):
+    """The page reads text only: Gradio's upload route refuses any file (413) and stores nothing."""
+    import httpx
+
+    response = httpx.post(lm_server[1] + "gradio_api/upload", files={"files": ("big.bin", b"\0" * 300_000)})
+    assert response.status_code == 413, response.text
+
+
+def test_the_page_names_its_model(browser, shipped_server):
+    page = open_page(browser, shipped_server)
+    expect(page.get_by_text("Model: elmo-en-small.")).to_be_visible()
