@@ -329,3 +329,15 @@ def test_the_page_takes_no_uploads(lm_server):
 def test_the_page_names_its_model(browser, shipped_server):
     page = open_page(browser, shipped_server)
     expect(page.get_by_text("Model: elmo-en-small.")).to_be_visible()
+
+
+def test_the_command_names_the_option_at_fault_and_warns_on_every_interface(capsys):
+    from elmo_transformers.cli import main
+    from elmo_transformers.demo.server import public_warning
+
+    assert main(["demo", "--web", "--host", "192.0.2.1", "--port", str(free_port())]) == 1  # TEST-NET: not ours
+    err = capsys.readouterr().err
+    assert err.startswith("error: --host 192.0.2.1: cannot serve on 192.0.2.1:") and "not an address of this " \
+        "machine" in err and err.count("\n") == 1, err
+    assert public_warning("0.0.0.0").startswith("warning: serving on every network interface (0.0.0.0)")
+    assert public_warning("127.0.0.1") is None
