@@ -26,8 +26,8 @@ MAX_WORDS = 10_000
 MAX_SENTENCE_WORDS = 500  # the LSTM runs word by word: one long sentence is one long, unsplittable pass
 MAX_CHARACTERS = 100_000  # the whole text, so that even splitting it into words is bounded
 MAX_USES = 50  # of the word compared: a table and a heatmap of uses x uses
-BATCH_WORDS = 2_000  # padded word positions a forward pass: bounds the activations one request holds at once
-TIME_BUDGET = 60.0  # seconds of model time a request may take; past that it is refused, not left to block the queue
+BATCH_WORDS = 1_000  # padded word positions a forward pass: bounds the activations one request holds at once
+TIME_BUDGET = 30.0  # seconds of model time a request may take; past that it is refused, not left to block the queue
 MIX = "mix"
 
 
