@@ -95,7 +95,7 @@ def build(model_name):
             try:
                 uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
             except UserError as e:
-                return f"**{plain(str(e))}**", EMPTY_TABLE, None, None, None
+                return f"**{plain(str(e))}**", None, None, None, None  # the table and pictures cleared
             listed = "\n".join(f"- {plain(uses.label(i))}" for i in range(len(uses.places)))
             return (f'"{plain(uses.word)}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
                     *draw(uses, the_layer), uses)
@@ -139,9 +139,6 @@ def build(model_name):
             score_text.submit(on_score, inputs=score_text, outputs=[surprisal, score_table])
             page.load(on_score, inputs=score_text, outputs=[surprisal, score_table])
     return page.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
-
-
-EMPTY_TABLE = None  # what a table shows after an error
 
 
 def similarity_table(uses):
