@@ -3,18 +3,27 @@ GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise) on the model in the folde
 there is one (a Space made by `elmo-transformers push MODEL OWNER/NAME --space`), else on the shipped default model.
 `elmo-transformers demo --web` serves the same page with --model, --host and --port."""
 
+import sys
 from pathlib import Path
 
-from transformers.utils import logging
-
 import elmo_transformers
-from elmo_transformers.demo import page
+from elmo_transformers.demo import server
+from elmo_transformers.errors import UserError
 
 HERE = Path(__file__).parent  # not resolved: the package's demo/app.py links here, a Space holds a copy
 MODEL = HERE / "model" if (HERE / "model" / "config.json").is_file() else Path(elmo_transformers.DEFAULT_MODEL)
 
-logging.disable_progress_bar()
-demo = page.build(str(MODEL))
+server.gradio_temp_folder()  # before Gradio is imported: it reads GRADIO_TEMP_DIR then
+try:
+    server.import_gradio()
+    from transformers.utils import logging
+
+    from elmo_transformers.demo import page
+
+    logging.disable_progress_bar()
+    demo = page.build(str(MODEL))
+except UserError as e:  # no Gradio, a model that cannot be used: one line, as the command says it
+    sys.exit(f"error: {e}")
 
 if __name__ == "__main__":
-    demo.launch()
+    demo.launch(**server.LAUNCH_OPTIONS)

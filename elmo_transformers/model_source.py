@@ -15,6 +15,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 
 from .errors import ModelError, UserError, first_line
+from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
 
 GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
 
@@ -33,7 +34,7 @@ def resolve_model(name):
     """The folder holding `name`'s files: `name` itself when it is a folder, else the cached snapshot of the Hub
     repo `name` (downloaded first when the Hub is reachable); its config.json must be an ELMo one
     (`check_elmo_folder`). Raises ModelError in one line otherwise."""
-    name = os.fspath(name)
+    name = shipped_model(os.fspath(name))
     if os.path.isdir(name):
         return check_elmo_folder(name, name)
     if os.path.exists(name):
@@ -59,6 +60,12 @@ def resolve_model(name):
                          "folder", name) from None
     with loading(name):
         return check_elmo_folder(snapshot_download(name), name)
+
+
+def shipped_model(name):
+    """The shipped model's folder for one of its names (`default`, `elmo-en-small`) where no such path exists, else
+    `name` as given."""
+    return DEFAULT_MODEL if name in DEFAULT_MODEL_NAMES and not os.path.exists(name) else name
 
 
 def check_elmo_folder(folder, name):

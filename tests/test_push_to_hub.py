@@ -308,3 +308,39 @@ def test_push_of_language_models(tmp_path, lm_dir, capsys):
     got = run_snippet(ModelCard.load(tmp_path / "converted" / "README.md"), "me/elmo-converted", tmp_path / "converted",
                       tmp_path / "elsewhere", "\nimport json; print(json.dumps(list(out.forward_logits.shape)))\n")
     assert got == [1, 8, json.loads((lm_dir / "config.json").read_text())["lm_vocab_size"]]
+
+
+def test_what_push_cannot_check_is_refused_or_left_out(tmp_path, tiny_model_dir, capsys, caplog):
+    """A cut eval_results.json is one line naming it; an exported ONNX folder is refused (push checks PyTorch
+    models); a model.onnx beside PyTorch weights is left out, not uploaded unchecked."""
+    from elmo_transformers.cli import main
+
+    model_dir = tmp_path / "trained"
+    shutil.copytree(tiny_model_dir, model_dir)
+    (model_dir / "eval_results.json").write_text('{"eval_loss": 0.5, "eval_f1"')
+    assert main(["push", str(model_dir), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "eval_results.json is not valid JSON" in err, err
+    (model_dir / "eval_results.json").unlink()
+    (model_dir / "model.onnx").write_bytes(b"not checked")
+    assert main(["push", str(model_dir), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "b")]) == 0
+    assert not (tmp_path / "b" / "model.onnx").exists() and "model.onnx" in caplog.text
+    capsys.readouterr()
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    for name in ("config.json", "tokenizer_config.json", "model.onnx"):
+        shutil.copyfile(model_dir / name, exported / name)
+    assert main(["push", str(exported), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "c")]) == 1
+    assert capsys.readouterr().err == (f"error: {exported} is an exported ONNX folder (model.onnx, no PyTorch "
+                                       "weights): push uploads and checks PyTorch models; push the folder it was "
+                                       "exported from\n")
+
+
+def test_the_shipped_model_has_a_name_push_accepts(tmp_path, capsys):
+    from elmo_transformers.cli import main
+
+    assert main(["push", "nosuch-folder", "me/x", "--dry-run"]) == 1
+    assert capsys.readouterr().err == ("error: nosuch-folder is not a folder: give a saved ELMo folder, or `default` "
+                                       "for the shipped model\n")
+    assert main(["push", "default", "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")]) == 0
+    assert (tmp_path / "stage" / "README.md").read_text() == (SHIPPED / "README.md").read_text()

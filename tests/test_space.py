@@ -3,9 +3,11 @@ model's files in model/, the requirements and a README whose header is the Space
 from that folder alone in a fresh process (the command's check, which a broken folder fails)."""
 
 import json
+import subprocess
+import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, command_env
 
 pytest.importorskip("gradio", reason="a Space folder needs Gradio (pip install '.[demo]')")
 
@@ -72,3 +74,60 @@ def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(tmp_path / "again")]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
         "error: cannot upload to me/elmo-demo on ")
+
+
+@pytest.mark.slow
+def test_the_shipped_model_by_name_makes_a_truthful_space(tmp_path, capsys):
+    """`push default OWNER/NAME --space` (the card's own command): the Space carries the model card's licence, a CPU
+    torch index, a page that names the model, and no file the dry run did not list (no __pycache__)."""
+    from huggingface_hub import SpaceCard
+
+    from elmo_transformers.cli import main
+    from elmo_transformers.demo.server import model_title
+
+    staging = tmp_path / "space"
+    assert main(["push", "default", "me/elmo-demo", "--space", "--dry-run", "--staging-dir", str(staging)]) == 0
+    listed = {line.strip() for line in capsys.readouterr().out.splitlines()[1:]}
+    on_disk = {p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()}
+    assert listed == on_disk and not [name for name in on_disk if "__pycache__" in name or name.endswith(".pyc")]
+    card = SpaceCard.load(staging / "README.md")
+    assert (card.data.license, card.data.license_name, card.data.license_link) == (
+        "other", "mixed-share-alike-sources", "model/LICENSE.md")
+    assert (staging / "model" / "LICENSE.md").is_file()
+    assert card.data.title == "ELMo demo: elmo-en-small" and model_title(staging / "model") == "elmo-en-small"
+    requirements = (staging / "requirements.txt").read_text().splitlines()
+    assert requirements[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
+    assert main(["push", "elmo-en-small", "me/elmo-demo", "--space", "--dry-run", "--staging-dir",
+                 str(tmp_path / "again"), "--license", "cc-by-sa-4.0"]) == 0
+    card = SpaceCard.load(tmp_path / "again" / "README.md")
+    assert card.data.license == "cc-by-sa-4.0" and "license_name" not in card.data.to_dict()
+
+
+def test_a_converted_folder_is_named_in_its_space(lm_dir, tmp_path):
+    """A folder without a card gets one in model/, so that the page names the model, not `model`."""
+    from elmo_transformers.demo.server import model_title
+    from elmo_transformers.hub.space import build_space_folder
+
+    files, _ = build_space_folder(lm_dir, tmp_path / "space", "me/elmo-demo")
+    assert "model/README.md" in files and model_title(tmp_path / "space" / "model") == lm_dir.name
+
+
+def test_push_space_without_gradio_is_one_line_and_stages_nothing(lm_dir, tmp_path, monkeypatch, capsys):
+    from elmo_transformers.cli import main
+
+    monkeypatch.setitem(sys.modules, "gradio", None)  # `import gradio` fails as where it is not installed
+    staging = tmp_path / "space"
+    assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--dry-run", "--staging-dir", str(staging)]) == 1
+    assert capsys.readouterr().err == ('error: the web page needs Gradio (gradio is not installed): pip install '
+                                       '"elmo-transformers[demo]"\n')
+    assert not staging.exists()
+
+
+def test_app_py_without_gradio_is_one_line(tmp_path):
+    code = ("import runpy, sys; sys.modules['gradio'] = None; "
+            f"runpy.run_path({str(REPO / 'app.py')!r}, run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr == ('error: the web page needs Gradio (gradio is not installed): pip install '
+                             '"elmo-transformers[demo]"\n')

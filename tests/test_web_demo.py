@@ -72,10 +72,11 @@ def lm_server(lm_dir, tmp_path_factory):
 
 def served(model):
     """A page for `model` served from this process: (the Blocks, its URL)."""
-    from elmo_transformers.demo import page
+    from elmo_transformers.demo import page, server
 
     blocks = page.build(str(model))
-    blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True)
+    blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True,
+                  **server.LAUNCH_OPTIONS)
     return blocks
 
 
@@ -181,7 +182,7 @@ def test_surprisal_shows_each_words_log_probabilities(browser, lm_server, lm_dir
     from modeling_elmo import ElmoForLanguageModeling
     from tokenization_elmo import ElmoTokenizer
 
-    text = "The bank of the river was muddy ."
+    text = "The bank of the river was muddy zxqvbn ."  # zxqvbn: not in the vocabulary
     page = open_page(browser, lm_server[1])
     page.locator("#score-text").locator("input, textarea").fill(text)
     page.click("#score")
@@ -195,9 +196,15 @@ def test_surprisal_shows_each_words_log_probabilities(browser, lm_server, lm_dir
     forward = out.forward_logits[0].log_softmax(-1)[range(len(words)), ids]
     backward = out.backward_logits[0].log_softmax(-1)[[j + 1 for j in range(len(words))], ids]
     assert [row[0] for row in rows] == words
+    vocabulary = tokenizer.get_vocab()
     for row, f, b in zip(rows, forward.tolist(), backward.tolist()):
+        if row[0] not in vocabulary:  # the softmax scores <UNK> for it: no score of its own, no colour
+            assert row[1:] == ["unknown"] * 3, row
+            continue
         for shown, reference in zip(row[1:], (f, b, (f + b) / 2)):
             assert abs(float(shown) - reference) <= 0.005 + ATOL + RTOL * abs(reference), (row, f, b)
+    assert rows[words.index("zxqvbn")][1:] == ["unknown"] * 3
+    assert sum(row[1] != "unknown" for row in rows) >= 3
     assert drawn(page, "surprisal")
 
 
@@ -278,3 +285,59 @@ def test_the_command_refuses_a_busy_port_and_a_model_that_is_not_elmo(tmp_path, 
         assert main(["demo", "--web", "--model", str(model), "--port", str(free_port())]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+def test_what_users_type_is_shown_as_text_and_nothing_is_fetched(browser, lm_server):
+    """HTML and Markdown typed into the page are shown as typed: no element is made from them and no image is
+    fetched (a request to the address in the text would be seen here)."""
+    process, url = lm_server
+    page = open_page(browser, url)
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url) if "example.invalid" in request.url else None)
+    typed = ['The bank <img src="http://example.invalid/x.png"> was <b>muddy</b> .',
+             "The bank <svg onload=alert(1)></svg> lends [money](http://example.invalid/) **now** ."]
+    compare(page, typed, "bank")
+    message = page.locator("#senses-message")
+    expect(message).to_contain_text('"bank", 2 uses')
+    expect(message).to_contain_text('<img src="http://example.invalid/x.png">')
+    expect(message).to_contain_text("[money](http://example.invalid/) **now**")
+    assert message.locator("img, svg, b, a, strong").count() == 0
+    compare(page, SENTENCES, "<b>bank</b>")
+    expect(message).to_contain_text("'<b>bank</b>' occurs in no sentence")
+    assert message.locator("b").count() == 0 and not fetched and process.poll() is None
+
+
+def test_a_request_over_the_limits_is_refused_and_the_next_one_served(browser, lm_server):
+    process, url = lm_server
+    page = open_page(browser, url)
+    compare(page, ["the bank " + "word " * 9_797] + ["bank"] * 199, "bank")
+    expect(page.locator("#senses-message")).to_contain_text(
+        "a sentence of 9,799 words (line 1): the limit is 500 words a sentence", timeout=20_000)
+    compare(page, SENTENCES, "bank")
+    expect(page.locator("#senses-message")).to_contain_text('"bank", 5 uses')
+    assert process.poll() is None
+
+
+def test_the_page_takes_no_uploads(lm_server):
+    """The page reads text only: Gradio's upload route refuses any file (413) and stores nothing."""
+    import httpx
+
+    response = httpx.post(lm_server[1] + "gradio_api/upload", files={"files": ("big.bin", b"\0" * 300_000)})
+    assert response.status_code == 413, response.text
+
+
+def test_the_page_names_its_model(browser, shipped_server):
+    page = open_page(browser, shipped_server)
+    expect(page.get_by_text("Model: elmo-en-small.")).to_be_visible()
+
+
+def test_the_command_names_the_option_at_fault_and_warns_on_every_interface(capsys):
+    from elmo_transformers.cli import main
+    from elmo_transformers.demo.server import public_warning
+
+    assert main(["demo", "--web", "--host", "192.0.2.1", "--port", str(free_port())]) == 1  # TEST-NET: not ours
+    err = capsys.readouterr().err
+    assert err.startswith("error: --host 192.0.2.1: cannot serve on 192.0.2.1:") and "not an address of this " \
+        "machine" in err and err.count("\n") == 1, err
+    assert public_warning("0.0.0.0").startswith("warning: serving on every network interface (0.0.0.0)")
+    assert public_warning("127.0.0.1") is None

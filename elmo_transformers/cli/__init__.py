@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 
@@ -61,6 +62,21 @@ def option(flag, value):
         if None not in (e.value, value) and os.path.abspath(str(e.value)) == os.path.abspath(str(value)):
             e.option = flag  # (the same path, given relative or absolute)
         raise
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Inside, SIGTERM stops the command as Ctrl+C does (KeyboardInterrupt), so that what it made is cleaned up
+    (`finally`, atexit) instead of the process dying where it stands."""
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # The library arguments whose flag is not their name (convert's files).
@@ -126,8 +142,10 @@ def main(argv=None):
         print(f"error: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
         return 2
     from ..errors import UserError
+    from ..hub.deadline import use_deadlines
 
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
+    use_deadlines()  # no Hub call of a command waits for ever
     try:
         result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely

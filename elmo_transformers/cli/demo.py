@@ -15,12 +15,14 @@ biLM layer and, for a language-model folder, fill-mask and each word's log-proba
 """
 
 import argparse
+import errno
 import os
 import socket
+import sys
 
 from ..errors import UserError
 from ..models import DEFAULT_MODEL
-from . import import_package, option
+from . import import_package, option, sigterm_as_interrupt
 
 
 def main(argv=None):
@@ -28,7 +30,7 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sentences", nargs="*", help="whitespace-tokenized sentences (default: examples about bank)")
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
-                        help="an ELMo folder or a Hub repo id (default: the shipped model)")
+                        help="an ELMo folder, a Hub repo id, or `default` (the shipped model, the default)")
     web = parser.add_argument_group("web page")
     web.add_argument("--web", action="store_true", help="serve the demo as a web page (Gradio) until Ctrl+C")
     web.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
@@ -78,19 +80,23 @@ def main(argv=None):
 
 def serve(args):
     """The web page: the port is checked and the model loaded before Gradio starts, each failing in one line."""
-    try:
-        from ..demo import page
-    except ImportError as e:
-        raise UserError(f"--web needs Gradio ({e.name} is not installed): pip install \"elmo-transformers[demo]\"") \
-            from None
+    from ..demo import server
+
     check_port(args.host, args.port)
+    server.gradio_temp_folder()  # before Gradio is imported: it reads GRADIO_TEMP_DIR then
+    server.import_gradio()
+    from ..demo import page
+
     import_package()
     from transformers.utils import logging
 
     logging.disable_progress_bar()
     with option("--model", args.model):
         blocks = page.build(args.model)
-    launch(blocks, args.host, args.port)
+    warning = server.public_warning(args.host)
+    if warning:
+        print(warning, file=sys.stderr)
+    launch(blocks, args.host, args.port, server.LAUNCH_OPTIONS)
 
 
 def check_port(host, port):
@@ -103,16 +109,26 @@ def check_port(host, port):
     try:
         socket.create_server((host, port)).close()  # as the server binds: SO_REUSEADDR, so TIME_WAIT is no conflict
     except OSError as e:  # create_server adds the address to strerror; os.strerror is the reason alone
-        reason = os.strerror(e.errno) if e.errno and e.errno > 0 else e.strerror or str(e)
-        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give "
-                        "another --port") from None
+        raise bind_error(host, port, e) from None
 
 
-def launch(page, host, port):
+def bind_error(host, port, error):
+    """The one line for an address that cannot be bound, naming the option at fault: --port when the port is taken
+    (or needs privileges), --host when the address is not one of this machine's."""
+    reason = os.strerror(error.errno) if error.errno and error.errno > 0 else error.strerror or str(error)
+    if error.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        return UserError(f"--host {host}: cannot serve on {host}:{port} ({reason}): not an address of this machine; "
+                         "give 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)")
+    return UserError(f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give another "
+                     "--port")
+
+
+def launch(page, host, port, options):
     """Serve `page` on host:port, print its address, and serve until Ctrl+C."""
     try:
-        page.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
+        page.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True, **options)
     except OSError as e:  # taken between check_port and here
-        raise UserError(f"--port {port}: cannot serve on {host}:{port} ({e}): give another --port") from None
+        raise UserError(f"cannot serve on {host}:{port} ({e}): give another --port") from None
     print(f"ELMo demo page: {page.local_url} (Ctrl+C stops it)", flush=True)
-    page.block_thread()
+    with sigterm_as_interrupt():  # Gradio closes the server on either; then its temporary folder is removed
+        page.block_thread()

@@ -10,16 +10,17 @@ import tempfile
 from huggingface_hub import get_token
 
 from ..errors import UserError
-from ..model_source import check_hub_id
+from ..model_source import check_elmo_folder, check_hub_id, shipped_model
 from ..output_paths import check_output_apart
-from . import import_package, module_doc, option
+from . import import_package, module_doc, option, sigterm_as_interrupt
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="elmo-transformers push",
                                      description=module_doc("elmo_transformers.hub.push"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained)")
+    parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained), or "
+                        "`default` for the shipped model")
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")
@@ -27,7 +28,8 @@ def main(argv=None):
                         "(REPO_ID names the Space; the model card options do not apply): elmo_transformers.hub.space")
     parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
     card = parser.add_argument_group("model card")
-    card.add_argument("--license", default="apache-2.0", help="license id (default apache-2.0, as AllenNLP's ELMo)")
+    card.add_argument("--license", help="license id (default apache-2.0, as AllenNLP's ELMo; with --space: the licence "
+                      "of DIR's model card where it has one)")
     card.add_argument("--language", nargs="*", default=["en"], help="language codes (default en)")
     card.add_argument("--datasets", nargs="*", default=[], help="Hub ids of the training data sets")
     card.add_argument("--base-model", help="Hub id this model was fine-tuned from")
@@ -42,8 +44,16 @@ def main(argv=None):
         if value is not None:
             with option(flag, value):
                 check_hub_id(value)
+    args.model_dir = shipped_model(args.model_dir)
     if not os.path.isdir(args.model_dir):
-        raise UserError(f"{args.model_dir} is not a folder")
+        raise UserError(f"{args.model_dir} is not a folder: give a saved ELMo folder, or `default` for the shipped "
+                        "model")
+    with option("DIR", args.model_dir):
+        check_elmo_folder(args.model_dir, args.model_dir)  # ELMo's, and every JSON file of it readable
+    if args.space:
+        from ..demo.server import import_gradio
+
+        import_gradio()  # before anything is staged
     if not args.dry_run and get_token() is None:
         raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
     if args.staging_dir:
@@ -60,31 +70,31 @@ def main(argv=None):
     import_package()
     from ..hub import push as hub
 
-    staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
-    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
-    try:
-        if args.space:
-            result = push_space(args, staging)
-            kept = args.dry_run
-            return result
-        files = hub.build_upload_folder(
-            args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
-            datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
-            eval_dataset=args.eval_dataset,
-        )
-        print(hub.check_loads(staging), file=sys.stderr)
-        if args.dry_run:
-            print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
-            print("\n".join(f"  {name}" for name in files))
-            kept = True
+    with sigterm_as_interrupt():  # SIGTERM, like Ctrl+C, removes the temporary folder
+        staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+        kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
+        try:
+            if args.space:
+                result = push_space(args, staging)
+                kept = args.dry_run
+                return result
+            files = hub.build_upload_folder(
+                args.model_dir, staging, args.repo_id, license=args.license or "apache-2.0", language=args.language,
+                datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
+                eval_dataset=args.eval_dataset,
+            )
+            print(hub.check_loads(staging), file=sys.stderr)
+            if args.dry_run:
+                print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
+                print("\n".join(f"  {name}" for name in files))
+                kept = True
+                return 0
+            url = hub.upload(staging, args.repo_id, args.private)
+            print(f"uploaded {len(files)} files to {url}")
             return 0
-        url = hub.upload(staging, args.repo_id, args.private)
-        print(f"uploaded {len(files)} files to {url}")
-        return 0
-    finally:
-        if not kept and not args.staging_dir:  # only the temporary folder push made itself
-            shutil.rmtree(staging, ignore_errors=True)
-
+        finally:
+            if not kept and not args.staging_dir:  # only the temporary folder push made itself
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def push_space(args, staging):
@@ -92,7 +102,7 @@ def push_space(args, staging):
     from ..hub import push as hub
     from ..hub import space
 
-    files, left_out = space.build_space_folder(args.model_dir, staging, args.repo_id)
+    files, left_out = space.build_space_folder(args.model_dir, staging, args.repo_id, license=args.license)
     if left_out:
         print(f"not in model/ (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
     print(space.check_space(staging), file=sys.stderr)

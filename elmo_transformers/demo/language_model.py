@@ -10,6 +10,7 @@ from .senses import check_text
 
 TOP_WORDS = 10
 MAX_TEXT_WORDS = 1_000  # one text a request; the softmax scores every word of the vocabulary at each position
+SCORED_ROWS = 64  # positions whose vocabulary-sized log-probabilities are held at once
 
 
 def text_words(text, max_words=MAX_TEXT_WORDS):
@@ -17,7 +18,7 @@ def text_words(text, max_words=MAX_TEXT_WORDS):
     words = text.split()
     if not words:
         raise DataError("no text given: type a sentence")
-    check_text([text], max_words=max_words)
+    check_text([text], max_words=max_words, max_sentence_words=max_words)
     return words
 
 
@@ -35,7 +36,8 @@ def fill_mask(fill, text, top_k=TOP_WORDS):
 @dataclass
 class WordScores:
     """Per word of the text: log P(word) given the words before it (`forward`), given the words after it
-    (`backward`), and their `mean`; natural logarithms. A word outside the vocabulary is scored as `<UNK>`."""
+    (`backward`), and their `mean`; natural logarithms. A word outside the vocabulary has None in all three: the
+    softmax scores only `<UNK>` for it, which says how likely some unknown word is, not how expected this one is."""
 
     words: list
     forward: list
@@ -50,12 +52,18 @@ def word_scores(lm, tokenizer, text):
     words = text_words(text)
     vocab = tokenizer.get_vocab()
     ids = torch.tensor(tokenizer.convert_tokens_to_ids(words))
+    forward, backward = [], []
     with torch.no_grad():
         encoding = tokenizer([words], is_split_into_words=True, return_tensors="pt")
         forward_states, backward_states, _ = lm.lm_states(encoding["input_ids"], encoding["attention_mask"])
-        positions = torch.arange(len(words))
-        # Forward state j (after <S>, w_0 .. w_{j-1}) and backward state j + 1 (before w_{j+1} .. </S>) predict w_j.
-        forward = lm.lm_log_probs(forward_states[0, positions])[positions, ids]
-        backward = lm.lm_log_probs(backward_states[0, positions + 1])[positions, ids]
-    return WordScores(words, forward.tolist(), backward.tolist(), ((forward + backward) / 2).tolist(),
-                      [w not in vocab for w in words])
+        for positions in torch.arange(len(words)).split(SCORED_ROWS):
+            # Forward state j (after <S>, w_0 .. w_{j-1}) and backward state j + 1 (before w_{j+1} .. </S>) predict
+            # w_j.
+            rows = torch.arange(len(positions))
+            forward += lm.lm_log_probs(forward_states[0, positions])[rows, ids[positions]].tolist()
+            backward += lm.lm_log_probs(backward_states[0, positions + 1])[rows, ids[positions]].tolist()
+    unknown = [w not in vocab for w in words]
+    known = [not u for u in unknown]
+    return WordScores(words, [f if k else None for f, k in zip(forward, known)],
+                      [b if k else None for b, k in zip(backward, known)],
+                      [(f + b) / 2 if k else None for f, b, k in zip(forward, backward, known)], unknown)

@@ -7,15 +7,18 @@ Requests wait in Gradio's queue and run one at a time, so several users share on
 """
 
 import os
+import re
 import textwrap
 
 import gradio as gr
 
 from ..errors import UserError
+from ..model_source import shipped_model
 from . import model as demo_model
 from . import plots
 from .language_model import MAX_TEXT_WORDS, TOP_WORDS, fill_mask, word_scores
-from .senses import EXAMPLES, MAX_SENTENCES, MAX_WORDS, MIX, word_uses
+from .server import model_title
+from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX, word_uses
 
 FILL_EXAMPLE = "He sat on the <mask> of the river ."
 SCORE_EXAMPLE = "He sat on the bank of the river ."
@@ -24,24 +27,31 @@ QUEUE_SIZE = 64  # requests waiting at once; past that a user is told to come ba
 INTRO = """# ELMo: one word, many senses
 ELMo (Peters et al., 2018) gives every word a vector computed from its whole sentence. Layer 0 (the char CNN) sees
 only the spelling, so every use of a word gets the same vector there; layers 1 and 2 and their mix (the ELMo
-vectors) see the sentence, so uses in the same sense tend to come out closer. Model: `{model}`."""
+vectors) see the sentence, so uses in the same sense tend to come out closer. Model: **{model}**."""
+
+
+def plain(text):
+    """`text` the user typed, as Markdown that shows it as it is: every ASCII punctuation character escaped, so that
+    no HTML (`<img>`, `<svg>`), emphasis or link is made from it, and nothing is fetched."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
 
 
 def build(model_name):
     """The page for the model `model_name` (a folder or Hub repo id), loaded once; a model that cannot be used is
     one ModelError line, before anything is served."""
     loaded = demo_model.load(model_name)
+    model_name = shipped_model(model_name)
     layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
     with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
-        shown = os.path.basename(os.path.normpath(model_name)) if os.path.isdir(model_name) else model_name
-        gr.Markdown(INTRO.format(model=shown))
+        shown = model_title(model_name) if os.path.isdir(model_name) else model_name
+        gr.Markdown(INTRO.format(model=plain(shown)))
         gr.Markdown("## Word senses")
         with gr.Row():
             with gr.Column():
                 sentences = gr.Textbox(
                     "\n".join(EXAMPLES), lines=6, elem_id="sentences",
-                    label=f"Sentences, one a line, words split on white space (up to {MAX_SENTENCES} sentences and "
-                          f"{MAX_WORDS:,} words)")
+                    label=f"Sentences, one a line, words split on white space (up to {MAX_SENTENCES} sentences, "
+                          f"{MAX_WORDS:,} words, {MAX_SENTENCE_WORDS} words a sentence)")
                 word = gr.Textbox("bank", max_lines=1, elem_id="word", label="Word")
                 compare = gr.Button("Compare", variant="primary", elem_id="compare")
             with gr.Column():
@@ -77,16 +87,17 @@ def build(model_name):
                                         label=f"A text (up to {MAX_TEXT_WORDS:,} words)")
                 score = gr.Button("Score", variant="primary", elem_id="score", scale=1)
             surprisal = gr.Plot(elem_id="surprisal", label="log P(word) from the words before it (forward), after "
-                                "it (backward), and their mean; red = unexpected, * = not in the vocabulary")
+                                "it (backward), and their mean; red = unexpected, grey = not in the vocabulary "
+                                "(no score)")
             score_table = gr.Dataframe(elem_id="surprisal-table", interactive=False, label="The same numbers")
 
         def on_compare(text, the_word, the_layer):
             try:
                 uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
             except UserError as e:
-                return f"**{e}**", None, None, None, None
-            listed = "\n".join(f"- {uses.label(i)}" for i in range(len(uses.places)))
-            return (f'"{uses.word}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
+                return f"**{plain(str(e))}**", None, None, None, None  # the table and pictures cleared
+            listed = "\n".join(f"- {plain(uses.label(i))}" for i in range(len(uses.places)))
+            return (f'"{plain(uses.word)}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
                     *draw(uses, the_layer), uses)
 
         def draw(uses, the_layer):
@@ -119,7 +130,7 @@ def build(model_name):
                     scores = word_scores(loaded.lm, loaded.tokenizer, text)
                 except UserError as e:
                     return None, [[str(e), "", "", ""]]
-                rows = [[w, f"{f:.2f}", f"{b:.2f}", f"{m:.2f}"]
+                rows = [[w, *("unknown" if v is None else f"{v:.2f}" for v in (f, b, m))]
                         for w, f, b, m in zip(scores.words, scores.forward, scores.backward, scores.mean)]
                 return plots.word_score_rows(scores), gr.Dataframe(rows, headers=["word", "forward", "backward",
                                                                                   "mean"])

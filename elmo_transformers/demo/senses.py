@@ -4,6 +4,7 @@ Layer 0 (the char CNN) sees only the word's spelling, so all its uses score 1; l
 ELMo vectors, `last_hidden_state`) see the sentence, so uses in the same sense tend to come out closer.
 """
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -19,9 +20,14 @@ EXAMPLES = [
     "The bank charged a fee for the transfer .",
 ]
 MIN_LETTERS = 4  # shorter repeated words are mostly function words ("the", "and"), whose sense never changes
-MAX_SENTENCES = 200  # what one request may embed: a few seconds on a CPU for the shipped model
+# What one request may give (a web page is open to anyone): every limit is checked before any work starts.
+MAX_SENTENCES = 200
 MAX_WORDS = 10_000
+MAX_SENTENCE_WORDS = 500  # the LSTM runs word by word: one long sentence is one long, unsplittable pass
+MAX_CHARACTERS = 100_000  # the whole text, so that even splitting it into words is bounded
 MAX_USES = 50  # of the word compared: a table and a heatmap of uses x uses
+BATCH_WORDS = 1_000  # padded word positions a forward pass: bounds the activations one request holds at once
+TIME_BUDGET = 30.0  # seconds of model time a request may take; past that it is refused, not left to block the queue
 MIX = "mix"
 
 
@@ -41,13 +47,20 @@ def most_repeated(sentences):
     return max(found, key=lambda word: (len(found[word]), len(word))) if found else None
 
 
-def check_text(sentences, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS):
+def check_text(sentences, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS, max_sentence_words=MAX_SENTENCE_WORDS):
     """Refuse, in one line, more text than one request may embed."""
+    characters = sum(len(s) for s in sentences)
+    if characters > MAX_CHARACTERS:
+        raise DataError(f"{characters:,} characters: the limit is {MAX_CHARACTERS:,} a request; give less text")
     if len(sentences) > max_sentences:
         raise DataError(f"{len(sentences):,} sentences: the limit is {max_sentences:,} a request; give fewer")
-    words = sum(len(s.split()) for s in sentences)
-    if words > max_words:
-        raise DataError(f"{words:,} words: the limit is {max_words:,} a request; give less text")
+    lengths = [len(s.split()) for s in sentences]
+    if sum(lengths) > max_words:
+        raise DataError(f"{sum(lengths):,} words: the limit is {max_words:,} a request; give less text")
+    longest = max(lengths, default=0)
+    if longest > max_sentence_words:
+        raise DataError(f"a sentence of {longest:,} words (line {lengths.index(longest) + 1}): the limit is "
+                        f"{max_sentence_words:,} words a sentence; split it into sentences, one a line")
 
 
 def check_word(word, max_characters):
@@ -112,14 +125,41 @@ def word_uses(model, tokenizer, sentences, word):
     if len(places) > MAX_USES:
         raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
                         "sentences")
-    with torch.no_grad():
-        out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
-    rows, columns = torch.tensor(places).T
-    layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
-    layers[MIX] = out.last_hidden_state
-    uses = {name: states[rows, columns].float() for name, states in layers.items()}
+    uses = use_vectors(model, tokenizer, sentences, places)
     return WordUses(word, sentences, places, {name: cosine_matrix(v) for name, v in uses.items()},
                     {name: projection(v) for name, v in uses.items()})
+
+
+def use_vectors(model, tokenizer, sentences, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
+    """{layer name: [uses, dim] float32} at `places`. ELMo reads each sentence alone, so only the sentences holding a
+    use are run, shortest first, in batches of at most `batch_words` padded positions (a sentence longer than that
+    alone), and only the uses' vectors are kept: one request holds a bounded amount of memory. A request still running
+    after `time_budget` seconds is refused (DataError) between batches."""
+    start = time.monotonic()
+    needed = sorted({i for i, _ in places}, key=lambda i: len(sentences[i].split()))
+    batches, batch = [], []
+    for i in needed:
+        if batch and len(sentences[i].split()) * (len(batch) + 1) > batch_words:
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    batches.append(batch)
+    found = {}  # (sentence, word) -> {layer name: vector}
+    for batch in batches:
+        if time.monotonic() - start >= time_budget:
+            raise DataError(f"the request ran past its time budget ({time_budget:.0f} s on this machine): give "
+                            "fewer or shorter sentences that use the word")
+        with torch.no_grad():
+            out = model(**tokenizer([sentences[i] for i in batch], padding=True, return_tensors="pt"),
+                        output_hidden_states=True)
+        layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
+        layers[MIX] = out.last_hidden_state
+        for row, i in enumerate(batch):
+            for sentence, j in places:
+                if sentence == i:
+                    found[i, j] = {name: states[row, j].float() for name, states in layers.items()}
+        del out, layers  # before the next batch runs
+    return {name: torch.stack([found[place][name] for place in places]) for name in found[places[0]]}
 
 
 def sense_groups(similarities):

@@ -7,13 +7,16 @@
    a token, trainer_state.json, *_results.json, optimizer states, checkpoint-*/ and runs/ folders...) is left out
    and listed. Only regular files inside DIR go: a symbolic link leaving DIR is refused by name (except a code
    module linked to this installation's own copy, as in the shipped default model). README.md is the model card
-   from model_card.py (DIR's own README.md, if any, is kept instead).
+   from model_card.py (DIR's own README.md, if any, is kept instead). PyTorch models only: an exported ONNX folder
+   is refused, and a model.onnx beside PyTorch weights is left out (what is uploaded is what step 2 checks).
 2. Checks that folder in a fresh, isolated Python process (`python -I`, another working directory, offline): with
    `trust_remote_code=True` and its own code files, the Auto class of its architecture must load it and its
    pipeline must run on a sentence (for a language model, fill-mask on one with a `<mask>` word). A failure names
    the step that failed.
 3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
-   `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection.
+   `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection. Each wait on the Hub
+   ends after HF_HUB_DOWNLOAD_TIMEOUT seconds (default 60: hub/deadline.py); SIGTERM stops the command as Ctrl+C
+   does, removing the temporary upload folder.
 """
 
 import importlib.util
@@ -31,7 +34,7 @@ from safetensors import safe_open
 from configuration_elmo import ELMO_MODULES
 
 from ..errors import UserError, first_line
-from ..model_files import is_model_file
+from ..model_files import GRAPH_FILES, is_model_file, is_onnx_export
 from .model_card import architecture, model_card
 
 logger = logging.getLogger(__name__)
@@ -107,14 +110,17 @@ def upload_files(model_dir):
     symbolic link is followed only when it stays inside DIR, or when it is a model module linked to this
     installation's own copy of that module (the shipped default model links its code to the package's); any other
     link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
+    if is_onnx_export(model_dir):
+        raise UserError(f"{model_dir} is an exported ONNX folder (model.onnx, no PyTorch weights): push uploads and "
+                        "checks PyTorch models; push the folder it was exported from")
     root = os.path.realpath(model_dir)
     weights = weight_files(model_dir)
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
         wanted = not name.startswith(".") and is_model_file(name)
-        if name.endswith(".safetensors") and name not in weights:
-            wanted = False  # not a file the model loads
+        if name.endswith(".safetensors") and name not in weights or name in GRAPH_FILES:
+            wanted = False  # not a file the model loads (a graph beside PyTorch weights is not what is checked)
         if wanted and os.path.islink(path):
             target = os.path.realpath(path)
             if os.path.commonpath([root, target]) != root and target != installed_module(name):
@@ -154,8 +160,8 @@ def check_loads(folder):
         name, auto_class, task = architecture(json.load(f))
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as cwd:
-        result = subprocess.run(
-            [sys.executable, "-I", "-c", LOAD_CHECK, os.path.abspath(folder), name, auto_class, task],
+        result = subprocess.run(  # -B: no __pycache__ written into the folder to upload
+            [sys.executable, "-I", "-B", "-c", LOAD_CHECK, os.path.abspath(folder), name, auto_class, task],
             cwd=cwd, env=env, capture_output=True, text=True,
         )
     if result.returncode != 0:

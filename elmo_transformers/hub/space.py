@@ -5,8 +5,11 @@ The Space folder holds:
 - model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `push.upload_files`);
 - this package's code (elmo_transformers/ without its shipped model, and the model modules), so that the Space runs
   the code checked here;
-- requirements.txt: this package's requirements and its [demo] extra, from the installed package's metadata;
-- README.md: the Spaces header (sdk: gradio, the Gradio version, a title naming the model) and what the page shows.
+- requirements.txt: this package's requirements and its [demo] extra, from the installed package's metadata, with
+  PyTorch's CPU package index added (`--extra-index-url`, which pip reads in a requirements file): a CPU Space then
+  installs the CPU build of torch (its `+cpu` version sorts above the same version on PyPI), not the CUDA build;
+- README.md: the Spaces header (sdk: gradio, the Gradio version, a title naming the model, the licence of the
+  model's card, or `license` where given) and what the page shows.
 
 Before upload the folder is checked in a fresh, isolated process (`python -I`, offline, another working folder): its
 app.py must build the page from the folder's own code and model.
@@ -21,15 +24,19 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from huggingface_hub import SpaceCard, SpaceCardData
+from huggingface_hub import ModelCard, SpaceCard, SpaceCardData
 from packaging.requirements import Requirement
 
 from configuration_elmo import ELMO_MODULES
 
-from ..errors import UserError
+from ..demo.server import model_title
+from ..errors import UserError, first_line
+from .model_card import model_card
 from .push import installed_module, upload_files
 
 PACKAGE = "elmo-transformers"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+LICENSE_FIELDS = ("license", "license_name", "license_link")  # of a model card's metadata
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # elmo_transformers/
 # Run in the fresh process from the Space folder: importing app.py builds the page (loads the model).
 PAGE_CHECK = """
@@ -41,7 +48,8 @@ print(f"the page builds: {type(app.demo).__name__} on {app.MODEL.name}/ with the
 
 
 def requirements():
-    """This package's requirements and those of its [demo] extra, as requirements.txt lines."""
+    """This package's requirements and those of its [demo] extra, as requirements.txt lines, after the line that
+    adds PyTorch's CPU index."""
     try:
         lines = metadata.requires(PACKAGE) or []
     except metadata.PackageNotFoundError:
@@ -53,7 +61,7 @@ def requirements():
         if requirement.marker is None or requirement.marker.evaluate({"extra": "demo"}):
             requirement.marker = None
             needed.append(str(requirement))
-    return needed
+    return [f"--extra-index-url {TORCH_CPU_INDEX}", *needed]
 
 
 def package_files():
@@ -71,17 +79,38 @@ def package_files():
     return files
 
 
-def space_card(model_dir, repo_id):
-    """The Space's README.md: the Spaces header and a few lines on what the page shows."""
+def card_licence(model_dir):
+    """{field: value} of the licence in `model_dir`'s model card (README.md metadata), a `license_link` to a file
+    of the folder pointing into the Space's model/; {} without a card or a licence."""
+    path = os.path.join(model_dir, "README.md")
+    if not os.path.isfile(path):
+        return {}
+    try:
+        data = ModelCard.load(path).data.to_dict()
+    except Exception as e:  # noqa: BLE001  (huggingface_hub reports bad YAML with several error types)
+        raise UserError(f"{path}: its metadata cannot be read ({first_line(e)}): fix the model card's header, or "
+                        "give --license") from None
+    licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)}
+    link = licence.get("license_link")
+    if isinstance(link, str) and os.path.isfile(os.path.join(model_dir, link)):
+        licence["license_link"] = f"model/{link}"
+    return licence
+
+
+def space_card(model_dir, repo_id, license=None):
+    """The Space's README.md: the Spaces header and a few lines on what the page shows. Its licence is `license`
+    where given, else that of the model's card (`card_licence`), else apache-2.0 (as `push` gives a model)."""
     import gradio
 
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
-    name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
+    name = model_title(model_dir)
     language_model = config.get("lm_vocab_size") is not None
+    licence = {"license": license} if license else card_licence(model_dir) or {"license": "apache-2.0"}
     data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
-                         app_file="app.py", license="apache-2.0", emoji="🔤", colorFrom="blue", colorTo="green",
-                         short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"])
+                         app_file="app.py", emoji="🔤", colorFrom="blue", colorTo="green",
+                         short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"],
+                         **licence)
     body = (f"# ELMo demo: {name}\n\n"
             f"This Space serves the demo page of elmo-transformers on the ELMo model in `model/` (copied from "
             f"`{name}`: {config.get('n_layers')} biLM layers, {2 * config.get('projection_dim', 0)}-value vectors"
@@ -94,7 +123,7 @@ def space_card(model_dir, repo_id):
     return SpaceCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
-def build_space_folder(model_dir, staging, repo_id):
+def build_space_folder(model_dir, staging, repo_id, license=None):
     """Write the Space folder for DIR into `staging`; returns (its files, relative and sorted; the names of DIR
     left out of model/)."""
     if not os.path.isfile(os.path.join(model_dir, "config.json")):
@@ -106,8 +135,11 @@ def build_space_folder(model_dir, staging, repo_id):
         target = Path(staging) / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)  # follows the checked links
+    if "README.md" not in kept:  # the page names the model by its card's title, not by the folder name model/
+        name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
+        model_card(model_dir, name, license=license or "apache-2.0").save(Path(staging) / "model" / "README.md")
     (Path(staging) / "requirements.txt").write_text("\n".join(requirements()) + "\n", encoding="utf-8")
-    space_card(model_dir, repo_id).save(os.path.join(staging, "README.md"))
+    space_card(model_dir, repo_id, license).save(os.path.join(staging, "README.md"))
     written = sorted(p.relative_to(staging).as_posix() for p in Path(staging).rglob("*") if p.is_file())
     return written, left_out
 
@@ -116,8 +148,9 @@ def check_space(folder):
     """Build the page from `folder` alone in a fresh isolated process (no repository on the path, no network)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
     with tempfile.TemporaryDirectory() as cwd:
-        result = subprocess.run([sys.executable, "-I", "-c", PAGE_CHECK, os.path.abspath(folder)], cwd=cwd, env=env,
-                                capture_output=True, text=True)
+        # -B: no __pycache__ written into the folder to upload
+        result = subprocess.run([sys.executable, "-I", "-B", "-c", PAGE_CHECK, os.path.abspath(folder)], cwd=cwd,
+                                env=env, capture_output=True, text=True)
     if result.returncode != 0:
         last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
         raise UserError(f"the Space folder {folder} fails the check in a fresh process: {last}")

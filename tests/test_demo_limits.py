@@ -1,0 +1,71 @@
+"""What one request of the demo page may take (demo/senses.py, demo/language_model.py): every limit is a one-line
+refusal before any work, and what is accepted is embedded in bounded batches whose numbers equal each sentence run
+alone."""
+
+import re
+
+import pytest
+import torch
+from conftest import SHIPPED
+from tolerance import ATOL, RTOL
+
+from elmo_transformers.demo import senses
+from elmo_transformers.demo.language_model import MAX_TEXT_WORDS, text_words
+from elmo_transformers.errors import DataError
+from modeling_elmo import ElmoModel
+from tokenization_elmo import ElmoTokenizer
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return ElmoModel.from_pretrained(SHIPPED).eval(), ElmoTokenizer.from_pretrained(SHIPPED)
+
+
+def test_limits_are_refused_before_any_work(shipped):
+    model, tokenizer = shipped
+    cases = [
+        (["the bank " + "word " * 9_797] + ["bank"] * 199,
+         "a sentence of 9,799 words (line 1): the limit is 500 words a sentence"),
+        (["bank " + "x" * 99_999, "bank"], "100,008 characters: the limit is 100,000 a request"),
+        (["The bank ."] * 201, "201 sentences: the limit is 200"),
+    ]
+    for sentences, message in cases:
+        with pytest.raises(DataError, match=re.escape(message)):
+            senses.word_uses(model, tokenizer, sentences, "bank")
+    with pytest.raises(DataError, match="1,001 words: the limit is 1,000"):
+        text_words("word " * (MAX_TEXT_WORDS + 1))
+    assert len(text_words("word " * MAX_TEXT_WORDS)) == MAX_TEXT_WORDS  # one text may be one long sentence
+
+
+def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(shipped):
+    """Sentences of very different lengths, in batches of at most 40 padded words: each use's vector is the one
+    of its sentence run alone; the sentences without the word are not run."""
+    model, tokenizer = shipped
+    sentences = ["The bank of the river was muddy after the rain .", "The bank lends money .",
+                 "A long line " + "about money and water " * 20 + "near the bank .", "No use of the word here ."]
+    places = [(i, j) for i, s in enumerate(sentences) for j, w in enumerate(s.split()) if w == "bank"]
+    calls = []
+    original = model.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[:2])
+        return original(*args, **kwargs)
+
+    model.forward = counted
+    try:
+        vectors = senses.use_vectors(model, tokenizer, sentences, places, batch_words=40)
+    finally:
+        del model.forward
+    assert [tuple(c) for c in calls] == [(2, 11), (1, 87)]  # shortest first; sentence 3 alone, sentence 4 not run
+    with torch.no_grad():
+        for use, (i, j) in enumerate(places):
+            alone = model(**tokenizer([sentences[i]], return_tensors="pt"), output_hidden_states=True)
+            for name, expected in [("mix", alone.last_hidden_state[0, j]),
+                                   *((f"layer {n}", h[0, j]) for n, h in enumerate(alone.hidden_states))]:
+                torch.testing.assert_close(vectors[name][use], expected.float(), atol=ATOL, rtol=RTOL)
+
+
+def test_a_request_past_its_time_budget_is_refused(shipped):
+    model, tokenizer = shipped
+    with pytest.raises(DataError, match=r"ran past its time budget \(0 s on this machine\)"):
+        senses.use_vectors(model, tokenizer, ["a bank .", "the bank ."], [(0, 1), (1, 1)], time_budget=0)
