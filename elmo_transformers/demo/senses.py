@@ -97,14 +97,15 @@ def projection(vectors):
 
 
 def word_uses(model, tokenizer, sentences, word):
-    """Embed `sentences` (words split on white space) and compare the uses of `word` (case ignored) in every layer.
+    """Embed `sentences` (split into words by the tokenizer) and compare the uses of `word` (case ignored) in every layer.
     Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
     sentences = [s.strip() for s in sentences if s.strip()]
     if not sentences:
         raise DataError("no sentences given: type sentences that use the word, one a line")
     check_text(sentences)
     word = check_word(word, model.config.max_characters_per_token - 2)
-    places = [(i, j) for i, s in enumerate(sentences) for j, w in enumerate(s.split()) if w.lower() == word.lower()]
+    words = [tokenizer.split_words(s) for s in sentences]
+    places = [(i, j) for i, s in enumerate(words) for j, w in enumerate(s) if w.lower() == word.lower()]
     if len(places) < 2:
         where = "in no sentence" if not places else "only once"
         raise DataError(f"{word!r} occurs {where}: give at least two sentences that use it (as a word of its own, "
@@ -113,7 +114,8 @@ def word_uses(model, tokenizer, sentences, word):
         raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
                         "sentences")
     with torch.no_grad():
-        out = model(**tokenizer(sentences, padding=True, return_tensors="pt"), output_hidden_states=True)
+        encoding = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+        out = model(**encoding, output_hidden_states=True)
     rows, columns = torch.tensor(places).T
     layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
     layers[MIX] = out.last_hidden_state
