@@ -97,8 +97,8 @@ def projection(vectors):
 
 
 def word_uses(model, tokenizer, sentences, word):
-    """Embed `sentences` (split into words by the tokenizer) and compare the uses of `word` (case ignored) in every layer.
-    Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
+    """Embed `sentences` (split into words by the tokenizer) and compare the uses of `word` (case ignored) in every
+    layer. Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
     sentences = [s.strip() for s in sentences if s.strip()]
     if not sentences:
         raise DataError("no sentences given: type sentences that use the word, one a line")
