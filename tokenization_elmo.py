@@ -145,10 +145,10 @@ BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side",
 SEGMENTERS = {"whitespace": None, "jieba": ("jieba", "zh"), "fugashi": ("fugashi unidic-lite", "ja"),
               "sudachipy": ("sudachipy sudachidict-core", "ja")}
 OPENCC = ("opencc-python-reimplemented", "zh")
-# A run of this many characters of scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer) between two
-# spaces is a sentence, not a word: the whitespace split warns about it.
-UNSEGMENTED_RUN = re.compile(
-    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{12,}")
+# A run of this many characters of scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK
+# and full-width punctuation) between two spaces is a sentence, not a word: the whitespace split warns about it.
+UNSEGMENTED_RUN = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf"
+                             r"\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]{12,}")
 SUDACHI_CHUNK = re.compile(r"[^。！？\n]{1,4000}[。！？\n]*|[。！？\n]+")  # SudachiPy refuses inputs over ~49 KB
 _warned = set()
 
