@@ -249,3 +249,40 @@ def test_a_missing_segmenter_fails_at_load_naming_the_extra(folders, tmp_path, n
     assert result.returncode == 3, result.stderr[-3000:]
     line = result.stderr.strip().splitlines()[-1]
     assert f'which is not installed: pip install "elmo-transformers[{extra}]"' in line, line
+
+
+def test_token_classification_and_fill_mask_pipelines_use_the_segmenter(folders):
+    """Entities are the segmenter's words at their places in the raw text; a <mask> between Chinese characters is a
+    word of its own."""
+    from conftest import SHIPPED
+    from transformers import pipeline
+
+    from elmo_transformers import ElmoFillMaskPipeline, ElmoTokenClassificationPipeline
+    from modeling_elmo import ElmoForTokenClassification
+
+    folder = folders["jieba"]
+    model = ElmoForTokenClassification.from_pretrained(folder, num_labels=2, id2label={0: "A", 1: "B"}).eval()
+    tagger = pipeline("token-classification", model=model, tokenizer=ElmoTokenizer.from_pretrained(folder),
+                      pipeline_class=ElmoTokenClassificationPipeline, ignore_labels=[])
+    text = "他来到了网易杭研大厦"
+    found = tagger(text)
+    assert [(e["word"], e["start"], e["end"]) for e in found] == [
+        ("他", 0, 1), ("来到", 1, 3), ("了", 3, 4), ("网易", 4, 6), ("杭研", 6, 8), ("大厦", 8, 10)]
+    jieba_tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, segmenter="jieba")
+    fill = pipeline("fill-mask", model=str(SHIPPED), tokenizer=jieba_tokenizer, pipeline_class=ElmoFillMaskPipeline)
+    guesses = fill("我来到<mask>清华大学", top_k=3)
+    assert len(guesses) == 3 and all(g["sequence"].startswith("我来到") for g in guesses), guesses
+
+
+def test_a_segmenting_tokenizer_pickles_and_maps_over_a_dataset(folders):
+    """datasets' map hashes and pickles the tokenizer: the segmenter lives outside it."""
+    import pickle
+
+    from datasets import Dataset
+
+    tokenizer = ElmoTokenizer.from_pretrained(folders["fugashi"])
+    assert pickle.loads(pickle.dumps(tokenizer)).tokenize("東京に住んでいます。") == tokenizer.tokenize(
+        "東京に住んでいます。")
+    data = Dataset.from_dict({"text": ["私は自然言語処理が好きです。"]})
+    data = data.map(lambda batch: tokenizer(batch["text"]), batched=True)
+    assert len(data[0]["input_ids"]) == 9
