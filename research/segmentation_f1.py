@@ -1,8 +1,12 @@
-"""Which Japanese segmenter matches UD Japanese's words: the word-boundary F1 of each of ElmoTokenizer's Japanese
-segmenters against the FORM column of a UD Japanese treebank (ELMoForManyLangs' Japanese model was trained on text
-segmented the UD way: the CoNLL 2018 shared task's raw text, run through UDPipe trained on UD Japanese).
+"""Which segmenter matches UD's words: the word-boundary F1 of ElmoTokenizer's segmenters against the FORM column of a
+UD treebank (ELMoForManyLangs' models were trained on text segmented the UD way: the CoNLL 2018 shared task's raw
+text, run through UDPipe trained on the UD treebanks).
 
-    .venv/bin/python research/japanese_segmentation.py ja_gsd-ud-test.conllu [SENTENCES]
+    .venv/bin/python research/segmentation_f1.py ja_gsd-ud-test.conllu [SENTENCES] [SEGMENTER,...]
+
+(default: all sentences (0), the Japanese segmenters fugashi and sudachipy; jieba for Chinese treebanks.)
+Measured on the test sets: UD_Japanese-GSD (7bc2011, 543 sentences) fugashi 0.991, sudachipy 0.981;
+UD_Chinese-GSDSimp (eb3aed3, 500 sentences) jieba 0.799; UD_Chinese-GSD (traditional, 200dbe8) jieba 0.745.
 
 A word counts as found when a segmenter gives exactly its character span of the sentence's `# text`.
 """
@@ -43,11 +47,11 @@ def f1(gold, found):
     return 2 * precision * recall / (precision + recall), precision, recall
 
 
-def main(path, limit=500):
+def main(path, limit=0, segmenters="fugashi,sudachipy"):
     sentences = read_conllu(path, int(limit))
     gold = [spans for _, spans in sentences]
     print(f"{len(sentences)} sentences, {sum(map(len, gold))} words of {path}")
-    for name in ("fugashi", "sudachipy"):
+    for name in segmenters.split(","):
         tokenizer = ElmoTokenizer(segmenter=name)
         found = [tokenizer.segment(text)[1] for text, _ in sentences]
         score, precision, recall = f1(gold, found)
