@@ -288,7 +288,7 @@ def _nlpl(number, language, segmenter="whitespace"):
 
 # ELMoForManyLangs' README, "Downloads": ISO 639 codes (UD's). Trained on the CoNLL 2018 shared task's raw text,
 # segmented into UD words; Chinese and Japanese are written without spaces: jieba and UniDic short units (fugashi,
-# research/japanese_segmentation.py) segment them. The traditional-Chinese model (Wikipedia) is zh-hant; the
+# research/segmentation_f1.py) segment them. The traditional-Chinese model (Wikipedia) is zh-hant; the
 # simplified one (Chinese Gigaword's Xinhua part), HIT-SCIR's zhs.model, is zh-hans.
 EFML_PRESETS = {
     "ar": _nlpl(136, "Arabic"), "bg": _nlpl(137, "Bulgarian"), "ca": _nlpl(138, "Catalan"),
