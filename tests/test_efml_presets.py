@@ -134,3 +134,11 @@ def test_archive_layouts(tmp_path):
     assert presets.model_folder([f"zht.model/{n}" for n in presets.MODEL_FILES]) == "zht.model"
     with pytest.raises(presets.ConversionError, match="no ELMoForManyLangs model in it"):
         presets.model_folder(["a/b/config.json", "a/b/encoder.pkl"])
+
+
+def test_a_folder_or_a_preset(tmp_path, capsys):
+    for args in ([], [MODEL, "--preset", "ja"]):
+        with pytest.raises(SystemExit) as exit_code:
+            main(["convert", "elmoformanylangs", *map(str, args), "--output", str(tmp_path / "out")])
+        assert exit_code.value.code == 2
+        assert "give an ELMoForManyLangs model folder, or --preset NAME (not both)" in capsys.readouterr().err

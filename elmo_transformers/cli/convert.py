@@ -127,7 +127,7 @@ def main(argv=None):
     from ..conversion.elmoformanylangs import convert
 
     if (args.preset is None) == (args.model_dir is None):
-        parser.error("give an ELMoForManyLangs model folder, or --preset NAME (not both)")
+        efml.error("give an ELMoForManyLangs model folder, or --preset NAME (not both)")
     model_dir, card, segmenter = args.model_dir, None, args.segmenter
     if args.preset:
         with option("--output", args.output):
