@@ -172,7 +172,10 @@ def model_settings(embedder):
         "config": {name: getattr(config, name) for name in type(config).__annotations__ if name not in TRAINING_ONLY},
         "tokenizer": {"max_characters_per_token": tokenizer.max_characters_per_token,
                       "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
-                      "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab)},
+                      "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),
+                      # how raw lines become words, where not the white-space split of runs that predate segmenters
+                      **({"segmenter": tokenizer.segmenter, "opencc_config": tokenizer.opencc_config}
+                         if segments(tokenizer) else {})},
         "weights_sha256": model.weights_sha256() if onnx else weights_sha256(model),
     }
 
