@@ -286,3 +286,22 @@ def test_a_segmenting_tokenizer_pickles_and_maps_over_a_dataset(folders):
     data = Dataset.from_dict({"text": ["私は自然言語処理が好きです。"]})
     data = data.map(lambda batch: tokenizer(batch["text"]), batched=True)
     assert len(data[0]["input_ids"]) == 9
+
+
+def test_embed_file_windows_a_long_line_by_the_segmenter_words(folders, tmp_path):
+    """A line longer than max_sentence_words is embedded window by window over the segmenter's words."""
+    import h5py
+
+    from elmo_transformers import ElmoEmbedder
+
+    text = "我来到北京清华大学他来到了网易杭研大厦"
+    (tmp_path / "in.txt").write_text(text + "\n", encoding="utf-8")
+    words = ElmoTokenizer(segmenter="jieba").split_words(text)
+    embedder = ElmoEmbedder(str(folders["jieba"]), device="cpu")
+    embedder.embed_file(str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "all", max_sentence_words=3,
+                        progress=False)
+    with h5py.File(tmp_path / "out.hdf5") as f:
+        layers = f["0"][()]
+    assert len(words) == 10 and layers.shape[:2] == (3, len(words))
+    first = embedder.embed_sentence(words[:3])  # the first window starts from a zero state, as a sentence does
+    assert_close_to_reference(layers[:, :3], first, what="first window")
