@@ -305,3 +305,14 @@ def test_embed_file_windows_a_long_line_by_the_segmenter_words(folders, tmp_path
     assert len(words) == 10 and layers.shape[:2] == (3, len(words))
     first = embedder.embed_sentence(words[:3])  # the first window starts from a zero state, as a sentence does
     assert_close_to_reference(layers[:, :3], first, what="first window")
+
+
+def test_the_demo_page_finds_a_word_in_raw_chinese_sentences(folders):
+    """The page's sense comparison splits each sentence with the tokenizer, so a Chinese word is found."""
+    from elmo_transformers.demo.senses import word_uses
+    from modeling_elmo import ElmoModel
+
+    folder = folders["jieba"]
+    uses = word_uses(ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder),
+                     ["我来到北京清华大学", "他来到了网易杭研大厦"], "来到")
+    assert uses.places == [(0, 1), (1, 1)]
