@@ -95,6 +95,8 @@ def test_presets_convert_from_the_mirror_with_their_segmenter(mirror, tmp_path, 
     assert config["segmenter"] == segmenter and config["opencc_config"] is None
     card = (tmp_path / "out" / "README.md").read_text()
     assert path in card and f"segmenter={segmenter!r}" in card
+    # the traditional model says which model fits simplified text, once at conversion and in its card
+    assert (presets.TRADITIONAL_NOTE in card) == (name == "zh-hant") == (f"note: {presets.TRADITIONAL_NOTE}" in err)
     assert convert(MODEL, "--output", tmp_path / "local")[0] == 0  # the same weights as a local conversion
     ours, local = load_file(tmp_path / "out" / "model.safetensors"), load_file(tmp_path / "local" / "model.safetensors")
     assert ours.keys() == local.keys() and all((ours[k] == local[k]).all() for k in ours)

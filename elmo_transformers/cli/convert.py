@@ -29,9 +29,11 @@ fugashi + unidic-lite for Japanese, white space elsewhere); --segmenter chooses 
 """
 
 import argparse
+import sys
 
 from ..conversion.output import check_output, save_atomically
-from ..conversion.presets import EFML_PRESETS, PRESETS, efml_preset_card, fetch_efml_preset, fetch_preset, preset_card
+from ..conversion.presets import (EFML_PRESETS, PRESETS, TRADITIONAL_NOTE, efml_preset_card, fetch_efml_preset,
+                                  fetch_preset, preset_card)
 from . import import_package, option
 
 
@@ -135,5 +137,7 @@ def main(argv=None):
         model_dir, url = fetch_efml_preset(args.preset)
         segmenter = segmenter or EFML_PRESETS[args.preset].segmenter
         card = efml_preset_card(args.preset, url, segmenter)
+    if args.preset == "zh-hant" and not args.opencc:
+        print(f"note: {TRADITIONAL_NOTE}", file=sys.stderr)
     tokenizer_options = dict(segmenter=segmenter or "whitespace", opencc_config=args.opencc)
     return run(args, lambda **kwargs: convert(model_dir, **tokenizer_options, **kwargs), model_dir, [model_dir], card)

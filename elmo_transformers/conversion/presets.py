@@ -307,6 +307,9 @@ EFML_PRESETS = {
     "vi": _nlpl(178, "Vietnamese"), "zh-hant": _nlpl(179, "Chinese (traditional)", "jieba"),
     "zh-hans": EfmlPreset("Chinese (simplified)", "zhs.model.tar.bz2", "jieba", host="hitscir"),
 }
+# Said when zh-hant is converted without OpenCC, and in its card: its character vocabulary is traditional.
+TRADITIONAL_NOTE = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use "
+                    "--preset zh-hans, or convert with --opencc s2t (the tokenizer's opencc_config)")
 EFML_MANUAL = (f"download the archive yourself, unpack it and give its folder, or set {NLPL_URL_VARIABLE} "
                f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror")
 
@@ -389,6 +392,7 @@ def efml_preset_card(name, url, segmenter):
         "HIT-SCIR's ELMoForManyLangs model (Che et al., 2018, *Towards Better UD Parsing: Deep Contextualized Word "
         "Embeddings, Ensemble, and Treebank Concatenation*), converted by `elmo-transformers convert "
         f"elmoformanylangs --preset {name}` from <{url}>.\n\n"
-        f"Raw text is split into words with `segmenter={segmenter!r}` (tokenizer_config.json). The licence of the "
-        "weights is the publisher's: see ELMoForManyLangs and the NLPL vectors repository.\n"
+        f"Raw text is split into words with `segmenter={segmenter!r}` (tokenizer_config.json)."
+        f"{' Note: ' + TRADITIONAL_NOTE + '.' if name == 'zh-hant' else ''} The licence of the weights is the "
+        "publisher's: see ELMoForManyLangs and the NLPL vectors repository.\n"
     )

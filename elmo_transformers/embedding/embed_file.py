@@ -4,7 +4,8 @@
     accelerate launch --num_processes N -m elmo_transformers embed INPUT OUTPUT.hdf5 ... (or torchrun -m)
 
 INPUT holds one sentence per line (`-` reads stdin), UTF-8, split into words as the model's tokenizer splits raw text
-(on white space, or by its segmenter: raw Chinese or Japanese); a leading byte-order mark is not text. OUTPUT gets one float32 dataset per line, keyed by its line number `str(i)` (from 0): all biLM layers
+(on white space, or by its segmenter: raw Chinese or Japanese); a leading byte-order mark is not text. OUTPUT gets
+one float32 dataset per line, keyed by its line number `str(i)` (from 0): all biLM layers
 `(n_layers + 1, words, 2P)` with --all, the top layer `(words, 2P)` with --top, the plain mean of the layers
 `(words, 2P)` with --average; and `sentence_to_index`, a one-element string dataset holding the JSON map
 {stripped line: key}. A blank line keeps its key with an empty `(.., 0, 2P)` dataset (AllenNLP refuses such files).
