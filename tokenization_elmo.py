@@ -149,7 +149,8 @@ OPENCC = ("opencc-python-reimplemented", "zh")
 # and full-width punctuation) between two spaces is a sentence, not a word: the whitespace split warns about it.
 UNSEGMENTED_RUN = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf"
                              r"\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]{12,}")
-SUDACHI_CHUNK = re.compile(r"[^。！？\n]{1,4000}[。！？\n]*|[。！？\n]+")  # SudachiPy refuses inputs over ~49 KB
+# SudachiPy refuses an input over about 49 KB: it gets pieces of at most 8,000 characters, cut after sentence ends.
+SUDACHI_CHUNK = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。！？\n]{1,4000}")
 _warned = set()
 
 

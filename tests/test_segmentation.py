@@ -316,3 +316,10 @@ def test_the_demo_page_finds_a_word_in_raw_chinese_sentences(folders):
     uses = word_uses(ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder),
                      ["我来到北京清华大学", "他来到了网易杭研大厦"], "来到")
     assert uses.places == [(0, 1), (1, 1)]
+
+
+def test_sudachipy_takes_a_text_longer_than_its_input_limit():
+    """SudachiPy refuses one input over about 49 KB: the tokenizer hands it sentence-sized pieces."""
+    tokenizer = ElmoTokenizer(segmenter="sudachipy")
+    sentence = "東京に住んでいます。"
+    assert tokenizer.split_words(sentence * 3000 + "\n" * 60000) == tokenizer.split_words(sentence) * 3000
