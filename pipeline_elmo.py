@@ -14,7 +14,6 @@ Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO
 `pipeline_class=` instead.
 """
 
-import re
 
 import numpy as np
 import torch
@@ -113,8 +112,7 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
             if not isinstance(sentence, str):
                 raise ValueError(f"token classification takes a str (or words with is_split_into_words=True), got "
                                  f"{type(sentence)}")
-            spans = [match.span() for match in re.finditer(r"\S+", sentence)]  # the tokenizer's str.split()
-            words = [sentence[start:end] for start, end in spans]
+            words, spans = self.tokenizer.segment(sentence)
         yield {**self._char_inputs(words, is_split_into_words=True), "sentence": sentence, "spans": spans,
                "is_last": True}
 
@@ -182,12 +180,11 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         if not isinstance(inputs, str):
             raise ValueError(f"ELMo fill-mask takes texts (str), got {type(inputs).__name__}")
         mask = self.tokenizer.mask_token
-        spans = [m.span() for m in re.finditer(r"\S+", inputs)]  # the tokenizer's str.split()
-        masks = [i for i, (start, end) in enumerate(spans) if inputs[start:end] == mask]
+        words, spans = self.tokenizer.segment(inputs)
+        masks = [i for i, word in enumerate(words) if word == mask]
         if len(masks) != 1:
             raise ValueError(f"ELMo fill-mask needs exactly one {mask} per text, as a word of its own (white space "
                              f"around it); found {len(masks)} in {inputs!r}")
-        words = [inputs[start:end] for start, end in spans]
         return {**self._char_inputs(words, is_split_into_words=True), "position": torch.tensor(masks),
                 "text": inputs, "span": spans[masks[0]]}
 

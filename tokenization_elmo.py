@@ -2,8 +2,14 @@
 
 Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVocabulary at inference):
 
-- Raw text is split into words with Python's `str.split()` (runs of Unicode whitespace); pre-tokenized input
-  (`is_split_into_words=True`) is used as given, and any `str`, even `""`, is a word.
+- Raw text is split into words by the tokenizer's `segmenter` (saved in tokenizer_config.json): "whitespace" (the
+  default) is Python's `str.split()` (runs of Unicode whitespace); "jieba" segments Chinese with jieba (its default
+  accurate mode); "fugashi" segments Japanese into UniDic short units with MeCab (fugashi + unidic-lite), the units
+  of UD Japanese on which ELMoForManyLangs' Japanese model was trained; "sudachipy" into SudachiPy's shortest units
+  (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; they are imported on first
+  use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g. "s2t") converts each word with OpenCC after the split (a
+  simplified-Chinese text for the traditional-Chinese model). Pre-tokenized input (`is_split_into_words=True`) is
+  used as given, and any `str`, even `""`, is a word.
 - A word becomes `[begin-of-word] + its UTF-8 bytes + [end-of-word]`, padded with the padding character to
   `max_characters_per_token` (50), every id then shifted by +1 so that 0 means "no word".
 - **The 48-byte rule:** only the first `max_characters_per_token - 2` (48) UTF-8 bytes of a word are kept; the cut
@@ -23,7 +29,9 @@ and word.dic), following ELMoForManyLangs' `read_list` and `create_one_batch`:
 """
 
 import functools
+import logging as std_logging
 import os
+import re
 
 import numpy as np
 from transformers import BatchEncoding
@@ -133,6 +141,92 @@ BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side",
                           "split_special_tokens", "chat_template"})
 
 
+# How raw text is split into words (`segmenter`): the packages each segmenter needs and the extra installing them.
+SEGMENTERS = {"whitespace": None, "jieba": ("jieba", "zh"), "fugashi": ("fugashi unidic-lite", "ja"),
+              "sudachipy": ("sudachipy sudachidict-core", "ja")}
+OPENCC = ("opencc-python-reimplemented", "zh")
+# A run of this many characters of scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK
+# and full-width punctuation) between two spaces is a sentence, not a word: the whitespace split warns about it.
+UNSEGMENTED_RUN = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf"
+                             r"\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]{12,}")
+# SudachiPy refuses an input over about 49 KB: it gets pieces of at most 8,000 characters, cut after sentence ends.
+SUDACHI_CHUNK = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。！？\n]{1,4000}")
+_warned = set()
+
+
+def warn_once(key, message):
+    """Log `message` the first time `key` is seen in this process (the first case is the one shown)."""
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message)
+
+
+def missing_package(what, packages, extra):
+    return ValueError(f"this tokenizer needs {what}, which is not installed: "
+                      f"pip install \"elmo-transformers[{extra}]\" (or pip install {packages})")
+
+
+@functools.lru_cache(maxsize=None)
+def load_segmenter(name):
+    """`text -> [(start, end)]` of the words segmenter `name` finds in `text`, white space left out; imported here
+    (not at the top of this module) so that the folder's copy of this module loads where no segmenter is installed.
+    One per process, outside the tokenizer, so that a tokenizer stays picklable (datasets' map)."""
+    packages, extra = SEGMENTERS[name]
+    try:
+        if name == "jieba":
+            import jieba
+
+            jieba.setLogLevel(std_logging.WARNING)  # it logs its dictionary loading to stderr
+            tokenizer = jieba.Tokenizer()
+            return lambda text: [(s, e) for word, s, e in tokenizer.tokenize(text) if not word.isspace()]
+        if name == "fugashi":
+            import fugashi
+            import unidic_lite
+
+            tagger = fugashi.Tagger(f'-d "{unidic_lite.DICDIR}" -r {os.devnull}')
+            return lambda text: surface_spans(text, (node.surface for node in tagger(text)))
+        import sudachipy
+
+        tokenizer = sudachipy.Dictionary(dict="core").tokenizer(mode=sudachipy.SplitMode.A)
+
+        def sudachi(text):
+            spans = []
+            for chunk in SUDACHI_CHUNK.finditer(text):
+                start = chunk.start()
+                spans += [(start + m.begin(), start + m.end()) for m in tokenizer.tokenize(chunk.group())
+                          if not m.surface().isspace()]
+            return spans
+
+        return sudachi
+    except ImportError:
+        raise missing_package(f"the {name} segmenter", packages, extra) from None
+
+
+def surface_spans(text, surfaces):
+    """Where each of `surfaces` (the words of `text`, in order) is in `text`."""
+    spans, position = [], 0
+    for surface in surfaces:
+        start = text.find(surface, position)
+        if not surface or start < 0:
+            continue
+        position = start + len(surface)
+        spans.append((start, position))
+    return spans
+
+
+@functools.lru_cache(maxsize=None)
+def load_opencc(config):
+    try:
+        import opencc
+    except ImportError:
+        raise missing_package("OpenCC for opencc_config", *OPENCC) from None
+    try:
+        return opencc.OpenCC(config).convert
+    except Exception as e:  # noqa: BLE001 - the packages raise different errors for an unknown configuration
+        raise ValueError(f"opencc_config {config!r} is not an OpenCC conversion (e.g. s2t, t2s, s2tw): {e}") from None
+
+
+WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace)
 # Words whose rows are kept for reuse (the byte rules' LRU cache; the vocabulary rows of each tokenizer).
 WORD_CACHE_SIZE = 1 << 17
 
@@ -146,10 +240,11 @@ def word_to_char_ids(word, max_chars=50):
         return sentence_boundary_char_ids(max_chars)[1]
     encoded = word.encode("utf-8", errors="ignore")
     if len(encoded) > max_chars - 2:
-        logger.warning_once(
-            f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} bytes."
-        )
         encoded = encoded[: max_chars - 2]
+        kept = encoded.decode("utf-8", errors="ignore")
+        warn_once("byte cut", f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} "
+                  f"bytes: {word[:20]!r}... keeps {len(kept)} of its {len(word)} characters ({kept!r}); a text "
+                  "without spaces must be segmented into words first")
     raw = [BEGINNING_OF_WORD_CHAR, *encoded, END_OF_WORD_CHAR] + [PADDING_CHAR] * (max_chars - 2 - len(encoded))
     return tuple(c + 1 for c in raw)
 
@@ -221,8 +316,17 @@ class ElmoTokenizer(PreTrainedTokenizer):
         mask_token=MASK_WORD,
         char_vocab_file=None,
         word_vocab_file=None,
+        segmenter="whitespace",
+        opencc_config=None,
         **kwargs,
     ):
+        if segmenter not in SEGMENTERS:
+            raise ValueError(f"segmenter must be one of {', '.join(SEGMENTERS)}, got {segmenter!r:.100}")
+        if segmenter != "whitespace":
+            load_segmenter(segmenter)  # a folder that needs a missing package fails now, naming it
+        if opencc_config is not None:
+            load_opencc(opencc_config)
+        self.segmenter, self.opencc_config = segmenter, opencc_config
         value = max_characters_per_token
         if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= MAX_CHARACTERS_PER_TOKEN:
             raise ValueError(f"max_characters_per_token must be an integer from 3 to {MAX_CHARACTERS_PER_TOKEN:,} "
@@ -247,6 +351,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             mask_token=mask_token,
             char_vocab_file=char_vocab_file,
             word_vocab_file=word_vocab_file,
+            segmenter=segmenter,
+            opencc_config=opencc_config,
             **kwargs,
         )
 
@@ -258,8 +364,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         `truncation_side="left"`."""
         unknown = sorted(set(kwargs) - LOADING_KEYS - BASE_OPTIONS)
         if unknown:
-            raise ValueError(f"ElmoTokenizer does not take {', '.join(unknown)}: it splits text on white space and "
-                             "keeps every character of each word as it is (no lower-casing, accent stripping or "
+            raise ValueError(f"ElmoTokenizer does not take {', '.join(unknown)}: it splits text into words (on white "
+                             "space, or with its segmenter) and keeps every character of each word as it is (no "
+                             "lower-casing, accent stripping or "
                              "sub-words); leave the option out")
         fixed = {"bos_token": BOS_WORD, "eos_token": EOS_WORD, "unk_token": UNK_WORD}
         for name, value in special_tokens.items():
@@ -386,12 +493,50 @@ class ElmoTokenizer(PreTrainedTokenizer):
             inverse = self._inverse[kind] = {i: t for t, i in getattr(self, f"{kind}_vocab").items()}
         return inverse
 
+    def segment(self, text):
+        """(words, spans) of raw `text`: its words by `segmenter` and `opencc_config` (module docstring), and where
+        each is in `text`, (start, end)."""
+        if self.segmenter == "whitespace":
+            self.check_segmented(text)
+            spans = [match.span() for match in WORD.finditer(text)]
+        else:
+            segment, mask, spans, start = load_segmenter(self.segmenter), self.mask_token, [], 0
+            while start <= len(text):  # the segmenter sees the text between masks; a mask is a word
+                end = text.find(mask, start) if mask else -1
+                end = len(text) if end < 0 else end
+                spans += [(start + s, start + e) for s, e in segment(text[start:end])]
+                if end < len(text):
+                    spans.append((end, end + len(mask)))
+                start = end + max(len(mask), 1)
+        words = [text[s:e] for s, e in spans]
+        if self.opencc_config is not None:
+            convert = load_opencc(self.opencc_config)
+            words = [w if w == self.mask_token else convert(w) for w in words]
+        return words, spans
+
+    def split_words(self, text):
+        """The words of raw `text` (`segment`)."""
+        if self.segmenter == "whitespace" and self.opencc_config is None:
+            self.check_segmented(text)
+            return text.split()
+        return self.segment(text)[0]
+
+    @staticmethod
+    def check_segmented(text):
+        """Warn (once) when the whitespace split meets a sentence of a language written without spaces."""
+        if len(text) >= 12 and UNSEGMENTED_RUN.search(text):
+            warn_once("unsegmented", "ElmoTokenizer splits this text on white space, and it holds 12 or more Chinese, "
+                      "Japanese or Thai characters in a row: they are read as one word, cut to its first 48 "
+                      "characters or bytes. Segment the text into words first (is_split_into_words=True), or use a "
+                      "model whose tokenizer has a segmenter (segmenter='jieba' for Chinese, 'fugashi' for Japanese; "
+                      "see docs/zh, docs/ja)")
+
     def tokenize(self, text, **kwargs):
-        """Whitespace split (`str.split()`); no special-token splitting."""
-        return text.split()
+        """The words of `split_words`; no special-token splitting."""
+        return self.split_words(text)
 
     def _tokenize(self, text, **kwargs):
-        return text.split()
+        return self.split_words(text)
 
     def _sentences(self, text, is_split_into_words):
         """Normalise every accepted input form to (is_batched, list of word lists), rejecting the rest by name."""
@@ -405,7 +550,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if isinstance(text, str):
             if is_split_into_words:
                 raise TypeError("is_split_into_words=True expects a list of words (or a batch of them), got a str")
-            return False, [text.split()]
+            return False, [self.split_words(text)]
         if not isinstance(text, (list, tuple)):
             raise TypeError(f"ElmoTokenizer expects a str, a list of str or a list of word lists, got {type(text)}")
         if is_split_into_words:
@@ -428,7 +573,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 raise ValueError(f"sentence {i} is a list: pass is_split_into_words=True for pre-tokenized input")
             if not isinstance(t, str):
                 raise TypeError(f"sentence {i} is {t!r} ({type(t).__name__}); expected a str")
-            sentences.append(t.split())
+            sentences.append(self.split_words(t))
         return True, sentences
 
     def _encode_plus(

@@ -33,8 +33,8 @@ def test_limits_are_refused_before_any_work(shipped):
         with pytest.raises(DataError, match=re.escape(message)):
             senses.word_uses(model, tokenizer, sentences, "bank")
     with pytest.raises(DataError, match="1,001 words: the limit is 1,000"):
-        text_words("word " * (MAX_TEXT_WORDS + 1))
-    assert len(text_words("word " * MAX_TEXT_WORDS)) == MAX_TEXT_WORDS  # one text may be one long sentence
+        text_words("word " * (MAX_TEXT_WORDS + 1), tokenizer)
+    assert len(text_words("word " * MAX_TEXT_WORDS, tokenizer)) == MAX_TEXT_WORDS  # one text may be one long sentence
 
 
 def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(shipped):
@@ -53,7 +53,7 @@ def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(sh
 
     model.forward = counted
     try:
-        vectors = senses.use_vectors(model, tokenizer, sentences, places, batch_words=40)
+        vectors = senses.use_vectors(model, tokenizer, [s.split() for s in sentences], places, batch_words=40)
     finally:
         del model.forward
     assert [tuple(c) for c in calls] == [(2, 11), (1, 87)]  # shortest first; sentence 3 alone, sentence 4 not run
@@ -68,4 +68,5 @@ def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(sh
 def test_a_request_past_its_time_budget_is_refused(shipped):
     model, tokenizer = shipped
     with pytest.raises(DataError, match=r"ran past its time budget \(0 s on this machine\)"):
-        senses.use_vectors(model, tokenizer, ["a bank .", "the bank ."], [(0, 1), (1, 1)], time_budget=0)
+        senses.use_vectors(model, tokenizer, [["a", "bank", "."], ["the", "bank", "."]], [(0, 1), (1, 1)],
+                           time_budget=0)

@@ -21,7 +21,8 @@ import pytest
 from conftest import FIXTURES, REPO, SHIPPED
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
-DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+             *sorted((REPO / "docs").glob("*/README.md"))]  # the translated READMEs: docs/zh, docs/ja
 
 
 def python_blocks(path):
@@ -33,13 +34,15 @@ def placeholders(tiny_model_dir, tiny_heads_dir, tmp_path_factory):
     """Placeholder -> a folder or file path of the test's."""
     from elmo_transformers.cli import main
 
-    efml = tmp_path_factory.mktemp("efml") / "converted"
-    assert main(["convert", "elmoformanylangs", str(FIXTURES / "efml-charword" / "model"), "--output", str(efml)]) == 0
+    efml, efml_ja = (tmp_path_factory.mktemp("efml") / name for name in ("zh", "ja"))
+    for folder, segmenter in ((efml, "jieba"), (efml_ja, "fugashi")):  # as --preset zh-hans and ja set them
+        assert main(["convert", "elmoformanylangs", str(FIXTURES / "efml-charword" / "model"), "--segmenter",
+                     segmenter, "--output", str(folder)]) == 0
     tfhub = tmp_path_factory.mktemp("tfhub") / "converted"
     assert main(["convert", "tensorflow", str(FIXTURES / "tensorflow" / "tfhub-2layer"), "--output", str(tfhub)]) == 0
     return {
-        "elmo-original-lm": SHIPPED, "elmo-original": tiny_model_dir, "elmo-zh": efml, "elmo-tfhub-3": tfhub,
-        "DIR_OR_REPO": tiny_model_dir,
+        "elmo-original-lm": SHIPPED, "elmo-original": tiny_model_dir, "elmo-zh": efml, "elmo-ja": efml_ja,
+        "elmo-tfhub-3": tfhub, "DIR_OR_REPO": tiny_model_dir,
         "path/to/elmo": tiny_model_dir, "FOLDER_OR_REPO": tiny_heads_dir / "token",
         "POS_FOLDER": tiny_heads_dir / "token", "POLARITY_FOLDER": tiny_heads_dir / "sequence",
     }
@@ -61,7 +64,7 @@ def test_the_rules_find_blocks_to_run():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: str(d.relative_to(REPO)))
 def test_every_python_block_runs(document, placeholders, tmp_path):
     blocks = python_blocks(document)
     skipped = [b.splitlines()[0] for b in blocks if b.startswith(OTHER_PACKAGES)]

@@ -4,7 +4,8 @@
     elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR \
         [--softmax-weights SOFTMAX.hdf5 --vocab VOCAB.txt]
     elmo-transformers convert tensorflow PATH --output DIR [--options OPTIONS.json] [--vocab VOCAB.txt]
-    elmo-transformers convert elmoformanylangs MODEL_DIR --output DIR
+    elmo-transformers convert elmoformanylangs {MODEL_DIR | --preset NAME} [--segmenter S] [--opencc CONFIG] \
+        --output DIR
 
 The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the model's module files,
 so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works, and with `import elmo_transformers` without
@@ -18,12 +19,21 @@ TensorFlow installed; without options.json the architecture comes from the weigh
 ($HF_HOME/assets/elmo-transformers/allennlp/PRESET/); ELMO_TRANSFORMERS_ALLENNLP_URL replaces the base URL
 (https://s3-us-west-2.amazonaws.com/allennlp/models/elmo) with a mirror. The folder's README.md names the source
 URLs and the licence.
+
+`elmoformanylangs --preset NAME` does the same for ELMoForManyLangs' models (ar ... zh-hant, and zh-hans; cached in
+$HF_HOME/assets/elmo-transformers/elmoformanylangs/NAME/): ELMO_TRANSFORMERS_NLPL_URL replaces the NLPL
+repository's base URL (http://vectors.nlpl.eu/repository; the path 11/NNN.zip is kept), ELMO_TRANSFORMERS_HITSCIR_URL
+the simplified-Chinese model's. The tokenizer splits raw text as the model's training text was (jieba for Chinese,
+fugashi + unidic-lite for Japanese, white space elsewhere); --segmenter chooses another, --opencc converts the text
+(s2t: simplified text for the traditional-Chinese model).
 """
 
 import argparse
+import sys
 
 from ..conversion.output import check_output, save_atomically
-from ..conversion.presets import PRESETS, fetch_preset, preset_card
+from ..conversion.presets import (EFML_PRESETS, PRESETS, TRADITIONAL_NOTE, efml_preset_card, fetch_efml_preset,
+                                  fetch_preset, preset_card)
 from . import import_package, option
 
 
@@ -76,7 +86,15 @@ def main(argv=None):
     efml = formats.add_parser("elmoformanylangs", help="an ELMoForManyLangs (HIT-SCIR) model folder",
                               description="Convert an ELMoForManyLangs model folder (config.json, char.dic, word.dic, "
                               "token_embedder.pkl, encoder.pkl).")
-    efml.add_argument("model_dir", help="the ELMoForManyLangs model folder")
+    efml.add_argument("model_dir", nargs="?", help="the ELMoForManyLangs model folder (or --preset)")
+    efml.add_argument("--preset", choices=list(EFML_PRESETS), metavar="NAME",
+                      help="download and convert ELMoForManyLangs' model for a language: "
+                      f"{', '.join(EFML_PRESETS)} (zh-hant: traditional Chinese, zh-hans: simplified; cached; "
+                      "ELMO_TRANSFORMERS_NLPL_URL sets the repository's base URL)")
+    efml.add_argument("--segmenter", choices=["whitespace", "jieba", "fugashi", "sudachipy"],
+                      help="how the tokenizer splits raw text into words (default: the preset's, else whitespace)")
+    efml.add_argument("--opencc", metavar="CONFIG", help="convert raw text with OpenCC first, e.g. s2t for "
+                      "simplified-Chinese text and the traditional-Chinese model (zh-hant)")
     for subparser in (allennlp, tensorflow, efml):
         add_output_arguments(subparser)
     args = parser.parse_args(argv)
@@ -110,4 +128,16 @@ def main(argv=None):
         )
     from ..conversion.elmoformanylangs import convert
 
-    return run(args, lambda **kwargs: convert(args.model_dir, **kwargs), args.model_dir, [args.model_dir])
+    if (args.preset is None) == (args.model_dir is None):
+        efml.error("give an ELMoForManyLangs model folder, or --preset NAME (not both)")
+    model_dir, card, segmenter = args.model_dir, None, args.segmenter
+    if args.preset:
+        with option("--output", args.output):
+            check_output(args.output, args.overwrite, [])  # before the download
+        model_dir, url = fetch_efml_preset(args.preset)
+        segmenter = segmenter or EFML_PRESETS[args.preset].segmenter
+        card = efml_preset_card(args.preset, url, segmenter)
+    if args.preset == "zh-hant" and not args.opencc:
+        print(f"note: {TRADITIONAL_NOTE}", file=sys.stderr)
+    tokenizer_options = dict(segmenter=segmenter or "whitespace", opencc_config=args.opencc)
+    return run(args, lambda **kwargs: convert(model_dir, **tokenizer_options, **kwargs), model_dir, [model_dir], card)

@@ -15,7 +15,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="elmo-transformers embed",
                                      description=module_doc("elmo_transformers.embedding.embed_file"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("input", help="text file, one whitespace-tokenized sentence per line (- for stdin)")
+    parser.add_argument("input", help="text file, one sentence per line, split into words as the model's tokenizer "
+                        "splits raw text (white space, or its segmenter: jieba, fugashi...) (- for stdin)")
     parser.add_argument("output", help="HDF5 file to write")
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
                         help="converted ELMo folder or Hub repo id (default: the shipped model), or a folder `export "

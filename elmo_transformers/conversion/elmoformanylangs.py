@@ -191,8 +191,9 @@ def to_state_dict(config, token, encoder):
     return {name: value.contiguous() for name, value in state.items()}
 
 
-def convert(model_dir, **config_kwargs):
-    """Build an ElmoModel and its (character-vocabulary) tokenizer holding an ELMoForManyLangs model."""
+def convert(model_dir, segmenter="whitespace", opencc_config=None, **config_kwargs):
+    """Build an ElmoModel and its (character-vocabulary) tokenizer holding an ELMoForManyLangs model; the tokenizer
+    splits raw text with `segmenter` (and converts it with `opencc_config`), as the model's training text was."""
     fields = elmo_config(read_model_config(model_dir), **config_kwargs)
     files = {}
     for kind, dim in (("char", fields["char_embedding_dim"]), ("word", fields["word_embedding_dim"])):
@@ -203,9 +204,11 @@ def convert(model_dir, **config_kwargs):
             max_characters_per_token=fields["max_characters_per_token"],
             char_vocab_file=files.get("char"),
             word_vocab_file=files.get("word"),
+            segmenter=segmenter,
+            opencc_config=opencc_config,
         )
     except (OSError, ValueError, TypeError) as e:
-        raise ConversionError(f"cannot read the vocabularies of {model_dir}: {e}") from e
+        raise ConversionError(f"cannot make the tokenizer of {model_dir}: {e}") from e
     sizes = {
         kind: len(vocab) for kind, vocab in (("char", tokenizer.char_vocab), ("word", tokenizer.word_vocab)) if vocab
     }

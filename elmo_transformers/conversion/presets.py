@@ -255,3 +255,144 @@ def preset_card(urls):
         "`elmo-transformers convert allennlp --preset` from:\n\n"
         f"{sources}\n\nAllenNLP publishes these weights under the Apache License 2.0 (`{LICENSE}`).\n"
     )
+
+
+# -- ELMoForManyLangs' published models (`convert elmoformanylangs --preset NAME`) -----------------------------------
+
+NLPL_URL = "http://vectors.nlpl.eu/repository"  # the NLPL vectors repository, where ELMoForManyLangs' README links
+NLPL_URL_VARIABLE = "ELMO_TRANSFORMERS_NLPL_URL"
+HITSCIR_URL = "http://39.96.43.154"  # HIT-SCIR's own server: the simplified-Chinese model (its README's link)
+HITSCIR_URL_VARIABLE = "ELMO_TRANSFORMERS_HITSCIR_URL"
+MODEL_FILES = ("config.json", "token_embedder.pkl", "encoder.pkl", "word.dic")  # char.dic too where char_dim > 0
+
+
+@dataclass(frozen=True)
+class EfmlPreset:
+    """One of ELMoForManyLangs' models: its language, its archive (the path below the base URL, and which base:
+    "nlpl" or "hitscir") and how the text it was trained on was split into words (the tokenizer's `segmenter`)."""
+
+    language: str
+    path: str
+    segmenter: str = "whitespace"
+    host: str = "nlpl"
+
+    def url(self):
+        variable, default = {"nlpl": (NLPL_URL_VARIABLE, NLPL_URL), "hitscir": (HITSCIR_URL_VARIABLE, HITSCIR_URL)}[
+            self.host]
+        return f"{os.environ.get(variable, default).rstrip('/')}/{self.path}"
+
+
+def _nlpl(number, language, segmenter="whitespace"):
+    return EfmlPreset(language, f"11/{number}.zip", segmenter)
+
+
+# ELMoForManyLangs' README, "Downloads": ISO 639 codes (UD's). Trained on the CoNLL 2018 shared task's raw text,
+# segmented into UD words; Chinese and Japanese are written without spaces: jieba and UniDic short units (fugashi,
+# research/segmentation_f1.py) segment them. The traditional-Chinese model (Wikipedia) is zh-hant; the
+# simplified one (Chinese Gigaword's Xinhua part), HIT-SCIR's zhs.model, is zh-hans.
+EFML_PRESETS = {
+    "ar": _nlpl(136, "Arabic"), "bg": _nlpl(137, "Bulgarian"), "ca": _nlpl(138, "Catalan"),
+    "cs": _nlpl(139, "Czech"), "cu": _nlpl(140, "Old Church Slavonic"), "da": _nlpl(141, "Danish"),
+    "de": _nlpl(142, "German"), "el": _nlpl(143, "Greek"), "en": _nlpl(144, "English"), "es": _nlpl(145, "Spanish"),
+    "et": _nlpl(146, "Estonian"), "eu": _nlpl(147, "Basque"), "fa": _nlpl(148, "Persian"),
+    "fi": _nlpl(149, "Finnish"), "fr": _nlpl(150, "French"), "ga": _nlpl(151, "Irish"), "gl": _nlpl(152, "Galician"),
+    "grc": _nlpl(153, "Ancient Greek"), "he": _nlpl(154, "Hebrew"), "hi": _nlpl(155, "Hindi"),
+    "hr": _nlpl(156, "Croatian"), "hu": _nlpl(157, "Hungarian"), "id": _nlpl(158, "Indonesian"),
+    "it": _nlpl(159, "Italian"), "ja": _nlpl(160, "Japanese", "fugashi"), "ko": _nlpl(161, "Korean"),
+    "la": _nlpl(162, "Latin"), "lv": _nlpl(163, "Latvian"), "nl": _nlpl(164, "Dutch"),
+    "nb": _nlpl(165, "Norwegian Bokmål"), "nn": _nlpl(166, "Norwegian Nynorsk"), "pl": _nlpl(167, "Polish"),
+    "pt": _nlpl(168, "Portuguese"), "ro": _nlpl(169, "Romanian"), "ru": _nlpl(170, "Russian"),
+    "sk": _nlpl(171, "Slovak"), "sl": _nlpl(172, "Slovene"), "sv": _nlpl(173, "Swedish"), "tr": _nlpl(174, "Turkish"),
+    "ug": _nlpl(175, "Uyghur"), "uk": _nlpl(176, "Ukrainian"), "ur": _nlpl(177, "Urdu"),
+    "vi": _nlpl(178, "Vietnamese"), "zh-hant": _nlpl(179, "Chinese (traditional)", "jieba"),
+    "zh-hans": EfmlPreset("Chinese (simplified)", "zhs.model.tar.bz2", "jieba", host="hitscir"),
+}
+# Said when zh-hant is converted without OpenCC, and in its card: its character vocabulary is traditional.
+TRADITIONAL_NOTE = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use "
+                    "--preset zh-hans, or convert with --opencc s2t (the tokenizer's opencc_config)")
+EFML_MANUAL = (f"download the archive yourself, unpack it and give its folder, or set {NLPL_URL_VARIABLE} "
+               f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror")
+
+
+def archive_members(path):
+    """The member names of the zip or tar archive `path`; ConversionError for anything else."""
+    import tarfile
+    import zipfile
+
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip()
+                if bad is not None:
+                    raise ConversionError(f"{bad} is damaged in the archive")
+                return archive.namelist()
+        with tarfile.open(path) as archive:
+            return archive.getnames()
+    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as e:
+        raise ConversionError(f"not a readable zip or tar archive ({first_line(e)})") from None
+
+
+def model_folder(names):
+    """The folder inside an archive (listed by `names`) that holds an ELMoForManyLangs model: the top or one folder
+    down; ConversionError naming what is missing otherwise."""
+    names = {name.strip("/").removeprefix("./") for name in names}
+    for folder in sorted({os.path.dirname(n) for n in names if os.path.basename(n) == "encoder.pkl"}, key=len):
+        if folder.count("/") <= 1 and all(os.path.join(folder, f) in names for f in MODEL_FILES):
+            return folder
+    raise ConversionError(f"no ELMoForManyLangs model in it (a folder holding {', '.join(MODEL_FILES)})")
+
+
+def fetch_efml_preset(name):
+    """(the unpacked model folder, the URL its archive came from) of ELMoForManyLangs' model `name`, from the cache
+    or downloaded (the checked, locked, resumable `download`) and unpacked once under the same lock."""
+    import shutil
+    import tarfile
+    import zipfile
+
+    preset = EFML_PRESETS[name]
+    url = preset.url()
+    cache = cached_assets_path(library_name="elmo-transformers", namespace="elmoformanylangs", subfolder=name)
+
+    def check(path):
+        try:
+            model_folder(archive_members(path))
+        except ConversionError as e:
+            raise ConversionError(f"{url} is not ELMoForManyLangs' {preset.language} model ({first_line(e)}): the "
+                                  f"server sent something else; {EFML_MANUAL}") from None
+
+    try:
+        archive, source = download(url, cache / os.path.basename(url), check)
+    except ConversionError as e:  # the download's advice names AllenNLP's mirror variable
+        raise ConversionError(first_line(e).replace(MANUAL, EFML_MANUAL)) from None
+    unpacked = cache / "model"
+    with WeakFileLock(cache / "model.lock"):
+        if not unpacked.is_dir():
+            staging = Path(tempfile.mkdtemp(dir=cache, prefix="model.", suffix=".incomplete"))
+            try:
+                if zipfile.is_zipfile(archive):
+                    with zipfile.ZipFile(archive) as f:
+                        f.extractall(staging)  # zipfile keeps every member inside `staging`
+                else:
+                    with tarfile.open(archive) as f:
+                        f.extractall(staging, filter="data")
+                os.replace(staging, unpacked)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return unpacked / model_folder(str(p.relative_to(unpacked)) for p in unpacked.rglob("*")), source
+
+
+def efml_preset_card(name, url, segmenter):
+    """The converted folder's model card: the source archive, how raw text is split, and where to cite."""
+    preset = EFML_PRESETS[name]
+    metadata = ModelCardData(library_name="transformers", language=[name.split("-")[0]],
+                             tags=["elmo", "custom_code", "elmoformanylangs"])
+    return ModelCard(
+        f"---\n{metadata.to_yaml()}\n---\n\n"
+        f"# ELMo for {preset.language}, converted from ELMoForManyLangs\n\n"
+        "HIT-SCIR's ELMoForManyLangs model (Che et al., 2018, *Towards Better UD Parsing: Deep Contextualized Word "
+        "Embeddings, Ensemble, and Treebank Concatenation*), converted by `elmo-transformers convert "
+        f"elmoformanylangs --preset {name}` from <{url}>.\n\n"
+        f"Raw text is split into words with `segmenter={segmenter!r}` (tokenizer_config.json)."
+        f"{' Note: ' + TRADITIONAL_NOTE + '.' if name == 'zh-hant' else ''} The licence of the weights is the "
+        "publisher's: see ELMoForManyLangs and the NLPL vectors repository.\n"
+    )

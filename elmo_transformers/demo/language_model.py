@@ -13,9 +13,9 @@ MAX_TEXT_WORDS = 1_000  # one text a request; the softmax scores every word of t
 SCORED_ROWS = 64  # positions whose vocabulary-sized log-probabilities are held at once
 
 
-def text_words(text, max_words=MAX_TEXT_WORDS):
-    """The words of `text` (split on white space), refusing an empty or too long text in one line."""
-    words = text.split()
+def text_words(text, tokenizer, max_words=MAX_TEXT_WORDS):
+    """The words of `text` (as `tokenizer` splits raw text), refusing an empty or too long text in one line."""
+    words = tokenizer.split_words(text)
     if not words:
         raise DataError("no text given: type a sentence")
     check_text([text], max_words=max_words, max_sentence_words=max_words)
@@ -24,9 +24,8 @@ def text_words(text, max_words=MAX_TEXT_WORDS):
 
 def fill_mask(fill, text, top_k=TOP_WORDS):
     """[(word, probability)] of the fill-mask pipeline `fill` for `text`, best first: the pipeline's own numbers."""
-    text_words(text)
     mask = fill.tokenizer.mask_token
-    count = text.split().count(mask)
+    count = text_words(text, fill.tokenizer).count(mask)
     if count != 1:
         raise DataError(f"the text has {count} {mask} words: put exactly one {mask}, as a word of its own, where a "
                         "word should be guessed")
@@ -49,7 +48,7 @@ class WordScores:
 def word_scores(lm, tokenizer, text):
     """The log-probabilities of each word of `text` under the forward and backward LMs of `lm`
     (`ElmoForLanguageModeling`)."""
-    words = text_words(text)
+    words = text_words(text, tokenizer)
     vocab = tokenizer.get_vocab()
     ids = torch.tensor(tokenizer.convert_tokens_to_ids(words))
     forward, backward = [], []

@@ -110,14 +110,15 @@ def projection(vectors):
 
 
 def word_uses(model, tokenizer, sentences, word):
-    """Embed `sentences` (words split on white space) and compare the uses of `word` (case ignored) in every layer.
-    Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
+    """Embed `sentences` (split into words by the tokenizer) and compare the uses of `word` (case ignored) in every
+    layer. Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
     sentences = [s.strip() for s in sentences if s.strip()]
     if not sentences:
         raise DataError("no sentences given: type sentences that use the word, one a line")
     check_text(sentences)
     word = check_word(word, model.config.max_characters_per_token - 2)
-    places = [(i, j) for i, s in enumerate(sentences) for j, w in enumerate(s.split()) if w.lower() == word.lower()]
+    words = [tokenizer.split_words(s) for s in sentences]
+    places = [(i, j) for i, s in enumerate(words) for j, w in enumerate(s) if w.lower() == word.lower()]
     if len(places) < 2:
         where = "in no sentence" if not places else "only once"
         raise DataError(f"{word!r} occurs {where}: give at least two sentences that use it (as a word of its own, "
@@ -125,21 +126,21 @@ def word_uses(model, tokenizer, sentences, word):
     if len(places) > MAX_USES:
         raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
                         "sentences")
-    uses = use_vectors(model, tokenizer, sentences, places)
+    uses = use_vectors(model, tokenizer, words, places)
     return WordUses(word, sentences, places, {name: cosine_matrix(v) for name, v in uses.items()},
                     {name: projection(v) for name, v in uses.items()})
 
 
-def use_vectors(model, tokenizer, sentences, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
-    """{layer name: [uses, dim] float32} at `places`. ELMo reads each sentence alone, so only the sentences holding a
+def use_vectors(model, tokenizer, words, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
+    """{layer name: [uses, dim] float32} at `places` of the sentences `words` (each a list of words). ELMo reads each sentence alone, so only the sentences holding a
     use are run, shortest first, in batches of at most `batch_words` padded positions (a sentence longer than that
     alone), and only the uses' vectors are kept: one request holds a bounded amount of memory. A request still running
     after `time_budget` seconds is refused (DataError) between batches."""
     start = time.monotonic()
-    needed = sorted({i for i, _ in places}, key=lambda i: len(sentences[i].split()))
+    needed = sorted({i for i, _ in places}, key=lambda i: len(words[i]))
     batches, batch = [], []
     for i in needed:
-        if batch and len(sentences[i].split()) * (len(batch) + 1) > batch_words:
+        if batch and len(words[i]) * (len(batch) + 1) > batch_words:
             batches.append(batch)
             batch = []
         batch.append(i)
@@ -150,8 +151,9 @@ def use_vectors(model, tokenizer, sentences, places, batch_words=BATCH_WORDS, ti
             raise DataError(f"the request ran past its time budget ({time_budget:.0f} s on this machine): give "
                             "fewer or shorter sentences that use the word")
         with torch.no_grad():
-            out = model(**tokenizer([sentences[i] for i in batch], padding=True, return_tensors="pt"),
-                        output_hidden_states=True)
+            encoding = tokenizer([words[i] for i in batch], is_split_into_words=True, padding=True,
+                                 return_tensors="pt")
+            out = model(**encoding, output_hidden_states=True)
         layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
         layers[MIX] = out.last_hidden_state
         for row, i in enumerate(batch):

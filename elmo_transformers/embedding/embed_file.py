@@ -3,8 +3,9 @@
     elmo-transformers embed INPUT OUTPUT.hdf5 [--model DIR_OR_REPO] (--all | --top | --average)
     accelerate launch --num_processes N -m elmo_transformers embed INPUT OUTPUT.hdf5 ... (or torchrun -m)
 
-INPUT holds one whitespace-tokenized sentence per line (`-` reads stdin), UTF-8; a leading byte-order mark is not
-text. OUTPUT gets one float32 dataset per line, keyed by its line number `str(i)` (from 0): all biLM layers
+INPUT holds one sentence per line (`-` reads stdin), UTF-8, split into words as the model's tokenizer splits raw text
+(on white space, or by its segmenter: raw Chinese or Japanese); a leading byte-order mark is not text. OUTPUT gets
+one float32 dataset per line, keyed by its line number `str(i)` (from 0): all biLM layers
 `(n_layers + 1, words, 2P)` with --all, the top layer `(words, 2P)` with --top, the plain mean of the layers
 `(words, 2P)` with --average; and `sentence_to_index`, a one-element string dataset holding the JSON map
 {stripped line: key}. A blank line keeps its key with an empty `(.., 0, 2P)` dataset (AllenNLP refuses such files).
@@ -65,9 +66,23 @@ TRAINING_ONLY = {"dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "
                  "lm_n_negative_samples", "lm_dropout"}
 
 
-def count_words(line):
-    """`len(line.split())`, in bounded memory for a line of any length."""
+def count_words(line, tokenizer):
+    """How many words `tokenizer` finds in `line` (`len(line.split())` in bounded memory for a line of any length
+    where it splits on white space)."""
+    if segments(tokenizer):
+        return len(tokenizer.split_words(line))
+    tokenizer.check_segmented(line)
     return len(line.split()) if len(line) < LONG_LINE_CHARS else sum(1 for _ in WORD.finditer(line))
+
+
+def segments(tokenizer):
+    """True where `tokenizer` does more to raw text than the white-space split (a segmenter, OpenCC)."""
+    return tokenizer.segmenter != "whitespace" or tokenizer.opencc_config is not None
+
+
+def line_words(line, tokenizer):
+    """The words of `line`, one at a time, as `tokenizer` splits raw text."""
+    return iter(tokenizer.split_words(line)) if segments(tokenizer) else (m.group() for m in WORD.finditer(line))
 
 
 def input_name(source):
@@ -121,7 +136,7 @@ def embed_long_line(embedder, run, line_number, line, window, mode, done):
     state = None
     if start:
         state = load_lstm_state(done[-1][2], embedder.model.config.n_layers, next(embedder.model.parameters()))
-    words = islice((m.group() for m in WORD.finditer(line)), start, None)
+    words = islice(line_words(line, embedder.tokenizer), start, None)
     while chunk := list(islice(words, window)):
         layers, state = embedder.embed_window(chunk, state)
         run.add_window(line_number, start, select(layers, mode), state)
@@ -158,7 +173,10 @@ def model_settings(embedder):
         "config": {name: getattr(config, name) for name in type(config).__annotations__ if name not in TRAINING_ONLY},
         "tokenizer": {"max_characters_per_token": tokenizer.max_characters_per_token,
                       "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
-                      "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab)},
+                      "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),
+                      # how raw lines become words, where not the white-space split of runs that predate segmenters
+                      **({"segmenter": tokenizer.segmenter, "opencc_config": tokenizer.opencc_config}
+                         if segments(tokenizer) else {})},
         "weights_sha256": model.weights_sha256() if onnx else weights_sha256(model),
     }
 
@@ -191,7 +209,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None))
     run = PartialRun(output)
     lines = read_lines(input_file)
-    counts = [count_words(line) for line in lines]
+    counts = [count_words(line, embedder.tokenizer) for line in lines]
     check_windows(embedder, counts, max_sentence_words, input_file)
     fingerprint = hashlib.sha256()
     for line in lines:
@@ -249,7 +267,7 @@ def _embed_lines(embedder, run, state, lines, counts, settings, output_format, b
                                 windows.get(unit, []))
                 bar.update(1)
             else:
-                arrays = embedder.embed_batch([lines[i].split() for i in unit])
+                arrays = embedder.embed_batch([list(line_words(lines[i], embedder.tokenizer)) for i in unit])
                 run.add_batch({i: select(a, output_format) for i, a in zip(unit, arrays)})
                 bar.update(len(unit))
     state.wait_for_everyone()

@@ -172,7 +172,10 @@ class ElmoEmbedder:
         return torch.stack(out.hidden_states, dim=1).float(), out.mask
 
     def embed_batch(self, batch):
-        """One array `[n_layers + 1, n, 2P]` per sentence of `batch`, n its word count (0 for an empty sentence)."""
+        """One array `[n_layers + 1, n, 2P]` per sentence of `batch`, n its word count (0 for an empty sentence).
+        A sentence is a list of words, or a str that the tokenizer splits into words (its segmenter)."""
+        if isinstance(batch, (list, tuple)):
+            batch = [self.tokenizer.split_words(s) if isinstance(s, str) else s for s in batch]
         check_word_lists(batch, "embed_batch")
         if not batch:
             return []
@@ -225,7 +228,7 @@ class ElmoEmbedder:
         if all(isinstance(text, str) for text in inputs):
             if sequence_len is not None:
                 raise UserError("sequence_len goes with word lists (TF-Hub's tokens signature), not raw strings")
-            sentences = [text.split() for text in inputs]
+            sentences = [self.tokenizer.split_words(text) for text in inputs]
         else:
             check_word_lists(inputs, "tf_hub_outputs")
             sentences = list(inputs)
