@@ -7,7 +7,8 @@ protocol on both models), as Markdown:
 Figures: held-out perplexity (biLM average of both directions; the two models have different vocabularies, so a
 perplexity compares models only on the same vocabulary: each row also gives the bigram baseline of the same model's
 vocabulary), word sense (ROC AUC and WiC accuracy per layer), EWT POS and polarity (ELMo mix vs layer 0), and
-fill-mask hits in the top 10.
+fill-mask hits in the top 10 (and at the top, for the everyday sentences of fill_mask_everyday.json, when both have
+them).
 """
 
 import argparse
@@ -61,13 +62,21 @@ def downstream_rows(names, folders):
     return table(["model", "task", "ELMo mix", "layer 0 only"], rows)
 
 
-def fill_mask_rows(names, folders):
-    results = [read(folder, "fill_mask.json") for folder in folders]
-    rows = [[name, f"{r['hits']} / {len(r['results'])}"] for name, r in zip(names, results)]
+def fill_mask_rows(names, folders, name="fill_mask.json"):
+    results = [read(folder, name) for folder in folders]
+    if None in results:
+        return None
+    top1 = all("top1_hits" in r for r in results)
+    rows = [[model, f"{r['hits']} / {len(r['results'])}", *([f"{r['top1_hits']}"] if top1 else [])]
+            for model, r in zip(names, results)]
     examples = [[r["sentence"], *(", ".join(res["results"][i]["top"][:5]) for res in results)]
                 for i, r in enumerate(results[0]["results"])]
-    return table(["model", f"hits in the top {results[0]['top_k']}"], rows) + "\n\n" + table(
-        ["sentence", *(f"{name}: top 5" for name in names)], examples)
+    return table(["model", f"hits in the top {results[0]['top_k']}", *(["at the top"] if top1 else [])], rows) + \
+        "\n\n" + table(["sentence", *(f"{model}: top 5" for model in names)], examples)
+
+
+def everyday_fill_mask_rows(names, folders):
+    return fill_mask_rows(names, folders, "fill_mask_everyday.json")
 
 
 def main(argv=None):
@@ -76,8 +85,11 @@ def main(argv=None):
     parser.add_argument("--names", nargs=2, default=["before", "after"])
     args = parser.parse_args(argv)
     for title, section in (("Held-out perplexity", perplexity_rows), ("Word sense", word_sense_rows),
-                           ("Frozen biLM downstream", downstream_rows), ("Fill-mask", fill_mask_rows)):
-        print(f"### {title}\n\n{section(args.names, args.folders)}\n")
+                           ("Frozen biLM downstream", downstream_rows), ("Fill-mask", fill_mask_rows),
+                           ("Fill-mask, everyday sentences", everyday_fill_mask_rows)):
+        rows = section(args.names, args.folders)
+        if rows is not None:
+            print(f"### {title}\n\n{rows}\n")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 # research/prepare_modern_corpus.py builds the tokenised splits; the figures come from research/evaluate_modern_model.sh.
 # The earlier default model, elmo-pd-small (public-domain books of ../shared/data, one paragraph per line):
 #   PREPARE=paragraphs OUT=FOLDER bash research/reproduce_default_model.sh ../shared/data/corpora/public-domain-en WORK_DIR
-# Seeded (--seed 0). MAX_STEPS and OUT change the budget and the output folder.
+# Seeded. MAX_STEPS and OUT change the first stage's budget and the output folder; STAGE2=0 stops after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PREPARE=${PREPARE:-modern}
@@ -46,8 +46,25 @@ mkdir -p "$EVAL"
   --bf16 $DEVICE_ARGS --learning-rate 2e-3 --lr-scheduler-type cosine --warmup-steps 200 --max-grad-norm 5.0 \
   --logging-steps 50 --save-strategy steps --save-steps 100 --save-total-limit 2 --report-to none --seed 0
 
+# 1b. Issue 38's continuation (modern corpus only; STAGE2=0 skips it): three runs of 1,024 windows a step, each from
+# the last one's weights, with a cosine schedule of its own (2,493 / 1,250 / 800 steps, 4.07 epochs; one H100 ran
+# them in 479 s of training). Each run is skipped when its folder holds a finished model.
+LAST="$WORK/lm"
+if [ "$PREPARE" = modern ] && [ "${STAGE2:-1}" = 1 ]; then
+  for run in "1 2493 2e-3 200" "2 1250 1e-3 100" "3 800 5e-4 50"; do
+    read -r n steps lr warmup <<< "$run"
+    [ -s "$WORK/lm-stage2-$n/model.safetensors" ] || elmo-transformers pretrain --model-name-or-path "$LAST" \
+      --train-file "$WORK/data/train.txt.gz" --validation-file "$WORK/data/valid.txt.gz" --max-eval-samples 2000 \
+      --output-dir "$WORK/lm-stage2-$n" --do-train --do-eval --max-steps "$steps" --per-device-train-batch-size 1024 \
+      --max-words 20 --bf16 $DEVICE_ARGS --learning-rate "$lr" --lr-scheduler-type cosine --warmup-steps "$warmup" \
+      --max-grad-norm 5.0 --logging-steps 50 --save-strategy steps --save-steps 500 --save-total-limit 1 \
+      --report-to none --seed $((n - 1)) --dataloader-num-workers 8 --preprocessing-num-workers 8
+    LAST="$WORK/lm-stage2-$n"
+  done
+fi
+
 # 2. The shipped folder: bf16 storage (half the size), config dtype float32 so that loading restores fp32.
-python - "$WORK/lm" "$OUT" <<'PY'
+python - "$LAST" "$OUT" <<'PY'
 import json, sys, torch
 from modeling_elmo import ElmoForLanguageModeling
 from tokenization_elmo import ElmoTokenizer
