@@ -20,7 +20,7 @@ from elmo_transformers.errors import ModelError
 
 QUICK = [
     ["--help"], ["no-such-command"],
-    *([name, "--help"] for name in ("convert", "embed", "push", "perplexity", "demo", "finetune")),
+    *([name, "--help"] for name in ("convert", "embed", "push", "perplexity", "demo", "finetune", "export")),
     ["convert", "allennlp", "--help"], ["embed", "in.txt"], ["perplexity", "in.txt", "--max-words", "0"],
     ["finetune", "no-such-task"],
 ]

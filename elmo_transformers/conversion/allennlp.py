@@ -23,7 +23,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
-from ..errors import ConversionError, first_line
+from ..errors import ConversionError, Notice, first_line
 from ..text_input import check_text_file
 from .output import mismatch_error
 
@@ -158,8 +158,9 @@ def options_from_shapes(shapes, source):
         raise ConversionError(f"cannot infer the architecture from the arrays of {source} (missing or misshapen {e}): "
                               "pass {options_path}", arguments=["options_path"]) from e
     unsaid = ", ".join(f"{key}={json.dumps(value)}" for key, value in ORIGINAL_DEFAULTS.items())
-    logger.warning(f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
-                   f"Original's values are used: {unsaid} (an options file overrides them)")
+    logger.warning(Notice(f"no options for {source}: architecture read from the weight shapes; not in the weights, so "
+                          f"the Original's values are used: {unsaid} (an options file, {{options_path}}, overrides "
+                          "them)", arguments=["options_path"]))
     return options
 
 
