@@ -127,6 +127,7 @@ def test_crc32c_known_values():
     assert crc32c(b"") == 0
     assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
     assert crc32c(bytes(32)) == 0x8A9136AA and crc32c(b"\xff" * 32) == 0x62A8AB43  # RFC 3720 B.4
+    assert crc32c(bytes(range(32))) == 0x46DD794E and crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C  # B.4 too
 
 
 def one_line_error(capfd, *argv):
