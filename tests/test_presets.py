@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import http.server
 import json
+import os
 import shutil
 import signal
 import socket
@@ -374,3 +375,27 @@ def test_allennlp_0x_code_with_the_bucket_urls(bucket, publish_fixture, tmp_path
     with pytest.raises(ValueError, match=r"https://example.org/options.json is not one of the files AllenNLP "
                                          r"published for ELMo .*: download it yourself and give its path"):
         ElmoEmbedder("https://example.org/options.json", f"{BASE_URL}/{SMALL['weights']}")
+
+
+def test_a_killed_download_leaves_nothing_the_next_run_keeps(bucket, publish_fixture, tmp_path):
+    """kill -9 leaves the temporary file of the download it stopped (nothing can clean up after SIGKILL); the next
+    run, holding the file's lock, removes it and downloads anew."""
+    cache = tmp_path / "hf-home" / "assets" / "elmo-transformers" / "allennlp" / "small"
+    cache.mkdir(parents=True)
+    weights = SMALL["weights"].rsplit("/")[-1]
+    (cache / f"{weights}.0123abcd.incomplete").write_bytes(b"half a download")
+    (cache / f"{weights}.source.4567cdef.incomplete").write_text("http://")
+    assert convert("--preset", "small", "--output", tmp_path / "out") == 0
+    assert not [f for f in cache_files(tmp_path) if f.endswith(".incomplete")], cache_files(tmp_path)
+
+
+def test_cached_files_follow_the_umask_in_a_shared_cache(bucket, publish_fixture, tmp_path):
+    """A group-shared HF_HOME (umask 002): the group reads and writes the cached files, as huggingface_hub's own."""
+    umask = os.umask(0o002)
+    try:
+        assert convert("--preset", "small", "--output", tmp_path / "out") == 0
+    finally:
+        os.umask(umask)
+    cache = tmp_path / "hf-home" / "assets" / "elmo-transformers" / "allennlp" / "small"
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in cache.iterdir() if not p.name.endswith(".lock")}
+    assert len(modes) == 4 and set(modes.values()) == {"0o664"}, modes

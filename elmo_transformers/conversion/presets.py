@@ -8,8 +8,8 @@ served inside an air-gapped site). Downloads go through huggingface_hub's HTTP c
 file, so that concurrent runs download a file once. A download is written under a temporary name of its own and
 gets its cached name only once it is complete and is the file the preset publishes (the options equal the published
 ones, the weights and softmax hold that model's datasets, the vocabulary is UTF-8 text): an interrupted or cut
-download, or what a mirror or an error page serves in its place, is never cached. `NAME.source` beside a cached file
-records the URL it came from, for the model card.
+download, or what a mirror or an error page serves in its place, is never cached (and a temporary file a killed run
+left is removed by the next). `NAME.source` beside a cached file records the URL it came from, for the model card.
 
 huggingface_hub's `http_get` is not used: it resets its count of retries whenever bytes arrive, so a server that
 cuts every transfer at the same byte is retried forever. Here the metadata request waits `HF_HUB_ETAG_TIMEOUT`
@@ -18,12 +18,12 @@ bringing under `MIN_BYTES` in that time has stalled, and `ATTEMPTS` attempts in 
 download.
 """
 
+import glob
 import importlib
 import os
-import tempfile
+import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import huggingface_hub
 from huggingface_hub import ModelCard, ModelCardData, cached_assets_path, constants
@@ -162,6 +162,10 @@ def download(url, path, check):
     with WeakFileLock(path.with_name(path.name + ".lock")):
         if path.is_file() and source.is_file():
             return path, source.read_text(encoding="utf-8").strip()
+        # Under the lock no other run writes this file: a temporary file of it is a killed run's (kill -9).
+        for name in (path.name, source.name):
+            for stale in path.parent.glob(f"{glob.escape(name)}.*.incomplete"):
+                stale.unlink(missing_ok=True)
         partial = temporary_file(path)
         try:
             with open(partial, "r+b") as file:
@@ -177,10 +181,12 @@ def download(url, path, check):
 
 
 def temporary_file(path):
-    """A new empty file beside `path` whose name no other run uses and no run takes for a complete file."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".incomplete")
-    os.close(fd)
-    return Path(name)
+    """A new empty file beside `path` whose name no other run uses and no run takes for a complete file, created
+    with the permissions of any file this process creates (the umask's; mkstemp's 0600 would hide a cache in a
+    group-shared HF_HOME from the group, which huggingface_hub's own downloads do not)."""
+    name = path.with_name(f"{path.name}.{secrets.token_hex(8)}.incomplete")
+    os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    return name
 
 
 class DownloadError(Exception):
