@@ -65,18 +65,20 @@ def test_biLM_layers_equal_allennlp(tmp_path, name):
 
 @pytest.mark.fidelity
 @pytest.mark.parametrize("name", ["tfhub-2layer", "tfhub-1layer"])
-@pytest.mark.parametrize("packed", [None, "", "module", "."], ids=["folder", "tar.gz", "tar.gz-in-folder", "tar.gz-./"])
+@pytest.mark.parametrize("packed", [None, "", "module", ".", "module/*"],
+                         ids=["folder", "tar.gz", "tar.gz-in-folder", "tar.gz-./", "tar.gz-in-folder-no-entry"])
 def test_tfhub_elmo_and_default_outputs(tmp_path, name, packed):
     """last_hidden_state = TF-Hub's `elmo` (its trained aggregation over AllenNLP's layers), masked mean = `default`.
     Packed: the archive TF-Hub serves (the module's files at the top), as `tar czf m.tar.gz module/` makes it (in one
-    folder) and as `tar czf m.tar.gz -C module .` does (./ names)."""
+    folder), as `tar czf m.tar.gz module/*` makes it (in one folder that has no entry of its own) and as
+    `tar czf m.tar.gz -C module .` does (./ names)."""
     path = TF / name
     if packed is not None:
         path = tmp_path / f"{name}.tar.gz"
         with tarfile.open(path, "w:gz") as archive:
-            if packed == "":
+            if packed in ("", "module/*"):
                 for item in (TF / name).iterdir():
-                    archive.add(item, arcname=item.name)
+                    archive.add(item, arcname=packed.replace("*", item.name) if packed else item.name)
             else:
                 archive.add(TF / name, arcname=packed)
     folder = convert(path, tmp_path / "out")

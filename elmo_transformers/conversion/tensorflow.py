@@ -92,7 +92,8 @@ class ArchiveMembers:
                 self.members[name] = member
         tops = {name.split("/", 1)[0] for name in self.members}
         top = tops.pop() if len(tops) == 1 else None  # `tar czf m.tar.gz module/` puts the files in one folder
-        self.root = top if top is not None and top in self.members and self.members[top].isdir() else ""
+        # ... and `tar czf m.tar.gz module/*` too, without an entry of the folder itself
+        self.root = top if top is not None and (top not in self.members or self.members[top].isdir()) else ""
         total = 0
         for name, member in self.members.items():
             relative = posixpath.relpath(name, self.root or ".")
