@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, convert_lm_fixture, one_line, run
 
 from elmo_transformers import text_input
@@ -52,3 +53,23 @@ def test_ctrl_c_during_convert_is_one_line_and_leaves_nothing(tmp_path, capsys, 
                      "--output", out], capsys)
     assert (code, err.strip()) == (130, "interrupted: elmo-transformers convert stopped before it finished"), err
     assert os.listdir(tmp_path / "converted") == []
+
+
+def test_a_missing_input_file_is_named_as_missing(tmp_path, capsys, caplog):
+    """Not "cannot read nope.hdf5 as HDF5 (truncated or corrupt file?)": the flag, the path and "no such file"; a
+    Python caller of the converter reads the argument's name, in the error and in the warning for missing options."""
+    from elmo_transformers.conversion.allennlp import convert
+    from elmo_transformers.errors import ConversionError
+
+    tiny, missing = FIXTURES / "allennlp-tiny", tmp_path / "nope.hdf5"
+    one_line(*run(["convert", "allennlp", "--weights", missing, "--output", tmp_path / "out"], capsys),
+             f"--weights {missing}: no such file")
+    one_line(*run(["convert", "allennlp", "--options", tiny, "--weights", tiny / "weights.hdf5", "--output",
+                   tmp_path / "out"], capsys), f"--options {tiny}: is a folder, not a file")
+    one_line(*run(["convert", "tensorflow", FIXTURES / "tensorflow" / "tfhub-1layer", "--vocab", tmp_path / "v.txt",
+                   "--output", tmp_path / "out"], capsys), f"--vocab {tmp_path / 'v.txt'}: no such file")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConversionError, match=f"^weights_path {missing}: no such file$"):
+        convert(None, missing)
+    convert(None, tiny / "weights.hdf5")
+    assert "(an options file, options_path, overrides them)" in caplog.text

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import run
+from conftest import one_line, run
 
 from elmo_transformers import DEFAULT_MODEL
 
@@ -25,3 +25,12 @@ def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
     shipped = load_file(f"{DEFAULT_MODEL}/model.safetensors")
     bilm = [name for name in shipped if name.startswith("elmo.bilm.")]
     assert bilm and all(torch.equal(trained[name], shipped[name]) for name in bilm)  # its frozen biLM
+
+
+def test_a_cut_json_lines_file_is_one_line_naming_the_line(tiny_model_dir, tmp_path, capsys):
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad')  # cut in its second record
+    one_line(*run(["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data,
+                   "--output-dir", tmp_path / "out", "--do-train", "--max-steps", "1", "--report-to", "none"], capsys),
+             f"{data}, line 2: not a JSON record", "restore it")
+    assert not (tmp_path / "out").exists()

@@ -1,6 +1,7 @@
 """`elmo-transformers perplexity` off the happy path: the output rule, bad numbers, a model without softmax."""
 
 import errno
+import gzip
 import json
 import shutil
 
@@ -78,3 +79,15 @@ def test_perplexity_checks_the_model_before_reading_the_data_and_shows_progress(
         one_line(*run(["perplexity", text, "--model", tiny_model_dir], capsys), "has no language-model softmax")
     code, err = run(["perplexity", text, "--model", lm_dir], capsys)
     assert code == 0 and f"{text}: 100%" in err, err  # the scoring's progress bar, named by the file
+
+
+def test_a_cut_or_damaged_compressed_file_is_one_line(lm_dir, tmp_path, capsys):
+    """A .txt.gz cut short (an interrupted download) and one that is not gzip at all: named as such, not an EOFError
+    traceback or gzip's "Not a gzipped file" without the file's name."""
+    whole = gzip.compress("".join(f"line {n} of the text .\n" for n in range(5000)).encode())
+    cut, damaged = tmp_path / "cut.txt.gz", tmp_path / "damaged.txt.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    damaged.write_text("not gzip\n")
+    one_line(*run(["perplexity", cut, "--model", lm_dir], capsys),
+             f"{cut}: cannot decompress it (Compressed file ended before the end-of-stream marker", "restore it")
+    one_line(*run(["perplexity", damaged, "--model", lm_dir], capsys), f"{damaged}: cannot decompress it")

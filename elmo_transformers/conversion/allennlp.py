@@ -353,6 +353,15 @@ def flat_items(options, prefix=""):
             yield f"{prefix}{name}", value
 
 
+def check_input_files(**paths):
+    """Each path given (an argument of the call, by name) is an existing file: a missing one is named as such, not
+    as a file that cannot be read as HDF5 or JSON."""
+    for argument, path in paths.items():
+        if isinstance(path, (str, os.PathLike)) and (os.path.isdir(path) or not os.path.exists(path)):
+            why = "is a folder, not a file" if os.path.isdir(path) else "no such file"
+            raise ConversionError(f"{{{argument}}} {path}: {why}", path, arguments=[argument])
+
+
 def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):
     """Build an ElmoModel (and its tokenizer) holding the original weights; with `softmax_path` and `vocab_path`,
     an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary). Without
@@ -361,6 +370,8 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
         raise ConversionError(
             "give {softmax_path} and {vocab_path} together: the softmax rows are the vocabulary's words",
             arguments=["softmax_path", "vocab_path"])
+    check_input_files(options_path=options_path, weights_path=weights_path, softmax_path=softmax_path,
+                      vocab_path=vocab_path)
     options = options_path if options_path is not None else options_from_shapes(
         {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): shape
          for name, shape in hdf5_shapes(weights_path).items()}, weights_path)
