@@ -28,6 +28,18 @@ def command_env(**variables):
                 **variables)
 
 
+def run_isolated(code, *args, folder):
+    """`python -I` running the script `code` with `args` in `folder`, offline, with an HF_HOME of its own there: a
+    user's fresh process, which sees the installed package and the model folder, never this checkout (-I leaves the
+    current folder, PYTHONPATH and user site-packages off the path). The CompletedProcess (text)."""
+    script = Path(folder) / "child.py"
+    script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(Path(folder) / "hf_home"))
+    return subprocess.run([sys.executable, "-I", str(script), *map(str, args)], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
 def load_fixture(name):
     """(sentences, expected arrays, options) of one AllenNLP reference fixture."""
     folder = FIXTURES / name
