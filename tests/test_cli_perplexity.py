@@ -81,9 +81,9 @@ def test_perplexity_checks_the_model_before_reading_the_data_and_shows_progress(
     assert code == 0 and f"{text}: 100%" in err, err  # the scoring's progress bar, named by the file
 
 
-def test_a_cut_or_damaged_compressed_file_is_one_line(lm_dir, tmp_path, capsys):
+def test_a_cut_or_damaged_compressed_file_or_a_folder_is_one_line(lm_dir, tmp_path, capsys):
     """A .txt.gz cut short (an interrupted download) and one that is not gzip at all: named as such, not an EOFError
-    traceback or gzip's "Not a gzipped file" without the file's name."""
+    traceback or gzip's "Not a gzipped file" without the file's name; a folder is not "no such file"."""
     whole = gzip.compress("".join(f"line {n} of the text .\n" for n in range(5000)).encode())
     cut, damaged = tmp_path / "cut.txt.gz", tmp_path / "damaged.txt.gz"
     cut.write_bytes(whole[: len(whole) // 2])
@@ -91,3 +91,4 @@ def test_a_cut_or_damaged_compressed_file_is_one_line(lm_dir, tmp_path, capsys):
     one_line(*run(["perplexity", cut, "--model", lm_dir], capsys),
              f"{cut}: cannot decompress it (Compressed file ended before the end-of-stream marker", "restore it")
     one_line(*run(["perplexity", damaged, "--model", lm_dir], capsys), f"{damaged}: cannot decompress it")
+    one_line(*run(["perplexity", tmp_path, "--model", lm_dir], capsys), f"{tmp_path} is a folder: give the text files")

@@ -121,6 +121,8 @@ def check_has_data(path):
     """A local data file must exist, be UTF-8 text without NUL characters (`text_input`) and hold a non-blank line
     (compressed files are read through fsspec): `datasets` fails on an empty file with a bare StopIteration or a
     generic generation error, and reads UTF-16 without a byte-order mark as words full of NULs."""
+    if os.path.isdir(path):
+        raise DataError(f"{path} is a folder: give the text files in it")
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file")
     json_lines = path.endswith((".jsonl", ".jsonl.gz"))
