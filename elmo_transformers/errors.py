@@ -6,16 +6,14 @@ turns errors into exit codes and knows the command-line options; library callers
 An error about one value (a path, a model name) carries it as `value`, and its message starts with it, so that a
 command can put the option that gave the value in front ("--output out.json exists ..."). A message that names
 arguments of the call writes each as "{name}" and lists the names in `arguments`: a Python caller reads the names
-(`vocab_file`), a command its flags (`worded`; "--vocab-file").
+(`vocab_file`), a command its flags (`worded`; "--vocab-file"). A warning does the same through `Notice`.
 """
 
 
-class UserError(ValueError):
-    """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
+class NamesArguments:
+    """A message (`template`) that names `arguments` of the call as "{name}"."""
 
-    def __init__(self, message, value=None, arguments=()):
-        self.template, self.value, self.arguments = message, value, tuple(arguments)
-        super().__init__(self.worded(self.python_wording))
+    template, arguments = "", ()
 
     @staticmethod
     def python_wording(argument):
@@ -28,6 +26,25 @@ class UserError(ValueError):
         for argument in self.arguments:
             message = message.replace(f"{{{argument}}}", wording(argument))
         return message
+
+
+class UserError(NamesArguments, ValueError):
+    """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
+
+    def __init__(self, message, value=None, arguments=()):
+        self.template, self.value, self.arguments = message, value, tuple(arguments)
+        super().__init__(self.worded(self.python_wording))
+
+
+class Notice(NamesArguments):
+    """A log message that names arguments of the call, as a UserError does: `logger.warning(Notice(...))` reads
+    "options_path" in a Python caller's log and "--options" in a command's (cli/ rewords it as it is logged)."""
+
+    def __init__(self, message, arguments):
+        self.template, self.arguments = message, tuple(arguments)
+
+    def __str__(self):
+        return self.worded(self.python_wording)
 
 
 class DataError(UserError):

@@ -12,15 +12,18 @@ new file, an existing file only with `overwrite`), and written whole or not at a
 temporary file beside it, renamed into place), so that a full disk or a kill never leaves a cut file where the old
 one was.
 
-3. Work in progress is announced by an owner file (`write_owner_file`): JSON naming the host and process id, created
-exclusively. A run that finds one refuses to touch what it announces while `owner_is_gone` is False; a run killed
-without cleaning up (`kill -9`) leaves it, and the next run may then take over what it owned.
+3. Work in progress is announced by a lock (`hold_lock`, filelock's), held while the work runs: the operating system
+releases it when its process ends, also on `kill -9`, so a run that finds what another announced touches it only once
+the lock is free (`is_held`), without judging whether a process id still runs. (embed's OUTPUT.partial/ is announced
+by an owner file, `write_owner_file`: JSON naming the host and process id, judged by `owner_is_gone`.)
 """
 
 import json
 import os
 import socket
 import tempfile
+
+import filelock
 
 from .errors import OutputError, OutputExistsError
 
@@ -108,4 +111,23 @@ def owner_is_gone(owner):
         return True
     except OSError:  # exists, owned by someone else
         return False
+    return False
+
+
+def hold_lock(path):
+    """The lock file `path`, acquired without waiting (filelock.Timeout if another process holds it), announcing this
+    process's work until its `release()` or the process's end."""
+    lock = filelock.FileLock(path, timeout=0, thread_local=False)
+    lock.acquire()
+    return lock
+
+
+def is_held(path):
+    """Whether a running process holds the lock file `path` (one a killed process left is free)."""
+    if not os.path.exists(path):
+        return False
+    try:
+        hold_lock(path).release()
+    except filelock.Timeout:
+        return True
     return False

@@ -1,5 +1,6 @@
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +26,18 @@ def command_env(**variables):
     first on the path), offline."""
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "research")]), HF_HUB_OFFLINE="1",
                 **variables)
+
+
+def run_isolated(code, *args, folder):
+    """`python -I` running the script `code` with `args` in `folder`, offline, with an HF_HOME of its own there: a
+    user's fresh process, which sees the installed package and the model folder, never this checkout (-I leaves the
+    current folder, PYTHONPATH and user site-packages off the path). The CompletedProcess (text)."""
+    script = Path(folder) / "child.py"
+    script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(Path(folder) / "hf_home"))
+    return subprocess.run([sys.executable, "-I", str(script), *map(str, args)], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def load_fixture(name):
@@ -129,3 +142,63 @@ def fake_hub(monkeypatch):
     monkeypatch.setattr(HfApi, "create_repo", create_repo)
     monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
     return calls
+
+
+# -- the command line, run in-process or as the console entry point ------------------------------------------
+
+
+def run(argv, capsys):
+    """(exit code, what the user reads on stderr) of a command line run in-process through `cli.main`."""
+    from elmo_transformers.cli import main as cli_main  # imported here: HF_HUB_OFFLINE above must come first
+
+    try:
+        code = cli_main([str(a) for a in argv])
+        err = capsys.readouterr().err
+    except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
+        err = capsys.readouterr().err + (e.code if isinstance(e.code, str) else "")
+        code = e.code if isinstance(e.code, int) else 1
+    return code, err
+
+
+def one_line(code, err, *fragments):
+    """Exit 1 and the last stderr line is `error: ...` holding `fragments` (progress bars may come before it)."""
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert code == 1 and last.startswith("error: ") and "Traceback" not in err, err[-2000:]
+    for fragment in fragments:
+        assert fragment in last, last
+    return last
+
+
+def run_entry_point(argv, cwd, modules):
+    """(exit status, which of `modules` got imported, stdout, stderr) of `elmo-transformers ARGV` in a new process."""
+    code = ("import json, sys, elmo_transformers_cli\n"
+            "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    status = e.code\n"
+            f"print(json.dumps({{'status': status, 'loaded': sorted(set({modules}) & set(sys.modules))}}))")
+    done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=cwd, env=command_env(),
+                          capture_output=True, text=True, timeout=120)
+    result = json.loads(done.stdout.splitlines()[-1])
+    return result["status"], result["loaded"], done.stdout, done.stderr
+
+
+def missing_model_commands(tmp_path, name):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat .\n")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a b", "label": "x"}\n')
+    return {
+        "demo": ["demo", "--model", name],
+        "embed": ["embed", text, tmp_path / "out.hdf5", "--top", "--model", name],
+        "perplexity": ["perplexity", text, "--model", name],
+        "finetune": ["finetune", "sequence-classification", "--model-name-or-path", name, "--train-file", data,
+                     "--output-dir", tmp_path / "ft", "--do-train"],
+        "pretrain": ["pretrain", "--model-name-or-path", name, "--train-file", text, "--output-dir", tmp_path / "pt",
+                     "--do-train"],
+    }
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text("the cat sat on the mat .\nthe dog sat .\n")
+    return path

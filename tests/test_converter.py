@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, command, command_env
 
+from elmo_transformers.output_paths import hold_lock
+
 
 TINY = FIXTURES / "allennlp-tiny"
 
@@ -372,10 +374,12 @@ def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     (tmp_path / ".out.convert-user" / "keep.txt").write_text("mine")
     live = tmp_path / ".out.convert-live"
     live.mkdir()
-    (tmp_path / ".out.convert-live.owner").write_text(json.dumps({"host": __import__("socket").gethostname(),
-                                                                  "pid": os.getpid()}))
-    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, in_process=False)
+    lock = hold_lock(f"{live}.lock")  # held by this process, which runs on
+    try:
+        result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, in_process=False)
+    finally:
+        lock.release()
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [".out.convert-live", ".out.convert-live.owner", ".out.convert-user", "child.py", "out"])
+        [".out.convert-live", ".out.convert-live.lock", ".out.convert-user", "child.py", "out"])
     assert (tmp_path / ".out.convert-user" / "keep.txt").read_text() == "mine"

@@ -2,14 +2,11 @@
 fresh process."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from conftest import REPO, SHIPPED as MODEL
+from conftest import REPO, run_isolated, SHIPPED as MODEL
 
 from configuration_elmo import ELMO_MODULES
 
@@ -46,12 +43,7 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.slow
 def test_default_model_loads_offline_in_a_fresh_process(tmp_path):
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
-    result = subprocess.run([sys.executable, "-I", str(script), str(MODEL)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = run_isolated(CHILD, MODEL, folder=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     # The LM checkpoint's word softmax is left out of AutoModel on purpose: no load report, no warning.
     assert "LOAD REPORT" not in result.stderr and "UNEXPECTED" not in result.stderr, result.stderr

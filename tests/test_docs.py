@@ -11,6 +11,7 @@ The rules the documents follow (docs/code-layout.md says them too):
   may read a file an earlier one wrote).
 """
 
+import contextlib
 import json
 import re
 import subprocess
@@ -57,12 +58,55 @@ def fill_in(code, placeholders):
     return code
 
 
-def test_the_rules_find_blocks_to_run():
-    runnable = [b for d in DOCUMENTS for b in python_blocks(d) if not b.startswith(OTHER_PACKAGES)]
-    others = [b for d in DOCUMENTS for b in python_blocks(d) if b.startswith(OTHER_PACKAGES)]
-    assert len(runnable) >= 15 and 1 <= len(others) <= 6, (len(runnable), len(others))
+def shell_command_lines(path):
+    """The `elmo-transformers ...` lines of a document's ```bash blocks, continuations joined, comments cut."""
+    lines = []
+    for block in re.findall(r"^```(?:bash|shell|sh|console)\n(.*?)^```", path.read_text(encoding="utf-8"), re.S | re.M):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = line.split(" #")[0].strip().removeprefix("$ ")
+            if line.startswith("elmo-transformers "):
+                lines.append(line)
+    return lines
 
 
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: d.name)
+def test_every_python_block_parses(document):
+    """Also the blocks the slow test does not run (other packages' code) and in the fast loop."""
+    for number, block in enumerate(python_blocks(document)):
+        compile(block, f"{document.name}, python block {number}", "exec")
+
+
+def command_help(words, capsys):
+    """What `elmo-transformers WORDS --help` prints (and --help-trainer for the training commands)."""
+    from elmo_transformers.cli import main
+
+    text = ""
+    for flag in ("--help", "--help-trainer") if words[0] in ("pretrain", "finetune") else ("--help",):
+        with contextlib.suppress(SystemExit):  # argparse's --help exits 0
+            main([*words, flag])
+        text += capsys.readouterr().out
+    return text
+
+
+def test_every_command_line_in_the_docs_names_a_command_and_its_flags(capsys):
+    """Each `elmo-transformers` line of a ```bash block: a command, its format or task where it has them, and only
+    flags that command's --help (or --help-trainer) lists."""
+    from elmo_transformers.cli import COMMANDS
+
+    helps, checked = {}, 0
+    for document in DOCUMENTS:
+        for line in shell_command_lines(document):
+            words = line.split()[1:]
+            assert words[0] in COMMANDS, f"{document.name}: {line}"
+            command = words[:2] if words[0] in ("convert", "export", "finetune") else words[:1]
+            key = " ".join(command)
+            if key not in helps:
+                helps[key] = command_help(command, capsys)
+                assert "usage" in helps[key].lower(), f"{document.name}: {line}: {helps[key][:300]}"
+            for flag in (word.split("=")[0] for word in words if word.startswith("--")):
+                assert re.search(rf"{re.escape(flag)}(?![\w-])", helps[key]), f"{document.name}: {flag} in {line}"
+                checked += 1
+    assert checked > 0
 @pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: str(d.relative_to(REPO)))
 def test_every_python_block_runs(document, placeholders, tmp_path):

@@ -4,14 +4,12 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import FIXTURES, run_isolated
 from tolerance import assert_close_to_reference
 
 from configuration_elmo import ELMO_MODULES
@@ -144,15 +142,7 @@ CHILD = textwrap.dedent(
 def test_auto_classes_with_remote_code_in_an_isolated_process(converted, tmp_path):
     name, folder = converted
     _, sentences, expected = load(name)
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
-    result = subprocess.run(
-        [sys.executable, "-I", str(script), str(folder), str(FIXTURES / name / "sentences.json"),
-         str(tmp_path / "o.npy")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
+    result = run_isolated(CHILD, folder, FIXTURES / name / "sentences.json", tmp_path / "o.npy", folder=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     layers = np.load(tmp_path / "o.npy")
     for i, sentence in enumerate(sentences):

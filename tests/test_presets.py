@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import http.server
 import json
+import os
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ from elmo_transformers import ElmoEmbedder
 from elmo_transformers.cli import main
 from elmo_transformers.conversion import presets
 from elmo_transformers.conversion.presets import BASE_URL, PRESETS
+from elmo_transformers.errors import ConversionError
 
 FIXTURE_OPTIONS = json.loads((LM_FIXTURE / "options.json").read_text())
 SOURCES = {"options": "options.json", "weights": "weights.hdf5", "softmax": "softmax.hdf5", "vocab": "vocab.txt"}
@@ -274,7 +276,8 @@ def test_what_is_not_the_published_file_is_refused_before_it_is_cached(bucket, p
     assert convert("--preset", "original", "--with-lm", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
     assert line.startswith(f"error: {url}/{name} is not the {key} file AllenNLP published for 'original' ({problem}")
-    assert "download it yourself and give its path" in line
+    flag = {"options": "--options", "weights": "--weights", "softmax": "--softmax-weights", "vocab": "--vocab"}[key]
+    assert f"download it yourself and give its path as {flag}, or set" in line
     assert not (tmp_path / "out").exists() and name.rsplit("/")[-1] not in cache_files(tmp_path)
     assert not [f for f in cache_files(tmp_path) if f.endswith(".incomplete")]
     shutil.copy(LM_FIXTURE / SOURCES[key], bucket_path(tmp_path, name))  # the mirror mended
@@ -301,8 +304,9 @@ def test_a_server_that_hangs_trickles_or_cuts_ends_in_one_line(bucket, publish_f
     if "cut" in serve.values():
         file = PRESETS["medium"].files(with_lm=False)["weights"]
     assert line.startswith(f"error: cannot download {url}/{file} ({reason}")
+    flag = "--options" if file.endswith(".json") else "--weights"
     assert line.endswith(f"{presets.ATTEMPTS} attempts in a row brought no new data): download it yourself and give "
-                         f"its path, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
+                         f"its path as {flag}, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
     tries = [request for request in handler.requests if request[1] == f"/elmo/{file}"]
     assert len(tries) <= 2 * (presets.ATTEMPTS + 1), tries
     assert not (tmp_path / "out").exists()
@@ -320,7 +324,10 @@ def test_an_unreachable_server_and_offline_mode_fail_in_one_line(bucket, tmp_pat
     assert error_line(capsys).startswith(f"error: cannot download http://127.0.0.1:{closed}/elmo/")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert convert("--preset", "original", "--output", tmp_path / "o") == 1
-    assert "HF_HUB_OFFLINE is set; unset it" in error_line(capsys) and not (tmp_path / "o").exists()
+    assert "HF_HUB_OFFLINE is set (unset it): download it yourself and give its path as --options" in error_line(
+        capsys) and not (tmp_path / "o").exists()
+    with pytest.raises(ConversionError, match="HF_HUB_OFFLINE is set .* give its path as options_path, or set"):
+        presets.fetch_preset("original")  # a Python caller reads the argument of conversion.allennlp.convert
 
 
 @pytest.mark.slow
@@ -368,3 +375,27 @@ def test_allennlp_0x_code_with_the_bucket_urls(bucket, publish_fixture, tmp_path
     with pytest.raises(ValueError, match=r"https://example.org/options.json is not one of the files AllenNLP "
                                          r"published for ELMo .*: download it yourself and give its path"):
         ElmoEmbedder("https://example.org/options.json", f"{BASE_URL}/{SMALL['weights']}")
+
+
+def test_a_killed_download_leaves_nothing_the_next_run_keeps(bucket, publish_fixture, tmp_path):
+    """kill -9 leaves the temporary file of the download it stopped (nothing can clean up after SIGKILL); the next
+    run, holding the file's lock, removes it and downloads anew."""
+    cache = tmp_path / "hf-home" / "assets" / "elmo-transformers" / "allennlp" / "small"
+    cache.mkdir(parents=True)
+    weights = SMALL["weights"].rsplit("/")[-1]
+    (cache / f"{weights}.0123abcd.incomplete").write_bytes(b"half a download")
+    (cache / f"{weights}.source.4567cdef.incomplete").write_text("http://")
+    assert convert("--preset", "small", "--output", tmp_path / "out") == 0
+    assert not [f for f in cache_files(tmp_path) if f.endswith(".incomplete")], cache_files(tmp_path)
+
+
+def test_cached_files_follow_the_umask_in_a_shared_cache(bucket, publish_fixture, tmp_path):
+    """A group-shared HF_HOME (umask 002): the group reads and writes the cached files, as huggingface_hub's own."""
+    umask = os.umask(0o002)
+    try:
+        assert convert("--preset", "small", "--output", tmp_path / "out") == 0
+    finally:
+        os.umask(umask)
+    cache = tmp_path / "hf-home" / "assets" / "elmo-transformers" / "allennlp" / "small"
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in cache.iterdir() if not p.name.endswith(".lock")}
+    assert len(modes) == 4 and set(modes.values()) == {"0o664"}, modes

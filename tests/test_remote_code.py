@@ -11,7 +11,7 @@ import pytest
 
 from configuration_elmo import ELMO_MODULES
 
-from conftest import FIXTURES, REPO, SHIPPED
+from conftest import FIXTURES, REPO, SHIPPED, run_isolated
 from tolerance import assert_close_to_reference
 
 CHILD = textwrap.dedent(
@@ -49,15 +49,8 @@ CHILD = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
 def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_path, name):
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
-    result = subprocess.run(
-        [sys.executable, "-I", str(script), str(tiny_model_dir), str(FIXTURES / name / "sentences.json"),
-         str(tmp_path / "out.npz")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
+    result = run_isolated(CHILD, tiny_model_dir, FIXTURES / name / "sentences.json", tmp_path / "out.npz",
+                          folder=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     got = np.load(tmp_path / "out.npz")
     expected = np.load(FIXTURES / name / "expected.npz")
@@ -104,13 +97,8 @@ INSTALLED_CHILD = textwrap.dedent(
 @pytest.mark.slow
 def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     """`pip install .` puts the three modules on the path as top-level modules (the README installs it first)."""
-    script = tmp_path / "child.py"
-    script.write_text(INSTALLED_CHILD)
-    result = subprocess.run(
-        [sys.executable, "-I", str(script), str(tiny_model_dir), str(FIXTURES / "allennlp-tiny" / "sentences.json"),
-         str(tmp_path / "out.npy")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"),
-    )
+    result = run_isolated(INSTALLED_CHILD, tiny_model_dir, FIXTURES / "allennlp-tiny" / "sentences.json",
+                          tmp_path / "out.npy", folder=tmp_path)
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
@@ -145,15 +133,8 @@ NATIVE_CHILD = textwrap.dedent(
 def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
     """After `pip install .`, `import elmo_transformers` makes every Auto class load ELMo folders without
     trust_remote_code, with the installed classes (never the folder's copies of the code)."""
-    script = tmp_path / "child.py"
-    script.write_text(NATIVE_CHILD)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
-    result = subprocess.run(
-        [sys.executable, "-I", str(script), str(tiny_model_dir), str(SHIPPED),
-         str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(tmp_path / "out.npy")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
+    result = run_isolated(NATIVE_CHILD, tiny_model_dir, SHIPPED, FIXTURES / "allennlp-tiny" / "sentences.json",
+                          tmp_path / "out.npy", folder=tmp_path)
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert os.path.dirname(got["package"]) != str(REPO / "elmo_transformers"), "expected the installed package"

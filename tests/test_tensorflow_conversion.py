@@ -65,18 +65,20 @@ def test_biLM_layers_equal_allennlp(tmp_path, name):
 
 @pytest.mark.fidelity
 @pytest.mark.parametrize("name", ["tfhub-2layer", "tfhub-1layer"])
-@pytest.mark.parametrize("packed", [None, "", "module", "."], ids=["folder", "tar.gz", "tar.gz-in-folder", "tar.gz-./"])
+@pytest.mark.parametrize("packed", [None, "", "module", ".", "module/*"],
+                         ids=["folder", "tar.gz", "tar.gz-in-folder", "tar.gz-./", "tar.gz-in-folder-no-entry"])
 def test_tfhub_elmo_and_default_outputs(tmp_path, name, packed):
     """last_hidden_state = TF-Hub's `elmo` (its trained aggregation over AllenNLP's layers), masked mean = `default`.
     Packed: the archive TF-Hub serves (the module's files at the top), as `tar czf m.tar.gz module/` makes it (in one
-    folder) and as `tar czf m.tar.gz -C module .` does (./ names)."""
+    folder), as `tar czf m.tar.gz module/*` makes it (in one folder that has no entry of its own) and as
+    `tar czf m.tar.gz -C module .` does (./ names)."""
     path = TF / name
     if packed is not None:
         path = tmp_path / f"{name}.tar.gz"
         with tarfile.open(path, "w:gz") as archive:
-            if packed == "":
+            if packed in ("", "module/*"):
                 for item in (TF / name).iterdir():
-                    archive.add(item, arcname=item.name)
+                    archive.add(item, arcname=packed.replace("*", item.name) if packed else item.name)
             else:
                 archive.add(TF / name, arcname=packed)
     folder = convert(path, tmp_path / "out")
@@ -127,6 +129,7 @@ def test_crc32c_known_values():
     assert crc32c(b"") == 0
     assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
     assert crc32c(bytes(32)) == 0x8A9136AA and crc32c(b"\xff" * 32) == 0x62A8AB43  # RFC 3720 B.4
+    assert crc32c(bytes(range(32))) == 0x46DD794E and crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C  # B.4 too
 
 
 def one_line_error(capfd, *argv):
@@ -229,7 +232,7 @@ def test_allennlp_weights_without_options(tmp_path, caplog):
     fixture's options), skip connections and activation: the same outputs as AllenNLP's."""
     weights, folder = FIXTURES / "allennlp-tiny" / "weights.hdf5", tmp_path / "out"
     assert main(["convert", "allennlp", "--weights", str(weights), "--output", str(folder)]) == 0
-    assert "cell_clip=3.0" in caplog.text and "an options file overrides them" in caplog.text
+    assert "cell_clip=3.0" in caplog.text and "(an options file, --options, overrides them)" in caplog.text
     sentences, expected, _ = load_fixture("allennlp-tiny")
     out = run(ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder), sentences)
     assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], "layers")

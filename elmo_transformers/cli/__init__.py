@@ -101,6 +101,27 @@ def one_line(error):
     return " ".join([*([flag] if flag else []), *lines]) or type(error).__name__
 
 
+@contextlib.contextmanager
+def flags_in_log_messages():
+    """Log messages that name arguments of the call (`errors.Notice`) name the command's flags instead, as `one_line`
+    words an error."""
+    import logging
+
+    make_record = logging.getLogRecordFactory()
+
+    def record(*args, **kwargs):
+        made = make_record(*args, **kwargs)
+        if hasattr(made.msg, "worded"):
+            made.msg = made.msg.worded(flag_of)
+        return made
+
+    logging.setLogRecordFactory(record)
+    try:
+        yield
+    finally:
+        logging.setLogRecordFactory(make_record)
+
+
 def torch_device(name, option="--device"):
     """`name` as a torch device this torch can use (a tensor is put there), else a one-line UserError: a name torch
     does not know ("banana"), or an accelerator this build or machine lacks ("cuda" with a CPU-only torch)."""
@@ -147,7 +168,8 @@ def main(argv=None):
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     use_deadlines()  # no Hub call of a command waits for ever
     try:
-        result = module.main(argv[1:])
+        with flags_in_log_messages():
+            result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
         print_traceback_when_debugging()
         print(f"error: {one_line(e)}", file=sys.stderr)

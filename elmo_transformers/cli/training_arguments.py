@@ -2,12 +2,10 @@
 (`training/arguments.py`) and Trainer's `TrainingArguments`, parsed before any model or data code is imported.
 --help lists the ELMo options from the dataclasses without importing transformers (which imports torch);
 `--help-trainer` lists Trainer's. A usage error is one line after a short usage line, not the usage of every Trainer
-option, and a number option's value that is not a number is refused before transformers is imported."""
+option (HfArgumentParser's, as it refuses a value that is not a number)."""
 
 import argparse
-import ast
 import dataclasses
-import importlib.util
 import logging
 import os
 import re
@@ -79,41 +77,6 @@ def print_help(argument_classes, prog, description):
     parser.print_help()
 
 
-# The annotations HfArgumentParser converts with int() / float(), as TrainingArguments' source writes them.
-NUMBER_ANNOTATIONS = {text: kind for kind in (int, float)
-                      for text in (kind.__name__, f"{kind.__name__} | None", f"Optional[{kind.__name__}]")}
-
-
-def trainer_number_fields():
-    """{name: int or float} of TrainingArguments' number fields, read from the installed transformers' source
-    (training_args.py) without importing it, which takes seconds; {} where that source cannot be read so."""
-    spec = importlib.util.find_spec("transformers")  # a top-level name: found without importing it
-    try:
-        with open(os.path.join(spec.submodule_search_locations[0], "training_args.py"), encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (AttributeError, TypeError, IndexError, OSError, SyntaxError, ValueError):
-        return {}
-    body = next((node.body for node in tree.body if isinstance(node, ast.ClassDef)
-                 and node.name == "TrainingArguments"), [])
-    return {node.target.id: NUMBER_ANNOTATIONS[ast.unparse(node.annotation)] for node in body
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-            and ast.unparse(node.annotation) in NUMBER_ANNOTATIONS
-            and not any(k.arg == "init" for k in getattr(node.value, "keywords", []))}  # init=False: no option
-
-
-def check_numbers(argument_classes, argv, prog):
-    """A value of a number option (the command's or Trainer's) that is not a number: argparse's usage error, exit 2,
-    as HfArgumentParser gives it afterwards, but without waiting for transformers to be imported."""
-    numbers = trainer_number_fields()
-    for argument_class in argument_classes:
-        numbers.update({f.name: kind for f in dataclasses.fields(argument_class) for kind in (int, float)
-                        if f.type in (kind, kind | None)})
-    parser = argparse.ArgumentParser(prog=prog, usage=usage(prog), add_help=False, allow_abbrev=False)
-    for name, kind in numbers.items():
-        parser.add_argument(*dict.fromkeys([f"--{name}", f"--{name.replace('_', '-')}"]), type=kind)
-    parser.parse_known_args(argv)  # the other options are HfArgumentParser's to judge
-
-
 def parse_arguments(argument_classes, argv=None, prog=None, description=None):
     """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; the model resolved once
     (`model_name_or_path` is then its folder); logging to stdout and the seed set (before any model is built, so
@@ -122,8 +85,6 @@ def parse_arguments(argument_classes, argv=None, prog=None, description=None):
     if "-h" in argv or "--help" in argv:
         print_help(argument_classes, prog, description)
         sys.exit(0)
-    if HELP_TRAINER not in argv:
-        check_numbers(argument_classes, argv, prog)
     from transformers import HfArgumentParser, TrainingArguments, set_seed
 
     from ..model_source import resolve_model

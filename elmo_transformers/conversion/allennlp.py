@@ -23,7 +23,7 @@ from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
 
-from ..errors import ConversionError, first_line
+from ..errors import ConversionError, Notice, first_line
 from ..text_input import check_text_file
 from .output import mismatch_error
 
@@ -158,8 +158,9 @@ def options_from_shapes(shapes, source):
         raise ConversionError(f"cannot infer the architecture from the arrays of {source} (missing or misshapen {e}): "
                               "pass {options_path}", arguments=["options_path"]) from e
     unsaid = ", ".join(f"{key}={json.dumps(value)}" for key, value in ORIGINAL_DEFAULTS.items())
-    logger.warning(f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
-                   f"Original's values are used: {unsaid} (an options file overrides them)")
+    logger.warning(Notice(f"no options for {source}: architecture read from the weight shapes; not in the weights, so "
+                          f"the Original's values are used: {unsaid} (an options file, {{options_path}}, overrides "
+                          "them)", arguments=["options_path"]))
     return options
 
 
@@ -352,6 +353,15 @@ def flat_items(options, prefix=""):
             yield f"{prefix}{name}", value
 
 
+def check_input_files(**paths):
+    """Each path given (an argument of the call, by name) is an existing file: a missing one is named as such, not
+    as a file that cannot be read as HDF5 or JSON."""
+    for argument, path in paths.items():
+        if isinstance(path, (str, os.PathLike)) and (os.path.isdir(path) or not os.path.exists(path)):
+            why = "is a folder, not a file" if os.path.isdir(path) else "no such file"
+            raise ConversionError(f"{{{argument}}} {path}: {why}", path, arguments=[argument])
+
+
 def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):
     """Build an ElmoModel (and its tokenizer) holding the original weights; with `softmax_path` and `vocab_path`,
     an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary). Without
@@ -360,6 +370,8 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
         raise ConversionError(
             "give {softmax_path} and {vocab_path} together: the softmax rows are the vocabulary's words",
             arguments=["softmax_path", "vocab_path"])
+    check_input_files(options_path=options_path, weights_path=weights_path, softmax_path=softmax_path,
+                      vocab_path=vocab_path)
     options = options_path if options_path is not None else options_from_shapes(
         {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): shape
          for name, shape in hdf5_shapes(weights_path).items()}, weights_path)

@@ -5,15 +5,16 @@
   conversion: a config.json of
   model_type "elmo" and no file but the model files (`model_files.py`). Anything else, such as the folder holding the
   original weights, is refused with nothing touched. An empty folder is simply used.
-- Staging folders are named `.NAME.convert-PID-TOKEN`, each announced by an owner file `.NAME.convert-PID-TOKEN.owner`
-  (host and process id) written before the folder exists. A run killed without cleaning up (`kill -9`) leaves both;
-  the next conversion into the same NAME removes a staging folder only when its owner file names a process of this
-  machine that no longer runs. Nothing else is ever deleted.
+- Staging folders are named `.NAME.convert-PID-TOKEN` (and `-old`, where an earlier conversion waits to be replaced),
+  announced by the lock `.NAME.convert-PID-TOKEN.lock` (output_paths.hold_lock), taken before the folder exists and
+  held while the conversion runs. A run killed without cleaning up (`kill -9`) leaves the folders and a free lock: the
+  next conversion into the same NAME removes the staging folders of a lock it can take. Nothing else is ever deleted.
 - Every operating-system failure (the path is a file or a symbolic link, a parent is a file, no permission, a full
   disk) becomes an `OutputError` with one line naming the path and the cause; an interruption (Ctrl-C) removes the
   staging folder, as any failure does.
 """
 
+import contextlib
 import errno
 import glob
 import json
@@ -22,7 +23,7 @@ import secrets
 import shutil
 
 from ..errors import ConversionError, OutputError, OutputExistsError
-from ..output_paths import check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..output_paths import check_output_apart, hold_lock, is_held
 
 
 MAX_PROBLEMS_SHOWN = 10
@@ -54,16 +55,17 @@ def is_earlier_conversion(folder):
 
 
 def remove_stale_staging(output):
-    """Remove the staging folders of killed conversions into `output` (see the module docstring for the proof)."""
+    """Remove the staging folders of killed conversions into `output`: those whose lock no process holds."""
     parent, name = os.path.split(output)
-    for owner_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.owner")):
-        owner = read_owner_file(owner_file)
-        if owner is None or not owner_is_gone(owner):
+    for lock_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.lock")):
+        if is_held(lock_file):
             continue
-        staging = owner_file[: -len(".owner")]
-        if os.path.isdir(staging) and not os.path.islink(staging):
-            shutil.rmtree(staging)
-        os.remove(owner_file)
+        staging = lock_file[: -len(".lock")]
+        for folder in (staging, staging + "-old"):
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                shutil.rmtree(folder)
+        with contextlib.suppress(FileNotFoundError):  # filelock leaves the file it releases
+            os.remove(lock_file)
 
 
 def _check_output(output, overwrite):
@@ -120,14 +122,12 @@ def write_folder_atomically(write, output, overwrite=False):
     parent, name = os.path.split(output)
     staging = os.path.join(parent, f".{name}.convert-{os.getpid()}-{secrets.token_hex(4)}")
     old = staging + "-old"  # where an earlier conversion waits until the new one is in place
-    owner_files, replaced = [], False
+    lock, replaced = None, False
     try:
         try:
             os.makedirs(parent, exist_ok=True)
             remove_stale_staging(output)
-            for folder in (staging, old):
-                write_owner_file(folder + ".owner")
-                owner_files.append(folder + ".owner")
+            lock = hold_lock(staging + ".lock")
             os.mkdir(staging)
             umask = os.umask(0)
             os.umask(umask)
@@ -154,10 +154,12 @@ def write_folder_atomically(write, output, overwrite=False):
             raise OutputError(f"{output}: cannot write it: {e}", output) from e
     finally:
         # The earlier conversion is removed only once the new one is in place; if even its way back failed, it
-        # stays (no owner file) for the user to recover.
+        # stays (without its lock file, which no later run then finds) for the user to recover.
         for folder in (staging, old) if replaced else (staging,):
             if os.path.isdir(folder) and not os.path.islink(folder):
                 shutil.rmtree(folder, ignore_errors=True)
-        for path in owner_files:
-            os.remove(path)
+        if lock is not None:
+            lock.release()
+            with contextlib.suppress(FileNotFoundError):  # filelock leaves the file it releases
+                os.remove(staging + ".lock")
     return output

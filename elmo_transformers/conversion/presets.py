@@ -8,8 +8,8 @@ served inside an air-gapped site). Downloads go through huggingface_hub's HTTP c
 file, so that concurrent runs download a file once. A download is written under a temporary name of its own and
 gets its cached name only once it is complete and is the file the preset publishes (the options equal the published
 ones, the weights and softmax hold that model's datasets, the vocabulary is UTF-8 text): an interrupted or cut
-download, or what a mirror or an error page serves in its place, is never cached. `NAME.source` beside a cached file
-records the URL it came from, for the model card.
+download, or what a mirror or an error page serves in its place, is never cached (and a temporary file a killed run
+left is removed by the next). `NAME.source` beside a cached file records the URL it came from, for the model card.
 
 huggingface_hub's `http_get` is not used: it resets its count of retries whenever bytes arrive, so a server that
 cuts every transfer at the same byte is retried forever. Here the metadata request waits `HF_HUB_ETAG_TIMEOUT`
@@ -18,18 +18,22 @@ bringing under `MIN_BYTES` in that time has stalled, and `ATTEMPTS` attempts in 
 download.
 """
 
+import glob
+import importlib
 import os
-import tempfile
+import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-import httpx2
+import huggingface_hub
 from huggingface_hub import ModelCard, ModelCardData, cached_assets_path, constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 from huggingface_hub.utils import WeakFileLock, get_session, tqdm
 
 from ..errors import ConversionError, first_line
+
+# huggingface_hub's HTTP client, whose errors its session raises: httpx2 from huggingface_hub 2.0 on, httpx before.
+httpx = importlib.import_module("httpx2" if int(huggingface_hub.__version__.split(".")[0]) >= 2 else "httpx")
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 BUCKET_URLS = (BASE_URL, "https://allennlp.s3.amazonaws.com/models/elmo")  # AllenNLP 0.x's and 1.x/2.x's spellings
@@ -39,6 +43,8 @@ ATTEMPTS = 5  # attempts in a row without a new byte before a download gives up 
 MIN_BYTES = 1024  # a transfer bringing fewer bytes in HF_HUB_DOWNLOAD_TIMEOUT seconds has stalled
 RETRY_WAIT = 1.0  # seconds between attempts, as http_get waits
 FILE_KEYS = ("options", "weights", "softmax", "vocab")
+# The argument of conversion.allennlp.convert (the command's flag) that takes each file when it is given by hand.
+ARGUMENTS = {"options": "options_path", "weights": "weights_path", "softmax": "softmax_path", "vocab": "vocab_path"}
 
 
 def published_options(lstm_dim, projection_dim, n_highway):
@@ -89,7 +95,12 @@ PRESETS = {
         vocab="2x4096_512_2048cnn_2xhighway_5.5B/tf_checkpoint/vocab-enwiki-news-500000.txt",
     ),
 }
-MANUAL = f"download it yourself and give its path, or set {URL_VARIABLE} to a mirror of AllenNLP's files"
+
+
+def manual(key):
+    """What to do when file `key` of a preset cannot be downloaded (the error names `ARGUMENTS[key]`)."""
+    return (f"download it yourself and give its path as {{{ARGUMENTS[key]}}}, or set {URL_VARIABLE} to a mirror of "
+            "AllenNLP's files")
 
 
 def base_url():
@@ -122,9 +133,13 @@ def fetch_file(name, key):
             check_published_file(key, path, preset.options)
         except ConversionError as e:
             raise ConversionError(f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
-                                  f"the server sent something else; {MANUAL}") from None
+                                  f"the server sent something else; {manual(key)}",
+                                  arguments=[ARGUMENTS[key]]) from None
 
-    return download(url, cache / os.path.basename(url), check)
+    try:
+        return download(url, cache / os.path.basename(url), check)
+    except DownloadError as e:
+        raise ConversionError(f"{e}: {manual(key)}", arguments=[ARGUMENTS[key]]) from None
 
 
 def fetch_url(url):
@@ -147,6 +162,10 @@ def download(url, path, check):
     with WeakFileLock(path.with_name(path.name + ".lock")):
         if path.is_file() and source.is_file():
             return path, source.read_text(encoding="utf-8").strip()
+        # Under the lock no other run writes this file: a temporary file of it is a killed run's (kill -9).
+        for name in (path.name, source.name):
+            for stale in path.parent.glob(f"{glob.escape(name)}.*.incomplete"):
+                stale.unlink(missing_ok=True)
         partial = temporary_file(path)
         try:
             with open(partial, "r+b") as file:
@@ -162,15 +181,21 @@ def download(url, path, check):
 
 
 def temporary_file(path):
-    """A new empty file beside `path` whose name no other run uses and no run takes for a complete file."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".incomplete")
-    os.close(fd)
-    return Path(name)
+    """A new empty file beside `path` whose name no other run uses and no run takes for a complete file, created
+    with the permissions of any file this process creates (the umask's; mkstemp's 0600 would hide a cache in a
+    group-shared HF_HOME from the group, which huggingface_hub's own downloads do not)."""
+    name = path.with_name(f"{path.name}.{secrets.token_hex(8)}.incomplete")
+    os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    return name
+
+
+class DownloadError(Exception):
+    """A file cannot be downloaded: the message names the URL and the last failure; `fetch_file` adds what to do."""
 
 
 def fetch(url, file, name):
     """Write `url`'s body into the empty `file`, resuming a cut transfer where the server allows it, or
-    ConversionError in one line naming the URL, the last failure and what to do."""
+    DownloadError naming the URL and the last failure."""
     session, size, furthest, failures = get_session(), None, 0, 0
     while True:
         try:
@@ -180,17 +205,17 @@ def fetch(url, file, name):
                 transfer(session, url, file, size, bar)
             return
         except OfflineModeIsEnabled:
-            raise ConversionError(f"cannot download {url}: HF_HUB_OFFLINE is set; unset it, or {MANUAL}") from None
-        except (httpx2.TransportError, httpx2.HTTPStatusError, ConnectionError, TimeoutError) as e:
+            raise DownloadError(f"cannot download {url}: HF_HUB_OFFLINE is set (unset it)") from None
+        except (httpx.TransportError, httpx.HTTPStatusError, ConnectionError, TimeoutError) as e:
             reason = failure(e, size is None)
-            if isinstance(e, httpx2.HTTPStatusError) and e.response.status_code not in (408, 429, 500, 502, 503, 504):
-                raise ConversionError(f"cannot download {url} ({reason}): {MANUAL}") from None
+            if isinstance(e, httpx.HTTPStatusError) and e.response.status_code not in (408, 429, 500, 502, 503, 504):
+                raise DownloadError(f"cannot download {url} ({reason})") from None
             got = file.tell()
             failures = 0 if got > furthest and not isinstance(e, TimeoutError) else failures + 1
             furthest = max(furthest, got)
             if failures >= ATTEMPTS:
-                raise ConversionError(f"cannot download {url} ({reason}; {ATTEMPTS} attempts in a row brought no new "
-                                      f"data): {MANUAL}") from None
+                raise DownloadError(f"cannot download {url} ({reason}; {ATTEMPTS} attempts in a row brought no new "
+                                    "data)") from None
             time.sleep(RETRY_WAIT)
 
 
@@ -201,16 +226,15 @@ def content_length(session, url):
     try:
         return int(head.headers["Content-Length"])
     except (KeyError, ValueError):
-        raise ConversionError(f"cannot download {url}: the server gives no file size (Content-Length): "
-                              f"{MANUAL}") from None
+        raise DownloadError(f"cannot download {url}: the server gives no file size (Content-Length)") from None
 
 
 def failure(error, metadata):
     """What went wrong in an attempt, in words (which timeout, for a timeout)."""
-    if isinstance(error, httpx2.TimeoutException):
+    if isinstance(error, httpx.TimeoutException):
         variable = "HF_HUB_ETAG_TIMEOUT" if metadata else "HF_HUB_DOWNLOAD_TIMEOUT"
         return f"no answer within {getattr(constants, variable)} s, set by {variable}"
-    if isinstance(error, httpx2.HTTPStatusError):
+    if isinstance(error, httpx.HTTPStatusError):
         return f"HTTP {error.response.status_code} {error.response.reason_phrase}"
     return first_line(error)
 

@@ -32,8 +32,8 @@ from tokenization_elmo import read_vocabulary
 
 from ..errors import ConversionError
 from ..text_input import check_text_file
-from .allennlp import (build_model, check_softmax, config_from_options, expected_shapes, options_from_shapes,
-                       shape_problems, to_state_dict)
+from .allennlp import (build_model, check_input_files, check_softmax, config_from_options, expected_shapes,
+                       options_from_shapes, shape_problems, to_state_dict)
 from .output import mismatch_error
 from .tf_checkpoint import MAX_INDEX_BYTES, Checkpoint, checkpoint_prefix, open_file
 
@@ -92,7 +92,8 @@ class ArchiveMembers:
                 self.members[name] = member
         tops = {name.split("/", 1)[0] for name in self.members}
         top = tops.pop() if len(tops) == 1 else None  # `tar czf m.tar.gz module/` puts the files in one folder
-        self.root = top if top is not None and top in self.members and self.members[top].isdir() else ""
+        # ... and `tar czf m.tar.gz module/*` too, without an entry of the folder itself
+        self.root = top if top is not None and (top not in self.members or self.members[top].isdir()) else ""
         total = 0
         for name, member in self.members.items():
             relative = posixpath.relpath(name, self.root or ".")
@@ -200,6 +201,7 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
     """Build an ElmoModel (with a TF-Hub module's scalar mix), or with `vocab_path` the language model of a
     checkpoint's softmax, and its tokenizer. Every variable's dtype and shape is checked against the architecture
     before any is read."""
+    check_input_files(options_path=options_path, vocab_path=vocab_path)
     with module_folder(path) as (folder, open_shard):
         prefix, found_options = find_checkpoint(folder)
         checkpoint = Checkpoint(prefix, open_shard)

@@ -34,7 +34,7 @@ def load(name, language_model=True):
         if not language_model or config.lm_vocab_size is None:
             no_lm = (f"{name} is a biLM without a language-model softmax (no lm_vocab_size in its config.json), so "
                      "it cannot score words: use a language-model folder (the shipped model, a conversion with "
-                     "--with-lm, or the output of `elmo-transformers pretrain`)")
+                     "with_lm=True, or the output of `elmo-transformers pretrain`)")
             return DemoModel(str(name), tokenizer, AutoModel.from_pretrained(folder, config=config).eval(),
                              no_lm=no_lm)
         lm = AutoModelForPreTraining.from_pretrained(folder, config=config).eval()

@@ -3,7 +3,10 @@
 
 import collections
 import hashlib
+import json
+import lzma
 import os
+import zlib
 from dataclasses import dataclass
 
 import datasets
@@ -13,7 +16,7 @@ import torch
 
 from tokenization_elmo import BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, ElmoTokenizer
 
-from ..errors import DataError
+from ..errors import DataError, first_line
 from ..text_input import checked_lines
 
 
@@ -93,7 +96,11 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
             raise
     tsv = any(p.endswith((".tsv", ".tsv.gz")) for paths in data_files.values() for p in paths)
     kwargs = {"delimiter": "\t"} if tsv else {}
-    return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
+    try:
+        return datasets.load_dataset(builder, data_files=data_files, cache_dir=cache_dir, **kwargs)
+    except DatasetGenerationError as e:  # the reader's own error (pyarrow's, pandas') is the cause
+        files = ", ".join(p for paths in data_files.values() for p in paths)
+        raise DataError(f"cannot read {files} as {builder}: {first_line(e.__cause__ or e)}") from None
 
 
 def content_cache_dir(data_files, cache_dir=None):
@@ -114,14 +121,28 @@ def check_has_data(path):
     """A local data file must exist, be UTF-8 text without NUL characters (`text_input`) and hold a non-blank line
     (compressed files are read through fsspec): `datasets` fails on an empty file with a bare StopIteration or a
     generic generation error, and reads UTF-16 without a byte-order mark as words full of NULs."""
+    if os.path.isdir(path):
+        raise DataError(f"{path} is a folder: give the text files in it")
     if not os.path.isfile(path):
         raise DataError(f"{path}: no such file")
-    with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
-        blank = True
-        for line in checked_lines(f, path):  # every line, for the encoding
-            blank = blank and not line.strip()
-        if blank:
-            raise DataError(f"{path}: the file is empty (no examples)")
+    json_lines = path.endswith((".jsonl", ".jsonl.gz"))
+    blank = True
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
+            for number, line in enumerate(checked_lines(f, path), 1):  # every line, for the encoding
+                blank = blank and not line.strip()
+                if json_lines and line.strip():
+                    json.loads(line)
+    except json.JSONDecodeError as e:  # a cut file ends in half a record
+        raise DataError(f"{path}, line {number}: not a JSON record ({e.msg}, column {e.colno}): a cut or damaged "
+                        "file? restore it, or fix that line") from None
+    except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # a cut or damaged .gz, .bz2, .xz
+        if isinstance(e, OSError) and e.errno is not None:  # the file system's (permissions): not the content
+            raise
+        raise DataError(f"{path}: cannot decompress it ({first_line(e)}): a cut download or a damaged file? "
+                        "restore it") from None
+    if blank:
+        raise DataError(f"{path}: the file is empty (no examples)")
 
 
 def split_into_windows(words, max_words):

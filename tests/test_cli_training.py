@@ -1,0 +1,139 @@
+"""What `pretrain` and `finetune` share (their argument parsing, the training functions' words, the model
+options and training data they refuse): --help before torch, one line for a bad value."""
+
+import pytest
+from conftest import one_line, run, run_entry_point
+
+from elmo_transformers.errors import DataError
+
+
+@pytest.mark.parametrize("argv", [["pretrain", "--help"], ["finetune", "token-classification", "--help"]],
+                         ids=" ".join)
+def test_training_commands_help_lists_the_elmo_options_without_importing_torch(argv, tmp_path):
+    """--help answers from the argument dataclasses: the ELMo options first, then where Trainer's are."""
+    status, loaded, out, err = run_entry_point(argv, tmp_path, ["torch", "transformers"])
+    assert (status, loaded) == (0, []), err[-2000:]
+    assert "--model-name-or-path" in out and "--output-dir" in out and "--help-trainer" in out, out
+    assert len(out.splitlines()) < 200 and out.index("--model-name-or-path") < out.index("--help-trainer` lists")
+
+
+@pytest.mark.parametrize("argv", [["pretrain", "--help-trainer"], ["pretrain", "--no-such-option"],
+                                  ["finetune", "sequence-classification", "--learning-rate", "abc"]], ids=" ".join)
+def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
+    """--help-trainer lists Trainer's options, so it imports transformers' TrainingArguments (and torch with it),
+    but not Trainer, datasets or the model code; an unknown option or a bad value is the error alone after a short
+    usage line, not the usage of every Trainer option."""
+    status, loaded, out, err = run_entry_point(argv, tmp_path, ["datasets", "modeling_elmo", "transformers.trainer"])
+    assert (status, loaded) == ({"--help-trainer": 0, "--no-such-option": 1}.get(argv[1], 2), []), err[-2000:]
+    if "--help-trainer" in argv:
+        assert "--per_device_train_batch_size" in out
+    elif status == 1:
+        assert err.strip().splitlines() == ["error: unknown options ['--no-such-option']: `elmo-transformers "
+                                            "pretrain --help` lists them"], err
+    else:
+        assert err.strip().splitlines() == [
+            "usage: elmo-transformers finetune sequence-classification [--help] [--help-trainer] [OPTIONS]",
+            "elmo-transformers finetune sequence-classification: error: argument --learning_rate/--learning-rate: "
+            "invalid float value: 'abc'"], err
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["pretrain", "--output-dir", "out", "--learning-rate", "abc"],
+     "argument --learning_rate/--learning-rate: invalid float value: 'abc'"),  # Trainer's
+    (["finetune", "token-classification", "--output-dir", "out", "--max-words", "x"],
+     "argument --max_words/--max-words: invalid int value: 'x'"),  # the command's own
+], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
+def test_a_number_option_that_is_not_a_number_is_one_usage_error(argv, error, tmp_path):
+    """HfArgumentParser's usage error (a short usage line, then the error), before any model or data code."""
+    status, loaded, out, err = run_entry_point(argv, tmp_path, ["datasets", "modeling_elmo", "transformers.trainer"])
+    prog = "elmo-transformers " + " ".join(argv[:argv.index("--output-dir")])
+    assert (status, loaded) == (2, []), err[-2000:]
+    assert err.strip().splitlines() == [f"usage: {prog} [--help] [--help-trainer] [OPTIONS]",
+                                        f"{prog}: error: {error}"], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_training_functions_name_arguments_and_the_commands_name_flags(text, tiny_model_dir, tmp_path, capsys):
+    """A Python caller of the training functions (the argument dataclasses, TrainingArguments) reads the arguments'
+    names and no command-line flag; the command says the same with its flags."""
+    from transformers import TrainingArguments
+
+    from elmo_transformers.training.arguments import (FinetuneDataArguments, HeadArguments, PretrainDataArguments,
+                                                      PretrainModelArguments)
+    from elmo_transformers.training.finetuning import sequence_classification
+    from elmo_transformers.training.pretraining import pretrain
+
+    training_args = TrainingArguments(output_dir=str(tmp_path / "out"), do_train=True, report_to="none")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"sentence": "a good film .", "label": "pos"}\n')
+    cases = [
+        (lambda: pretrain(PretrainModelArguments(add_words=5), PretrainDataArguments(train_file=[str(text)]),
+                          training_args),
+         ["pretrain", "--add-words", "5", "--train-file", text],
+         "{add_words} extends the starting model's own softmax: give {model_name_or_path} of a language model (with "
+         "its vocab.txt), {do_train}, and no {vocab_file}"),
+        (lambda: pretrain(PretrainModelArguments(), PretrainDataArguments(train_file=[str(text)], max_words=0),
+                          training_args),
+         ["pretrain", "--max-words", "0", "--train-file", text],
+         "{max_words} 0: must be at least 1 (the words of a training window)"),
+        (lambda: sequence_classification(HeadArguments(model_name_or_path=str(tiny_model_dir)),
+                                         FinetuneDataArguments(train_file=str(data)), training_args),
+         ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data],
+         "no column 'text' in the data (columns: ['sentence', 'label']); set {text_column}"),
+    ]
+    for call, argv, template in cases:
+        with pytest.raises(DataError) as refused:
+            call()
+        names = {"add_words", "model_name_or_path", "do_train", "vocab_file", "max_words", "text_column"}
+        assert str(refused.value) == template.format(**{name: name for name in names})
+        assert "--" not in str(refused.value)
+        flags = {name: "--" + name.replace("_", "-") for name in names}
+        code, err = run([*argv, "--output-dir", tmp_path / "out", "--do-train", "--report-to", "none"], capsys)
+        assert one_line(code, err) == f"error: {template.format(**flags)}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_model_options_the_configuration_refuses_are_one_line(text, tiny_model_dir, tmp_path, capsys):
+    """A value ElmoConfig refuses, a JSON option that is not JSON, and options Trainer refuses together are one line
+    naming the field or option, in pretrain and finetune alike."""
+    pretrain = ["pretrain", "--train-file", text, "--do-train", "--max-steps", "1", "--report-to", "none"]
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "a", "--lstm-dim", "0"], capsys), "ElmoConfig.lstm_dim")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "b", "--filters", "[[1, 4]"], capsys),
+             "--filters '[[1, 4]' is not JSON")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "c", "--lm-dropout", "1.5"], capsys), "ElmoConfig.lm_dropout")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "d", "--eval-strategy", "steps", "--save-strategy", "epoch",
+                   "--load-best-model-at-end"], capsys), "load_best_model_at_end")
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
+    finetune = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data,
+                "--do-train", "--max-steps", "1", "--report-to", "none"]
+    one_line(*run([*finetune, "--output-dir", tmp_path / "e", "--dropout", "1.5"], capsys), "dropout", "1.5")
+    one_line(*run([*finetune, "--output-dir", tmp_path / "f", "--scalar-mix-parameters", "x"], capsys),
+             "--scalar-mix-parameters 'x' is not JSON")
+
+
+def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_path, capsys):
+    """Found by probing the installed commands: each was a traceback."""
+    finetune = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--do-train",
+                "--max-steps", "1", "--report-to", "none"]
+    cases = [('{"text": "a b", "label": 1}\n{"text": "c d", "label": "pos"}\n', "mix types (int, str)"),
+             ('{"txt": "a b", "label": "x"}\n', "no column 'text' in the data"),
+             ('{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n', "sentence 0 is None"),
+             ('{"text": "a b", "label": [1]}\n', "a label must be one string or number")]
+    for n, (rows, fragment) in enumerate(cases):
+        data = tmp_path / f"data{n}.jsonl"
+        data.write_text(rows)
+        one_line(*run([*finetune, "--train-file", data, "--output-dir", tmp_path / f"out{n}"], capsys), fragment)
+    conll = tmp_path / "bad.conll"
+    conll.write_text("a\tB\nb\n\nc\tO\n")
+    one_line(*run(["finetune", "token-classification", "--model-name-or-path", tiny_model_dir, "--train-file", conll,
+                   "--output-dir", tmp_path / "tc", "--do-train"], capsys), "bad.conll:2: expected 'token<TAB>tag'")
+    text, empty = tmp_path / "t.txt", tmp_path / "empty.txt"
+    text.write_text("the cat sat .\n")
+    empty.write_text("")
+    pretrain = ["pretrain", "--train-file", text, "--do-train", "--validation-split-percentage", "0"]
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "p1", "--max-words", "0"], capsys),
+             "--max-words 0: must be at least 1")
+    one_line(*run([*pretrain, "--output-dir", tmp_path / "p2", "--vocab-file", empty], capsys),
+             f"--vocab-file {empty}: ")
+    assert not any((tmp_path / name).exists() for name in ("out0", "out1", "out2", "out3", "tc", "p1"))
