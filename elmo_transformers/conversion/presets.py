@@ -22,8 +22,10 @@ import glob
 import importlib
 import os
 import secrets
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import huggingface_hub
 from huggingface_hub import ModelCard, ModelCardData, cached_assets_path, constants
@@ -386,8 +388,8 @@ def fetch_efml_preset(name):
 
     try:
         archive, source = download(url, cache / os.path.basename(url), check)
-    except ConversionError as e:  # the download's advice names AllenNLP's mirror variable
-        raise ConversionError(first_line(e).replace(MANUAL, EFML_MANUAL)) from None
+    except DownloadError as e:
+        raise ConversionError(f"{e}: {EFML_MANUAL}") from None
     unpacked = cache / "model"
     with WeakFileLock(cache / "model.lock"):
         if not unpacked.is_dir():

@@ -132,10 +132,11 @@ def word_uses(model, tokenizer, sentences, word):
 
 
 def use_vectors(model, tokenizer, words, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
-    """{layer name: [uses, dim] float32} at `places` of the sentences `words` (each a list of words). ELMo reads each sentence alone, so only the sentences holding a
-    use are run, shortest first, in batches of at most `batch_words` padded positions (a sentence longer than that
-    alone), and only the uses' vectors are kept: one request holds a bounded amount of memory. A request still running
-    after `time_budget` seconds is refused (DataError) between batches."""
+    """{layer name: [uses, dim] float32} at `places` of the sentences `words` (each a list of words). ELMo reads
+    each sentence alone, so only the sentences holding a use are run, shortest first, in batches of at most
+    `batch_words` padded positions (a sentence longer than that alone), and only the uses' vectors are kept: one
+    request holds a bounded amount of memory. A request still running after `time_budget` seconds is refused
+    (DataError) between batches."""
     start = time.monotonic()
     needed = sorted({i for i, _ in places}, key=lambda i: len(words[i]))
     batches, batch = [], []
