@@ -27,6 +27,9 @@ fill_mask() {
   # Fill-mask: everyday sentences, hits in the top 10.
   python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill_mask_sentences.tsv --top-k 10 \
     --output "$EVAL/fill_mask.json"
+  # Issue 38's 40, held out of the corpus (checked), one intended word each.
+  python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill_mask_everyday.tsv --top-k 10 \
+    --check-corpus "$MODERN"/{train,valid,test}.txt.gz --output "$EVAL/fill_mask_everyday.json"
 }
 
 word_sense() {

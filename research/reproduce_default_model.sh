@@ -84,7 +84,7 @@ if [ "$PREPARE" = modern ]; then
   bash research/evaluate_modern_model.sh "$OUT" "$EVAL" "$WORK/data/train.txt.gz"
   # The card's figures, shipped beside the weights (eval/).
   mkdir -p "$OUT/eval"
-  cp "$EVAL"/{fill_mask,word_sense,perplexity}.json "$OUT/eval/"
+  cp "$EVAL"/{fill_mask,fill_mask_everyday,word_sense,perplexity}.json "$OUT/eval/"
   for run in pos-ewt-mix pos-ewt-layer0 polarity-mix polarity-layer0; do cp "$EVAL/$run/all_results.json" "$OUT/eval/$run.json"; done
   exit 0
 fi
