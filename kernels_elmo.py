@@ -19,6 +19,7 @@ Nothing here is compiled at run time, so no result depends on a compile cache or
 import functools
 import platform
 import warnings
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -66,15 +67,14 @@ def float_linear(kernel):
     """`F.linear` as the char CNN runs it with `kernel` ("aten" or "onednn", see `float_kernel`). oneDNN's linear
     has no backward, so it runs only where no gradient is wanted; its weights stay as they are ([out, in], not
     prepacked: at the char CNN's row counts that is as fast and costs no copy)."""
-    if kernel == "aten":
-        return F.linear
+    return onednn_linear if kernel == "onednn" else F.linear
 
-    def linear(x, weight, bias=None):
-        if not onednn_runs(x, weight, bias):
-            return F.linear(x, weight, bias)
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight.contiguous(), bias, "none", [], "")
 
-    return linear
+def onednn_linear(x, weight, bias=None):
+    """`F.linear` through oneDNN's linear on `weight` as it is, where `onednn_runs`; `F.linear` elsewhere."""
+    if not onednn_runs(x, weight, bias):
+        return F.linear(x, weight, bias)
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight.contiguous(), bias, "none", [], "")
 
 
 def onednn_runs(x, *tensors):
@@ -123,26 +123,34 @@ class FloatGemms:
 class OneDnnGemms:
     """The layer's three GEMMs through oneDNN's linear on prepacked weights, one call per direction, for inference
     on the CPU (`onednn_runs`; elsewhere the layer runs `plain`, the `FloatGemms` that training and export run:
-    oneDNN's linear has no backward). The prepacked
-    weights (an extra copy of the LSTM weights, in oneDNN's layout for this CPU) are made in this process at first
-    use, and again whenever a weight changes (loading, an optimizer step, a dtype cast); they are never saved."""
+    oneDNN's linear has no backward). The prepacked weights (an extra copy of the LSTM weights, in oneDNN's layout
+    for this CPU) are made in this process at first use, and again whenever a weight changes (loading, an optimizer
+    step, a dtype cast); they are never saved, copied or pickled."""
 
     def __init__(self, layer):
         self.layer = layer
         self.plain = FloatGemms(layer)
         self._packed, self._packed_from = None, None
 
+    def __getstate__(self):
+        """Copies and pickles leave the prepacked weights out (oneDNN's opaque tensors have no storage to copy);
+        they are made again at first use."""
+        return dict(self.__dict__, _packed=None, _packed_from=None)
+
     def _weights(self):
         """(input, state, projection) weights prepacked, each a list over directions, and the bias per direction."""
         layer = self.layer
         sources = (layer.input_weight, layer.state_weight, layer.projection_weight, layer.bias)
-        key = [(w.data_ptr(), w._version, w.dtype, w.shape) for w in sources]
-        if key != self._packed_from:
+        # The very tensors (weak references: a new tensor at a freed one's address is not taken for it), their
+        # storage and in-place version.
+        key = [(w.data_ptr(), w._version) for w in sources]
+        made_from = self._packed_from
+        if made_from is None or key != made_from[0] or any(ref() is not w for ref, w in zip(made_from[1], sources)):
             with torch.no_grad():
                 self._packed = [[torch.ops.mkldnn._reorder_linear_weight(w[d].t().contiguous()) for d in range(2)]
                                 for w in sources[:3]]
                 self._packed.append([layer.bias[d, 0].detach() for d in range(2)])
-            self._packed_from = key
+            self._packed_from = key, [weakref.ref(w) for w in sources]
         return self._packed
 
     def input_gates(self, x):

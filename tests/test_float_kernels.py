@@ -84,3 +84,17 @@ def test_auto_follows_the_rule_and_a_kernel_that_cannot_run_is_refused(monkeypat
                                   "use 'auto' or 'aten'")
     with pytest.raises(ValueError, match="ElmoConfig.float_kernel must be one of .*got 'mkl'"):
         ElmoConfig(float_kernel="mkl")
+
+
+def test_a_copied_or_pickled_model_repacks_its_weights(forced):
+    """`copy.deepcopy` and pickling (torch.save of a whole model) work after a call has prepacked the weights: the
+    copy leaves them out and makes its own at first use, with the same numbers."""
+    import copy
+    import pickle
+
+    kernel, model, tokenizer = forced
+    enc = tokenizer([["The", "cat", "sat"], ["ELMo"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**enc).last_hidden_state
+        for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            assert_close_to_reference(copied(**enc).last_hidden_state, expected, f"{kernel} copy")
