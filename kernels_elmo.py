@@ -79,10 +79,11 @@ def onednn_linear(x, weight, bias=None):
 
 def onednn_runs(x, *tensors):
     """Whether oneDNN's linear can take a product of `x` with weights `tensors` (None ignored): float32 or bf16 on
-    the CPU, no gradient wanted (it has no backward), not being exported (a graph holds torch's own ops)."""
+    the CPU, no gradient wanted (it has no backward), no autocast (which casts torch's matmuls, not oneDNN's), not
+    being exported (a graph holds torch's own ops)."""
     tensors = [t for t in (x, *tensors) if t is not None]
     return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16)
-            and not torch.compiler.is_exporting()
+            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_exporting()
             and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
 
 
@@ -101,9 +102,9 @@ class FloatGemms:
     def __init__(self, layer):
         self.layer = layer
 
-    @property
-    def plain(self):
-        """These GEMMs as autograd and export need them: torch's own differentiable ops."""
+    def for_call(self, fast):
+        """The GEMMs a layer call runs: these, torch's own differentiable ops, whether or not `fast` kernels may
+        run (see `onednn_runs`)."""
         return self
 
     def input_gates(self, x):
@@ -122,10 +123,9 @@ class FloatGemms:
 
 class OneDnnGemms:
     """The layer's three GEMMs through oneDNN's linear on prepacked weights, one call per direction, for inference
-    on the CPU (`onednn_runs`; elsewhere the layer runs `plain`, the `FloatGemms` that training and export run:
-    oneDNN's linear has no backward). The prepacked weights (an extra copy of the LSTM weights, in oneDNN's layout
-    for this CPU) are made in this process at first use, and again whenever a weight changes (loading, an optimizer
-    step, a dtype cast); they are never saved, copied or pickled."""
+    on the CPU (`onednn_runs`; elsewhere the layer runs `FloatGemms`, what training and export run: oneDNN's linear
+    has no backward). The prepacked weights (an extra copy of the LSTM weights, in oneDNN's layout for this CPU) are
+    made in this process at first use; they are never saved, copied or pickled."""
 
     def __init__(self, layer):
         self.layer = layer
@@ -137,12 +137,17 @@ class OneDnnGemms:
         they are made again at first use."""
         return dict(self.__dict__, _packed=None, _packed_from=None)
 
-    def _weights(self):
-        """(input, state, projection) weights prepacked, each a list over directions, and the bias per direction."""
+    def for_call(self, fast):
+        """The GEMMs a layer call runs: these where `fast` kernels may run, else `FloatGemms`. The prepacked weights
+        are made again unless they were made from the very same weight tensors (weak references: a new tensor at a
+        freed one's address is not taken for it) with the same storage and in-place version, and no call that may
+        train ran since and no weight held a gradient then: an optimizer step can change weights in place without
+        bumping their version (fused AdamW does), so weights that may be trained are packed for one call only."""
+        if not fast:
+            self._packed_from = None
+            return self.plain
         layer = self.layer
         sources = (layer.input_weight, layer.state_weight, layer.projection_weight, layer.bias)
-        # The very tensors (weak references: a new tensor at a freed one's address is not taken for it), their
-        # storage and in-place version.
         key = [(w.data_ptr(), w._version) for w in sources]
         made_from = self._packed_from
         if made_from is None or key != made_from[0] or any(ref() is not w for ref, w in zip(made_from[1], sources)):
@@ -150,7 +155,12 @@ class OneDnnGemms:
                 self._packed = [[torch.ops.mkldnn._reorder_linear_weight(w[d].t().contiguous()) for d in range(2)]
                                 for w in sources[:3]]
                 self._packed.append([layer.bias[d, 0].detach() for d in range(2)])
-            self._packed_from = key, [weakref.ref(w) for w in sources]
+        trainable = any(w.grad is not None for w in sources)
+        self._packed_from = None if trainable else (key, [weakref.ref(w) for w in sources])
+        return self
+
+    def _weights(self):
+        """(input, state, projection) weights prepacked, each a list over directions, and the bias per direction."""
         return self._packed
 
     def input_gates(self, x):
@@ -216,8 +226,7 @@ class Int8Gemms:
         self.input_weights, self.state_weights = input_weights, state_weights
         self.projection_weights = projection_weights
 
-    @property
-    def plain(self):
+    def for_call(self, fast):
         """int8 has no other form: it never trains, and export quantizes the float graph itself."""
         return self
 

@@ -101,6 +101,17 @@ class ElmoHighway(nn.Module):
         return carry * F.relu(transform) + (1 - carry) * x
 
 
+class ElmoLinear(nn.Linear):
+    """`nn.Linear` run by the chosen float kernel (`linear`: `F.linear` or kernels_elmo.float_linear's)."""
+
+    def __init__(self, in_features, out_features, linear=F.linear):
+        super().__init__(in_features, out_features)
+        self.linear = linear
+
+    def forward(self, x):
+        return self.linear(x, self.weight, self.bias)
+
+
 class ElmoCharacterEncoder(nn.Module):
     """Char CNN + highway + projection: [words, max_characters_per_token] char ids -> [words, P] embeddings.
 
@@ -124,7 +135,7 @@ class ElmoCharacterEncoder(nn.Module):
         if config.word_embedding_dim:
             self.word_embedding = nn.Embedding(config.word_vocab_size + 1, config.word_embedding_dim, padding_idx=0)
         char_features = config.n_filters if char_cnn else 0
-        self.projection = nn.Linear(config.word_embedding_dim + char_features, config.projection_dim)
+        self.projection = ElmoLinear(config.word_embedding_dim + char_features, config.projection_dim, self.linear)
 
     def check_ids(self, input_ids):
         """Refuse ids outside the embedding tables (0 = no word), naming the range."""
@@ -144,7 +155,7 @@ class ElmoCharacterEncoder(nn.Module):
             words.append(self.word_embedding(char_ids[..., 0]))
             char_ids = char_ids[..., 1:]
         if self.char_embedding is None:
-            return self.linear(words[0], self.projection.weight, self.projection.bias)
+            return self.projection(words[0])
         chars = self.char_embedding(char_ids)  # [words, chars, char dim]
         # Each convolution runs as one GEMM over all character windows, [words, positions, filters] (the layout
         # in which the max over positions reads contiguous rows): 1.2x (fp32) to 2x (bf16) faster than Conv1d on
@@ -162,7 +173,7 @@ class ElmoCharacterEncoder(nn.Module):
         x = torch.cat(filters, dim=-1)
         for highway in self.highways:
             x = highway(x)
-        return self.linear(torch.cat([*words, x], dim=-1) if words else x, self.projection.weight, self.projection.bias)
+        return self.projection(torch.cat([*words, x], dim=-1) if words else x)
 
 
 def lstm_cell(gates, c, cell_clip):
@@ -225,7 +236,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                                "quantization_config to train it")
         with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
             if torch.is_tensor(batch_sizes):  # export traces torch's own ops
-                return scan_lstm(self.gemms.plain, inputs, batch_sizes, h, c, lstm_cell, self.config)
+                return scan_lstm(self.gemms.for_call(False), inputs, batch_sizes, h, c, lstm_cell, self.config)
             return self._recurrence(inputs, batch_sizes, h, c)
 
     def _recurrence(self, inputs, batch_sizes, h, c):
@@ -237,7 +248,7 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             t.requires_grad for t in (inputs, h, c, *self.parameters(recurse=False))
         )
         cell = lstm_cell if wants_grad else inplace_lstm_cell
-        gemms = self.gemms if onednn_runs(inputs, h, c, *self.parameters(recurse=False)) else self.gemms.plain
+        gemms = self.gemms.for_call(onednn_runs(inputs, h, c, *self.parameters(recurse=False)))
         block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
         # in-place write (or slice of one large tensor) would cost a full-size gradient buffer per step.

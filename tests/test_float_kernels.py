@@ -50,8 +50,9 @@ def test_each_kernel_in_bf16_stays_near_float32(forced):
 
 
 def test_prepacked_weights_follow_the_parameters():
-    """oneDNN's prepacked weights are remade when a weight changes in place (loading, an optimizer step), so the
-    layer never runs stale weights; and a gradient still flows (training runs torch's differentiable matmuls)."""
+    """oneDNN's prepacked weights are remade when a weight changes in place (loading, an optimizer step, also one
+    that leaves the version counter as it was), so the layer never runs stale weights; and a gradient still flows
+    (training runs torch's differentiable matmuls)."""
     if onednn_error() is not None:
         pytest.skip(onednn_error())
     torch.manual_seed(0)
@@ -72,6 +73,15 @@ def test_prepacked_weights_follow_the_parameters():
     output_plain.square().sum().backward()
     for (name, weight), reference in zip(layer.named_parameters(), plain.parameters()):
         assert_close_to_reference(weight.grad, reference.grad, f"gradient of {name}")
+    # A fused AdamW step changes the weights in place without bumping their version: never run stale packed ones.
+    versions = [w._version for w in layer.parameters()]
+    torch.optim.AdamW(layer.parameters(), lr=0.1, fused=True).step()
+    assert [w._version for w in layer.parameters()] == versions  # what makes the version alone not enough
+    for weight in layer.parameters():
+        weight.grad = None
+    plain.load_state_dict(layer.state_dict())
+    with torch.no_grad():
+        assert_close_to_reference(layer(inputs, [3, 3, 2, 1])[0], plain(inputs, [3, 3, 2, 1])[0], "after a step")
 
 
 def test_auto_follows_the_rule_and_a_kernel_that_cannot_run_is_refused(monkeypatch):
