@@ -53,6 +53,8 @@ ELMO_PIPELINES = {
 }
 
 TASK_ENCODERS = ("linear", "lstm")
+# ElmoConfig.float_kernel: which kernels run the float GEMMs (kernels_elmo.float_kernel says how "auto" chooses).
+FLOAT_KERNELS = ("auto", "aten", "onednn")
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -122,6 +124,12 @@ class ElmoConfig(PretrainedConfig):
             computes its input-to-gates products for a block of time steps at once, sized to hold about this many
             gate values (both directions), so that memory stays bounded for long inputs and large batches while each
             GEMM stays large. Results do not depend on it beyond float rounding. Also a `from_pretrained` argument.
+        float_kernel (`str`, defaults to `"auto"`): a performance setting, not part of the model: which of torch's
+            kernels run the float GEMMs of the char CNN and the LSTM in inference: `"aten"` (torch's matmuls: MKL on
+            x86), `"onednn"` (oneDNN's linear on weights prepacked in this process), or `"auto"`, the fastest by a
+            rule measured per CPU (`kernels_elmo.best_float_kernel`, docs/speed.md), resolved once per process.
+            Training always runs torch's differentiable matmuls. Results do not depend on it beyond float rounding.
+            Also a `from_pretrained` argument.
     """
 
     model_type = "elmo"
@@ -154,6 +162,7 @@ class ElmoConfig(PretrainedConfig):
     word_embedding_dim: int = 0
     sentence_boundary_ids: list | None = None
     lstm_gates_block_elements: int = 2**24
+    float_kernel: str = "auto"
 
     def __post_init__(self, **kwargs):
         # Callers may give tuples where JSON gives lists; the checks below see lists.
@@ -284,6 +293,8 @@ class ElmoConfig(PretrainedConfig):
                 raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
         if not isinstance(self.freeze_bilm, bool):
             raise ValueError(f"ElmoConfig.freeze_bilm must be a bool, got {self.freeze_bilm!r}")
+        if self.float_kernel not in FLOAT_KERNELS:
+            raise ValueError(f"ElmoConfig.float_kernel must be one of {FLOAT_KERNELS}, got {self.float_kernel!r:.100}")
         if self.task_encoder not in TASK_ENCODERS:
             raise ValueError(f"ElmoConfig.task_encoder must be one of {TASK_ENCODERS}, got {self.task_encoder!r}")
         value = self.mix_l2_lambda

@@ -1,8 +1,11 @@
 """How the biLM's LSTM layers run fast on a CPU, kept apart from the model so that modeling_elmo.py reads as the paper.
 
 - The GEMMs of one layer (input-to-gates, state-to-gates, projection) for both directions at once: batched float
-  matmuls (`FloatGemms`) or torch's dynamic int8 linear on prepacked weights (`Int8Gemms`, made by the int8
-  quantizer in quantization_elmo.py, which then drops the float weights it replaces).
+  matmuls (`FloatGemms`), oneDNN's linear on prepacked float weights (`OneDnnGemms`), or torch's dynamic int8
+  linear on prepacked weights (`Int8Gemms`, made by the int8 quantizer in quantization_elmo.py, which then drops the
+  float weights it replaces). Which float kernel runs is `config.float_kernel`, "auto" by default: the rule of
+  `best_float_kernel`, resolved once per process (`float_kernel`); the char CNN's GEMMs follow the same choice
+  (`float_linear`).
 - The input-to-gates products for a block of time steps at once (`config.lstm_gates_block_elements`).
 - An in-place LSTM cell for inference (`inplace_lstm_cell`): a handful of element-wise torch kernels on the gate
   tensor the state GEMM has just written, no compiler. It gives the numbers of `modeling_elmo.lstm_cell`.
@@ -13,19 +16,96 @@
 Nothing here is compiled at run time, so no result depends on a compile cache or on the CPU that made one.
 """
 
+import functools
+import platform
 import warnings
+import weakref
 
 import torch
+import torch.nn.functional as F
+
+# ----- Which float kernel: chosen once per process -------------------------------------------------------------------
+
+
+@functools.cache
+def onednn_error():
+    """Why oneDNN's linear on prepacked weights cannot run here, or None when it can."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"oneDNN's float linear is used on x86-64 CPUs only, this is {platform.machine()}"
+    if not all(hasattr(torch.ops.mkldnn, op) for op in ("_linear_pointwise", "_reorder_linear_weight")):
+        return "this PyTorch build has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)"
+    if not torch.backends.mkldnn.is_available():
+        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    return None
+
+
+@functools.cache
+def best_float_kernel():
+    """The rule behind `float_kernel="auto"`: oneDNN's linear on prepacked weights wherever it runs (x86-64 builds
+    of torch with oneDNN), torch's own matmuls (MKL on x86) elsewhere. On an AMD EPYC Zen 5 (docs/speed.md) oneDNN
+    ran the LSTM's GEMMs 2-3x faster than MKL, which takes a slow path on AMD CPUs, and the char CNN's 1.5-2x; it is
+    the library torch itself runs bf16 matmuls through, on Intel and AMD alike."""
+    return "onednn" if onednn_error() is None else "aten"
+
+
+def runnable_float_kernels():
+    """The float kernels this process can run ("auto" aside): what tests and benchmarks compare."""
+    return ["aten"] + (["onednn"] if onednn_error() is None else [])
+
+
+def float_kernel(requested):
+    """The kernel that runs `requested` (`config.float_kernel`, one of configuration_elmo.FLOAT_KERNELS): "auto" is
+    `best_float_kernel()`; a kernel that cannot run here is refused in one line, naming what to use instead."""
+    if requested == "auto":
+        return best_float_kernel()
+    if requested == "onednn" and onednn_error() is not None:
+        raise RuntimeError(f"float_kernel='onednn' cannot run here: {onednn_error()}; use 'auto' or 'aten'")
+    return requested
+
+
+def float_linear(kernel):
+    """`F.linear` as the char CNN runs it with `kernel` ("aten" or "onednn", see `float_kernel`). oneDNN's linear
+    has no backward, so it runs only where no gradient is wanted; its weights stay as they are ([out, in], not
+    prepacked: at the char CNN's row counts that is as fast and costs no copy)."""
+    return onednn_linear if kernel == "onednn" else F.linear
+
+
+def onednn_linear(x, weight, bias=None):
+    """`F.linear` through oneDNN's linear on `weight` as it is, where `onednn_runs`; `F.linear` elsewhere."""
+    if not onednn_runs(x, weight, bias):
+        return F.linear(x, weight, bias)
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight.contiguous(), bias, "none", [], "")
+
+
+def onednn_runs(x, *tensors):
+    """Whether oneDNN's linear can take a product of `x` with weights `tensors` (None ignored): float32 or bf16 on
+    the CPU, no gradient wanted (it has no backward), no autocast (which casts torch's matmuls, not oneDNN's), not
+    being exported (a graph holds torch's own ops)."""
+    tensors = [t for t in (x, *tensors) if t is not None]
+    return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16)
+            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_exporting()
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+
+
+def float_gemms(layer, kernel):
+    """The float GEMMs of `layer` for `kernel` ("aten" or "onednn", see `float_kernel`)."""
+    return OneDnnGemms(layer) if kernel == "onednn" else FloatGemms(layer)
 
 # ----- Float GEMMs ------------------------------------------------------------------------------------------------
 
 
 class FloatGemms:
-    """The layer's three GEMMs with its float weights, both directions in one batched matmul. The bias is added by
-    the input-to-gates GEMM (its output buffer starts as the bias) and the input gates by the state GEMM."""
+    """The layer's three GEMMs with its float weights, both directions in one batched matmul (torch's matmul: MKL on
+    x86). The bias is added by the input-to-gates GEMM (its output buffer starts as the bias) and the input gates by
+    the state GEMM. Differentiable, and what an exported graph holds (plain matmuls)."""
 
     def __init__(self, layer):
         self.layer = layer
+
+    def for_call(self, fast):
+        """The GEMMs a layer call runs: these, torch's own differentiable ops, whether or not `fast` kernels may
+        run (see `onednn_runs`)."""
+        return self
 
     def input_gates(self, x):
         """x [2, n, steps, D], a block of steps -> x @ W_x + b, [2, n, steps, 4H]."""
@@ -39,6 +119,67 @@ class FloatGemms:
 
     def project(self, cell_output):
         return torch.bmm(cell_output, self.layer.projection_weight)
+
+
+class OneDnnGemms:
+    """The layer's three GEMMs through oneDNN's linear on prepacked weights, one call per direction, for inference
+    on the CPU (`onednn_runs`; elsewhere the layer runs `FloatGemms`, what training and export run: oneDNN's linear
+    has no backward). The prepacked weights (an extra copy of the LSTM weights, in oneDNN's layout for this CPU) are
+    made in this process at first use; they are never saved, copied or pickled."""
+
+    def __init__(self, layer):
+        self.layer = layer
+        self.plain = FloatGemms(layer)
+        self._packed, self._packed_from = None, None
+
+    def __getstate__(self):
+        """Copies and pickles leave the prepacked weights out (oneDNN's opaque tensors have no storage to copy);
+        they are made again at first use."""
+        return dict(self.__dict__, _packed=None, _packed_from=None)
+
+    def for_call(self, fast):
+        """The GEMMs a layer call runs: these where `fast` kernels may run, else `FloatGemms`. The prepacked weights
+        are made again unless they were made from the very same weight tensors (weak references: a new tensor at a
+        freed one's address is not taken for it) with the same storage and in-place version, and no call that may
+        train ran since and no weight held a gradient then: an optimizer step can change weights in place without
+        bumping their version (fused AdamW does), so weights that may be trained are packed for one call only."""
+        if not fast:
+            self._packed_from = None
+            return self.plain
+        layer = self.layer
+        sources = (layer.input_weight, layer.state_weight, layer.projection_weight, layer.bias)
+        key = [(w.data_ptr(), w._version) for w in sources]
+        made_from = self._packed_from
+        if made_from is None or key != made_from[0] or any(ref() is not w for ref, w in zip(made_from[1], sources)):
+            with torch.no_grad():
+                self._packed = [[torch.ops.mkldnn._reorder_linear_weight(w[d].t().contiguous()) for d in range(2)]
+                                for w in sources[:3]]
+                self._packed.append([layer.bias[d, 0].detach() for d in range(2)])
+        trainable = any(w.grad is not None for w in sources)
+        self._packed_from = None if trainable else (key, [weakref.ref(w) for w in sources])
+        return self
+
+    def _weights(self):
+        """(input, state, projection) weights prepacked, each a list over directions, and the bias per direction."""
+        return self._packed
+
+    def input_gates(self, x):
+        """Per direction (not stacked: that would copy the whole block) and time-major, [steps, n, 4H] each, so
+        that the gates of one step are contiguous rows."""
+        weights, _, _, bias = self._weights()
+        return [torch.ops.mkldnn._linear_pointwise(x[d].transpose(0, 1).contiguous(), weights[d], bias[d], "none",
+                                                   [], "") for d in range(2)]
+
+    def gates(self, input_gates, step, h):
+        _, weights, _, _ = self._weights()
+        n = h.shape[1]
+        return torch.stack([torch.ops.mkldnn._linear_pointwise.binary(h[d], input_gates[d][step, :n], weights[d],
+                                                                      None, "add") for d in range(2)])
+
+    def project(self, cell_output):
+        _, _, weights, _ = self._weights()
+        return torch.stack([torch.ops.mkldnn._linear_pointwise(cell_output[d], weights[d], None, "none", [], "")
+                            for d in range(2)])
 
 
 # ----- int8 GEMMs: torch's dynamic quantization (fbgemm on x86, qnnpack on ARM) -----------------------------------
@@ -84,6 +225,10 @@ class Int8Gemms:
     def __init__(self, input_weights, state_weights, projection_weights):
         self.input_weights, self.state_weights = input_weights, state_weights
         self.projection_weights = projection_weights
+
+    def for_call(self, fast):
+        """int8 has no other form: it never trains, and export quantizes the float graph itself."""
+        return self
 
     @classmethod
     def from_layer(cls, layer):

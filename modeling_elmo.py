@@ -21,12 +21,18 @@ from transformers.utils import ModelOutput, can_return_tuple, logging
 
 try:  # loaded as remote code, the modules are one package
     from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
-    from .kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell, lstm_step, scan_lstm
+    from .kernels_elmo import (
+        Int8Gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell, lstm_step,
+        onednn_runs, scan_lstm,
+    )
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
     from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 except ImportError:  # installed with pip, they are top-level modules
     from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
-    from kernels_elmo import FloatGemms, Int8Gemms, gates_block_steps, inplace_lstm_cell, lstm_step, scan_lstm
+    from kernels_elmo import (
+        Int8Gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell, lstm_step,
+        onednn_runs, scan_lstm,
+    )
     from quantization_elmo import ElmoInt8Config  # noqa: F401
     from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 
@@ -83,15 +89,27 @@ class ElmoHighway(nn.Module):
     `weight` stacks the transform rows over the carry rows (one GEMM for both), in `torch.nn.Linear` orientation.
     """
 
-    def __init__(self, size):
+    def __init__(self, size, linear=F.linear):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(2 * size, size))
         self.bias = nn.Parameter(torch.empty(2 * size))
+        self.linear = linear  # `F.linear` or its form on another float kernel (kernels_elmo.float_linear)
 
     def forward(self, x):
-        transform, carry = F.linear(x, self.weight, self.bias).chunk(2, dim=-1)
+        transform, carry = self.linear(x, self.weight, self.bias).chunk(2, dim=-1)
         carry = torch.sigmoid(carry)
         return carry * F.relu(transform) + (1 - carry) * x
+
+
+class ElmoLinear(nn.Linear):
+    """`nn.Linear` run by the chosen float kernel (`linear`: `F.linear` or kernels_elmo.float_linear's)."""
+
+    def __init__(self, in_features, out_features, linear=F.linear):
+        super().__init__(in_features, out_features)
+        self.linear = linear
+
+    def forward(self, x):
+        return self.linear(x, self.weight, self.bias)
 
 
 class ElmoCharacterEncoder(nn.Module):
@@ -109,12 +127,15 @@ class ElmoCharacterEncoder(nn.Module):
         filters = config.filters if char_cnn else []
         self.convolutions = nn.ModuleList(nn.Conv1d(config.char_embedding_dim, n, width) for width, n in filters)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
-        self.highways = nn.ModuleList(ElmoHighway(config.n_filters) for _ in range(config.n_highway if char_cnn else 0))
+        self.linear = float_linear(float_kernel(config.float_kernel))  # every GEMM below: conv, highway, projection
+        self.highways = nn.ModuleList(
+            ElmoHighway(config.n_filters, self.linear) for _ in range(config.n_highway if char_cnn else 0)
+        )
         self.word_embedding = None
         if config.word_embedding_dim:
             self.word_embedding = nn.Embedding(config.word_vocab_size + 1, config.word_embedding_dim, padding_idx=0)
         char_features = config.n_filters if char_cnn else 0
-        self.projection = nn.Linear(config.word_embedding_dim + char_features, config.projection_dim)
+        self.projection = ElmoLinear(config.word_embedding_dim + char_features, config.projection_dim, self.linear)
 
     def check_ids(self, input_ids):
         """Refuse ids outside the embedding tables (0 = no word), naming the range."""
@@ -147,7 +168,7 @@ class ElmoCharacterEncoder(nn.Module):
             # [words, positions, width * char dim]; contiguous, or the GEMM reads the overlapping windows slowly
             windows = chars.unfold(1, width, 1).transpose(2, 3).flatten(2).contiguous()
             weight = conv.weight.transpose(1, 2).reshape(n_filters, width * char_dim)
-            scores = F.linear(windows, weight, conv.bias)
+            scores = self.linear(windows, weight, conv.bias)
             filters.append(self.activation(scores.amax(dim=1)))
         x = torch.cat(filters, dim=-1)
         for highway in self.highways:
@@ -183,7 +204,8 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         self.bias = nn.Parameter(torch.empty(2, 1, 4 * hidden))
         self.projection_weight = nn.Parameter(torch.empty(2, hidden, proj))
         self.config = config
-        self.gemms = FloatGemms(self)  # chosen once; `quantize_lstm_int8` puts int8 ones in their place
+        # chosen once (config.float_kernel); `quantize_lstm_int8` puts int8 ones in their place
+        self.gemms = float_gemms(self, float_kernel(config.float_kernel))
 
     def quantize_lstm_int8(self):
         """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
@@ -213,25 +235,31 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
             raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
                                "quantization_config to train it")
         with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
-            if torch.is_tensor(batch_sizes):
-                return scan_lstm(self.gemms, inputs, batch_sizes, h, c, lstm_cell, self.config)
+            if torch.is_tensor(batch_sizes):  # export traces torch's own ops
+                return scan_lstm(self.gemms.for_call(False), inputs, batch_sizes, h, c, lstm_cell, self.config)
             return self._recurrence(inputs, batch_sizes, h, c)
 
     def _recurrence(self, inputs, batch_sizes, h, c):
-        """The time steps of `forward`, from the initial state (h, c)."""
+        """The time steps of `forward`, from the initial state (h, c). Where a gradient is wanted, torch's own
+        differentiable GEMMs and cell; elsewhere (inference, a frozen biLM) the in-place cell and, on the CPU, the
+        chosen kernels."""
         batch, steps, proj = inputs.shape[1], inputs.shape[2], self.config.projection_dim
-        cell = lstm_cell if torch.is_grad_enabled() else inplace_lstm_cell
+        wants_grad = torch.is_grad_enabled() and any(
+            t.requires_grad for t in (inputs, h, c, *self.parameters(recurse=False))
+        )
+        cell = lstm_cell if wants_grad else inplace_lstm_cell
+        gemms = self.gemms.for_call(onednn_runs(inputs, h, c, *self.parameters(recurse=False)))
         block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
         # in-place write (or slice of one large tensor) would cost a full-size gradient buffer per step.
         outputs, finished = [], []
         for t, n in enumerate(batch_sizes):
             if t % block == 0:  # x W_x + b for the next block of steps, as one GEMM
-                input_gates = self.gemms.input_gates(inputs[:, :n, t : t + block])
+                input_gates = gemms.input_gates(inputs[:, :n, t : t + block])
             if n < h.shape[1]:  # sentences n.. have ended: keep their final state
                 finished.append((h[:, n:], c[:, n:]))
                 h, c = h[:, :n], c[:, :n]
-            h, c = lstm_step(self.gemms, input_gates, t % block, h, c, cell, self.config)
+            h, c = lstm_step(gemms, input_gates, t % block, h, c, cell, self.config)
             outputs.append(h if n == batch else F.pad(h, (0, 0, 0, batch - n)))
         finished.append((h, c))
         final_h = torch.cat([h for h, _ in reversed(finished)], dim=1)  # back to sentence order

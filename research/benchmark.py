@@ -11,14 +11,16 @@ Random weights in the original HDF5 layout are written once for the named publis
 project's converter into `--cache` (default research/cache/, gitignored).
 
 Speed: for each batch size one subprocess loads the model once per `--dtypes` (fp32, bf16, int8 =
-`from_pretrained(..., quantization_config=ElmoInt8Config())`; ort-fp32 and ort-int8 = the folder `elmo-transformers
-export onnx --dtype float32|int8` makes, exported once into the cache and run by onnxruntime), makes a warm-up call
-of each implementation, then calls the baseline and each of ours in turn `--repeats` times, so that all see the same
-load on a noisy shared machine; medians are reported, and ratios against the baseline of the same run. Memory: each
-(implementation, dtype, batch size) in a fresh subprocess, a warm-up call and one measured call; two figures: the
-peak RSS of the whole process (`VmHWM`: weights, loading and the calls), and the working memory of the measured
-call: the Linux peak RSS (`VmHWM`) is reset after the warm-up (`/proc/self/clear_refs`), and the figure is the new
-peak minus the RSS at that point, i.e. the extra memory the inference itself needs on top of the loaded model.
+`from_pretrained(..., quantization_config=ElmoInt8Config())`; fp32-aten and bf16-aten = fp32 and bf16 with
+`float_kernel="aten"`, torch's own matmuls, against the float kernel the model picks for this CPU; ort-fp32 and
+ort-int8 = the folder `elmo-transformers export onnx --dtype float32|int8` makes, exported once into the cache and
+run by onnxruntime), makes a warm-up call of each implementation, then calls the baseline and each of ours in turn
+`--repeats` times, so that all see the same load on a noisy shared machine; medians are reported, and ratios against
+the baseline of the same run. Memory: each (implementation, dtype, batch size) in a fresh subprocess, a warm-up call
+and one measured call; two figures: the peak RSS of the whole process (`VmHWM`: weights, loading and the calls), and
+the working memory of the measured call: the Linux peak RSS (`VmHWM`) is reset after the warm-up
+(`/proc/self/clear_refs`), and the figure is the new peak minus the RSS at that point, i.e. the extra memory the
+inference itself needs on top of the loaded model.
 
 With `--allennlp-python PYTHON ...` (interpreters that can import AllenNLP 2.10.1, e.g. separate venvs made by
 `research/allennlp_venv.sh`), AllenNLP's own `Elmo` is also timed on the same weights and sentences, in a subprocess
@@ -77,7 +79,7 @@ SIZES = {
 }
 # word vocabulary of the benchmark sentences and of the LM head's softmax
 LM_VOCAB = 10_000
-DTYPES = ("fp32", "bf16", "int8", "ort-fp32", "ort-int8")  # how our model runs; see load_model
+DTYPES = ("fp32", "bf16", "int8", "ort-fp32", "ort-int8", "fp32-aten", "bf16-aten")  # how ours runs; see load_model
 ONNX_DTYPES = {"ort-fp32": "float32", "ort-int8": "int8"}  # the exported folders' (`export onnx --dtype`)
 
 
@@ -202,17 +204,19 @@ def bilm_flops(config, words, distinct_words, n_sentences):
 
 
 def gemm_gflops(dtype, size=2048, repeats=5):
-    """GFLOP/s of one large square GEMM (median): about the best this machine does in `dtype` ("fp32", "bf16", or
-    "int8": torch's dynamic int8 linear with prepacked weights, as int8 mode runs it)."""
-    from kernels_elmo import int8_linear, pack_int8
+    """GFLOP/s of one large square GEMM (median): about the best this machine does in `dtype` ("fp32", "bf16": the
+    float kernel "auto" picks here; "fp32-aten", "bf16-aten": torch's matmul; "int8": torch's dynamic int8 linear
+    with prepacked weights, as int8 mode runs it)."""
+    from kernels_elmo import float_kernel, float_linear, int8_linear, pack_int8
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     if dtype == "int8":
         packed = pack_int8(b)
         run = lambda: int8_linear(a, packed)  # noqa: E731
     else:
-        a, b = (a.bfloat16(), b.bfloat16()) if dtype == "bf16" else (a, b)
-        run = lambda: F.linear(a, b)  # noqa: E731
+        a, b = (a.bfloat16(), b.bfloat16()) if dtype.startswith("bf16") else (a, b)
+        linear = float_linear("aten" if dtype.endswith("-aten") else float_kernel("auto"))
+        run = lambda: linear(a, b)  # noqa: E731
     return 2 * size**3 / median_seconds(run, repeats) / 1e9
 
 
@@ -309,8 +313,10 @@ def export_model(model_dir, dtype):
 
 
 def load_model(model_dir, dtype):
-    """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it; "ort-fp32" / "ort-int8": the graph
-    `export onnx` makes, run by onnxruntime as `embed` runs it (as many threads as torch)."""
+    """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it; "fp32-aten" / "bf16-aten": the same
+    with `float_kernel="aten"` (torch's own matmuls, what ran before the float kernel was chosen per CPU);
+    "ort-fp32" / "ort-int8": the graph `export onnx` makes, run by onnxruntime as `embed` runs it (as many threads as
+    torch)."""
     from elmo_transformers.export.onnx import OnnxElmoModel
     from modeling_elmo import ElmoModel
     from quantization_elmo import ElmoInt8Config
@@ -319,7 +325,9 @@ def load_model(model_dir, dtype):
         return OnnxElmoModel(exported_model_dir(model_dir, ONNX_DTYPES[dtype]))
     if dtype == "int8":
         return ElmoModel.from_pretrained(model_dir, quantization_config=ElmoInt8Config()).eval()
-    return ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
+    kernel = "aten" if dtype.endswith("-aten") else "auto"
+    return ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype.startswith("bf16") else torch.float32,
+                                     float_kernel=kernel).eval()
 
 
 def fast_path(model, input_ids, attention_mask):
@@ -440,10 +448,11 @@ def cosines(a, b, mask):
 
 def step_gemm_ms(batch_size, config, repeats=5):
     """Median ms of one step's state GEMMs (both directions, [batch x P] x [P x 4H]) per way of running them: what
-    the recurrence waits for at every step. `prepacked fp32` is MKL's packed-weight GEMM (weights packed once)."""
+    the recurrence waits for at every step. `fp32 prepacked` is MKL's packed-weight GEMM (weights packed once),
+    `oneDNN` oneDNN's linear on weights prepacked once (float_kernel="onednn"), where this torch has it."""
     proj, gates = config.projection_dim, 4 * config.lstm_dim
     weight, h = torch.randn(2, proj, gates) * 0.05, torch.randn(2, batch_size, proj)
-    from kernels_elmo import int8_linear, pack_int8
+    from kernels_elmo import int8_linear, onednn_error, pack_int8
 
     packed_int8 = [pack_int8(weight[d].t()) for d in range(2)]
     packed_mkl = [torch.ops.mkl._mkl_reorder_linear_weight(weight[d].t().contiguous(), batch_size) for d in range(2)]
@@ -455,6 +464,12 @@ def step_gemm_ms(batch_size, config, repeats=5):
         "bf16 linear": lambda: [F.linear(h16[d], transposed16[d]) for d in range(2)],
         "int8": lambda: [int8_linear(h[d], packed_int8[d]) for d in range(2)],
     }
+    if onednn_error() is None:
+        for name, w, x in (("fp32 oneDNN", transposed, h), ("bf16 oneDNN", transposed16, h16)):
+            packed = [torch.ops.mkldnn._reorder_linear_weight(w[d]) for d in range(2)]
+            runs[name] = partial(lambda x, packed: [torch.ops.mkldnn._linear_pointwise(x[d], packed[d], None, "none",
+                                                                                      [], "") for d in range(2)],
+                                 x, packed)
     return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
 
 

@@ -1,7 +1,8 @@
 """Right on every CPU kernel set and cache state: processes that share a torch.compile cache folder, run one after the
-other under the CPU's best kernels, `ATEN_CPU_CAPABILITY=avx2` and `default` (the order .ci/run uses, and what the
-nodes of a cluster sharing a home folder do), all give the reference numbers, never NaN; the model compiles nothing,
-so no cache made on another CPU or kernel set can change its results."""
+other under the CPU's best kernels, `ATEN_CPU_CAPABILITY=avx2` and `default` (with oneDNN's `ONEDNN_MAX_CPU_ISA=AVX2`
+and `SSE41`; the order .ci/run uses, and what the nodes of a cluster sharing a home folder do), all give the
+reference numbers, never NaN; the model compiles nothing, so no cache made on another CPU or kernel set can change
+its results."""
 
 import json
 import os
@@ -55,10 +56,11 @@ def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path
     cache = tmp_path / "inductor-cache"
     runs = []
     for index, capability in enumerate([None, "avx2", "default"]):
-        env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")}
         env.update(TORCHINDUCTOR_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-        if capability:
-            env["ATEN_CPU_CAPABILITY"] = capability
+        if capability:  # and oneDNN's kernels (float_kernel "onednn", "auto" on x86) by its own variable
+            onednn_isa = {"avx2": "AVX2", "default": "SSE41"}[capability]
+            env.update(ATEN_CPU_CAPABILITY=capability, ONEDNN_MAX_CPU_ISA=onednn_isa)
         out = tmp_path / f"run{index}.npz"
         result = subprocess.run(
             [sys.executable, str(script), str(tiny_model_dir), str(SHIPPED),

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import modeling_elmo
+from kernels_elmo import runnable_float_kernels
 from tokenization_elmo import BOS_WORD, EOS_WORD, word_to_char_ids
 
 from conftest import FIXTURES, load_fixture
@@ -32,9 +33,11 @@ def char_cnn_rows_counted(model):
 
 
 @pytest.mark.fidelity
-def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
+@pytest.mark.parametrize("kernel", runnable_float_kernels())
+def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch, kernel):
     """The fidelity fixture goes through one input GEMM per layer and block, state GEMMs at the shrinking batch size
-    (padded steps never computed), the in-place LSTM cell, and one char CNN call over distinct words only."""
+    (padded steps never computed), the in-place LSTM cell, and one char CNN call over distinct words only; with each
+    float kernel this CPU runs (config.float_kernel)."""
     from configuration_elmo import ElmoConfig
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
@@ -43,18 +46,26 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch):
     tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
     gates = 4 * ElmoConfig.from_pretrained(tiny_model_dir).lstm_dim
     # Gate blocks of 4 steps, set through from_pretrained (a config field).
-    model = ElmoModel.from_pretrained(tiny_model_dir, lstm_gates_block_elements=2 * len(sentences) * gates * 4).eval()
+    model = ElmoModel.from_pretrained(
+        tiny_model_dir, lstm_gates_block_elements=2 * len(sentences) * gates * 4, float_kernel=kernel
+    ).eval()
     enc = encode(tokenizer, sentences)
     lengths = sorted((len(s) + 2 for s in sentences), reverse=True)
     steps = lengths[0]
     gemm_rows, cell_calls = [], []
-    real_baddbmm, real_cell = torch.baddbmm, modeling_elmo.inplace_lstm_cell
-    def baddbmm(x, b1, b2):  # records the rows of each gates GEMM (input and state)
-        if b2.shape[-1] == gates:
-            gemm_rows.append(b1.shape[1])
-        return real_baddbmm(x, b1, b2)
+    gemms = type(model.bilm.layers[0].gemms)
+    real_input_gates, real_gates, real_cell = gemms.input_gates, gemms.gates, modeling_elmo.inplace_lstm_cell
 
-    monkeypatch.setattr(torch, "baddbmm", baddbmm)
+    def input_gates(self, x):  # records the rows of each gates GEMM (input and state)
+        gemm_rows.append(x.shape[1] * x.shape[2])
+        return real_input_gates(self, x)
+
+    def state_gates(self, input_gates, step, h):
+        gemm_rows.append(h.shape[1])
+        return real_gates(self, input_gates, step, h)
+
+    monkeypatch.setattr(gemms, "input_gates", input_gates)
+    monkeypatch.setattr(gemms, "gates", state_gates)
     monkeypatch.setattr(modeling_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
     with torch.no_grad(), char_cnn_rows_counted(model) as char_cnn_rows:
         out = model(**enc, output_hidden_states=True)

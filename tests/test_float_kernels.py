@@ -1,0 +1,110 @@
+"""The float GEMM kernels (`config.float_kernel`, kernels_elmo.float_kernel): each one this CPU runs gives AllenNLP's
+numbers (tolerance rule of tests/tolerance.py) in inference and trains like torch's own matmuls; "auto" picks by the
+documented rule; a kernel that cannot run here is refused in one line."""
+
+import pytest
+import torch
+from conftest import FIXTURE_NAMES, load_fixture
+from tolerance import assert_close_to_reference
+
+import kernels_elmo
+from configuration_elmo import ElmoConfig
+from kernels_elmo import (
+    FloatGemms, OneDnnGemms, best_float_kernel, float_kernel, onednn_error, runnable_float_kernels,
+)
+from modeling_elmo import ElmoLstmLayer, ElmoModel
+from tokenization_elmo import ElmoTokenizer
+
+
+@pytest.fixture(scope="module", params=runnable_float_kernels())
+def forced(request, tiny_model_dir):
+    model = ElmoModel.from_pretrained(tiny_model_dir, float_kernel=request.param).eval()
+    return request.param, model, ElmoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.mark.fidelity  # one float kernel per case: .ci/run reruns each under the other CPU kernel sets
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_each_kernel_gives_allennlps_numbers(forced, name):
+    kernel, model, tokenizer = forced
+    assert all(isinstance(layer.gemms, OneDnnGemms if kernel == "onednn" else FloatGemms)
+               for layer in model.bilm.layers)
+    sentences, expected, _ = load_fixture(name)
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_hidden_states=True)
+    assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], f"{kernel} biLM layers")
+    assert_close_to_reference(out.last_hidden_state, expected["elmo_representation"], f"{kernel} ELMo vectors")
+
+
+def test_each_kernel_in_bf16_stays_near_float32(forced):
+    """bf16 runs the same kernels on bf16 weights (rounded, so a cosine rule, not the float32 tolerance)."""
+    kernel, model, tokenizer = forced
+    sentences, _, _ = load_fixture("allennlp-tiny")
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    bf16 = ElmoModel.from_pretrained(model.name_or_path, float_kernel=kernel, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        reference, out = model(**enc).last_hidden_state, bf16(**enc).last_hidden_state.float()
+    mask = enc["attention_mask"].bool()
+    cosine = torch.nn.functional.cosine_similarity(out[mask], reference[mask], dim=-1)
+    assert cosine.min() > 0.99, (kernel, cosine.min())
+
+
+def test_prepacked_weights_follow_the_parameters():
+    """oneDNN's prepacked weights are remade when a weight changes in place (loading, an optimizer step, also one
+    that leaves the version counter as it was), so the layer never runs stale weights; and a gradient still flows
+    (training runs torch's differentiable matmuls)."""
+    if onednn_error() is not None:
+        pytest.skip(onednn_error())
+    torch.manual_seed(0)
+    config = ElmoConfig(lstm_dim=12, projection_dim=5, float_kernel="onednn")
+    layer = ElmoLstmLayer(config, 5)
+    plain = ElmoLstmLayer(ElmoConfig(lstm_dim=12, projection_dim=5, float_kernel="aten"), 5)
+    inputs = torch.randn(2, 3, 4, 5)
+    for step in range(2):
+        for weight in layer.parameters():
+            torch.nn.init.uniform_(weight, -0.6, 0.6)  # in place: the packed copies made at step 0 are stale now
+        plain.load_state_dict(layer.state_dict())
+        with torch.no_grad():
+            fast, reference = layer(inputs, [3, 3, 2, 1])[0], plain(inputs, [3, 3, 2, 1])[0]
+        assert_close_to_reference(fast, reference, f"after update {step}")
+    output, _ = layer(inputs, [3, 3, 2, 1])
+    output.square().sum().backward()
+    output_plain, _ = plain(inputs, [3, 3, 2, 1])
+    output_plain.square().sum().backward()
+    for (name, weight), reference in zip(layer.named_parameters(), plain.parameters()):
+        assert_close_to_reference(weight.grad, reference.grad, f"gradient of {name}")
+    # A fused AdamW step changes the weights in place without bumping their version: never run stale packed ones.
+    versions = [w._version for w in layer.parameters()]
+    torch.optim.AdamW(layer.parameters(), lr=0.1, fused=True).step()
+    assert [w._version for w in layer.parameters()] == versions  # what makes the version alone not enough
+    for weight in layer.parameters():
+        weight.grad = None
+    plain.load_state_dict(layer.state_dict())
+    with torch.no_grad():
+        assert_close_to_reference(layer(inputs, [3, 3, 2, 1])[0], plain(inputs, [3, 3, 2, 1])[0], "after a step")
+
+
+def test_auto_follows_the_rule_and_a_kernel_that_cannot_run_is_refused(monkeypatch):
+    assert float_kernel("auto") == best_float_kernel() == runnable_float_kernels()[-1]
+    assert float_kernel("aten") == "aten"
+    monkeypatch.setattr(kernels_elmo, "onednn_error", lambda: "this PyTorch build has no oneDNN (test)")
+    with pytest.raises(RuntimeError) as refused:
+        ElmoModel(ElmoConfig(lstm_dim=12, projection_dim=5, float_kernel="onednn"))
+    assert str(refused.value) == ("float_kernel='onednn' cannot run here: this PyTorch build has no oneDNN (test); "
+                                  "use 'auto' or 'aten'")
+    with pytest.raises(ValueError, match="ElmoConfig.float_kernel must be one of .*got 'mkl'"):
+        ElmoConfig(float_kernel="mkl")
+
+
+def test_a_copied_or_pickled_model_repacks_its_weights(forced):
+    """`copy.deepcopy` and pickling (torch.save of a whole model) work after a call has prepacked the weights: the
+    copy leaves them out and makes its own at first use, with the same numbers."""
+    import copy
+    import pickle
+
+    kernel, model, tokenizer = forced
+    enc = tokenizer([["The", "cat", "sat"], ["ELMo"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**enc).last_hidden_state
+        for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            assert_close_to_reference(copied(**enc).last_hidden_state, expected, f"{kernel} copy")
