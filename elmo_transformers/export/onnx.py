@@ -41,9 +41,12 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
         raise UserError(f"{{dtype}} {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", arguments=["dtype"])
     check_onnx_installed(PACKAGES, "exporting to ONNX")
     output = check_output(output, overwrite, [folder])
-    from ..model_source import load_model
+    import dataclasses
 
-    model, tokenizer = load_model(folder, name=source or folder, dtype="float32", runtime="torch")
+    from ..model_source import load_model, open_model
+
+    named = dataclasses.replace(open_model(folder), name=str(source or folder))  # errors name the model as given
+    model, tokenizer = load_model(named, dtype="float32", runtime="torch")
     is_lm = "ElmoForLanguageModeling" in (model.config.architectures or [])
 
     def write(staging):
