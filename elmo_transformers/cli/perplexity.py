@@ -12,7 +12,7 @@ import argparse
 import json
 
 from ..errors import ModelError
-from ..model_source import load_model, open_model
+from ..model_source import load_config, load_model, open_model
 from ..models import DEFAULT_MODEL
 from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 from . import option, torch_device
@@ -39,8 +39,6 @@ def main(argv=None):
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     with option("--model", args.model):
         source = open_model(args.model)
-        if not source.is_language_model:
-            raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
     if args.output:
         with option("--output", args.output):
             check_output_apart(args.output, [*args.files, source.path])
@@ -50,6 +48,8 @@ def main(argv=None):
 
     device = torch_device(args.device)
     with option("--model", args.model):  # the model before the data: reading and windowing a corpus takes a while
+        if load_config(source.path, args.model).lm_vocab_size is None or source.is_export:
+            raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
         model, tokenizer = load_model(source, language_model=True, device=device)
     # Every file is read (and its encoding checked) before any is scored; the windows stay in datasets' Arrow files.
     windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)
