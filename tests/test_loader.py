@@ -143,3 +143,26 @@ def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)
     assert json.loads(done.stdout.splitlines()[-1]) == [[], "ElmoConfig"], done.stderr[-3000:]
+
+
+def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_path, monkeypatch):
+    """ElmoEmbedder(PYTORCH_FOLDER, runtime="onnxruntime"): exported on first use under HF_HOME, keyed by the
+    weights' hash, reused the second time; changed weights get another export. The numbers are PyTorch's."""
+    from huggingface_hub import constants
+
+    from elmo_transformers import ElmoEmbedder
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
+    first = ElmoEmbedder(tiny_model_dir, runtime="onnxruntime")
+    (cached,) = (tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32")
+    assert first.model.folder == str(cached) and first.traits.runtime == "onnxruntime"
+    stamp = (cached / "model.onnx").stat().st_mtime_ns
+    assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder == str(cached)
+    assert (cached / "model.onnx").stat().st_mtime_ns == stamp  # reused, not exported again
+    assert_close_to_reference(first.embed_sentence(["a", "b"]), ElmoEmbedder(tiny_model_dir).embed_sentence(["a", "b"]),
+                              "cached export")
+    changed = shutil.copytree(tiny_model_dir, tmp_path / "changed")
+    config = json.loads((changed / "config.json").read_text())
+    (changed / "config.json").write_text(json.dumps({**config, "cell_clip": 1.0}))
+    ElmoEmbedder(changed, runtime="onnxruntime")
+    assert len(list((tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32"))) == 2

@@ -12,9 +12,7 @@ import argparse
 import json
 
 from ..errors import ModelError
-from ..model_source import load_config, load_model, open_model
 from ..models import DEFAULT_MODEL
-from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 from . import option, torch_device
 
 NOT_AN_LM = ("it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
@@ -37,6 +35,9 @@ def main(argv=None):
     for name in ("max_words", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    from ..model_source import load_config, load_model, open_model  # (after parsing: huggingface_hub is slow)
+    from ..output_paths import check_file_output, check_output_apart, write_file_atomically
+
     with option("--model", args.model):
         source = open_model(args.model)
     if args.output:
