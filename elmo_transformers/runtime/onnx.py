@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,15 @@ def check_onnx_installed(packages, purpose, value=None):
     missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"{purpose} needs {', '.join(missing)}, not installed here: {INSTALL}", value)
+
+
+def intra_op_threads():
+    """As many threads as torch uses: torch.get_num_threads() where torch is already imported (not importing it),
+    else OMP_NUM_THREADS where set (torch's own rule), else 0 (onnxruntime's default: the physical cores)."""
+    if sys.modules.get("torch") is not None:
+        return sys.modules["torch"].get_num_threads()
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() else 0
 
 
 class ExportedConfig:
@@ -103,8 +113,8 @@ class OnnxElmoModel:
     """An exported folder run by onnxruntime on the CPU, called as `ElmoModel` is: char ids and attention mask in
     (NumPy arrays, or anything `np.asarray` reads), an `OnnxElmoOutput` of NumPy arrays out (`last_hidden_state`,
     `hidden_states`, `mask`). The graph is stateless (`traits.stateful` is False), so `lstm_state` /
-    `return_lstm_state` are refused. onnxruntime runs on OMP_NUM_THREADS threads where that is set (as torch does),
-    else on its default. A batch of more than MAX_RUN_WORDS word positions runs in slices of whole sentences."""
+    `return_lstm_state` are refused. onnxruntime runs on as many threads as torch (`intra_op_threads`). A batch of
+    more than MAX_RUN_WORDS word positions runs in slices of whole sentences."""
 
     def __init__(self, folder, dtype=None, device=None):
         """`dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are checked against
@@ -122,9 +132,7 @@ class OnnxElmoModel:
         self.config = ExportedConfig(values)
         self.device = "cpu"
         options = onnxruntime.SessionOptions()
-        if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-            options.intra_op_num_threads = int(os.environ["OMP_NUM_THREADS"])
-        options.inter_op_num_threads = 1
+        options.intra_op_num_threads, options.inter_op_num_threads = intra_op_threads(), 1
         path = os.path.join(self.folder, GRAPH_FILES[0])
         try:
             self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
