@@ -166,3 +166,32 @@ def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_pat
     (changed / "config.json").write_text(json.dumps({**config, "cell_clip": 1.0}))
     ElmoEmbedder(changed, runtime="onnxruntime")
     assert len(list((tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32"))) == 2
+
+
+def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_path, monkeypatch):
+    """What the export silences (torch's exporter registration logger, its warnings) is restored also when the
+    export fails, and the card's Inputs/Outputs come from the same contract as the graph's names."""
+    import logging
+    import warnings
+
+    import torch
+
+    from elmo_transformers.export import onnx as export
+    from elmo_transformers.runtime.onnx_config import ElmoOnnxConfig
+
+    model, tokenizer = tiny
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    logger.setLevel(logging.INFO)
+    filters = list(warnings.filters)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the exporter failed")
+
+    monkeypatch.setattr(torch.onnx, "export", fail)
+    contract = ElmoOnnxConfig(model.config.to_dict())
+    with pytest.raises(RuntimeError, match="the exporter failed"):
+        export.export_graph(model, tokenizer, str(tmp_path / "model.onnx"), contract)
+    assert logger.level == logging.INFO and warnings.filters == filters
+    card = contract.describe()
+    assert "- `input_ids`: int64 `[batch, words, 50]`" in card
+    assert "- `hidden_states`: float32 `[3, batch, words, 16]`" in card
