@@ -22,6 +22,7 @@ work without the Hub: `AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL
 
 import importlib
 import importlib.abc
+import importlib.util
 import sys
 
 from .models import DEFAULT_MODEL
@@ -110,6 +111,8 @@ def _after(name):
     (registering imports ELMo's modules, which import transformers' own: inside an import that is still running
     they would meet half-initialized modules). An Auto module imported inside another import is registered when
     the outermost hooked import finishes."""
+    if importlib.util.find_spec("torch") is None:  # ELMo's classes need torch: a torch-free process (an exported
+        return  # folder's tokenizer imports the Auto modules) registers nothing, and fails nothing
     if not any(_initializing(other) for other in list(sys.modules) if other != name):
         _register_imported()
 

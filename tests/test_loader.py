@@ -115,7 +115,8 @@ NO_TORCH = """
 import sys
 sys.modules["torch"] = None  # `import torch` fails from here on
 import json
-import elmo_transformers_cli
+import elmo_transformers, elmo_transformers_cli
+from transformers import AutoTokenizer  # the Auto modules' import hook registers nothing without torch, and fails not
 folder, text, output = sys.argv[1:4]
 status = elmo_transformers_cli.main(["embed", text, output, "--model", folder, "--top"])
 from elmo_transformers import ElmoEmbedder
