@@ -44,23 +44,17 @@ def main(argv=None):
         with option("--output", args.output):
             check_output_apart(args.output, [*args.files, source.path])
             check_file_output(args.output, args.overwrite)
-    from ..training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
-    from ..training.perplexity import bilm_perplexities
+    from ..training.perplexity import file_perplexities
 
     device = torch_device(args.device)
     with option("--model", args.model):  # the model before the data: reading and windowing a corpus takes a while
-        if load_config(source.path, args.model).lm_vocab_size is None or source.is_export:
+        if source.is_export or load_config(source.path, args.model).lm_vocab_size is None:
             raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
         model, tokenizer = load_model(source, language_model=True, device=device)
-    # Every file is read (and its encoding checked) before any is scored; the windows stay in datasets' Arrow files.
-    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)
-               for path in args.files}
-    collator = DataCollatorForElmoLanguageModeling(tokenizer)
     results = {}
-    for path in args.files:
-        figures = bilm_perplexities(model, collator, windows[path]["words"], args.batch_size, device, desc=path)
-        results[path] = {"words": sum(windows[path]["length"]), **figures}
-        print(f"{path}: {results[path]['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
+    for path, figures in file_perplexities(model, tokenizer, args.files, args.max_words, args.batch_size, device):
+        results[path] = figures
+        print(f"{path}: {figures['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
               f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}")
     if args.output:
         with option("--output", args.output):
