@@ -13,7 +13,7 @@ takes from a folder's code, take `pipeline_class=` instead (e.g. `ElmoTokenClass
 The package is lazy (a module `__getattr__`, as transformers' own `__init__` defers its models): importing it loads
 neither torch nor transformers. Its model classes, pipelines and `ElmoEmbedder` are imported when first touched, and
 ELMo is registered with the Auto classes (`register`, which imports torch and transformers' model stack) when a
-model class or pipeline is touched here, or when transformers' Auto classes are imported (`after_import`): so a
+model class or pipeline is touched here, or when transformers' Auto classes are imported (`AfterImport`): so a
 command's --help answers at once, and `embed` or `ElmoEmbedder` on an exported folder never load torch.
 
 `DEFAULT_MODEL` is the folder of the model shipped inside the package (a small English ELMo, `elmo-en-small`), for
@@ -106,25 +106,41 @@ def _initializing(name):
     return getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
+_pending = set()
+
+
 def _after(name):
-    """Run after one of AUTO_MODULES finished importing: register what it needs, once no import is half-way done
-    (registering imports ELMo's modules, which import transformers' own: inside an import that is still running
-    they would meet half-initialized modules). An Auto module imported inside another import is registered when
-    the outermost hooked import finishes."""
-    if importlib.util.find_spec("torch") is None:  # ELMo's classes need torch: a torch-free process (an exported
-        return  # folder's tokenizer imports the Auto modules) registers nothing, and fails nothing
+    """Run after one of AUTO_MODULES, or another module of transformers or ELMo's, finished importing: register
+    what the Auto modules imported so far need, once no import is half-way done (registering imports ELMo's modules,
+    which import transformers' own: inside an import that is still running they would meet half-initialized
+    modules). An Auto module imported inside another import is registered when that outer import finishes."""
+    _pending.update(AUTO_MODULES.get(name, ()))
+    if not _pending or importlib.util.find_spec("torch") is None:  # ELMo's classes need torch: a torch-free process
+        return  # (an exported folder's tokenizer imports the Auto modules) registers nothing, and fails nothing
     if not any(_initializing(other) for other in list(sys.modules) if other != name):
+        _pending.clear()
         _register_imported()
+        if all(_state[part] for part in ("config", "tokenizer", "models")) and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)  # all registered: nothing more to watch
+
+
+def _watched(name):
+    """The modules whose end may end an import that an Auto module was imported inside of."""
+    return name in AUTO_MODULES or name.split(".")[0] in ("transformers", __name__, *ROOT_MODULES)
+
+
+ROOT_MODULES = ("configuration_elmo", "modeling_elmo", "tokenization_elmo", "pipeline_elmo", "kernels_elmo",
+                "quantization_elmo")
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
     """A post-import hook: the modules in `names` are found and loaded as usual, then `action(name)` runs."""
 
-    def __init__(self, names, action):
-        self.names, self.action = set(names), action
+    def __init__(self, watched, action):
+        self.watched, self.action = watched, action
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in self.names:
+        if not self.watched(fullname):
             return None
         for finder in sys.meta_path:
             if finder is not self and hasattr(finder, "find_spec"):
@@ -140,6 +156,9 @@ class AfterImport(importlib.abc.MetaPathFinder):
 class _Loader(importlib.abc.Loader):
     def __init__(self, loader, then):
         self.loader, self.then = loader, then
+
+    def __getattr__(self, name):  # get_source, get_filename, is_package, resource readers...: the real loader's
+        return getattr(self.loader, name)
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
@@ -158,5 +177,6 @@ def _register_imported():
 
 
 _register_imported()  # transformers' Auto classes may have been imported before this package
-if not all(name in sys.modules for name in AUTO_MODULES):
-    sys.meta_path.insert(0, AfterImport(AUTO_MODULES, _after))
+if not all(_state[part] for part in ("config", "tokenizer", "models")):
+    _finder = AfterImport(_watched, _after)
+    sys.meta_path.insert(0, _finder)

@@ -136,14 +136,17 @@ def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
 
 
 def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
+    """...and the Auto classes still know ELMo, also when they were first imported inside another import."""
     code = ("import json, sys, elmo_transformers\n"
             "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n"
-            "from transformers import AutoConfig\n"
+            "import elmo_transformers.training.perplexity\n"  # imports the Auto modules inside its own import
+            "from transformers import AutoConfig, AutoModel\n"
             "config = AutoConfig.from_pretrained(elmo_transformers.DEFAULT_MODEL)\n"
-            "print(json.dumps([loaded, type(config).__name__]))")
+            "model = AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL)\n"
+            "print(json.dumps([loaded, type(config).__name__, type(model).__name__]))")
     done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)
-    assert json.loads(done.stdout.splitlines()[-1]) == [[], "ElmoConfig"], done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], "ElmoConfig", "ElmoModel"], done.stderr[-3000:]
 
 
 def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_path, monkeypatch):
