@@ -19,9 +19,11 @@ the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB li
 the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused.
 
 A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
-exported in (another --dtype is refused), with the same layout and numbers (float rounding apart). Its graph is
-stateless, so it cannot embed a line in windows: a line longer than --max-sentence-words is refused before any work;
-raise --max-sentence-words to embed such lines whole.
+exported in (another --dtype is refused), with the same layout and numbers (float rounding apart), without importing
+torch; its graph is checked against its config.json first. `--runtime onnxruntime` runs a PyTorch folder that way:
+its export is made on first use in the Hugging Face cache (keyed by its weights' hash and the dtype: float32, or
+int8 with --dtype int8) and reused. The graph is stateless, so it cannot embed a line in windows: a line longer than
+--max-sentence-words is refused before any work; raise --max-sentence-words to embed such lines whole.
 
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
