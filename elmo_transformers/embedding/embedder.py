@@ -81,12 +81,6 @@ def batch_to_ids(batch):
     return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
 
-def load_elmo(name_or_path, dtype=None, quantization_config=None):
-    """ElmoModel from a folder or Hub id (`model_source.load_model`, the one loader), refusing what is not an ELMo
-    biLM instead of running random weights."""
-    return load_model(name_or_path, dtype=dtype, quantization_config=quantization_config, runtime="torch")[0]
-
-
 def convert_original(options_file, weight_file):
     """ElmoModel and ElmoTokenizer converted in memory from an AllenNLP options.json and weights.hdf5, each a local
     path or the URL of one of AllenNLP's published files (fetched through the presets' cache, from the mirror in
