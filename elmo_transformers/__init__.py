@@ -115,10 +115,11 @@ def _after(name):
     which import transformers' own: inside an import that is still running they would meet half-initialized
     modules). An Auto module imported inside another import is registered when that outer import finishes."""
     _pending.update(AUTO_MODULES.get(name, ()))
-    if not _pending or importlib.util.find_spec("torch") is None:  # ELMo's classes need torch: a torch-free process
-        return  # (an exported folder's tokenizer imports the Auto modules) registers nothing, and fails nothing
+    if not _pending or _state["busy"]:  # (registering: it registers what it imports itself)
+        return
+    if importlib.util.find_spec("torch") is None:  # ELMo's classes need torch: a torch-free process (an exported
+        return  # folder's tokenizer imports the Auto modules) registers nothing, and fails nothing
     if not any(_initializing(other) for other in list(sys.modules) if other != name):
-        _pending.clear()
         _register_imported()
         if all(_state[part] for part in ("config", "tokenizer", "models")) and _finder in sys.meta_path:
             sys.meta_path.remove(_finder)  # all registered: nothing more to watch
@@ -171,9 +172,10 @@ class _Loader(importlib.abc.Loader):
 
 def _register_imported():
     """Register what the Auto modules imported so far need (registering can import more of them)."""
-    while todo := {part for name in AUTO_MODULES if name in sys.modules for part in AUTO_MODULES[name]
-                   if not _state[part]}:
+    while not _state["busy"] and (todo := {part for name in AUTO_MODULES if name in sys.modules
+                                           for part in AUTO_MODULES[name] if not _state[part]}):
         register(tuple(todo))
+    _pending.clear()
 
 
 _register_imported()  # transformers' Auto classes may have been imported before this package

@@ -199,3 +199,15 @@ def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_p
     card = contract.describe()
     assert "- `input_ids`: int64 `[batch, words, 50]`" in card
     assert "- `hidden_states`: float32 `[3, batch, words, 16]`" in card
+
+
+def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
+    """What a command does (cli.import_package: register() before transformers' Auto modules are imported): it
+    finishes (it used to spin for ever in the import hook) and the Auto classes load ELMo."""
+    code = ("import elmo_transformers\nelmo_transformers.register()\n"
+            "from transformers import AutoModelForPreTraining, AutoTokenizer\n"
+            "print(type(AutoModelForPreTraining.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__,"
+            " type(AutoTokenizer.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__)")
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout.split() == ["ElmoForLanguageModeling", "ElmoTokenizer"], done.stderr[-3000:]
