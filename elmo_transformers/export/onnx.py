@@ -92,6 +92,8 @@ def exporter_quiet():
         with warnings.catch_warnings():
             for module in (r"torch\.onnx", r"torch\.export", r"onnxscript", r"torch\._export"):
                 warnings.filterwarnings("ignore", module=module)
+            # torch's pytree, on the exported program's tree specs (raised where copyreg rebuilds them)
+            warnings.filterwarnings("ignore", r".*isinstance\(treespec, LeafSpec\)", FutureWarning)
             yield
     finally:
         registration.setLevel(level)
