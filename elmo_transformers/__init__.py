@@ -61,7 +61,24 @@ def __dir__():
     return sorted({*globals(), *LAZY})
 
 
-_state = {"config": False, "tokenizer": False, "models": False, "busy": False}
+_state = {"config": False, "tokenizer": False, "models": False, "placeholders": False, "busy": False}
+
+
+class LazyModelClass(type):
+    """A stand-in for one of modeling_elmo's classes in the Auto classes' mappings, registered when only
+    transformers' Auto modules were imported (an exported folder's tokenizer imports them too, and modeling_elmo
+    would bring transformers' whole model stack): its first use (`from_pretrained`, `config_class`...) imports
+    modeling_elmo, registers the real classes in its place, and answers for the real class."""
+
+    def real(cls):
+        register(("models",))
+        return getattr(importlib.import_module("modeling_elmo"), cls.__name__)
+
+    def __getattr__(cls, name):
+        return getattr(cls.real(), name)
+
+    def __call__(cls, *args, **kwargs):
+        return cls.real()(*args, **kwargs)
 
 
 def register(parts=("config", "tokenizer", "models")):
@@ -90,7 +107,13 @@ def register(parts=("config", "tokenizer", "models")):
                 if auto_class != "AutoConfig":
                     model_class = getattr(modeling_elmo, reference.split(".")[-1])
                     getattr(transformers, auto_class).register(ElmoConfig, model_class, exist_ok=True)
-            _state["models"] = True
+            _state["models"] = _state["placeholders"] = True
+        if "placeholders" in parts and not _state["placeholders"]:
+            for auto_class, reference in ELMO_AUTO_MAP.items():
+                if auto_class != "AutoConfig":
+                    placeholder = LazyModelClass(reference.split(".")[-1], (), {"__module__": "modeling_elmo"})
+                    getattr(transformers, auto_class)._model_mapping.register(ElmoConfig, placeholder, exist_ok=True)
+            _state["placeholders"] = True
     finally:
         _state["busy"] = False
 
@@ -99,7 +122,7 @@ def register(parts=("config", "tokenizer", "models")):
 AUTO_MODULES = {
     "transformers.models.auto.configuration_auto": ("config",),
     "transformers.models.auto.tokenization_auto": ("config", "tokenizer"),
-    "transformers.models.auto.modeling_auto": ("config", "tokenizer", "models"),
+    "transformers.models.auto.modeling_auto": ("config", "tokenizer", "placeholders"),
 }
 def _initializing(name):
     module = sys.modules.get(name)
@@ -121,7 +144,7 @@ def _after(name):
         return  # folder's tokenizer imports the Auto modules) registers nothing, and fails nothing
     if not any(_initializing(other) for other in list(sys.modules) if other != name):
         _register_imported()
-        if all(_state[part] for part in ("config", "tokenizer", "models")) and _finder in sys.meta_path:
+        if all(_state[part] for part in ("config", "tokenizer", "placeholders")) and _finder in sys.meta_path:
             sys.meta_path.remove(_finder)  # all registered: nothing more to watch
 
 
@@ -179,6 +202,6 @@ def _register_imported():
 
 
 _register_imported()  # transformers' Auto classes may have been imported before this package
-if not all(_state[part] for part in ("config", "tokenizer", "models")):
+if not all(_state[part] for part in ("config", "tokenizer", "placeholders")):
     _finder = AfterImport(_watched, _after)
     sys.meta_path.insert(0, _finder)
