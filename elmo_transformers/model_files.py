@@ -3,31 +3,44 @@
 by another."""
 
 import fnmatch
+import functools
 import os
-
-from configuration_elmo import ELMO_MODULES
 
 GRAPH_FILES = ("model.onnx", "model.onnx.data")  # `export onnx`: the graph, and its weights where ONNX keeps them apart
 
-MODEL_FILES = (
-    "config.json",
-    "*.safetensors",
-    *GRAPH_FILES,
-    "model.safetensors.index.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.txt",  # the word vocabulary (bilm-tf format)
-    "char.dic",  # ELMoForManyLangs character and word vocabularies
-    "word.dic",
-    *(f"{module}.py" for module in ELMO_MODULES),
-    "README.md",  # the model card (a preset conversion names its source and licence there)
-    "LICENSE.md",  # the licences of what the weights were trained on, where the card points to them
-)
+
+
+@functools.cache
+def model_files():
+    """MODEL_FILES, made on first use: the model's modules are configuration_elmo's list, and it imports torch (this
+    module is also read where an exported folder runs without torch)."""
+    from configuration_elmo import ELMO_MODULES
+
+    return (
+        "config.json",
+        "*.safetensors",
+        *GRAPH_FILES,
+        "model.safetensors.index.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.txt",  # the word vocabulary (bilm-tf format)
+        "char.dic",  # ELMoForManyLangs character and word vocabularies
+        "word.dic",
+        *(f"{module}.py" for module in ELMO_MODULES),
+        "README.md",  # the model card (a preset conversion names its source and licence there)
+        "LICENSE.md",  # the licences of what the weights were trained on, where the card points to them
+    )
+
+
+def __getattr__(name):
+    if name == "MODEL_FILES":
+        return model_files()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_model_file(name):
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in MODEL_FILES)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in model_files())
 
 
 def is_onnx_export(folder):

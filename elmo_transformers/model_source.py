@@ -1,12 +1,18 @@
-"""Where a command's model comes from, checked before anything loads: a local folder, or a Hub repo id that is in
-the local cache or on a reachable Hub, holding an ELMo config.json. A name that is none of these is one line
-(`ModelError`) at once, instead of transformers' offline retries, a traceback, or another architecture's weights
-run as ELMo. A command resolves its model once (`resolve_model`) and passes the folder down."""
+"""Where a model comes from, and the one way it loads. `resolve_model` finds and checks it before anything loads: a
+local folder, or a Hub repo id that is in the local cache or on a reachable Hub, holding an ELMo config.json. A name
+that is none of these is one line (`ModelError`) at once, instead of transformers' offline retries, a traceback, or
+another architecture's weights run as ELMo. A command resolves its model once and passes the folder down.
+
+`load_model` is the one loader every command and API uses (embed, ElmoEmbedder, perplexity, demo, export): every
+kind of ELMo folder (PyTorch weights or an exported ONNX graph; a biLM or a language model) in every dtype and
+runtime, with the checks between its parts (config, weights, tokenizer; a graph against its config). It imports torch
+only for a model that runs in PyTorch."""
 
 import contextlib
 import glob
 import json
 import os
+from dataclasses import dataclass
 
 from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
@@ -139,3 +145,137 @@ def load_config(folder, name=None):
 
     with loading(name or folder):
         return AutoConfig.from_pretrained(folder)
+
+
+RUNTIMES = ("torch", "onnxruntime")
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A resolved model: `path`, its folder; `name`, how the user named it (what errors say); `config`, its
+    config.json as plain JSON (read before torch or transformers load)."""
+
+    name: str
+    path: str
+    config: dict
+
+    @property
+    def is_export(self):
+        """Whether `export onnx` wrote it: a graph and no PyTorch weights."""
+        from .model_files import is_onnx_export
+
+        return is_onnx_export(self.path)
+
+    @property
+    def is_language_model(self):
+        """Whether it has a language-model softmax (lm_vocab_size), which an export never carries."""
+        return self.config.get("lm_vocab_size") is not None and not self.is_export
+
+
+def open_model(name):
+    """`name` (a folder or Hub repo id, or a ModelFolder) resolved and checked (`resolve_model`) as a ModelFolder."""
+    if isinstance(name, ModelFolder):
+        return name
+    folder = resolve_model(name)
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        return ModelFolder(str(os.fspath(name)), folder, json.load(f))
+
+
+def dtype_name(dtype):
+    """"float32" for torch.float32 or "float32"; None stays None."""
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+def load_model(name, *, language_model=False, dtype=None, quantization_config=None, device=None, runtime=None):
+    """(model, tokenizer) of the ELMo model `name` (a folder, Hub repo id or `open_model`'s ModelFolder), in one
+    line (`ModelError`, `UserError`) when it cannot be used:
+
+    - a PyTorch folder, `runtime` None or "torch": `ElmoModel` (the biLM of any ELMo head; a missing scalar mix
+      starts as the plain average of the layers), or with `language_model` its `ElmoForLanguageModeling`, whose
+      vocabulary is checked against its softmax; on `device` (default: the CPU), in `dtype` (a torch dtype or its
+      name; "int8", or `quantization_config=ElmoInt8Config()`, loads int8 LSTM weights, CPU only); in eval mode;
+    - a folder `export onnx` wrote: `runtime.onnx.OnnxElmoModel` on the CPU, in the dtype it was exported in (another
+      is refused), its graph checked against its config.json; no torch is imported;
+    - a PyTorch folder with `runtime="onnxruntime"`: its export, made on first use in the Hugging Face cache
+      (`runtime.cache.cached_export`, keyed by the weights' hash) and reused; "int8" picks the int8 graph.
+
+    The tokenizer is the folder's `ElmoTokenizer`, checked to make the input rows the model reads."""
+    source = open_model(name)
+    dtype = dtype_name(dtype)
+    if quantization_config is not None:
+        if dtype not in (None, "int8"):
+            raise UserError(f"{{dtype}} {dtype}: quantization_config loads int8 weights; give one of them",
+                            dtype, arguments=["dtype"])
+        dtype = "int8"
+    if runtime not in (None, *RUNTIMES):
+        raise UserError(f"{{runtime}} {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime,
+                        arguments=["runtime"])
+    if source.is_export:
+        if runtime == "torch":
+            raise ModelError(f"{source.name} is an exported ONNX model (model.onnx, no PyTorch weights): it runs in "
+                             "onnxruntime; leave the runtime out, or give the PyTorch folder it was exported from",
+                             source.name)
+        if language_model:
+            raise ModelError(f"{source.name} is an exported ONNX model: its graph holds the biLM, not the language "
+                             "model's softmax; give the PyTorch language-model folder", source.name)
+        return _load_export(source.path, source.name, dtype, device)
+    if runtime == "onnxruntime":
+        if language_model:
+            raise UserError("{runtime} onnxruntime runs the biLM, not the language model's softmax: leave the "
+                            "runtime out", "onnxruntime", arguments=["runtime"])
+        from .runtime.cache import cached_export
+
+        return _load_export(cached_export(source, dtype or "float32"), source.name, dtype, device)
+    return _load_torch(source, language_model, dtype, quantization_config, device)
+
+
+def _load_export(folder, name, dtype, device):
+    from tokenization_elmo import ElmoTokenizer
+
+    from .runtime.onnx import OnnxElmoModel
+
+    model = OnnxElmoModel(folder, dtype, device)
+    with loading(name):
+        tokenizer = ElmoTokenizer.from_pretrained(folder)
+        check_tokenizer(model.config, tokenizer)
+    return model, tokenizer
+
+
+def _load_torch(source, language_model, dtype, quantization_config, device):
+    import torch
+
+    from modeling_elmo import ElmoForLanguageModeling, ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    kwargs = {}
+    if dtype == "int8":
+        if device is not None and torch.device(device).type != "cpu":
+            raise UserError(f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
+                            "dtype=torch.bfloat16 on an accelerator", str(device))
+        if quantization_config is None:
+            from quantization_elmo import ElmoInt8Config
+
+            quantization_config = ElmoInt8Config()
+        kwargs["quantization_config"] = quantization_config
+    elif dtype is not None:
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise UserError(f"{{dtype}} {dtype!r:.50}: not a torch dtype (float32, bfloat16, float16) nor int8",
+                            dtype, arguments=["dtype"])
+        kwargs["dtype"] = getattr(torch, dtype)
+    if language_model and not source.is_language_model:
+        raise ModelError(f"{source.name}: it has no language-model softmax (no lm_vocab_size in its config.json): "
+                         "give a language-model folder", source.name)
+    with loading(source.name):
+        tokenizer = ElmoTokenizer.from_pretrained(source.path)
+        model_class = ElmoForLanguageModeling if language_model else ElmoModel
+        model, info = model_class.from_pretrained(source.path, output_loading_info=True, **kwargs)
+        check_tokenizer(model.config, tokenizer)
+        if language_model:
+            model.check_vocabulary(tokenizer)
+    missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
+    if missing:
+        raise ModelError(f"{source.name} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo",
+                         source.name)
+    if device is not None:
+        model = model.to(device)
+    return model.eval(), tokenizer

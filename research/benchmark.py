@@ -333,7 +333,7 @@ def load_model(model_dir, dtype):
 def fast_path(model, input_ids, attention_mask):
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-    return torch.stack(out.hidden_states)
+    return torch.stack([torch.as_tensor(layer) for layer in out.hidden_states])  # (an export's: NumPy arrays)
 
 
 def lm_train_step(model, optimizer, batch, autocast):

@@ -140,17 +140,22 @@ def test_loaded_model_and_bf16(tiny, tiny_model_dir):
 
 
 def test_loading_refuses_what_is_not_an_elmo_model(tmp_path, tiny_model_dir):
-    with pytest.raises(OSError, match="cannot load an ELMo model from"):
+    """The one loader's errors (model_source.load_model: ModelError, one line naming the model), as every command
+    gives them."""
+    from elmo_transformers.errors import ModelError
+
+    with pytest.raises(ModelError, match="missing: no such folder, and not a Hub repo id"):
         ElmoEmbedder(str(tmp_path / "missing"))
-    with pytest.raises(ValueError, match="has no config.json"):
+    with pytest.raises(ModelError, match="has no config.json"):
         ElmoEmbedder(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(ValueError, match="model_type 'bert', not 'elmo'"):
+    with pytest.raises(ModelError, match="model_type 'bert', not 'elmo'"):
         ElmoEmbedder(tmp_path)
     no_weights = tmp_path / "no-weights"
     no_weights.mkdir()
     (no_weights / "config.json").write_text((Path(tiny_model_dir) / "config.json").read_text())
-    with pytest.raises(OSError, match="cannot load an ELMo model"):
+    (no_weights / "tokenizer_config.json").write_text((Path(tiny_model_dir) / "tokenizer_config.json").read_text())
+    with pytest.raises(ModelError, match="no-weights: cannot load it: "):
         ElmoEmbedder(no_weights)
     weights = load_file(Path(tiny_model_dir) / "model.safetensors")
     del weights["bilm.layers.1.state_weight"]

@@ -142,7 +142,12 @@ def test_export_folder_card_and_graph(exported_tiny):
     dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.graph.input}
     assert dims == {"input_ids": ["batch", "words", 50], "attention_mask": ["batch", "words"]}
     assert [o.name for o in graph.graph.output] == ["last_hidden_state", "hidden_states"]
-    assert {p.key: p.value for p in graph.metadata_props} == {"dtype": "float32"}  # what embed reads
+    metadata = {p.key: p.value for p in graph.metadata_props}  # what embed reads and checks
+    assert sorted(metadata) == ["dtype", "elmo_config"] and metadata["dtype"] == "float32"
+    config = json.loads((exported_tiny / "config.json").read_text())
+    recorded = json.loads(metadata["elmo_config"])
+    assert recorded["projection_dim"] == config["projection_dim"] == 8
+    assert recorded == {name: config.get(name) for name in recorded}
     card = (exported_tiny / "README.md").read_text()
     opset = next(o.version for o in graph.opset_import if o.domain == "")
     assert f"opset {opset}" in card and "`input_ids`: int64" in card and "`hidden_states`: float32 `[3," in card
@@ -235,7 +240,7 @@ def test_int8_export_stays_within_the_int8_rule(exported_default_int8):
     loops = [node.attribute[0].g for node in graph.graph.node if node.op_type == "Scan"]
     assert loops and all(sum(n.op_type == "MatMulInteger" for n in body.node) == 4 for body in loops)  # 2 per GEMM
     assert "--dtype int8" in (exported_default_int8 / "README.md").read_text()
-    assert {p.key: p.value for p in graph.metadata_props} == {"dtype": "int8"}
+    assert {p.key: p.value for p in graph.metadata_props}["dtype"] == "int8"
     tokenizer = ElmoTokenizer.from_pretrained(DEFAULT_MODEL)
     batch = tokenizer([s.split() for s in SENTENCES], is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():

@@ -36,11 +36,11 @@ USAGE = "usage: elmo-transformers COMMAND [--help] ...\n\ncommands:\n" + "\n".jo
 
 
 def import_package():
-    """Finish importing `elmo_transformers` (registering ELMo with the Auto classes) when the console entry point
-    (`elmo_transformers_cli`) deferred its `__init__` until the arguments were parsed; otherwise nothing to do."""
-    package = sys.modules["elmo_transformers"]
-    if package.__dict__.pop("_init_deferred", False):
-        package.__spec__.loader.exec_module(package)
+    """Register ELMo with the transformers Auto classes (`elmo_transformers.register`), once a command that loads
+    models through them has parsed its arguments."""
+    from .. import register
+
+    register()
 
 
 def module_doc(name):

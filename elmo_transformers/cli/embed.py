@@ -5,10 +5,9 @@ import argparse
 import os
 import sys
 
-from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS
-from ..model_source import loading, resolve_model
+from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, RUNTIMES
 from ..models import DEFAULT_MODEL
-from . import import_package, module_doc, option, torch_device
+from . import module_doc, option, torch_device
 
 
 def main(argv=None):
@@ -37,6 +36,10 @@ def main(argv=None):
                         "in); outputs are float32. int8: int8 LSTM weights on the CPU, the fastest there; its vectors "
                         "stay within the int8 rule (cosine to float32 on the default model: median >= 0.999, 1st "
                         "percentile >= 0.99; docs/speed.md). bfloat16 pays on CPUs with native bf16 and on GPUs")
+    parser.add_argument("--runtime", choices=RUNTIMES,
+                        help="torch (the default for a PyTorch folder), or onnxruntime: the model's ONNX export, made "
+                        "on first use in the Hugging Face cache and reused (--dtype float32 or int8); an exported "
+                        "folder always runs in onnxruntime")
     parser.add_argument("--device",
                         help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
@@ -45,30 +48,21 @@ def main(argv=None):
     for name in ("batch_size", "max_sentence_words"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    from ..model_source import open_model
+
     with option("--model", args.model):
-        folder = resolve_model(args.model)
+        folder = open_model(args.model)
     from ..embedding.partial_run import PartialRun, check_paths  # imports no torch: the paths fail fast
 
     try:
-        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder)
-        import_package()
-        import torch
-
+        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path)
         from ..embedding.embed_file import embed_file
         from ..embedding.embedder import ElmoEmbedder, process_state
-        from ..model_files import is_onnx_export
 
         device = torch_device(args.device) if args.device else None
         with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
-                loading(args.model):
-            if args.dtype == "int8":
-                from quantization_elmo import ElmoInt8Config
-
-                embedder = ElmoEmbedder(folder, device=device, quantization_config=ElmoInt8Config())
-            elif args.dtype is None and is_onnx_export(folder):  # the dtype it was exported in
-                embedder = ElmoEmbedder(folder, device=device)
-            else:
-                embedder = ElmoEmbedder(folder, device=device, dtype=getattr(torch, args.dtype or "float32"))
+                option("--runtime", args.runtime):
+            embedder = ElmoEmbedder(folder, device=device, dtype=args.dtype, runtime=args.runtime)
         with option("--max-sentence-words", args.max_sentence_words):
             embed_file(embedder, args.input, output, args.mode, args.batch_size,
                        max_sentence_words=args.max_sentence_words, resume=args.resume, overwrite=args.overwrite)
@@ -76,6 +70,6 @@ def main(argv=None):
         folder = PartialRun(os.path.abspath(args.output)).folder
         print(f"\ninterrupted: finished lines are kept in {folder}; rerun with --resume", file=sys.stderr)
         return 130
-    if process_state().is_main_process:
+    if process_state(embedder.model).is_main_process:
         print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
     return 0

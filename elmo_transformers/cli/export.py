@@ -12,7 +12,6 @@ conversion. Needs onnx, onnxscript and onnxruntime: pip install "elmo-transforme
 
 import argparse
 
-from ..model_source import resolve_model
 from ..models import DEFAULT_MODEL
 from . import import_package, option
 
@@ -33,6 +32,8 @@ def main(argv=None):
                       help="float32 (default), or int8 weights for the LSTM's GEMMs")
     onnx.add_argument("--overwrite", action="store_true", help="replace an earlier export or conversion in --output")
     args = parser.parse_args(argv)
+    from ..model_source import resolve_model  # (after parsing: huggingface_hub takes a while to import)
+
     with option("--model", args.model):
         folder = resolve_model(args.model)
     import_package()

@@ -12,10 +12,8 @@ import argparse
 import json
 
 from ..errors import ModelError
-from ..model_source import check_tokenizer, load_config, loading, resolve_model
 from ..models import DEFAULT_MODEL
-from ..output_paths import check_file_output, check_output_apart, write_file_atomically
-from . import import_package, option, torch_device
+from . import option, torch_device
 
 NOT_AN_LM = ("it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
              "model, e.g. the shipped model (omit --model), a conversion given --softmax-weights and --vocab, or the "
@@ -37,37 +35,26 @@ def main(argv=None):
     for name in ("max_words", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    from ..model_source import load_config, load_model, open_model  # (after parsing: huggingface_hub is slow)
+    from ..output_paths import check_file_output, check_output_apart, write_file_atomically
+
     with option("--model", args.model):
-        folder = resolve_model(args.model)
+        source = open_model(args.model)
     if args.output:
         with option("--output", args.output):
-            check_output_apart(args.output, [*args.files, folder])
+            check_output_apart(args.output, [*args.files, source.path])
             check_file_output(args.output, args.overwrite)
-    import_package()
-    from transformers import AutoModelForPreTraining, AutoTokenizer
-
-    from ..training.data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
-    from ..training.perplexity import bilm_perplexities
+    from ..training.perplexity import file_perplexities
 
     device = torch_device(args.device)
     with option("--model", args.model):  # the model before the data: reading and windowing a corpus takes a while
-        config = load_config(folder, args.model)
-        if config.lm_vocab_size is None:
+        if source.is_export or load_config(source.path, args.model).lm_vocab_size is None:
             raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
-        with loading(args.model):
-            tokenizer = AutoTokenizer.from_pretrained(folder)
-            check_tokenizer(config, tokenizer)
-            model = AutoModelForPreTraining.from_pretrained(folder, config=config).to(device).eval()
-            model.check_vocabulary(tokenizer)
-    # Every file is read (and its encoding checked) before any is scored; the windows stay in datasets' Arrow files.
-    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", args.max_words)
-               for path in args.files}
-    collator = DataCollatorForElmoLanguageModeling(tokenizer)
+        model, tokenizer = load_model(source, language_model=True, device=device)
     results = {}
-    for path in args.files:
-        figures = bilm_perplexities(model, collator, windows[path]["words"], args.batch_size, device, desc=path)
-        results[path] = {"words": sum(windows[path]["length"]), **figures}
-        print(f"{path}: {results[path]['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
+    for path, figures in file_perplexities(model, tokenizer, args.files, args.max_words, args.batch_size, device):
+        results[path] = figures
+        print(f"{path}: {figures['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
               f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}")
     if args.output:
         with option("--output", args.output):

@@ -20,9 +20,11 @@ the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB li
 the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused.
 
 A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
-exported in (another --dtype is refused), with the same layout and numbers (float rounding apart). Its graph is
-stateless, so it cannot embed a line in windows: a line longer than --max-sentence-words is refused before any work;
-raise --max-sentence-words to embed such lines whole.
+exported in (another --dtype is refused), with the same layout and numbers (float rounding apart), without importing
+torch; its graph is checked against its config.json first. `--runtime onnxruntime` runs a PyTorch folder that way:
+its export is made on first use in the Hugging Face cache (keyed by its weights' hash and the dtype: float32, or
+int8 with --dtype int8) and reused. The graph is stateless, so it cannot embed a line in windows: a line longer than
+--max-sentence-words is refused before any work; raise --max-sentence-words to embed such lines whole.
 
 Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
 OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
@@ -49,11 +51,10 @@ import sys
 from itertools import islice
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from ..errors import DataError
-from ..export.onnx import OnnxElmoModel
+from ..runtime import traits
 from ..text_input import checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
 from .embedder import process_state
@@ -123,6 +124,8 @@ def work_units(counts, batch_size, max_words):
 def load_lstm_state(path, n_layers, like):
     """The LSTM state stored with a window (`PartialRun.add_window`), as `lstm_state` for the model (the device and
     dtype of the tensor `like`)."""
+    import torch
+
     with np.load(path) as saved:
         return tuple(
             tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
@@ -146,6 +149,8 @@ def embed_long_line(embedder, run, line_number, line, window, mode, done):
 def weights_sha256(model):
     """SHA-256 over the name, dtype, shape and bytes of every parameter and buffer: what identifies the numbers a
     model computes with, wherever it was loaded from (the same folder path may hold other weights tomorrow)."""
+    import torch
+
     digest = hashlib.sha256()
     for name, tensor in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
         tensor = tensor.detach().cpu().contiguous()
@@ -165,26 +170,27 @@ def model_settings(embedder):
     and the weights (an ONNX model's: its graph files). The dtype comes before the weights, whose hash it changes
     too: a resume with another dtype is refused as such."""
     model, tokenizer, config = embedder.model, embedder.tokenizer, embedder.model.config
-    onnx = isinstance(model, OnnxElmoModel)
+    runtime = traits(model)
+    torch_model = runtime.runtime == "torch"
+    fields = type(config).__annotations__ if torch_model else config.fields  # an export's: those of its config.json
     return {
-        **({"runtime": "onnxruntime"} if onnx else {}),  # (runs started before ONNX models existed have no runtime)
-        "dtype": model.dtype if onnx else "int8" if getattr(model, "is_quantized", False) else
-        str(model.dtype).removeprefix("torch."),
-        "config": {name: getattr(config, name) for name in type(config).__annotations__ if name not in TRAINING_ONLY},
+        **({} if torch_model else {"runtime": runtime.runtime}),  # (runs started before exports have no runtime)
+        "dtype": runtime.dtype,
+        "config": {name: getattr(config, name) for name in fields if name not in TRAINING_ONLY},
         "tokenizer": {"max_characters_per_token": tokenizer.max_characters_per_token,
                       "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
                       "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),
                       # how raw lines become words, where not the white-space split of runs that predate segmenters
                       **({"segmenter": tokenizer.segmenter, "opencc_config": tokenizer.opencc_config}
                          if segments(tokenizer) else {})},
-        "weights_sha256": model.weights_sha256() if onnx else weights_sha256(model),
+        "weights_sha256": weights_sha256(model) if torch_model else model.weights_sha256(),
     }
 
 
 def check_windows(embedder, counts, max_words, source):
     """Refuse, before any work, a line that would be embedded in stateful windows by a model that cannot carry the
     LSTM state (an exported ONNX model), naming the longest such line and the two ways on."""
-    if not isinstance(embedder.model, OnnxElmoModel):
+    if traits(embedder.model).stateful:
         return
     longest = max(range(len(counts)), key=counts.__getitem__, default=None)
     if longest is None or counts[longest] <= max_words:
@@ -226,7 +232,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     }
     if run.exists():
         run.check(settings)
-    state = process_state()
+    state = process_state(embedder.model)
     state.wait_for_everyone()  # every process has checked the folder before the first one writes into it
     started = not os.path.exists(run.folder)
     if state.is_main_process:
@@ -275,8 +281,3 @@ def _embed_lines(embedder, run, state, lines, counts, settings, output_format, b
         run.finish(run.output, lines, counts, progress)
     state.wait_for_everyone()
 
-
-if __name__ == "__main__":  # python -m elmo_transformers.embedding.embed_file: the same as `elmo-transformers embed`
-    from ..cli import main
-
-    sys.exit(main(["embed", *sys.argv[1:]]))

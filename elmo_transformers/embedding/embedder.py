@@ -4,31 +4,59 @@ Code written for AllenNLP (`allennlp.commands.elmo.ElmoEmbedder`, `allennlp.modu
 TF-Hub's `google/elmo` module keeps its method names, output names and array layouts. The numbers are ElmoModel's:
 AllenNLP's within float32 rounding, except that every call starts from a zero LSTM state (AllenNLP's first call
 after loading; AllenNLP carries each batch's final state into the next one).
+
+An exported folder (`export onnx`) runs in onnxruntime without importing torch: `embed_batch`, `embed_sentence`,
+`embed_sentences`, `embed_file` and `tf_hub_outputs` (NumPy arrays then) never load it.
 """
 
+import contextlib
 import numbers
 import os
 from itertools import islice
 
-import torch
-from accelerate import PartialState
-from transformers import PreTrainedConfig
+import numpy as np
 
-from modeling_elmo import ElmoModel, masked_mean
-from tokenization_elmo import ElmoTokenizer
-
-from ..errors import UserError, first_line
-from ..model_files import is_onnx_export
-from ..model_source import check_tokenizer
+from ..errors import UserError
+from ..model_source import ModelFolder, check_tokenizer, load_model, open_model
 from ..models import DEFAULT_MODEL
+from ..runtime import traits
 from .defaults import DEFAULT_BATCH_SIZE
 
 
-def process_state():
+class SingleProcess:
+    """accelerate's PartialState for one process on the CPU, without importing torch (an exported model's run)."""
+
+    device, process_index, num_processes, is_main_process = "cpu", 0, 1, True
+
+    def wait_for_everyone(self):
+        pass
+
+
+def process_state(model=None):
     """accelerate's state of this process (rank, world size, device). Without an accelerator accelerate must be
     told `cpu=True` to see the other processes of torchrun / accelerate launch (gloo); otherwise it picks the
-    process's accelerator."""
+    process's accelerator. For a `model` that does not run in torch, in a process not started by a launcher
+    (WORLD_SIZE unset or 1): one process on the CPU, without importing torch."""
+    if model is not None and traits(model).runtime != "torch" and os.environ.get("WORLD_SIZE", "1") == "1":
+        return SingleProcess()
+    import torch
+    from accelerate import PartialState
+
     return PartialState(cpu=torch.accelerator.current_accelerator() is None)
+
+
+def as_numpy(array):
+    """A float32 NumPy array of a torch tensor (any dtype or device) or of a NumPy array."""
+    return array if isinstance(array, np.ndarray) else array.float().cpu().numpy()
+
+
+def no_grad(model):
+    """torch.no_grad() for a PyTorch model; nothing for one that runs elsewhere (no torch imported)."""
+    if traits(model).runtime != "torch":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.no_grad()
 
 
 def check_word_lists(batch, where):
@@ -48,40 +76,9 @@ def batch_to_ids(batch):
     check_word_lists(batch, "batch_to_ids")
     if not batch:
         raise UserError("batch_to_ids: empty batch (pass at least one sentence; [] is a sentence with no words)")
+    from tokenization_elmo import ElmoTokenizer
+
     return ElmoTokenizer()(list(batch), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
-
-
-def load_elmo(name_or_path, dtype=None, quantization_config=None):
-    """ElmoModel from a folder or Hub id, refusing what is not an ELMo biLM instead of running random weights.
-
-    A checkpoint of any ELMo head (language model, classifiers) gives its biLM; a missing scalar mix starts as the
-    plain average of the layers, as after conversion.
-    """
-
-    def cannot_load(error):
-        return OSError(f"cannot load an ELMo model from {name_or_path!r} (give a converted folder or a Hub repo id): "
-                       f"{first_line(error)}")
-
-    try:
-        config, _ = PreTrainedConfig.get_config_dict(name_or_path)
-    except OSError as e:
-        raise cannot_load(e) from None
-    if not config:
-        raise UserError(f"{name_or_path!r} has no config.json: give a converted ELMo folder or Hub repo id")
-    if config.get("model_type") != "elmo":
-        raise UserError(f"{name_or_path!r} is not an ELMo model: its config.json has model_type "
-                         f"{config.get('model_type')!r}, not 'elmo'")
-    kwargs = {} if dtype is None else {"dtype": dtype}
-    if quantization_config is not None:
-        kwargs["quantization_config"] = quantization_config
-    try:
-        model, info = ElmoModel.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
-    except OSError as e:
-        raise cannot_load(e) from None
-    missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
-    if missing:
-        raise UserError(f"{name_or_path!r} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo")
-    return model
 
 
 def convert_original(options_file, weight_file):
@@ -98,9 +95,12 @@ def convert_original(options_file, weight_file):
 class ElmoEmbedder:
     """AllenNLP's `ElmoEmbedder`: word lists in, float32 NumPy arrays `[n_layers + 1, words, 2P]` out.
 
-    `model` is a folder or Hub id (loaded as `ElmoModel` with its `ElmoTokenizer`; default: the shipped model,
-    `DEFAULT_MODEL`), a folder `elmo-transformers export onnx` wrote (run by onnxruntime on the CPU in the dtype it
-    was exported in; stateless, so `embed_window` is refused), or a loaded ELMo model with its `tokenizer`. `device`
+    `model` is a folder or Hub id (loaded by `model_source.load_model` as `ElmoModel` with its `ElmoTokenizer`;
+    default: the shipped model, `DEFAULT_MODEL`), a folder `elmo-transformers export onnx` wrote (run by onnxruntime
+    on the CPU in the dtype it was exported in; stateless, so `embed_window` is refused; a big batch runs in slices,
+    `runtime.onnx.MAX_RUN_WORDS`), or a loaded ELMo model with its `tokenizer`. `runtime="onnxruntime"` runs a
+    PyTorch folder's export, made on first use in the Hugging Face cache and reused (int8 with
+    `quantization_config` or dtype "int8"). `device`
     defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded here, and to where a
     given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay float32.
     `quantization_config=ElmoInt8Config()` loads the model with int8 LSTM weights, as `from_pretrained` does (CPU,
@@ -113,7 +113,7 @@ class ElmoEmbedder:
     """
 
     def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None, *,
-                 options_file=None, weight_file=None, cuda_device=None):
+                 runtime=None, options_file=None, weight_file=None, cuda_device=None):
         if cuda_device is not None:
             if device is not None:
                 raise TypeError("ElmoEmbedder: give device or AllenNLP's cuda_device, not both")
@@ -130,22 +130,15 @@ class ElmoEmbedder:
             source = str(tokenizer)
             model, tokenizer = convert_original(model, tokenizer)
             device = device or process_state().device
-        if isinstance(model, (str, os.PathLike)) and is_onnx_export(model):
-            from ..export.onnx import OnnxElmoModel
-
-            self.source = os.path.abspath(model)
-            requested = "int8" if quantization_config is not None else dtype and str(dtype).removeprefix("torch.")
-            model = OnnxElmoModel(model, requested, device)
-            tokenizer = tokenizer or ElmoTokenizer.from_pretrained(self.source)
-        elif isinstance(model, (str, os.PathLike)):
-            self.source = os.path.abspath(model) if os.path.isdir(model) else str(model)
-            if quantization_config is not None and torch.device(device or "cpu").type != "cpu":
-                raise UserError(f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
-                                "dtype=torch.bfloat16 on an accelerator")
-            loaded = load_elmo(model, dtype, quantization_config)
-            loaded = loaded.to(device or ("cpu" if quantization_config is not None else process_state().device))
-            tokenizer = tokenizer or ElmoTokenizer.from_pretrained(model)
-            model = loaded.eval()
+        if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
+            folder = open_model(model)
+            self.source = os.path.abspath(folder.path) if os.path.isdir(folder.name) else folder.name
+            if device is None and not (folder.is_export or runtime == "onnxruntime" or quantization_config or
+                                       str(dtype) == "int8"):
+                device = process_state().device
+            model, loaded_tokenizer = load_model(folder, dtype=dtype, quantization_config=quantization_config,
+                                                 device=device, runtime=runtime)
+            tokenizer = tokenizer or loaded_tokenizer
         else:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
@@ -158,18 +151,25 @@ class ElmoEmbedder:
         check_tokenizer(model.config, tokenizer)
         self.model = model
         self.tokenizer = tokenizer
+        self.traits = traits(model)
 
     def _run(self, sentences, **kwargs):
-        enc = self.tokenizer(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")
-        return self.model(**enc.to(self.model.device), output_hidden_states=True, return_dict=True, **kwargs)
+        enc = self.tokenizer(list(sentences), is_split_into_words=True, padding=True,
+                             return_tensors=self.traits.tensors)
+        if self.traits.runtime == "torch":
+            enc = enc.to(self.model.device)
+        with no_grad(self.model):
+            return self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
 
-    @torch.no_grad()
     def batch_to_embeddings(self, batch):
         """AllenNLP's layout: (activations [batch, n_layers + 1, longest, 2P] float32, mask [batch, longest] bool),
-        zeros at padding, on the model's device."""
+        zeros at padding, as torch tensors on the model's device (the CPU for an exported model)."""
+        import torch
+
         check_word_lists(batch, "batch_to_embeddings")
         out = self._run(batch)
-        return torch.stack(out.hidden_states, dim=1).float(), out.mask
+        layers = [torch.as_tensor(layer) for layer in out.hidden_states]
+        return torch.stack(layers, dim=1).float(), torch.as_tensor(out.mask)
 
     def embed_batch(self, batch):
         """One array `[n_layers + 1, n, 2P]` per sentence of `batch`, n its word count (0 for an empty sentence).
@@ -179,9 +179,10 @@ class ElmoEmbedder:
         check_word_lists(batch, "embed_batch")
         if not batch:
             return []
-        activations, mask = self.batch_to_embeddings(batch)
-        activations = activations.cpu().numpy()
-        return [activations[i, :, :n].copy() for i, n in enumerate(mask.sum(dim=1).tolist())]
+        out = self._run(batch)
+        activations = np.stack([as_numpy(layer) for layer in out.hidden_states], axis=1)
+        lengths = as_numpy(out.mask).sum(axis=1).astype(int).tolist()
+        return [activations[i, :, :n].copy() for i, n in enumerate(lengths)]
 
     def embed_sentence(self, sentence):
         """`[n_layers + 1, n, 2P]` for one sentence given as a list of n words."""
@@ -203,18 +204,17 @@ class ElmoEmbedder:
 
         embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 
-    @torch.no_grad()
     def embed_window(self, words, lstm_state=None):
         """One window of a long text in the stateful mode of `ElmoModel.forward_windows`: the window is a sentence
         of its own and the biLM starts from `lstm_state`, the state this returns for the previous window (None for
         the first). Returns (`[n_layers + 1, len(words), 2P]` float32, the state after this window)."""
         check_word_lists([words], "embed_window")
         out = self._run([words], lstm_state=lstm_state, return_lstm_state=True)
-        return torch.stack(out.hidden_states)[:, 0].float().cpu().numpy(), out.lstm_state
+        return np.stack([as_numpy(layer[0]) for layer in out.hidden_states]), out.lstm_state
 
-    @torch.no_grad()
     def tf_hub_outputs(self, inputs, sequence_len=None):
-        """TF-Hub `google/elmo`'s output dict, as torch float32 tensors on the model's device.
+        """TF-Hub `google/elmo`'s output dict, as torch float32 tensors on the model's device (float32 NumPy arrays
+        for an exported model, which runs without torch).
 
         `inputs`: raw strings (TF-Hub's `default` signature; split on whitespace) or word lists (its `tokens`
         signature; `sequence_len` keeps the first `sequence_len[i]` words of list i, dropping TF-Hub's "" padding).
@@ -241,9 +241,12 @@ class ElmoEmbedder:
                     raise UserError("sequence_len needs one length per word list, each between 0 and the list's size")
                 sentences = [words[:n] for words, n in zip(sentences, lengths)]
         out = self._run(sentences)
-        layers = [layer.float() for layer in out.hidden_states]
-        elmo = out.last_hidden_state.float()
+        to_float = (lambda x: x) if self.traits.tensors == "np" else (lambda x: x.float())
+        layers = [to_float(layer) for layer in out.hidden_states]
+        elmo, mask = to_float(out.last_hidden_state), out.mask
+        weights = mask[..., None].astype(np.float32) if self.traits.tensors == "np" else mask.unsqueeze(-1).float()
         outputs = {"word_emb": layers[0][..., : self.model.config.projection_dim]}
         outputs.update({f"lstm_outputs{k}": layer for k, layer in enumerate(layers[1:], start=1)})
-        outputs.update(elmo=elmo, default=masked_mean(elmo, out.mask), sequence_len=out.mask.sum(dim=1))
+        outputs.update(elmo=elmo, default=(elmo * weights).sum(1) / weights.sum(1).clip(min=1),
+                       sequence_len=mask.sum(1))  # the default output: modeling_elmo.masked_mean, also for NumPy
         return outputs

@@ -1,20 +1,17 @@
 """An ELMo model as an ONNX graph that onnxruntime serves without PyTorch (`elmo-transformers export onnx`).
 
 The folder holds `model.onnx`, `config.json`, the tokenizer's files with `tokenization_elmo.py` (which needs no torch)
-and a README.md card. The graph is what `ElmoModel` computes, traced by `torch.onnx.export(..., dynamo=True)`:
+and a README.md card. The graph is what `ElmoModel` computes, traced by `torch.onnx.export(..., dynamo=True)`; its
+inputs, outputs, dynamic axes and metadata are those of `runtime.onnx_config.ElmoOnnxConfig` (the one description
+the card is also written from). The LSTM is one loop (ONNX `Scan`, `kernels_elmo.scan_lstm`), not unrolled, and every
+call starts from a zero state. A language model's biLM is exported; its word softmax is not.
 
-- inputs `input_ids` int64 [batch, words, C] (the tokenizer's char ids) and `attention_mask` int64 [batch, words];
-- outputs `last_hidden_state` float32 [batch, words, 2P] (the first scalar mix) and `hidden_states` float32
-  [n_layers + 1, batch, words, 2P] (the biLM layers); zeros at padding;
-- batch and words dynamic; the LSTM is one loop (ONNX `Scan`, `kernels_elmo.scan_lstm`), not unrolled, and every
-  call starts from a zero state. A language model's biLM is exported; its word softmax is not.
-
-`int8` quantizes the weights of the LSTM's GEMMs (see `quantize_int8`); the graph's metadata names its dtype. The
-folder is written as a conversion is (`conversion/output.py`): whole or not at all, and --overwrite replaces only an
-earlier conversion or export. `OnnxElmoModel` runs such a folder where `ElmoEmbedder` and `embed` run `ElmoModel`.
+`int8` quantizes the weights of the LSTM's GEMMs (see `quantize_int8`); the graph's metadata names its dtype and the
+config fields it was made from. The folder is written as a conversion is (`conversion/output.py`): whole or not at
+all, and --overwrite replaces only an earlier conversion or export. `runtime.onnx.OnnxElmoModel` runs such a folder.
 """
 
-import hashlib
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -26,27 +23,15 @@ import warnings
 import torch
 
 from ..conversion.output import check_output, write_folder_atomically
-from ..errors import ModelError, UserError, first_line
-from ..model_files import GRAPH_FILES
+from ..errors import UserError
+from ..runtime.onnx import OnnxElmoModel, check_onnx_installed  # noqa: F401  (OnnxElmoModel: its old import path)
+from ..runtime.onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, ElmoOnnxConfig
 
-DTYPES = ("float32", "int8")
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
-INSTALL = 'pip install "elmo-transformers[onnx]"'
-INPUT_NAMES = ["input_ids", "attention_mask"]
-OUTPUT_NAMES = ["last_hidden_state", "hidden_states"]
-DTYPE_KEY = "dtype"  # the graph's metadata: float32 or int8, as exported
 # Weights above this many bytes go to model.onnx.data beside the graph: one ONNX (protobuf) file cannot exceed 2 GiB.
 EXTERNAL_DATA_BYTES = 1 << 30
 # The example the graph is traced on: two sentences of different lengths (batch and words are then dynamic).
 EXAMPLE = [["ELMo", "leaves", "PyTorch", "."], ["Hello"]]
-
-
-def check_onnx_installed(packages=PACKAGES, purpose="exporting to ONNX", value=None):
-    """A UserError naming the install command when one of `packages` is missing (`purpose` needs them; `value` is
-    what the error is about)."""
-    missing = [name for name in packages if importlib.util.find_spec(name) is None]
-    if missing:
-        raise UserError(f"{purpose} needs {', '.join(missing)}, not installed here: {INSTALL}", value)
 
 
 def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
@@ -54,21 +39,20 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
     absolute path. `source` is how the card names the model (default: `folder`)."""
     if dtype not in DTYPES:
         raise UserError(f"{{dtype}} {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", arguments=["dtype"])
-    check_onnx_installed()
+    check_onnx_installed(PACKAGES, "exporting to ONNX")
     output = check_output(output, overwrite, [folder])
-    from ..embedding.embedder import load_elmo
-    from ..model_source import loading
+    import dataclasses
 
-    with loading(source or folder):
-        model = load_elmo(folder).float().eval()
-        from tokenization_elmo import ElmoTokenizer
+    from ..model_source import load_model, open_model
 
-        tokenizer = ElmoTokenizer.from_pretrained(folder)
+    named = dataclasses.replace(open_model(folder), name=str(source or folder))  # errors name the model as given
+    model, tokenizer = load_model(named, dtype="float32", runtime="torch")
     is_lm = "ElmoForLanguageModeling" in (model.config.architectures or [])
 
     def write(staging):
         path = os.path.join(staging, "model.onnx")
-        opset = export_graph(model, tokenizer, path)
+        contract = ElmoOnnxConfig(model.config.to_dict())
+        opset = export_graph(model, tokenizer, path, contract)
         if dtype == "int8":
             quantize_int8(path)
         tokenizer.save_pretrained(staging)
@@ -79,7 +63,7 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
         with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
-            f.write(model_card(model.config, source or folder, dtype, opset, is_lm))
+            f.write(model_card(model.config, contract, source or folder, dtype, opset, is_lm))
 
     return write_folder_atomically(write, output, overwrite)
 
@@ -96,25 +80,41 @@ class ElmoGraph(torch.nn.Module):
         return out.last_hidden_state, torch.stack(out.hidden_states)
 
 
-def export_graph(model, tokenizer, path):
-    """Trace `model` (float32, eval) into the ONNX file `path` with dynamic batch and words; returns the opset."""
-    example = tokenizer(EXAMPLE, is_split_into_words=True, padding=True, return_tensors="pt")
-    inputs = (example["input_ids"], example["attention_mask"])
-    batch, words = torch.export.Dim("batch"), torch.export.Dim("words")
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+@contextlib.contextmanager
+def exporter_quiet():
+    """Silence what torch's exporter says that is not the user's concern, and only that: its registration's
+    "torchvision is not installed" (its operators are not ELMo's), and its notes on names and deprecations; the
+    logger level and the warning filters are restored afterwards, also when the export fails."""
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = registration.level
-    registration.setLevel(logging.ERROR)  # "torchvision is not installed": its operators are not ELMo's
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the exporter's notes on names and deprecations, not the user's concern
+    registration.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            for module in (r"torch\.onnx", r"torch\.export", r"onnxscript", r"torch\._export"):
+                warnings.filterwarnings("ignore", module=module)
+            # torch's pytree, on the exported program's tree specs (raised where copyreg rebuilds them)
+            warnings.filterwarnings("ignore", r".*isinstance\(treespec, LeafSpec\)", FutureWarning)
+            yield
+    finally:
+        registration.setLevel(level)
+
+
+def export_graph(model, tokenizer, path, contract):
+    """Trace `model` (float32, eval) into the ONNX file `path` as `contract` (an ElmoOnnxConfig) describes it;
+    returns the opset."""
+    example = tokenizer(EXAMPLE, is_split_into_words=True, padding=True, return_tensors="pt")
+    inputs = tuple(example[name] for name in contract.inputs)
+    axes = {name: {axis: torch.export.Dim(label) for axis, label in dims.items()}
+            for name, dims in contract.dynamic_axes(contract.inputs).items()}
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    with torch.no_grad(), exporter_quiet():
         program = torch.onnx.export(
-            ElmoGraph(model).eval(), inputs, input_names=INPUT_NAMES, output_names=OUTPUT_NAMES, dynamo=True,
-            dynamic_shapes={"input_ids": {0: batch, 1: words}, "attention_mask": {0: batch, 1: words}},
-            verbose=False,
+            ElmoGraph(model).eval(), inputs, input_names=list(contract.inputs),
+            output_names=list(contract.outputs), dynamo=True, dynamic_shapes=axes, verbose=False,
         )
         program.model.metadata_props[DTYPE_KEY] = "float32"
+        program.model.metadata_props[CONFIG_KEY] = contract.graph_fields()
         program.save(path, external_data=weight_bytes > EXTERNAL_DATA_BYTES)
-    registration.setLevel(level)
     return next(o.version for o in program.model_proto.opset_import if o.domain in ("", "ai.onnx"))
 
 
@@ -184,9 +184,8 @@ def quantize_int8(path):
     onnx.save(model, path)
 
 
-def model_card(config, source, dtype, opset, is_lm):
+def model_card(config, contract, source, dtype, opset, is_lm):
     """The folder's README.md: what the graph takes and gives, how it was made, and how to serve it."""
-    layers, width, chars = config.n_layers + 1, 2 * config.projection_dim, config.input_width
     versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in ("elmo-transformers", "torch",
                                                                                   "onnx", "onnxscript"))
     lm = ("\nThis is the biLM of a language model: the word softmax is not exported (the graph gives the "
@@ -209,17 +208,7 @@ scalar mix, as one ONNX graph (opset {opset}, {weights}) that onnxruntime runs w
 Made by `elmo-transformers export onnx --dtype {dtype}` from `{source}` ({versions}), with
 `torch.onnx.export(..., dynamo=True)`; the LSTM is a loop in the graph (`Scan`), so any batch and length run.
 
-## Inputs
-
-- `input_ids`: int64 `[batch, words, {chars}]`, the char ids of this folder's tokenizer (`tokenization_elmo.py`).
-- `attention_mask`: int64 `[batch, words]`, 1 for words and 0 for padding (padding on the right).
-
-## Outputs
-
-- `last_hidden_state`: float32 `[batch, words, {width}]`, the ELMo vectors (the scalar mix).
-- `hidden_states`: float32 `[{layers}, batch, words, {width}]`, the biLM layers: layer 0 is the token embedding
-  twice, layer l is `[forward_l ; backward_l]`.
-
+{contract.describe()}
 Zeros at padding. Every call starts from a zero LSTM state (stateless). Inputs of another rank or dtype are refused
 by onnxruntime itself (`INVALID_ARGUMENT`); the values are not checked (char ids beyond the table, padding in the
 middle of a sentence give undefined results).
@@ -239,76 +228,3 @@ vectors, layers = session.run(None, {{name: batch[name].astype(np.int64)
                                      for name in ("input_ids", "attention_mask")}})
 ```
 """
-
-
-class OnnxElmoModel:
-    """An exported folder run by onnxruntime on the CPU, called as `ElmoModel` is (what `ElmoEmbedder` and `embed`
-    call): char ids and attention mask in, an `ElmoModelOutput` of torch tensors out (`last_hidden_state`,
-    `hidden_states`, `mask`). The graph is stateless, so `lstm_state` / `return_lstm_state` (stateful windows) are
-    refused. onnxruntime runs on as many threads as torch (`torch.get_num_threads()`, which OMP_NUM_THREADS sets)."""
-
-    def __init__(self, folder, dtype=None, device=None):
-        """`dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are checked against
-        the folder: a dtype other than the one it was exported in is refused, naming it."""
-        self.folder = os.fspath(folder)
-        check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
-        import onnxruntime
-        from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
-                                                                 NoSuchFile)
-
-        from configuration_elmo import ElmoConfig
-
-        if device is not None and torch.device(device).type != "cpu":
-            raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
-                            "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
-        self.config = ElmoConfig.from_pretrained(self.folder)
-        self.device = torch.device("cpu")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
-        path = os.path.join(self.folder, GRAPH_FILES[0])
-        try:
-            self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile) as e:  # missing, empty, cut...
-            raise ModelError(f"{self.folder}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
-                             "or export the model again", self.folder) from None
-        self.dtype = self.session.get_modelmeta().custom_metadata_map.get(DTYPE_KEY)
-        if self.dtype not in DTYPES:
-            raise ModelError(f"{self.folder}: its model.onnx does not name its dtype (float32 or int8) in its "
-                             "metadata, as `export onnx` writes it: export the model again", self.folder)
-        self.files = [path for name in GRAPH_FILES if os.path.isfile(path := os.path.join(self.folder, name))]
-        if dtype not in (None, self.dtype):
-            other = f"export the model again in {dtype}" if dtype in DTYPES else "use the PyTorch model"
-            raise UserError(f"{dtype}: {self.folder} is an ONNX model exported in {self.dtype}, the one dtype it runs "
-                            f"in: leave the dtype out, or {other}", dtype)
-
-    def __call__(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
-                 return_lstm_state=False, return_dict=True):
-        """`ElmoModel.forward`'s arguments (`return_dict` as there; the output is always an `ElmoModelOutput`)."""
-        from modeling_elmo import ElmoModelOutput, word_mask
-
-        if lstm_state is not None or return_lstm_state:
-            raise UserError(f"{self.folder} is an exported ONNX model, whose graph is stateless (every call starts "
-                            "from a zero LSTM state): it cannot carry the LSTM state from one window of a text to the "
-                            "next; use the PyTorch model for stateful windows", self.folder)
-        if attention_mask is None:
-            attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.int64)
-        vectors, layers = self.session.run(OUTPUT_NAMES, {"input_ids": input_ids.to(torch.int64).numpy(),
-                                                          "attention_mask": attention_mask.to(torch.int64).numpy()})
-        output_hidden_states = output_hidden_states if output_hidden_states is not None else \
-            self.config.output_hidden_states
-        return ElmoModelOutput(
-            last_hidden_state=torch.from_numpy(vectors),
-            hidden_states=tuple(torch.from_numpy(layers).unbind()) if output_hidden_states else None,
-            mask=word_mask(input_ids, attention_mask),
-        )
-
-    def weights_sha256(self):
-        """SHA-256 over the name, size and bytes of model.onnx and its external data: what identifies the numbers
-        this model computes (the same folder path may hold another export tomorrow)."""
-        digest = hashlib.sha256()
-        for path in self.files:
-            digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 24):
-                    digest.update(chunk)
-        return digest.hexdigest()

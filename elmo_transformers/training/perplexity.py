@@ -18,3 +18,17 @@ def bilm_perplexities(model, collator, windows, batch_size, device, desc="scorin
         totals += torch.stack([out.forward_nll.sum(), out.backward_nll.sum(), out.num_predictions.sum()]).double().cpu()
     return lm_perplexities(totals[0], totals[1], totals[2])
 
+
+
+def file_perplexities(model, tokenizer, paths, max_words, batch_size, device):
+    """Yield (path, {"words", forward/backward/average perplexity}) for each text file of `paths` (one sentence or
+    paragraph a line; .txt or .txt.gz), cut into windows of at most `max_words` words as pre-training cuts its text.
+    Every file is read (and its encoding checked) before any is scored; the windows stay in datasets' Arrow files."""
+    from .data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
+
+    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", max_words)
+               for path in paths}
+    collator = DataCollatorForElmoLanguageModeling(tokenizer)
+    for path in paths:
+        figures = bilm_perplexities(model, collator, windows[path]["words"], batch_size, device, desc=path)
+        yield path, {"words": sum(windows[path]["length"]), **figures}

@@ -1,0 +1,36 @@
+"""Exports made on first use (`runtime="onnxruntime"`, `embed --runtime onnxruntime`), as optimum's
+`ORTModel.from_pretrained(..., export=True)` does: kept in the Hugging Face cache (HF_HOME/elmo-transformers/onnx/),
+keyed by a SHA-256 of the model's config.json and weight files and by the dtype, so that a changed model never
+reuses a stale graph; a file lock (filelock) makes two processes starting at once export once."""
+
+import glob
+import hashlib
+import os
+
+
+def files_sha256(folder):
+    """SHA-256 over the name and bytes of config.json and every *.safetensors file of `folder`."""
+    digest = hashlib.sha256()
+    weights = sorted(glob.glob(os.path.join(glob.escape(folder), "*.safetensors")))
+    for path in [os.path.join(folder, "config.json"), *weights]:
+        digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cached_export(source, dtype):
+    """The folder of `source`'s (a model_source.ModelFolder) export in `dtype` (float32 or int8), exported on first
+    use."""
+    from filelock import FileLock
+    from huggingface_hub import constants
+
+    from ..export.onnx import export_onnx
+
+    folder = os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{files_sha256(source.path)}-{dtype}")
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    with FileLock(folder + ".lock"):
+        if not os.path.isfile(os.path.join(folder, "model.onnx")):
+            export_onnx(source.path, folder, dtype, source=source.name)
+    return folder

@@ -1,0 +1,193 @@
+"""`OnnxElmoModel`: a folder `elmo-transformers export onnx` wrote, run by onnxruntime on the CPU, called as
+`ElmoModel` is (what `ElmoEmbedder` and `embed` call), with NumPy arrays: it imports no torch, so a process that
+embeds with an exported folder never loads PyTorch. Before it runs, the folder's parts are checked against each other
+(the graph's input and output shapes and its recorded config against config.json, `check_graph`), as the PyTorch
+path checks weights against the config."""
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError, UserError, first_line
+from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
+from ..model_files import GRAPH_FILES
+from . import ModelTraits
+
+INSTALL = 'pip install "elmo-transformers[onnx]"'
+# Word positions (sentences x longest sentence) per onnxruntime run: a longer batch is run in slices of whole
+# sentences, so that onnxruntime's working memory (the LSTM's gates of every position) stays bounded whatever the
+# batch; a single sentence longer than this runs alone.
+MAX_RUN_WORDS = 2048
+
+
+def check_onnx_installed(packages, purpose, value=None):
+    """A UserError naming the install command when one of `packages` is missing (`purpose` needs them; `value` is
+    what the error is about)."""
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"{purpose} needs {', '.join(missing)}, not installed here: {INSTALL}", value)
+
+
+def intra_op_threads():
+    """As many threads as torch uses: torch.get_num_threads() where torch is already imported (not importing it),
+    else OMP_NUM_THREADS where set (torch's own rule), else 0 (onnxruntime's default: the physical cores)."""
+    if sys.modules.get("torch") is not None:
+        return sys.modules["torch"].get_num_threads()
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() else 0
+
+
+class ExportedConfig:
+    """An exported folder's config.json, read as plain JSON (ElmoConfig would import torch): its fields as
+    attributes, and what the callers of ElmoModel's config read (`input_width`, `hidden_size`)."""
+
+    def __init__(self, values):
+        self.__dict__.update(values)
+        self.fields = sorted(values)
+        self.output_hidden_states = values.get("output_hidden_states", False)
+
+    @property
+    def input_width(self):
+        return ElmoOnnxConfig(self.__dict__).input_width
+
+    @property
+    def hidden_size(self):
+        return 2 * self.projection_dim
+
+
+@dataclass
+class OnnxElmoOutput:
+    """ElmoModelOutput's fields, as NumPy arrays."""
+
+    last_hidden_state: np.ndarray
+    hidden_states: tuple | None
+    mask: np.ndarray
+
+
+def read_config(folder):
+    """config.json of `folder` as a dict; one ModelError line when it cannot be read."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{folder}: its config.json cannot be read ({first_line(e)}): restore it, or export the "
+                         "model again", folder) from None
+
+
+def check_graph(folder, session, config):
+    """Refuse, in one line, a folder whose model.onnx does not fit its config.json: an input or output of another
+    name or fixed size (a graph swapped for another model's export), or recorded config fields that differ (a
+    config.json edited after the export)."""
+    contract = ElmoOnnxConfig(config)
+    again = "restore the files written together by `export onnx`, or export the model again"
+    for kind, found, expected in [("input", session.get_inputs(), contract.inputs),
+                                  ("output", session.get_outputs(), contract.outputs)]:
+        shapes = {node.name: node.shape for node in found}
+        for name, (_, shape, _) in expected.items():
+            if name not in shapes:
+                raise ModelError(f"{folder}: its model.onnx has no {kind} {name} (it has {', '.join(shapes)}): "
+                                 f"not an ELMo export; {again}", folder)
+            fixed = [(axis, size) for axis, size in enumerate(shape) if isinstance(size, int)]
+            for axis, size in fixed:
+                graph_size = shapes[name][axis] if len(shapes[name]) == len(shape) else None
+                if graph_size != size:
+                    raise ModelError(
+                        f"{folder}: its model.onnx does not fit its config.json: {kind} {name} has shape "
+                        f"{shapes[name]}, the config gives {list(shape)}; {again}", folder)
+    recorded = session.get_modelmeta().custom_metadata_map.get(CONFIG_KEY)
+    if recorded is not None:  # (exports made before the graph recorded its config are checked by shape only)
+        recorded = json.loads(recorded)
+        for name in GRAPH_FIELDS:
+            if recorded.get(name) != config.get(name):
+                raise ModelError(
+                    f"{folder}: its config.json does not fit its model.onnx: {name} is {config.get(name)!r} in "
+                    f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
+
+
+class OnnxElmoModel:
+    """An exported folder run by onnxruntime on the CPU, called as `ElmoModel` is: char ids and attention mask in
+    (NumPy arrays, or anything `np.asarray` reads), an `OnnxElmoOutput` of NumPy arrays out (`last_hidden_state`,
+    `hidden_states`, `mask`). The graph is stateless (`traits.stateful` is False), so `lstm_state` /
+    `return_lstm_state` are refused. onnxruntime runs on as many threads as torch (`intra_op_threads`). A batch of
+    more than MAX_RUN_WORDS word positions runs in slices of whole sentences."""
+
+    def __init__(self, folder, dtype=None, device=None):
+        """`dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are checked against
+        the folder: a dtype other than the one it was exported in is refused, naming it."""
+        self.folder = os.fspath(folder)
+        check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
+        import onnxruntime
+        from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
+                                                                 NoSuchFile)
+
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
+                            "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
+        values = read_config(self.folder)
+        self.config = ExportedConfig(values)
+        self.device = "cpu"
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = intra_op_threads(), 1
+        path = os.path.join(self.folder, GRAPH_FILES[0])
+        try:
+            self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile) as e:  # missing, empty, cut...
+            raise ModelError(f"{self.folder}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
+                             "or export the model again", self.folder) from None
+        self.dtype = self.session.get_modelmeta().custom_metadata_map.get(DTYPE_KEY)
+        if self.dtype not in DTYPES:
+            raise ModelError(f"{self.folder}: its model.onnx does not name its dtype (float32 or int8) in its "
+                             "metadata, as `export onnx` writes it: export the model again", self.folder)
+        check_graph(self.folder, self.session, values)
+        self.traits = ModelTraits("onnxruntime", self.dtype, stateful=False, tensors="np")
+        self.files = [path for name in GRAPH_FILES if os.path.isfile(path := os.path.join(self.folder, name))]
+        if dtype not in (None, self.dtype):
+            other = f"export the model again in {dtype}" if dtype in DTYPES else "use the PyTorch model"
+            raise UserError(f"{dtype}: {self.folder} is an ONNX model exported in {self.dtype}, the one dtype it runs "
+                            f"in: leave the dtype out, or {other}", dtype)
+
+    def __call__(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
+                 return_lstm_state=False, return_dict=True):
+        """`ElmoModel.forward`'s arguments (`return_dict` as there; the output is always an `OnnxElmoOutput`). An
+        empty batch (no sentences, or no words) gives empty arrays without running the graph."""
+        if lstm_state is not None or return_lstm_state:
+            raise UserError(f"{self.folder} is an exported ONNX model, whose graph is stateless (every call starts "
+                            "from a zero LSTM state): it cannot carry the LSTM state from one window of a text to the "
+                            "next; use the PyTorch model for stateful windows", self.folder)
+        input_ids = np.asarray(input_ids, dtype=np.int64)
+        if input_ids.ndim != 3 or input_ids.shape[2] != self.config.input_width:
+            raise ValueError(f"input_ids must be [batch, words, {self.config.input_width}], got {input_ids.shape}")
+        batch, words = input_ids.shape[:2]
+        attention_mask = (np.ones((batch, words), np.int64) if attention_mask is None
+                          else np.asarray(attention_mask, dtype=np.int64))
+        layers = np.zeros((self.config.n_layers + 1, batch, words, self.config.hidden_size), np.float32)
+        vectors = np.zeros((batch, words, self.config.hidden_size), np.float32)
+        rows = max(1, MAX_RUN_WORDS // max(words, 1))
+        for start in range(0, batch if words else 0, rows):
+            piece = slice(start, start + rows)
+            vectors[piece], layers[:, piece] = self.session.run(
+                ["last_hidden_state", "hidden_states"],
+                {"input_ids": input_ids[piece], "attention_mask": attention_mask[piece]})
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        return OnnxElmoOutput(
+            last_hidden_state=vectors,
+            hidden_states=tuple(layers) if output_hidden_states else None,
+            mask=(input_ids > 0).any(axis=-1) & attention_mask.astype(bool),  # modeling_elmo.word_mask, in NumPy
+        )
+
+    def weights_sha256(self):
+        """SHA-256 over the name, size and bytes of model.onnx and its external data: what identifies the numbers
+        this model computes (the same folder path may hold another export tomorrow)."""
+        digest = hashlib.sha256()
+        for path in self.files:
+            digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    digest.update(chunk)
+        return digest.hexdigest()

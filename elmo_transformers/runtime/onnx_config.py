@@ -1,0 +1,71 @@
+"""The exported graph's contract, written once (as optimum's per-architecture `OnnxConfig`): its inputs and outputs
+with their dtypes and axes, which axes are dynamic, and the metadata it records (the opset is the
+exporter's, read from the graph). The exporter
+(`export.onnx`) traces and labels the graph from it, the card's Inputs/Outputs are written from it, and the runner
+(`runtime.onnx`) checks a folder's graph against it and the folder's config.json before it runs. Imports nothing
+heavy: the runner reads it where torch is not installed."""
+
+import json
+
+DTYPES = ("float32", "int8")
+DTYPE_KEY = "dtype"  # metadata: float32 or int8, as exported
+CONFIG_KEY = "elmo_config"  # metadata: the fields of config.json that decide the graph's numbers, as exported
+# The config.json fields the graph was made from (its numbers depend on them); the others (training, bookkeeping)
+# may change after the export.
+GRAPH_FIELDS = ("activation", "cell_clip", "char_embedding_dim", "char_vocab_size", "do_layer_norm", "filters",
+                "lstm_dim", "max_characters_per_token", "n_characters", "n_highway", "n_layers", "proj_clip",
+                "projection_dim", "scalar_mix_parameters", "sentence_boundary_ids", "use_skip_connections",
+                "word_embedding_dim", "word_vocab_size")
+
+
+class ElmoOnnxConfig:
+    """The graph of the ELMo model whose config.json holds `config` (a dict): names, dtypes and shapes of its inputs
+    and outputs (an int is fixed by the config, a str a dynamic axis)."""
+
+    def __init__(self, config):
+        self.config = dict(config)
+
+    @property
+    def input_width(self):
+        """Ids per word: the word id (with a word embedding), then the char ids (with a char CNN); as ElmoConfig."""
+        c = self.config
+        return (1 if c.get("word_embedding_dim") else 0) + (
+            c.get("max_characters_per_token", 50) if c.get("char_embedding_dim", 16) else 0)
+
+    @property
+    def inputs(self):
+        return {
+            "input_ids": ("int64", ("batch", "words", self.input_width),
+                          "the char ids of this folder's tokenizer (`tokenization_elmo.py`)"),
+            "attention_mask": ("int64", ("batch", "words"), "1 for words and 0 for padding (padding on the right)"),
+        }
+
+    @property
+    def outputs(self):
+        width, layers = 2 * self.config["projection_dim"], self.config["n_layers"] + 1
+        return {
+            "last_hidden_state": ("float32", ("batch", "words", width), "the ELMo vectors (the scalar mix)"),
+            "hidden_states": ("float32", (layers, "batch", "words", width),
+                              "the biLM layers: layer 0 is the token embedding twice, layer l is "
+                              "`[forward_l ; backward_l]`"),
+        }
+
+    def dynamic_axes(self, names):
+        """{input name: {axis: dynamic axis name}} for `names`' inputs or outputs."""
+        specs = {**self.inputs, **self.outputs}
+        return {name: {axis: size for axis, size in enumerate(specs[name][1]) if isinstance(size, str)}
+                for name in names}
+
+    def graph_fields(self):
+        """The recorded metadata CONFIG_KEY: the config's GRAPH_FIELDS, as JSON."""
+        return json.dumps({name: self.config.get(name) for name in GRAPH_FIELDS}, sort_keys=True)
+
+    def describe(self):
+        """The card's Inputs and Outputs sections (Markdown), from the same specs the export uses."""
+
+        def lines(specs):
+            return "\n".join(
+                f"- `{name}`: {dtype} `[{', '.join(map(str, shape))}]`, {text}."
+                for name, (dtype, shape, text) in specs.items())
+
+        return f"## Inputs\n\n{lines(self.inputs)}\n\n## Outputs\n\n{lines(self.outputs)}\n"

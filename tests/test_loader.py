@@ -1,0 +1,213 @@
+"""The one loader (model_source.load_model) and the ONNX runner (runtime.onnx): an exported folder whose parts
+disagree is refused at load in one line, empty and big batches, every kind of folder through one function, and the
+start-up rules (the lazy package; an exported folder embedded where torch cannot be imported)."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import command_env
+from test_embed_file import one_line_error
+from tolerance import assert_close_to_reference
+
+from elmo_transformers.cli import main
+from elmo_transformers.errors import ModelError
+from elmo_transformers.model_source import load_model
+from elmo_transformers.runtime import onnx as runner
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_model_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("onnx") / "tiny-onnx"
+    assert main(["export", "onnx", "--model", str(tiny_model_dir), "--output", str(output)]) == 0
+    return output
+
+
+@pytest.fixture(scope="module")
+def other_export(tmp_path_factory):
+    """An export of another, smaller ELMo (projection_dim 4, 2 x 4 = 8-value vectors where the fixture has 16)."""
+    from configuration_elmo import ElmoConfig
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    folder = tmp_path_factory.mktemp("other") / "pytorch"
+    config = ElmoConfig(lstm_dim=12, projection_dim=4, n_layers=1, filters=[[1, 4], [2, 4]], n_highway=1)
+    ElmoModel(config).save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    output = folder.parent / "onnx"
+    assert main(["export", "onnx", "--model", str(folder), "--output", str(output)]) == 0
+    return output
+
+
+def test_a_swapped_graph_is_refused_at_load(exported, other_export, tmp_path):
+    """model.onnx of another export in the folder (its vectors 8 values, the config says 16): embed and ElmoEmbedder
+    refuse it in one line before any work (they used to write the other model's vectors)."""
+    from elmo_transformers import ElmoEmbedder
+
+    swapped = shutil.copytree(exported, tmp_path / "swapped")
+    shutil.copy(other_export / "model.onnx", swapped / "model.onnx")
+    (tmp_path / "in.txt").write_text("a b\n")
+    message = one_line_error([str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(swapped), "--top"])
+    assert message.startswith(f"error: --model {swapped}: its model.onnx does not fit its config.json: output "
+                              "last_hidden_state has shape ['batch', 'words', 8], the config gives ['batch', 'words', "
+                              "16]; "), message
+    assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "out.hdf5.partial").exists()
+    with pytest.raises(ModelError, match="its model.onnx does not fit its config.json: output last_hidden_state"):
+        ElmoEmbedder(swapped)
+
+
+def test_a_config_edited_after_export_is_refused_at_load(exported, tmp_path):
+    """config.json edited after the export: a size the graph's shapes show (projection_dim), or a value only its
+    recorded config shows (cell_clip)."""
+    for field, value, shown in [("projection_dim", 4, "output last_hidden_state has shape"),
+                                ("cell_clip", 1.5, "cell_clip is 1.5 in config.json, the graph was exported with")]:
+        edited = shutil.copytree(exported, tmp_path / field)
+        config = json.loads((edited / "config.json").read_text())
+        (edited / "config.json").write_text(json.dumps({**config, field: value}))
+        with pytest.raises(ModelError) as refused:
+            load_model(edited)
+        assert str(refused.value).startswith(f"{edited}: its ") and shown in str(refused.value), str(refused.value)
+    changed = shutil.copytree(exported, tmp_path / "dropout")  # a field only training reads may change
+    config = json.loads((changed / "config.json").read_text())
+    (changed / "config.json").write_text(json.dumps({**config, "dropout": 0.1}))
+    load_model(changed)
+
+
+def test_empty_and_big_batches_on_an_export(exported, tiny, monkeypatch):
+    """No sentences, or only empty ones: empty results without running the graph (it failed inside onnxruntime at
+    a Reshape). A batch beyond MAX_RUN_WORDS runs in slices with the same numbers."""
+    model, tokenizer = load_model(exported)
+    out = model(np.zeros((0, 0, 50), np.int64), np.zeros((0, 0), np.int64), output_hidden_states=True)
+    assert out.last_hidden_state.shape == (0, 0, 16) and np.stack(out.hidden_states).shape == (3, 0, 0, 16)
+    from elmo_transformers import ElmoEmbedder
+
+    embedder = ElmoEmbedder(exported)
+    assert [a.shape for a in embedder.embed_batch([[], []])] == [(3, 0, 16), (3, 0, 16)]
+    batch = [["w%d" % (i % 7)] * (1 + i % 9) for i in range(40)]
+    whole = embedder.embed_batch(batch)
+    monkeypatch.setattr(runner, "MAX_RUN_WORDS", 20)  # 2 sentences of 9 words a run
+    for sliced, one in zip(embedder.embed_batch(batch), whole, strict=True):
+        assert_close_to_reference(sliced, one, "sliced")
+
+
+def test_one_loader_for_every_kind_of_folder(tiny_model_dir, lm_dir, exported):
+    from modeling_elmo import ElmoForLanguageModeling, ElmoModel
+
+    assert type(load_model(lm_dir)[0]) is ElmoModel  # the biLM of a language model
+    assert type(load_model(lm_dir, language_model=True)[0]) is ElmoForLanguageModeling
+    assert load_model(tiny_model_dir, dtype="bfloat16")[0].dtype.__str__() == "torch.bfloat16"
+    assert load_model(tiny_model_dir, dtype="int8")[0].is_quantized
+    model, _ = load_model(exported)
+    assert (model.traits.runtime, model.traits.dtype, model.traits.stateful) == ("onnxruntime", "float32", False)
+    for kwargs, message in [
+        (dict(name=tiny_model_dir, language_model=True), "it has no language-model softmax"),
+        (dict(name=exported, runtime="torch"), "is an exported ONNX model (model.onnx, no PyTorch weights)"),
+        (dict(name=exported, language_model=True), "its graph holds the biLM, not the language model's softmax"),
+    ]:
+        with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            load_model(**kwargs)
+
+
+NO_TORCH = """
+import sys
+sys.modules["torch"] = None  # `import torch` fails from here on
+import json
+import elmo_transformers, elmo_transformers_cli
+from transformers import AutoTokenizer  # the Auto modules' import hook registers nothing without torch, and fails not
+folder, text, output = sys.argv[1:4]
+status = elmo_transformers_cli.main(["embed", text, output, "--model", folder, "--top"])
+from elmo_transformers import ElmoEmbedder
+vectors = ElmoEmbedder(folder).embed_sentence(["a", "b"])
+print(json.dumps({"status": status, "shape": list(vectors.shape), "tf_hub":
+                  list(ElmoEmbedder(folder).tf_hub_outputs(["a b"])["word_emb"].shape)}))
+"""
+
+
+def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
+    (tmp_path / "in.txt").write_text("a b\nc\n")
+    done = subprocess.run([sys.executable, "-c", NO_TORCH, str(exported), str(tmp_path / "in.txt"),
+                           str(tmp_path / "out.hdf5")], env=command_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"status": 0, "shape": [3, 2, 16], "tf_hub": [1, 2, 8]}
+    assert (tmp_path / "out.hdf5").exists()
+
+
+def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
+    """...and the Auto classes still know ELMo, also when they were first imported inside another import."""
+    code = ("import json, sys, elmo_transformers\n"
+            "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n"
+            "import elmo_transformers.training.perplexity\n"  # imports the Auto modules inside its own import
+            "from transformers import AutoConfig, AutoModel\n"
+            "config = AutoConfig.from_pretrained(elmo_transformers.DEFAULT_MODEL)\n"
+            "model = AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL)\n"
+            "print(json.dumps([loaded, type(config).__name__, type(model).__name__]))")
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], "ElmoConfig", "ElmoModel"], done.stderr[-3000:]
+
+
+def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_path, monkeypatch):
+    """ElmoEmbedder(PYTORCH_FOLDER, runtime="onnxruntime"): exported on first use under HF_HOME, keyed by the
+    weights' hash, reused the second time; changed weights get another export. The numbers are PyTorch's."""
+    from huggingface_hub import constants
+
+    from elmo_transformers import ElmoEmbedder
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
+    first = ElmoEmbedder(tiny_model_dir, runtime="onnxruntime")
+    (cached,) = (tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32")
+    assert first.model.folder == str(cached) and first.traits.runtime == "onnxruntime"
+    stamp = (cached / "model.onnx").stat().st_mtime_ns
+    assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder == str(cached)
+    assert (cached / "model.onnx").stat().st_mtime_ns == stamp  # reused, not exported again
+    assert_close_to_reference(first.embed_sentence(["a", "b"]), ElmoEmbedder(tiny_model_dir).embed_sentence(["a", "b"]),
+                              "cached export")
+    changed = shutil.copytree(tiny_model_dir, tmp_path / "changed")
+    config = json.loads((changed / "config.json").read_text())
+    (changed / "config.json").write_text(json.dumps({**config, "cell_clip": 1.0}))
+    ElmoEmbedder(changed, runtime="onnxruntime")
+    assert len(list((tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32"))) == 2
+
+
+def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_path, monkeypatch):
+    """What the export silences (torch's exporter registration logger, its warnings) is restored also when the
+    export fails, and the card's Inputs/Outputs come from the same contract as the graph's names."""
+    import logging
+    import warnings
+
+    import torch
+
+    from elmo_transformers.export import onnx as export
+    from elmo_transformers.runtime.onnx_config import ElmoOnnxConfig
+
+    model, tokenizer = tiny
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    logger.setLevel(logging.INFO)
+    filters = list(warnings.filters)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the exporter failed")
+
+    monkeypatch.setattr(torch.onnx, "export", fail)
+    contract = ElmoOnnxConfig(model.config.to_dict())
+    with pytest.raises(RuntimeError, match="the exporter failed"):
+        export.export_graph(model, tokenizer, str(tmp_path / "model.onnx"), contract)
+    assert logger.level == logging.INFO and warnings.filters == filters
+    card = contract.describe()
+    assert "- `input_ids`: int64 `[batch, words, 50]`" in card
+    assert "- `hidden_states`: float32 `[3, batch, words, 16]`" in card
+
+
+def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
+    """What a command does (cli.import_package: register() before transformers' Auto modules are imported): it
+    finishes (it used to spin for ever in the import hook) and the Auto classes load ELMo."""
+    code = ("import elmo_transformers\nelmo_transformers.register()\n"
+            "from transformers import AutoModelForPreTraining, AutoTokenizer\n"
+            "print(type(AutoModelForPreTraining.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__,"
+            " type(AutoTokenizer.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__)")
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout.split() == ["ElmoForLanguageModeling", "ElmoTokenizer"], done.stderr[-3000:]
