@@ -82,6 +82,17 @@ def test_the_installed_modules_are_the_model_modules():
     assert project["project"]["scripts"] == {"elmo-transformers": "elmo_transformers_cli:main"}
 
 
+def test_pyproject_installs_every_subpackage():
+    """pyproject.toml lists the packages by hand: every folder of elmo_transformers with an __init__.py is one of
+    them, or the installed package misses it while the checkout (and an editable install) works."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    inits = (REPO / "elmo_transformers").rglob("__init__.py")
+    found = {".".join(init.parent.relative_to(REPO).parts) for init in inits}
+    assert set(project["tool"]["setuptools"]["packages"]) == found
+
+
 @pytest.mark.parametrize("dtype", [None, "bfloat16"])
 def test_save_pretrained_keeps_the_loaded_dtype(tmp_path, dtype):
     """transformers' rule, as documented in the README: the shipped bf16 weights load as config.json's dtype
