@@ -42,6 +42,8 @@ def build(model_name):
     loaded = demo_model.load(model_name)
     model_name = shipped_model(model_name)
     layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
+    segmenter = loaded.tokenizer.segmenter
+    splitting = "words split on white space" if segmenter == "whitespace" else f"words found by {segmenter}"
     with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
         shown = model_title(model_name) if os.path.isdir(model_name) else model_name
         gr.Markdown(INTRO.format(model=plain(shown)))
@@ -50,7 +52,7 @@ def build(model_name):
             with gr.Column():
                 sentences = gr.Textbox(
                     "\n".join(EXAMPLES), lines=6, elem_id="sentences",
-                    label=f"Sentences, one a line, words split on white space (up to {MAX_SENTENCES} sentences, "
+                    label=f"Sentences, one a line, {splitting} (up to {MAX_SENTENCES} sentences, "
                           f"{MAX_WORDS:,} words, {MAX_SENTENCE_WORDS} words a sentence)")
                 word = gr.Textbox("bank", max_lines=1, elem_id="word", label="Word")
                 compare = gr.Button("Compare", variant="primary", elem_id="compare")
