@@ -373,7 +373,8 @@ def test_allennlp_0x_code_with_the_bucket_urls(bucket, publish_fixture, tmp_path
     again = ElmoEmbedder(options_file=f"{url}/{SMALL['options']}", weight_file=f"{url}/{SMALL['weights']}")
     assert len(handler.requests) == 4 and again.source == f"{url}/{SMALL['weights']}"  # the cache's copies
     with pytest.raises(ValueError, match=r"https://example.org/options.json is not one of the files AllenNLP "
-                                         r"published for ELMo .*: download it yourself and give its path"):
+                                         r"published for ELMo .*: download it yourself and give its local path "
+                                         r"as options_file"):
         ElmoEmbedder("https://example.org/options.json", f"{BASE_URL}/{SMALL['weights']}")
 
 

@@ -144,16 +144,18 @@ def fetch_file(name, key):
         raise ConversionError(f"{e}: {manual(key)}", arguments=[ARGUMENTS[key]]) from None
 
 
-def fetch_url(url):
+def fetch_url(url, argument):
     """The local copy of one of AllenNLP's published files given by its URL, under AllenNLP's bucket (either spelling)
     or the base URL: what AllenNLP code hands to ElmoEmbedder. Fetched as its preset's file (the cache, the mirror and
-    the checks apply); ConversionError for any other URL."""
+    the checks apply); ConversionError naming `argument` (the caller's parameter that held the URL) for any other
+    URL."""
     for name, preset in PRESETS.items():
         for key, path in preset.files(with_lm=preset.softmax is not None).items():
             if url in {f"{base}/{path}" for base in (*BUCKET_URLS, base_url())}:
                 return fetch_file(name, key)[0]
     raise ConversionError(f"{url} is not one of the files AllenNLP published for ELMo (those of the presets "
-                          f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its path")
+                          f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its local path as "
+                          f"{argument}")
 
 
 def download(url, path, check):

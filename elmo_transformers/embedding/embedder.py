@@ -88,8 +88,8 @@ def convert_original(options_file, weight_file):
     from ..conversion.allennlp import convert
     from ..conversion.presets import fetch_url
 
-    return convert(*(fetch_url(str(f)) if str(f).startswith(("http://", "https://")) else f
-                     for f in (options_file, weight_file)))
+    return convert(*(fetch_url(str(f), argument) if str(f).startswith(("http://", "https://")) else f
+                     for f, argument in ((options_file, "options_file"), (weight_file, "weight_file"))))
 
 
 class ElmoEmbedder:
