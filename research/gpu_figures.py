@@ -7,12 +7,10 @@ after two warm-ups, each call ended by a device synchronisation. Prints one tabl
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 
-from benchmark import SIZES, sentences
+from benchmark import SIZES, median_seconds, sentences
 from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
@@ -45,14 +43,7 @@ def main():
                     if device.type != "cpu":
                         torch.accelerator.synchronize()
 
-                for _ in range(2):
-                    call()
-                times = []
-                for _ in range(args.repeats):
-                    start = time.perf_counter()
-                    call()
-                    times.append(time.perf_counter() - start)
-                row.append(f"{tokens / statistics.median(times):,.0f}")
+                row.append(f"{tokens / median_seconds(call, args.repeats, warmups=2):,.0f}")
             model.float()
             print(f"| {size} | {batch_size} | {' | '.join(row)} |", flush=True)
 
