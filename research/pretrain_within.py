@@ -21,10 +21,11 @@ import tempfile
 import time
 
 
-def pretrain(arguments, output_dir, max_steps):
-    """Run the command; returns its wall seconds and its train_runtime (the training loop alone)."""
+def pretrain(arguments, output_dir, max_steps, overwrite=False):
+    """Run the command (`overwrite`: into the probes' own scratch folder, which the first probe fills); returns its
+    wall seconds and its train_runtime (the training loop alone)."""
     command = [sys.executable, "-m", "elmo_transformers", "pretrain", *arguments, "--output-dir", output_dir,
-               "--max-steps", str(max_steps), "--overwrite-output-dir"]
+               "--max-steps", str(max_steps), *(["--overwrite-output-dir"] if overwrite else [])]
     start = time.monotonic()
     subprocess.run(command, check=True)
     wall = time.monotonic() - start
@@ -47,12 +48,12 @@ def main():
     try:
         # Two probe lengths: the difference of their loop times is the time of the extra steps, free of the first
         # steps' warm-up; the longer probe's wall time minus its loop is the fixed cost.
-        short_wall, short_loop = pretrain(arguments, probe_dir, args.probe_steps // 3)
-        probe_wall, probe_loop = pretrain(arguments, probe_dir, args.probe_steps)
+        short_wall, short_loop = pretrain(arguments, probe_dir, args.probe_steps // 3, overwrite=True)
+        probe_wall, probe_loop = pretrain(arguments, probe_dir, args.probe_steps, overwrite=True)
     finally:
         shutil.rmtree(probe_dir, ignore_errors=True)
     seconds_a_step = (probe_loop - short_loop) / (args.probe_steps - args.probe_steps // 3)
-    fixed = probe_wall - probe_loop + (probe_loop - seconds_a_step * args.probe_steps)
+    fixed = probe_wall - seconds_a_step * args.probe_steps  # start-up, data, the first steps' warm-up, saving
     left = deadline - time.monotonic() - fixed
     max_steps = max(1, math.floor(left * (1 - args.margin) / seconds_a_step))
     budget = {"seconds_a_step": round(seconds_a_step, 5), "fixed_seconds": round(fixed, 1),
