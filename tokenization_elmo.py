@@ -524,7 +524,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     @staticmethod
     def check_segmented(text):
         """Warn (once) when the whitespace split meets a sentence of a language written without spaces."""
-        if len(text) >= 12 and UNSEGMENTED_RUN.search(text):
+        if len(text) >= 12 and "unsegmented" not in _warned and UNSEGMENTED_RUN.search(text):
             warn_once("unsegmented", "ElmoTokenizer splits this text on white space, and it holds 12 or more Chinese, "
                       "Japanese or Thai characters in a row: they are read as one word, cut to its first 48 "
                       "characters or bytes. Segment the text into words first (is_split_into_words=True), or use a "
