@@ -130,6 +130,7 @@ class OneDnnGemms:
     def __init__(self, layer):
         self.layer = layer
         self.plain = FloatGemms(layer)
+        # (input, state, projection) weights prepacked, each a list over directions, then the bias per direction
         self._packed, self._packed_from = None, None
 
     def __getstate__(self):
@@ -159,25 +160,21 @@ class OneDnnGemms:
         self._packed_from = None if trainable else (key, [weakref.ref(w) for w in sources])
         return self
 
-    def _weights(self):
-        """(input, state, projection) weights prepacked, each a list over directions, and the bias per direction."""
-        return self._packed
-
     def input_gates(self, x):
         """Per direction (not stacked: that would copy the whole block) and time-major, [steps, n, 4H] each, so
         that the gates of one step are contiguous rows."""
-        weights, _, _, bias = self._weights()
+        weights, _, _, bias = self._packed
         return [torch.ops.mkldnn._linear_pointwise(x[d].transpose(0, 1).contiguous(), weights[d], bias[d], "none",
                                                    [], "") for d in range(2)]
 
     def gates(self, input_gates, step, h):
-        _, weights, _, _ = self._weights()
+        _, weights, _, _ = self._packed
         n = h.shape[1]
         return torch.stack([torch.ops.mkldnn._linear_pointwise.binary(h[d], input_gates[d][step, :n], weights[d],
                                                                       None, "add") for d in range(2)])
 
     def project(self, cell_output):
-        _, _, weights, _ = self._weights()
+        _, _, weights, _ = self._packed
         return torch.stack([torch.ops.mkldnn._linear_pointwise(cell_output[d], weights[d], None, "none", [], "")
                             for d in range(2)])
 
