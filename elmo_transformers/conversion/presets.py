@@ -166,10 +166,10 @@ def download(url, path, check):
     with WeakFileLock(path.with_name(path.name + ".lock")):
         if path.is_file() and source.is_file():
             return path, source.read_text(encoding="utf-8").strip()
-        # Under the lock no other run writes this file: a temporary file of it is a killed run's (kill -9).
-        for name in (path.name, source.name):
-            for stale in path.parent.glob(f"{glob.escape(name)}.*.incomplete"):
-                stale.unlink(missing_ok=True)
+        # Under the lock no other run writes this file: a temporary file of it (or of its .source) is a killed
+        # run's (kill -9).
+        for stale in path.parent.glob(f"{glob.escape(path.name)}.*.incomplete"):
+            stale.unlink(missing_ok=True)
         partial = temporary_file(path)
         try:
             with open(partial, "r+b") as file:
