@@ -8,11 +8,10 @@ import hashlib
 import os
 
 
-def files_sha256(folder):
-    """SHA-256 over the name and bytes of config.json and every *.safetensors file of `folder`."""
+def files_sha256(paths):
+    """SHA-256 over the name, size and bytes of each file at `paths`, in order."""
     digest = hashlib.sha256()
-    weights = sorted(glob.glob(os.path.join(glob.escape(folder), "*.safetensors")))
-    for path in [os.path.join(folder, "config.json"), *weights]:
+    for path in paths:
         digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
         with open(path, "rb") as f:
             while chunk := f.read(1 << 24):
@@ -28,7 +27,9 @@ def cached_export(source, dtype):
 
     from ..export.onnx import export_onnx
 
-    folder = os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{files_sha256(source.path)}-{dtype}")
+    weights = sorted(glob.glob(os.path.join(glob.escape(source.path), "*.safetensors")))
+    model_sha256 = files_sha256([os.path.join(source.path, "config.json"), *weights])
+    folder = os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{model_sha256}-{dtype}")
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     with FileLock(folder + ".lock"):
         if not os.path.isfile(os.path.join(folder, "model.onnx")):

@@ -4,7 +4,6 @@ embeds with an exported folder never loads PyTorch. Before it runs, the folder's
 (the graph's input and output shapes and its recorded config against config.json, `check_graph`), as the PyTorch
 path checks weights against the config."""
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -17,6 +16,7 @@ from ..errors import ModelError, UserError, first_line
 from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
 from ..model_files import GRAPH_FILES
 from . import ModelTraits
+from .cache import files_sha256
 
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 # Word positions (sentences x longest sentence) per onnxruntime run: a longer batch is run in slices of whole
@@ -184,10 +184,4 @@ class OnnxElmoModel:
     def weights_sha256(self):
         """SHA-256 over the name, size and bytes of model.onnx and its external data: what identifies the numbers
         this model computes (the same folder path may hold another export tomorrow)."""
-        digest = hashlib.sha256()
-        for path in self.files:
-            digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 24):
-                    digest.update(chunk)
-        return digest.hexdigest()
+        return files_sha256(self.files)
