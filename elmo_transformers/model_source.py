@@ -20,6 +20,7 @@ from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntr
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 
+from .embedding.defaults import RUNTIMES
 from .errors import ModelError, UserError, first_line
 from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
 
@@ -145,9 +146,6 @@ def load_config(folder, name=None):
 
     with loading(name or folder):
         return AutoConfig.from_pretrained(folder)
-
-
-RUNTIMES = ("torch", "onnxruntime")
 
 
 @dataclass(frozen=True)

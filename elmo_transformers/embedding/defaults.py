@@ -5,4 +5,4 @@ DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 MAX_SENTENCE_WORDS = 1000
 MODES = ("all", "top", "average")
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and int8 weights
-RUNTIMES = ("torch", "onnxruntime")  # model_source.RUNTIMES, named here before anything loads
+RUNTIMES = ("torch", "onnxruntime")  # what runs a model (model_source.load_model); named here, where nothing loads

@@ -17,7 +17,7 @@ from itertools import islice
 import numpy as np
 
 from ..errors import UserError
-from ..model_source import ModelFolder, check_tokenizer, load_model, open_model
+from ..model_source import ModelFolder, check_tokenizer, dtype_name, load_model, open_model
 from ..models import DEFAULT_MODEL
 from ..runtime import traits
 from .defaults import DEFAULT_BATCH_SIZE
@@ -134,7 +134,7 @@ class ElmoEmbedder:
             folder = open_model(model)
             self.source = os.path.abspath(folder.path) if os.path.isdir(folder.name) else folder.name
             if device is None and not (folder.is_export or runtime == "onnxruntime" or quantization_config or
-                                       str(dtype) == "int8"):
+                                       dtype_name(dtype) == "int8"):
                 device = process_state().device
             model, loaded_tokenizer = load_model(folder, dtype=dtype, quantization_config=quantization_config,
                                                  device=device, runtime=runtime)
