@@ -131,3 +131,15 @@ def test_app_py_without_gradio_is_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr == ('error: the web page needs Gradio (gradio is not installed): pip install '
                              '"elmo-transformers[demo]"\n')
+
+
+def test_a_model_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
+    """Without a card the page and the Space name the model by its folder, also when it is given as `.`."""
+    from elmo_transformers.demo.server import model_title
+
+    folder = tmp_path / "my-elmo"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    assert model_title(".") == model_title(str(folder)) == "my-elmo"
+    (folder / "README.md").write_text("---\nlicense: mit\n---\n\n# Card title\n", encoding="utf-8")
+    assert model_title(".") == "Card title"

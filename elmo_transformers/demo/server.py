@@ -58,4 +58,4 @@ def model_title(folder):
                     return line[2:].strip()
     except (OSError, UnicodeDecodeError):
         pass
-    return os.path.basename(os.path.normpath(folder))
+    return os.path.basename(os.path.normpath(os.path.abspath(folder)))  # (a name for `.` too)

@@ -136,8 +136,8 @@ def build_space_folder(model_dir, staging, repo_id, license=None):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)  # follows the checked links
     if "README.md" not in kept:  # the page names the model by its card's title, not by the folder name model/
-        name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
-        model_card(model_dir, name, license=license or "apache-2.0").save(Path(staging) / "model" / "README.md")
+        card = model_card(model_dir, model_title(model_dir), license=license or "apache-2.0")
+        card.save(Path(staging) / "model" / "README.md")
     (Path(staging) / "requirements.txt").write_text("\n".join(requirements()) + "\n", encoding="utf-8")
     space_card(model_dir, repo_id, license).save(os.path.join(staging, "README.md"))
     written = sorted(p.relative_to(staging).as_posix() for p in Path(staging).rglob("*") if p.is_file())
