@@ -206,10 +206,27 @@ def test_labels_that_would_be_misread_are_refused(tiny_model_dir, tiny):
 
 
 def test_bio_span_f1():
-    from elmo_transformers.training.finetuning import spans
+    """Span scores by the conlleval rule, counted by hand: an I- after O (or after another type) starts a chunk."""
+    from elmo_transformers.training.finetuning import token_metrics
+    from transformers import EvalPrediction
 
-    assert spans(["B-PER", "I-PER", "O", "B-LOC", "I-ORG", "I-ORG"]) == {("PER", 0, 2), ("LOC", 3, 4), ("ORG", 4, 6)}
-    assert spans(["I-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    ids = {tag: i for i, tag in enumerate(labels)}
+
+    def scores(gold, predicted):
+        width = max(map(len, gold))
+        pad = lambda rows, fill: np.array([[ids[t] for t in r] + [fill] * (width - len(r)) for r in rows])
+        logits = np.eye(len(labels))[pad(predicted, 0)]
+        return token_metrics(labels)(EvalPrediction(predictions=logits, label_ids=pad(gold, -100)))
+
+    # gold chunks: PER 0-2, LOC 3-4, PER 0-1; predicted: PER 0-2 (right), LOC 3-5 (wrong end), LOC 0-1 (wrong type)
+    got = scores([["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-PER"]],
+                 [["B-PER", "I-PER", "O", "B-LOC", "I-LOC"], ["B-LOC"]])
+    assert got["precision"] == pytest.approx(1 / 3) and got["recall"] == pytest.approx(1 / 3)
+    assert got["f1"] == pytest.approx(1 / 3) and got["accuracy"] == pytest.approx(4 / 6)
+    # I-PER I-PER B-PER is two chunks, PER 0-2 and PER 2-3: both found in the same tags written with B-
+    got = scores([["B-PER", "I-PER", "B-PER"]], [["I-PER", "I-PER", "B-PER"]])
+    assert got["precision"] == got["recall"] == got["f1"] == 1.0
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
 - token-classification (POS tagging, NER, ...; `ElmoForTokenClassification`): a BiLSTM task encoder, one label per
   word (ELMo reads whole words: no sub-word alignment). Data: local CoNLL files (`token<TAB>tag`, blank line between
   sentences), JSON/CSV with a word-list column and a tag-list column, or a Hub dataset. Metrics: word accuracy, and
-  for BIO/IOB2 tag sets (every tag O or X-TYPE) span precision / recall / F1.
+  for BIO/IOB2 tag sets (every tag O or X-TYPE) span precision / recall / F1 (seqeval, conlleval's rule).
 - sequence-classification (`ElmoForSequenceClassification`): the sentence vector is the masked mean of the ELMo
   vectors over its words, then a linear classifier (`--task-encoder lstm` puts a BiLSTM before the mean). Data: local
   JSON Lines / JSON / CSV files with a text and a label column, or a Hub dataset. Text is split into words on

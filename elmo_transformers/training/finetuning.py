@@ -3,7 +3,6 @@ and sequence classification, with their metrics (their arguments are `arguments.
 `runner.run`)."""
 
 import datasets
-import numpy as np
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
@@ -138,20 +137,9 @@ def tokenize_splits(raw, encode, training_args):
             raise DataError(f"the text column cannot be tokenized: {first_line(e)}") from None
 
 
-def spans(tags):
-    """(type, start, end) chunks of one BIO / IOB2 tag sequence; an I- without a matching chunk starts one."""
-    chunks, start, kind = set(), None, None
-    for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, _, label = tag.partition("-")
-        if start is not None and (prefix != "I" or label != kind):
-            chunks.add((kind, start, i))
-            start = kind = None
-        if prefix in ("B", "I") and start is None:
-            start, kind = i, label
-    return chunks
-
-
 def token_metrics(labels):
+    """Accuracy; for BIO / IOB2 tag sets also span precision, recall and F1, by seqeval's conlleval rule (an I- without
+    a matching chunk starts one)."""
     is_bio = all(tag == "O" or tag[:2] in ("B-", "I-") for tag in labels)
 
     def compute_metrics(prediction):
@@ -159,15 +147,12 @@ def token_metrics(labels):
         keep = gold != -100
         metrics = {"accuracy": float((predicted[keep] == gold[keep]).mean())}
         if is_bio:
-            found = correct = expected = 0
-            for p, g, k in zip(predicted, gold, keep):
-                p_spans = spans([labels[i] for i in p[k]])
-                g_spans = spans([labels[i] for i in g[k]])
-                found, expected = found + len(p_spans), expected + len(g_spans)
-                correct += len(p_spans & g_spans)
-            precision, recall = correct / max(found, 1), correct / max(expected, 1)
-            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-            metrics.update(precision=precision, recall=recall, f1=f1)
+            from seqeval.metrics import f1_score, precision_score, recall_score
+
+            p_tags = [[labels[i] for i in p[k]] for p, k in zip(predicted, keep)]
+            g_tags = [[labels[i] for i in g[k]] for g, k in zip(gold, keep)]
+            metrics.update({name: float(score(g_tags, p_tags, zero_division=0)) for name, score in
+                            (("precision", precision_score), ("recall", recall_score), ("f1", f1_score))})
         return metrics
 
     return compute_metrics
@@ -203,13 +188,10 @@ def token_classification(head_args, data_args, training_args):
 
 
 def sequence_metrics(prediction):
+    from sklearn.metrics import f1_score
+
     predicted, gold = prediction.predictions.argmax(-1), prediction.label_ids
-    f1s = []
-    for label in np.union1d(predicted, gold):
-        tp = np.sum((predicted == label) & (gold == label))
-        denominator = np.sum(predicted == label) + np.sum(gold == label)
-        f1s.append(2 * tp / denominator if denominator else 0.0)
-    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(np.mean(f1s))}
+    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}
 
 
 def sequence_classification(head_args, data_args, training_args):
