@@ -1,13 +1,13 @@
 #!/usr/bin/env python
-"""The before/after tables of a model card from two folders written by research/evaluate_modern_model.sh (the same
-protocol on both models), as Markdown:
+"""The before/after tables of a model card from the folders written by research/evaluate_modern_model.sh (the same
+protocol on every model; two or more, oldest first), as Markdown:
 
     python research/compare_models.py BEFORE_EVAL AFTER_EVAL --names "elmo-pd-small" "elmo-en-small"
 
 Figures: held-out perplexity (biLM average of both directions; the two models have different vocabularies, so a
 perplexity compares models only on the same vocabulary: each row also gives the bigram baseline of the same model's
 vocabulary), word sense (ROC AUC and WiC accuracy per layer), EWT POS and polarity (ELMo mix vs layer 0), and
-fill-mask hits in the top 10 (and at the top, for the everyday sentences of fill_mask_everyday.json, when both have
+fill-mask hits in the top 10 (and at the top, for the everyday sentences of fill_mask_everyday.json, when all have
 them).
 """
 
@@ -81,9 +81,15 @@ def everyday_fill_mask_rows(names, folders):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folders", nargs=2, help="the evaluation folders of the two models")
-    parser.add_argument("--names", nargs=2, default=["before", "after"])
+    parser.add_argument("folders", nargs="+", help="the evaluation folders of the models, oldest first")
+    parser.add_argument("--names", nargs="+", help="one name a folder (default: before, after, or model 1, 2, ...)")
     args = parser.parse_args(argv)
+    if len(args.folders) < 2:
+        parser.error("give at least two evaluation folders: the protocol compares models")
+    if args.names is None:
+        args.names = ["before", "after"] if len(args.folders) == 2 else [f"model {i + 1}" for i in range(len(args.folders))]
+    if len(args.names) != len(args.folders):
+        parser.error(f"--names has {len(args.names)} names for {len(args.folders)} folders: give one a folder")
     for title, section in (("Held-out perplexity", perplexity_rows), ("Word sense", word_sense_rows),
                            ("Frozen biLM downstream", downstream_rows), ("Fill-mask", fill_mask_rows),
                            ("Fill-mask, everyday sentences", everyday_fill_mask_rows)):
