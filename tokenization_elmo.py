@@ -302,6 +302,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     vocab_files_names = {"vocab_file": "vocab.txt", "char_vocab_file": "char.dic", "word_vocab_file": "word.dic"}
     model_input_names = ["input_ids", "attention_mask"]
+    # What `register_for_auto_class()` sets (save_pretrained then writes the auto_map of remote code); calling it would
+    # import transformers' Auto modules, and with them torch, into a process that serves an exported model.
+    _auto_class = "AutoTokenizer"
     padding_side = "right"
     truncation_side = "right"
 
@@ -732,5 +735,3 @@ class ElmoTokenizer(PreTrainedTokenizer):
         ids = sequences.tolist() if hasattr(sequences, "tolist") else sequences
         return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in ids]
 
-
-ElmoTokenizer.register_for_auto_class()

@@ -135,6 +135,29 @@ def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
     assert (tmp_path / "out.hdf5").exists()
 
 
+@pytest.mark.slow
+def test_an_export_embeds_without_importing_torch_where_torch_is_installed(exported, tiny_model_dir, tmp_path):
+    """The torch-free path is taken, not only survived: nothing (the tokenizer's Auto registration included) imports
+    torch, and `--runtime onnxruntime` on a PyTorch folder whose export is cached does not either."""
+    (tmp_path / "in.txt").write_text("a b\nc\n")
+    code = ("import json, sys, elmo_transformers_cli\n"
+            "status = elmo_transformers_cli.main(['embed', sys.argv[2], sys.argv[3], '--model', sys.argv[1], '--top'])\n"
+            "from elmo_transformers import ElmoEmbedder\n"
+            "shape = list(ElmoEmbedder(sys.argv[1]).embed_sentence(['a', 'b']).shape)\n"
+            "print(json.dumps([status, shape, 'torch' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code, str(exported), str(tmp_path / "in.txt"),
+                           str(tmp_path / "out.hdf5")], env=command_env(), capture_output=True, text=True, timeout=300)
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, [3, 2, 16], False], done.stderr[-3000:]
+    cached = ("import json, sys, elmo_transformers_cli\n"
+              "status = elmo_transformers_cli.main(['embed', *sys.argv[1:], '--top', '--runtime', 'onnxruntime'])\n"
+              "print(json.dumps([status, 'torch' in sys.modules]))")
+    env = command_env(HF_HOME=str(tmp_path / "hf"))
+    for run, imports_torch in ((1, True), (2, False)):  # the first run exports, the second finds the export cached
+        done = subprocess.run([sys.executable, "-c", cached, str(tmp_path / "in.txt"), str(tmp_path / f"{run}.hdf5"),
+                               "--model", str(tiny_model_dir)], env=env, capture_output=True, text=True, timeout=300)
+        assert json.loads(done.stdout.splitlines()[-1]) == [0, imports_torch], done.stderr[-3000:]
+
+
 def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
     """...and the Auto classes still know ELMo, also when they were first imported inside another import."""
     code = ("import json, sys, elmo_transformers\n"

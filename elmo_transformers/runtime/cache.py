@@ -25,13 +25,13 @@ def cached_export(source, dtype):
     from filelock import FileLock
     from huggingface_hub import constants
 
-    from ..export.onnx import export_onnx
-
     weights = sorted(glob.glob(os.path.join(glob.escape(source.path), "*.safetensors")))
     model_sha256 = files_sha256([os.path.join(source.path, "config.json"), *weights])
     folder = os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{model_sha256}-{dtype}")
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     with FileLock(folder + ".lock"):
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
+            from ..export.onnx import export_onnx  # torch: only when there is something to export
+
             export_onnx(source.path, folder, dtype, source=source.name)
     return folder
