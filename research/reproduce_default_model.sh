@@ -46,20 +46,23 @@ mkdir -p "$EVAL"
   --bf16 $DEVICE_ARGS --learning-rate 2e-3 --lr-scheduler-type cosine --warmup-steps 200 --max-grad-norm 5.0 \
   --logging-steps 50 --save-strategy steps --save-steps 100 --save-total-limit 2 --report-to none --seed 0
 
-# 1b. Issue 38's continuation (modern corpus only; STAGE2=0 skips it): three runs of 1,024 windows a step, each from
-# the last one's weights, with a cosine schedule of its own (2,493 / 1,250 / 800 steps, 4.07 epochs; one H100 ran
-# them in 479 s of training). Each run is skipped when its folder holds a finished model.
+# 1b. Issue 38's continuation (modern corpus only; STAGE2=0 skips it): five runs of 1,024 windows a step, each from
+# the last one's weights, with a cosine schedule of its own; one H100 ran them (research/results/default-model-h100.txt).
+# Run 5's schedule was planned for 2,600 steps and the model is its checkpoint at step 2,000, where its time ran out.
+# Each run is skipped when its folder holds what the next one starts from.
 LAST="$WORK/lm"
 if [ "$PREPARE" = modern ] && [ "${STAGE2:-1}" = 1 ]; then
-  for run in "1 2493 2e-3 200" "2 1250 1e-3 100" "3 800 5e-4 50"; do
-    read -r n steps lr warmup <<< "$run"
-    [ -s "$WORK/lm-stage2-$n/model.safetensors" ] || elmo-transformers pretrain --model-name-or-path "$LAST" \
+  for run in "1 2493 2e-3 200 0" "2 1250 1e-3 100 1" "3 800 5e-4 50 2" "4 1291 1e-3 100 3" "5 2600 7e-4 100 4 2000"; do
+    read -r n steps lr warmup seed take <<< "$run"
+    RUN="$WORK/lm-stage2-$n"
+    NEXT="$RUN${take:+/checkpoint-$take}"
+    [ -s "$NEXT/model.safetensors" ] || elmo-transformers pretrain --model-name-or-path "$LAST" \
       --train-file "$WORK/data/train.txt.gz" --validation-file "$WORK/data/valid.txt.gz" --max-eval-samples 2000 \
-      --output-dir "$WORK/lm-stage2-$n" --do-train --do-eval --max-steps "$steps" --per-device-train-batch-size 1024 \
+      --output-dir "$RUN" --do-train --do-eval --max-steps "$steps" --per-device-train-batch-size 1024 \
       --max-words 20 --bf16 $DEVICE_ARGS --learning-rate "$lr" --lr-scheduler-type cosine --warmup-steps "$warmup" \
-      --max-grad-norm 5.0 --logging-steps 50 --save-strategy steps --save-steps 500 --save-total-limit 1 \
-      --report-to none --seed $((n - 1)) --dataloader-num-workers 8 --preprocessing-num-workers 8
-    LAST="$WORK/lm-stage2-$n"
+      --max-grad-norm 5.0 --logging-steps 50 --save-strategy steps --save-steps "${take:-500}" --save-total-limit 1 \
+      --report-to none --seed "$seed" --dataloader-num-workers 8 --preprocessing-num-workers 8
+    LAST="$NEXT"
   done
 fi
 
