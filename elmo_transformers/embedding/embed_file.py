@@ -34,8 +34,8 @@ config (every field but those only training reads), its tokenizer's rules and a 
 an exported folder: runtime onnxruntime and a SHA-256 of its graph files), and the refusal names the field that
 differs. The batches decide the float rounding, so only the same batches give the
 same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a
-run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
-one is alive.
+run writes OUTPUT it holds the lock file `OUTPUT.partial.lock`: another run on the same OUTPUT is refused while that
+one runs; the operating system frees the lock of a run that ends in any way (also `kill -9`).
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
 them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
