@@ -4,10 +4,12 @@ import copy
 import math
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import torch
+from huggingface_hub.dataclasses import strict
 from transformers import PretrainedConfig
 
 try:  # loaded as remote code, the modules are one package
@@ -52,9 +54,10 @@ ELMO_PIPELINES = {
     "fill-mask": {"impl": "pipeline_elmo.ElmoFillMaskPipeline", "pt": ["AutoModelForPreTraining"]},
 }
 
-TASK_ENCODERS = ("linear", "lstm")
+TaskEncoder = Literal["linear", "lstm"]
 # ElmoConfig.float_kernel: which kernels run the float GEMMs (kernels_elmo.float_kernel says how "auto" chooses).
-FLOAT_KERNELS = ("auto", "aten", "onednn")
+FloatKernel = Literal["auto", "aten", "onednn"]
+TASK_ENCODERS, FLOAT_KERNELS = get_args(TaskEncoder), get_args(FloatKernel)
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -66,17 +69,32 @@ MAX_DIM = 65536  # lstm_dim, projection_dim, embedding dims, filters per bank, t
 MAX_LAYERS = 64  # n_layers, n_highway, filter banks, num_output_representations
 MAX_VOCAB_SIZE = 1 << 24  # lm_vocab_size, lm_n_negative_samples, char_vocab_size, word_vocab_size
 MAX_PARAMETERS = 1 << 32  # the whole model (16 GiB in float32)
+# The integer fields' ranges (an optional field's None is not checked).
+INT_RANGES = {
+    "lstm_dim": (1, MAX_DIM),
+    "projection_dim": (1, MAX_DIM),
+    "n_layers": (1, MAX_LAYERS),
+    "num_output_representations": (1, MAX_LAYERS),
+    "max_characters_per_token": (3, MAX_CHARACTERS_PER_TOKEN),  # begin-of-word, a byte, end-of-word
+    "task_encoder_dim": (1, MAX_DIM),
+    "n_highway": (0, MAX_LAYERS),
+    "char_embedding_dim": (0, MAX_DIM),
+    "word_embedding_dim": (0, MAX_DIM),
+    "lstm_gates_block_elements": (1, 2**40),
+    "lm_vocab_size": (4, MAX_VOCAB_SIZE),  # <S>, </S>, <UNK> and at least one word
+    "lm_n_negative_samples": (1, MAX_VOCAB_SIZE),
+    "char_vocab_size": (1, MAX_VOCAB_SIZE),
+    "word_vocab_size": (1, MAX_VOCAB_SIZE),
+}
 
 
-def _is_finite_number(value):
-    """An int or float (not a bool, not a string such as "3") that is neither NaN nor infinite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
+@strict
 class ElmoConfig(PretrainedConfig):
     r"""
     Configuration of an ELMo biLM and its scalar mixes. Defaults are the Original model
-    (`2x4096_512_2048cnn_2xhighway`).
+    (`2x4096_512_2048cnn_2xhighway`). Each field's type is checked by huggingface_hub's `@strict` (as transformers'
+    own configs are), on construction and on assignment; its range and the rules between fields by `validate_elmo`,
+    which `@strict` runs after construction and transformers before saving.
 
     Args:
         char_embedding_dim (`int`, defaults to 16): size of the character embeddings (`char_cnn.embedding.dim`).
@@ -134,44 +152,42 @@ class ElmoConfig(PretrainedConfig):
 
     model_type = "elmo"
 
+    # Sequences: callers may give tuples where JSON gives lists; __post_init__ stores lists.
     char_embedding_dim: int = 16
-    filters: list = field(default_factory=lambda: copy.deepcopy(DEFAULT_FILTERS))
+    filters: Sequence[Sequence[int]] = field(default_factory=lambda: copy.deepcopy(DEFAULT_FILTERS))
     n_highway: int = 2
-    activation: str = "relu"
-    n_characters: int = 262
+    activation: Literal["relu", "tanh"] = "relu"
+    n_characters: Literal[261, 262] = 262
     max_characters_per_token: int = 50
     lstm_dim: int = 4096
     projection_dim: int = 512
     n_layers: int = 2
-    cell_clip: float | None = 3.0
-    proj_clip: float | None = 3.0
+    cell_clip: float | int | None = 3.0
+    proj_clip: float | int | None = 3.0
     use_skip_connections: bool = True
     num_output_representations: int = 1
     do_layer_norm: bool = False
-    scalar_mix_parameters: list | None = None
-    dropout: float = 0.5
+    scalar_mix_parameters: Sequence[float | int] | None = None
+    dropout: float | int = 0.5
     freeze_bilm: bool = True
-    task_encoder: str = "linear"
+    task_encoder: TaskEncoder = "linear"
     task_encoder_dim: int = 128
-    mix_l2_lambda: float = 0.0
+    mix_l2_lambda: float | int = 0.0
     lm_vocab_size: int | None = None
     lm_n_negative_samples: int | None = None
-    lm_dropout: float = 0.0
+    lm_dropout: float | int = 0.0
     char_vocab_size: int | None = None
     word_vocab_size: int | None = None
     word_embedding_dim: int = 0
-    sentence_boundary_ids: list | None = None
+    sentence_boundary_ids: Sequence[Sequence[int]] | None = None
     lstm_gates_block_elements: int = 2**24
-    float_kernel: str = "auto"
+    float_kernel: FloatKernel = "auto"
 
     def __post_init__(self, **kwargs):
-        # Callers may give tuples where JSON gives lists; the checks below see lists.
-        if isinstance(self.filters, tuple) or (
-            isinstance(self.filters, list) and any(isinstance(f, tuple) for f in self.filters)
-        ):
-            self.filters = [list(f) if isinstance(f, (list, tuple)) else f for f in self.filters]
-        if isinstance(self.scalar_mix_parameters, tuple):
-            self.scalar_mix_parameters = list(self.scalar_mix_parameters)
+        for name in ("filters", "scalar_mix_parameters", "sentence_boundary_ids"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, [list(v) if isinstance(v, Sequence) else v for v in value])
         # transformers would fail with AttributeError: module 'torch' has no attribute 'banana'
         for key, value in (("dtype", self.dtype), ("torch_dtype", kwargs.get("torch_dtype"))):
             if isinstance(value, str) and value != "auto" and not isinstance(getattr(torch, value, None), torch.dtype):
@@ -179,7 +195,6 @@ class ElmoConfig(PretrainedConfig):
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__post_init__(**kwargs)
-        self.validate_elmo()
 
     def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):
         """Save as usual, plus the pipeline module beside the config.
@@ -211,46 +226,20 @@ class ElmoConfig(PretrainedConfig):
         return 2 * self.projection_dim
 
     def validate_elmo(self):
-        """Fail early, naming the field, instead of deep inside the model."""
-
-        def bounded_int(name, low, high):
+        """The ranges and the rules between fields (`@strict` checked the types): fail early, naming the field,
+        instead of deep inside the model."""
+        for name, (low, high) in INT_RANGES.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            if value is not None and not low <= value <= high:
                 raise ValueError(f"ElmoConfig.{name} must be an integer from {low} to {high:,}, got {value!r}")
-
-        limits = {
-            "lstm_dim": (1, MAX_DIM),
-            "projection_dim": (1, MAX_DIM),
-            "n_layers": (1, MAX_LAYERS),
-            "num_output_representations": (1, MAX_LAYERS),
-            "max_characters_per_token": (3, MAX_CHARACTERS_PER_TOKEN),  # begin-of-word, a byte, end-of-word
-            "task_encoder_dim": (1, MAX_DIM),
-            "n_highway": (0, MAX_LAYERS),
-            "char_embedding_dim": (0, MAX_DIM),
-            "word_embedding_dim": (0, MAX_DIM),
-            "lstm_gates_block_elements": (1, 2**40),
-        }
-        optional = {
-            "lm_vocab_size": (4, MAX_VOCAB_SIZE),  # <S>, </S>, <UNK> and at least one word
-            "lm_n_negative_samples": (1, MAX_VOCAB_SIZE),
-            "char_vocab_size": (1, MAX_VOCAB_SIZE),
-            "word_vocab_size": (1, MAX_VOCAB_SIZE),
-        }
-        for name, (low, high) in limits.items():
-            bounded_int(name, low, high)
-        for name, (low, high) in optional.items():
-            if getattr(self, name) is not None:
-                bounded_int(name, low, high)
         self._validate_token_inputs()
-        if not isinstance(self.filters, list) or not 1 <= len(self.filters) <= MAX_LAYERS:
+        if not 1 <= len(self.filters) <= MAX_LAYERS:
             raise ValueError(
                 f"ElmoConfig.filters must list 1 to {MAX_LAYERS} [width, number] filter banks, "
                 f"got {self.filters!r:.200}"
             )
         for f in self.filters:
-            if not isinstance(f, list) or len(f) != 2 or not all(
-                isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM for v in f
-            ):
+            if len(f) != 2 or not all(0 < v <= MAX_DIM for v in f):
                 raise ValueError(
                     f"ElmoConfig.filters entries must be [width, number], integers from 1 to {MAX_DIM:,}, "
                     f"got {f!r:.200}"
@@ -260,45 +249,28 @@ class ElmoConfig(PretrainedConfig):
                     f"ElmoConfig.filters: width {f[0]} is wider than max_characters_per_token "
                     f"({self.max_characters_per_token})"
                 )
-        if self.activation not in ("relu", "tanh"):
-            raise ValueError(f"ElmoConfig.activation must be 'relu' or 'tanh', got {self.activation!r}")
-        if self.n_characters not in (261, 262):
-            raise ValueError(f"ElmoConfig.n_characters must be 261 or 262, got {self.n_characters!r}")
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
-            if value is not None and (not _is_finite_number(value) or value <= 0):
+            if value is not None and not (math.isfinite(value) and value > 0):
                 raise ValueError(
                     f"ElmoConfig.{name} must be a positive finite number or None (no clipping), got {value!r}"
                 )
-        if not isinstance(self.use_skip_connections, bool):
-            raise ValueError(f"ElmoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}")
-        if not isinstance(self.do_layer_norm, bool):
-            raise ValueError(f"ElmoConfig.do_layer_norm must be a bool, got {self.do_layer_norm!r}")
-        if self.scalar_mix_parameters is not None and (
-            not isinstance(self.scalar_mix_parameters, list)
-            or not all(_is_finite_number(w) for w in self.scalar_mix_parameters)
-        ):
-            raise ValueError(
-                "ElmoConfig.scalar_mix_parameters must be a list of finite numbers or None, "
-                f"got {self.scalar_mix_parameters!r}"
-            )
-        if self.scalar_mix_parameters is not None and len(self.scalar_mix_parameters) != self.n_layers + 1:
-            raise ValueError(
-                f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
-                f"{self.n_layers + 1}), got {len(self.scalar_mix_parameters)}"
-            )
+        if self.scalar_mix_parameters is not None:
+            if not all(math.isfinite(w) for w in self.scalar_mix_parameters):
+                raise ValueError(
+                    f"ElmoConfig.scalar_mix_parameters must be finite numbers, got {self.scalar_mix_parameters!r}"
+                )
+            if len(self.scalar_mix_parameters) != self.n_layers + 1:
+                raise ValueError(
+                    f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
+                    f"{self.n_layers + 1}), got {len(self.scalar_mix_parameters)}"
+                )
         for name in ("dropout", "lm_dropout"):
             value = getattr(self, name)
-            if not _is_finite_number(value) or not 0 <= value < 1:
+            if not 0 <= value < 1:  # NaN too
                 raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
-        if not isinstance(self.freeze_bilm, bool):
-            raise ValueError(f"ElmoConfig.freeze_bilm must be a bool, got {self.freeze_bilm!r}")
-        if self.float_kernel not in FLOAT_KERNELS:
-            raise ValueError(f"ElmoConfig.float_kernel must be one of {FLOAT_KERNELS}, got {self.float_kernel!r:.100}")
-        if self.task_encoder not in TASK_ENCODERS:
-            raise ValueError(f"ElmoConfig.task_encoder must be one of {TASK_ENCODERS}, got {self.task_encoder!r}")
         value = self.mix_l2_lambda
-        if not _is_finite_number(value) or value < 0:
+        if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
         if self.num_parameters_estimate() > MAX_PARAMETERS:
             raise ValueError(
@@ -335,12 +307,7 @@ class ElmoConfig(PretrainedConfig):
                     "ElmoConfig.sentence_boundary_ids is only for a character vocabulary or word embedding"
                 )
             return
-        if not (
-            isinstance(rows, list)
-            and len(rows) == 2
-            and all(isinstance(r, list) and len(r) == self.input_width for r in rows)
-            and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for r in rows for i in r)
-        ):
+        if not (rows is not None and len(rows) == 2 and all(len(r) == self.input_width and min(r) > 0 for r in rows)):
             raise ValueError(
                 f"ElmoConfig.sentence_boundary_ids must be the BOS and EOS input rows, two lists of {self.input_width} "
                 f"positive ids, got {rows!r}"

@@ -9,6 +9,8 @@ arguments of the call writes each as "{name}" and lists the names in `arguments`
 (`vocab_file`), a command its flags (`worded`; "--vocab-file"). A warning does the same through `Notice`.
 """
 
+import sys
+
 
 class NamesArguments:
     """A message (`template`) that names `arguments` of the call as "{name}"."""
@@ -92,6 +94,11 @@ class UnfinishedRunError(RefusalLiftedByArgument):
 
 
 def first_line(error):
-    """The first line of an exception's message, or its type's name when it has none: what a one-line error quotes."""
+    """The first line of an exception's message, or its type's name when it has none: what a one-line error quotes.
+    Of huggingface_hub's strict-dataclass errors (a config's field or rule refused), whose first line is a header,
+    their cause's: it names the field and the value."""
+    hub = sys.modules.get("huggingface_hub.errors")  # not loaded: the error cannot be one of them
+    if hub is not None and isinstance(error, hub.StrictDataclassError) and error.__cause__ is not None:
+        error = error.__cause__
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

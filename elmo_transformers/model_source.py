@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
-                                    RepositoryNotFoundError)
+                                    RepositoryNotFoundError, StrictDataclassError)
 from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 
@@ -130,7 +130,8 @@ def loading(name):
         yield
     except UserError:
         raise
-    except (OSError, ValueError, SafetensorError) as e:  # SafetensorError: a weight file that is not safetensors
+    except (OSError, ValueError, SafetensorError, StrictDataclassError) as e:  # SafetensorError: a weight file
+        # that is not safetensors; StrictDataclassError: a config.json value ElmoConfig refuses
         raise ModelError(f"{name}: cannot load it: {first_line(e)}", name) from None
     except RuntimeError as e:
         if "mismatched_sizes" not in str(e) and "size mismatch" not in str(e):

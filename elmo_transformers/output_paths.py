@@ -12,15 +12,15 @@ new file, an existing file only with `overwrite`), and written whole or not at a
 temporary file beside it, renamed into place), so that a full disk or a kill never leaves a cut file where the old
 one was.
 
-3. Work in progress is announced by a lock (`hold_lock`, filelock's), held while the work runs: the operating system
-releases it when its process ends, also on `kill -9`, so a run that finds what another announced touches it only once
-the lock is free (`is_held`), without judging whether a process id still runs. (embed's OUTPUT.partial/ is announced
-by an owner file, `write_owner_file`: JSON naming the host and process id, judged by `owner_is_gone`.)
+3. Work in progress is announced by a lock file (`hold_lock`, filelock's), held while the work runs: the operating
+system releases it when its process ends, also on `kill -9`, so no process id is ever judged alive or not. A run that
+finds what another announced touches it only while holding that lock itself (`abandoned_work`): whether the work was
+abandoned is decided, and its leftovers removed, with the lock held, so no other process can take it up in between.
+The lock file goes while still held (`release_lock`), by the run that created or took it over.
 """
 
-import json
+import contextlib
 import os
-import socket
 import tempfile
 
 import filelock
@@ -83,51 +83,33 @@ def write_file_atomically(path, data):
         raise OutputError(f"{path}: cannot write it: {e.strerror or e}", path) from None
 
 
-def write_owner_file(path):
-    """Create `path` naming this process; FileExistsError if another run already announced itself there."""
-    with open(path, "x", encoding="utf-8") as f:
-        json.dump({"host": socket.gethostname(), "pid": os.getpid()}, f)
-
-
-def read_owner_file(path):
-    """The owner recorded in `path` (a dict), or None if it cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            owner = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return owner if isinstance(owner, dict) else None
-
-
-def owner_is_gone(owner):
-    """True only when the owner names a process of this machine, not this one, that has ended."""
-    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
-        return False
-    if owner["pid"] == os.getpid():
-        return False
-    try:
-        os.kill(owner["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
-
-
-def hold_lock(path):
-    """The lock file `path`, acquired without waiting (filelock.Timeout if another process holds it), announcing this
-    process's work until its `release()` or the process's end."""
-    lock = filelock.FileLock(path, timeout=0, thread_local=False)
+def hold_lock(path, wait=0):
+    """The lock file `path`, acquired within `wait` seconds (filelock.Timeout if another process holds it), announcing
+    this process's work until `release_lock` or the process's end."""
+    lock = filelock.FileLock(path, timeout=wait, thread_local=False)
     lock.acquire()
     return lock
 
 
-def is_held(path):
-    """Whether a running process holds the lock file `path` (one a killed process left is free)."""
-    if not os.path.exists(path):
-        return False
+def release_lock(lock):
+    """Remove the lock file of `lock` (held), then release it: removed while held, so that no process takes a lock
+    whose file then vanishes under it."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(lock.lock_file)
+    lock.release()
+
+
+@contextlib.contextmanager
+def abandoned_work(path, wait=0):
+    """Yield False if a running process holds the lock file `path` (its work goes on), True if none does within
+    `wait` seconds (a killed run left it, or nothing announced the work): then this process holds the lock while the
+    caller removes or takes over that work, and the lock file goes afterwards."""
     try:
-        hold_lock(path).release()
+        lock = hold_lock(path, wait)
     except filelock.Timeout:
-        return True
-    return False
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        release_lock(lock)

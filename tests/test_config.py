@@ -1,8 +1,13 @@
 """ElmoConfig: every field is validated by name at construction (wrong types, out-of-range and non-finite values,
-inconsistent vocabulary fields), and the AllenNLP options.json round trip keeps every field."""
+inconsistent vocabulary fields) with huggingface_hub's `@strict` errors, as transformers' own configs are, and the
+AllenNLP options.json round trip keeps every field."""
+
+import json
+import shutil
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, one_line, run
+from huggingface_hub.errors import StrictDataclassError
 
 from configuration_elmo import ElmoConfig
 
@@ -13,7 +18,7 @@ from configuration_elmo import ElmoConfig
      ("cell_clip", -1.0), ("dropout", 1.5), ("scalar_mix_parameters", [0.0]), ("max_characters_per_token", 2)],
 )
 def test_invalid_config_is_named(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(StrictDataclassError, match=field):
         ElmoConfig(**{field: value})
 
 
@@ -24,7 +29,7 @@ def test_invalid_config_is_named(field, value):
      ("scalar_mix_parameters", ["1", 0, 0]), ("filters", 5), ("filters", [[1, 2, 3]]), ("dropout", float("nan"))],
 )
 def test_config_refuses_wrong_types_and_non_finite_numbers(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(StrictDataclassError, match=field):
         ElmoConfig(**{field: value})
 
 
@@ -40,7 +45,7 @@ def test_config_refuses_wrong_types_and_non_finite_numbers(field, value):
     ],
 )
 def test_config_refuses_inconsistent_vocabulary_fields(fields, fragment):
-    with pytest.raises(ValueError, match=fragment):
+    with pytest.raises(StrictDataclassError, match=fragment):
         ElmoConfig(**fields)
 
 
@@ -49,3 +54,39 @@ def test_round_trip_through_options():
 
     config = config_from_options(FIXTURES / "allennlp-tiny" / "options.json")
     assert config_from_options(options_from_config(config)).to_dict() == config.to_dict()
+
+
+def test_types_are_checked_on_assignment_and_ranges_by_validate():
+    """`@strict` checks a field's type when it is set, not only at construction; `validate()` (which transformers
+    runs before saving) checks the ranges and the rules between fields."""
+    config = ElmoConfig(lstm_dim=12, projection_dim=5)
+    for field, value in [("lstm_dim", "12"), ("do_layer_norm", 1), ("dropout", "0.1"), ("task_encoder", "gru"),
+                         ("filters", [[1, "4"]])]:
+        with pytest.raises(StrictDataclassError, match=f"for field '{field}'"):
+            setattr(config, field, value)
+    config.lstm_dim = 0
+    with pytest.raises(StrictDataclassError, match="ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 0"):
+        config.validate()
+
+
+def test_tuples_are_stored_as_lists():
+    config = ElmoConfig(filters=((1, 4), (2, 8)), scalar_mix_parameters=(0.0, 1, 2.5), lstm_dim=12, projection_dim=5)
+    assert config.filters == [[1, 4], [2, 8]] and config.scalar_mix_parameters == [0.0, 1, 2.5]
+    assert ElmoConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("lstm_dim", "12", "Field 'lstm_dim' expected int, got str (value: '12')"),
+    ("dropout", 1.5, "ElmoConfig.dropout must be in [0, 1), got 1.5"),
+])
+def test_a_config_json_value_refused_is_one_line_naming_it(tmp_path, tiny_model_dir, capsys, field, value, message):
+    """A folder's config.json holding a value of the wrong type or out of range: the command's one line quotes
+    what `@strict` refused (its cause, not only the header line of huggingface_hub's error)."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    (tmp_path / "in.txt").write_text("a cat .\n")
+    code, err = run(["embed", tmp_path / "in.txt", tmp_path / "out.hdf5", "--model", folder, "--top"], capsys)
+    assert one_line(code, err).endswith(f"cannot load it: {message}")

@@ -164,9 +164,9 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
 
 @pytest.mark.slow
 def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, tiny_model_dir, one_thread):
-    """Two embed_file runs on one OUTPUT at once: the second is told which process writes it (it used to die on a
+    """Two embed_file runs on one OUTPUT at once: the second is told that another run writes it (it used to die on a
     raw ENOENT about a .tmp shard, or to call the running one "an interrupted run"); once that process is gone the
-    owner file it left does not block --resume."""
+    lock file it left does not block --resume."""
     source = tmp_path / "input.txt"
     source.write_text("the cat sat on the mat .\n" * 3000, encoding="utf-8")
     output = tmp_path / "out.hdf5"
@@ -180,7 +180,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
             assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
             time.sleep(0.01)
         for extra in ([], ["--resume"], ["--overwrite"]):
-            with pytest.raises(UserError, match=rf"out.hdf5 is being written by process {first.pid} on "):
+            with pytest.raises(UserError, match=r"out.hdf5 is being written by another run, which holds "):
                 main([*args, *extra])
         shards = set(tmp_path.glob("out.hdf5.partial/shard-*.npz"))
         assert first.poll() is None and shards, "the first run goes on"
@@ -188,7 +188,7 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
         first.send_signal(signal.SIGKILL)
         first.wait()
         first.stderr.close()
-    assert (tmp_path / "out.hdf5.partial.owner").exists()  # left by kill -9: the process is gone, so it is stale
+    assert (tmp_path / "out.hdf5.partial.lock").exists()  # left by kill -9, and freed by the operating system
     with pytest.raises(UnfinishedRunError) as refused:
         main(args)
     assert "interrupted run: pass --resume" in one_line(refused.value)

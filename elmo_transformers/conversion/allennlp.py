@@ -17,6 +17,7 @@ import os
 import h5py
 import numpy as np
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
 from configuration_elmo import ElmoConfig
@@ -312,7 +313,8 @@ def check_published_file(key, path, options):
             found = config_from_options(json.loads(data.decode("utf-8")))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise refuse(f"not JSON, it begins {data[:40]!r}") from None
-        except ValueError as e:  # ConversionError: not the options layout; or a value ElmoConfig refuses
+        except (ValueError, StrictDataclassError) as e:  # ConversionError: not the options layout; or a value
+            # ElmoConfig refuses
             raise refuse(f"not an ELMo options.json: {first_line(e)}") from None
         found, published = (dict(flat_items(options_from_config(c))) for c in (found, config))
         problems = [f"{name} is {found[name]!r}, published {value!r}" for name, value in published.items()
@@ -377,8 +379,8 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
          for name, shape in hdf5_shapes(weights_path).items()}, weights_path)
     try:
         config = config_from_options(options, **config_kwargs)
-    except (OSError, ValueError) as e:
-        raise ConversionError(f"invalid options {options_path}: {e}") from e
+    except (OSError, ValueError, StrictDataclassError) as e:
+        raise ConversionError(f"invalid options {options_path}: {first_line(e)}") from e
     softmax = None if softmax_path is None else read_softmax(config, softmax_path, vocab_path)
     state = to_state_dict(config, read_weights(config, weights_path))  # checked against the options first
     return build_model(config, state, softmax, vocab_path)

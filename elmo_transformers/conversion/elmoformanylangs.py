@@ -14,12 +14,13 @@ import json
 import os
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 
 from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
-from ..errors import ConversionError
+from ..errors import ConversionError, first_line
 from .output import mismatch_error
 
 # The model configs shipped inside the elmoformanylangs package (configs/), used by all released models. Both files
@@ -222,8 +223,8 @@ def convert(model_dir, segmenter="whitespace", opencc_config=None, **config_kwar
     fields["sentence_boundary_ids"] = [list(tokenizer.token_row("<bos>")), list(tokenizer.token_row("<eos>"))]
     try:
         config = ElmoConfig(**fields)
-    except (ValueError, TypeError) as e:
-        raise ConversionError(f"invalid model config in {model_dir}: {e}") from e
+    except (ValueError, TypeError, StrictDataclassError) as e:
+        raise ConversionError(f"invalid model config in {model_dir}: {first_line(e)}") from e
     token_path, encoder_path = (os.path.join(model_dir, name) for name in ("token_embedder.pkl", "encoder.pkl"))
     token, encoder = load_state_dict(token_path), load_state_dict(encoder_path)
     expected_token, expected_encoder = expected_shapes(config, sizes.get("char"), sizes.get("word"))

@@ -8,13 +8,13 @@
 - Staging folders are named `.NAME.convert-PID-TOKEN` (and `-old`, where an earlier conversion waits to be replaced),
   announced by the lock `.NAME.convert-PID-TOKEN.lock` (output_paths.hold_lock), taken before the folder exists and
   held while the conversion runs. A run killed without cleaning up (`kill -9`) leaves the folders and a free lock: the
-  next conversion into the same NAME removes the staging folders of a lock it can take. Nothing else is ever deleted.
+  next conversion into the same NAME removes the staging folders of a lock it can take, while holding it
+  (output_paths.abandoned_work). Nothing else is ever deleted.
 - Every operating-system failure (the path is a file or a symbolic link, a parent is a file, no permission, a full
   disk) becomes an `OutputError` with one line naming the path and the cause; an interruption (Ctrl-C) removes the
   staging folder, as any failure does.
 """
 
-import contextlib
 import errno
 import glob
 import json
@@ -23,7 +23,7 @@ import secrets
 import shutil
 
 from ..errors import ConversionError, OutputError, OutputExistsError
-from ..output_paths import check_output_apart, hold_lock, is_held
+from ..output_paths import abandoned_work, check_output_apart, hold_lock, release_lock
 
 
 MAX_PROBLEMS_SHOWN = 10
@@ -58,14 +58,13 @@ def remove_stale_staging(output):
     """Remove the staging folders of killed conversions into `output`: those whose lock no process holds."""
     parent, name = os.path.split(output)
     for lock_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.lock")):
-        if is_held(lock_file):
-            continue
-        staging = lock_file[: -len(".lock")]
-        for folder in (staging, staging + "-old"):
-            if os.path.isdir(folder) and not os.path.islink(folder):
-                shutil.rmtree(folder)
-        with contextlib.suppress(FileNotFoundError):  # filelock leaves the file it releases
-            os.remove(lock_file)
+        with abandoned_work(lock_file) as abandoned:
+            if not abandoned:
+                continue
+            staging = lock_file[: -len(".lock")]
+            for folder in (staging, staging + "-old"):
+                if os.path.isdir(folder) and not os.path.islink(folder):
+                    shutil.rmtree(folder)
 
 
 def _check_output(output, overwrite):
@@ -159,7 +158,5 @@ def write_folder_atomically(write, output, overwrite=False):
             if os.path.isdir(folder) and not os.path.islink(folder):
                 shutil.rmtree(folder, ignore_errors=True)
         if lock is not None:
-            lock.release()
-            with contextlib.suppress(FileNotFoundError):  # filelock leaves the file it releases
-                os.remove(staging + ".lock")
+            release_lock(lock)
     return output

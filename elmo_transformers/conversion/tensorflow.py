@@ -26,11 +26,12 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
 from tokenization_elmo import read_vocabulary
 
-from ..errors import ConversionError
+from ..errors import ConversionError, first_line
 from ..text_input import check_text_file
 from .allennlp import (build_model, check_input_files, check_softmax, config_from_options, expected_shapes,
                        options_from_shapes, shape_problems, to_state_dict)
@@ -218,8 +219,8 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
         options = options_path or found_options or options_from_shapes(shapes, path)
         try:
             config = config_from_options(options, **config_kwargs)
-        except (OSError, ValueError) as e:
-            raise ConversionError(f"invalid options {options}: {e}") from e
+        except (OSError, ValueError, StrictDataclassError) as e:
+            raise ConversionError(f"invalid options {options}: {first_line(e)}") from e
         problems = shape_problems(expected_shapes(config), shapes, what="variable")
         if problems:
             raise mismatch_error(path, problems, f"the options ({options})" if isinstance(options, str) else

@@ -17,7 +17,11 @@ the backward LM carries its state forward across windows instead of seeing the r
 AllenNLP's stateful approximation). The model's memory depends on the window and --batch-size, never on a line's
 length. The text itself is held in memory, since `sentence_to_index` (one JSON string of every line) is written at
 the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
-the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused.
+the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused, and so is
+an input read from a stream (stdin from a pipe or a terminal, a FIFO) that passes 2**28 characters in all before its
+end: a stream that never ends is refused once that much is in memory (the command then holds 1.3 to 1.5 GB, a tiny
+model's own memory included, for lines of 2 to 25 characters), instead of filling it. A file (also one redirected
+to stdin with `<`) has no such bound.
 
 A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
 exported in (another --dtype is refused), with the same layout and numbers (float rounding apart), without importing
@@ -34,8 +38,8 @@ config (every field but those only training reads), its tokenizer's rules and a 
 an exported folder: runtime onnxruntime and a SHA-256 of its graph files), and the refusal names the field that
 differs. The batches decide the float rounding, so only the same batches give the
 same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a
-run writes OUTPUT, `OUTPUT.partial.owner` names its process: another run on the same OUTPUT is refused while that
-one is alive.
+run writes OUTPUT it holds the lock file `OUTPUT.partial.lock`: another run on the same OUTPUT is refused while that
+one runs; the operating system frees the lock of a run that ends in any way (also `kill -9`).
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
 them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
@@ -47,6 +51,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 from itertools import islice
 
@@ -55,13 +60,14 @@ from tqdm import tqdm
 
 from ..errors import DataError
 from ..runtime import traits
-from ..text_input import checked_lines
+from ..text_input import MAX_LINE_CHARS, checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
 from .embedder import process_state
 from .partial_run import PartialRun, check_paths, covered
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
+MAX_STREAM_CHARS = MAX_LINE_CHARS  # the most read from stdin or a pipe: what one line may hold, no more
 # Config fields that only training reads: the vectors do not depend on them, so a resumed run may differ there.
 TRAINING_ONLY = {"dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "mix_l2_lambda", "lm_vocab_size",
                  "lm_n_negative_samples", "lm_dropout"}
@@ -90,15 +96,37 @@ def input_name(source):
     return "stdin" if source == "-" else getattr(source, "name", source)
 
 
+def is_stream(file):
+    """True for an open file whose size is not known before it ends: stdin from a pipe or a terminal, a FIFO."""
+    try:
+        return not stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+    except (AttributeError, OSError):  # no file descriptor (StringIO): already in memory
+        return False
+
+
+def stripped_lines(file, name):
+    """The stripped lines of the open text file `file`; from a stream, at most MAX_STREAM_CHARS characters."""
+    limit = MAX_STREAM_CHARS if is_stream(file) else None
+    lines, read = [], 0
+    for line in checked_lines(file, name):
+        read += len(line)
+        if limit is not None and read > limit:
+            raise DataError(f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
+                            "stream (it holds the whole input in memory until the end): save the text to a file "
+                            "and embed the file")
+        lines.append(line.strip())
+    return lines
+
+
 def read_lines(source):
     """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
     byte-order mark (an editor's encoding mark, not part of the first word)."""
     try:
         if hasattr(source, "read"):
-            lines = [line.strip() for line in checked_lines(source, input_name(source))]
+            lines = stripped_lines(source, input_name(source))
         else:
             with open(sys.stdin.fileno() if source == "-" else source, encoding="utf-8", closefd=source != "-") as f:
-                lines = [line.strip() for line in checked_lines(f, input_name(source))]
+                lines = stripped_lines(f, input_name(source))
     except OSError as e:
         raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
     if lines and lines[0].startswith("\ufeff"):

@@ -6,12 +6,15 @@ import multiprocessing
 import os
 import shutil
 
+import filelock
 import h5py
 import numpy as np
 from tqdm import tqdm
 
 from ..errors import DataError, UnfinishedRunError
-from ..output_paths import check_file_output, check_output_apart, owner_is_gone, read_owner_file, write_owner_file
+from ..output_paths import abandoned_work, check_file_output, check_output_apart, hold_lock, release_lock
+
+CHECK_WAIT = 1  # seconds: longer than another process's check holds the lock, far shorter than a run
 
 
 def check_paths(source, output, overwrite, resume, model=None):
@@ -44,32 +47,31 @@ class PartialRun:
     def __init__(self, output):
         self.output = output
         self.folder = output + ".partial"
-        self.owner_file = self.folder + ".owner"  # names the process writing OUTPUT (output_paths.py's owner files)
+        self.lock_file = self.folder + ".lock"  # held by the process writing OUTPUT (output_paths.py's locks)
+        self.lock = None
+
+    def _refuse(self):
+        raise DataError(f"{self.output} is being written by another run, which holds {self.lock_file}: wait for it "
+                        "to finish or stop it")
 
     def check_not_running(self):
-        """Refuse while another run, still alive, writes the same OUTPUT."""
-        if not os.path.exists(self.owner_file):
-            return
-        owner = read_owner_file(self.owner_file) or {}
-        if owner.get("pid") != os.getpid() and not owner_is_gone(owner):
-            raise DataError(
-                f"{self.output} is being written by process {owner.get('pid', '?')} on {owner.get('host', '?')} "
-                f"(named in {self.owner_file}): wait for it to finish or stop it; "
-                "if it no longer runs, delete that file"
-            )
+        """Refuse while another run, still alive, writes the same OUTPUT. (A check holds the lock for a moment; the
+        processes of one run check at once, so each waits out the others' checks.)"""
+        with abandoned_work(self.lock_file, CHECK_WAIT) as free:
+            if not free:
+                self._refuse()
 
     def claim(self):
         """Announce this process as the writer of OUTPUT, taking over from a run that was killed."""
         try:
-            write_owner_file(self.owner_file)
-        except FileExistsError:
-            self.check_not_running()
-            os.remove(self.owner_file)
-            write_owner_file(self.owner_file)
+            self.lock = hold_lock(self.lock_file, CHECK_WAIT)
+        except filelock.Timeout:
+            self._refuse()
 
     def release(self):
-        if (read_owner_file(self.owner_file) or {}).get("pid") == os.getpid():
-            os.remove(self.owner_file)
+        if self.lock is not None:
+            release_lock(self.lock)
+            self.lock = None
 
     def exists(self):
         """Shards are written only after run.json, so a folder without it holds nothing to resume."""

@@ -150,7 +150,7 @@ def load_model(model_args, vocab_size, keep_softmax, start):
         bilm = ElmoModel.from_pretrained(model_args.model_name_or_path)
         for name, value in lm_fields.items():
             setattr(bilm.config, name, value)
-        bilm.config.validate_elmo()
+        bilm.config.validate()
         model = ElmoForLanguageModeling(bilm.config)
         model.elmo.load_state_dict(bilm.state_dict())
         return model

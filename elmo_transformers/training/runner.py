@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 
+from huggingface_hub.errors import StrictDataclassError
 from transformers import Trainer
 
 from ..errors import DataError, UserError, first_line
@@ -34,7 +35,7 @@ def model_options():
         yield
     except UserError:
         raise
-    except ValueError as e:
+    except (ValueError, StrictDataclassError) as e:  # StrictDataclassError: a value ElmoConfig refuses
         raise UserError(f"{first_line(e)} (set by the argument of that name)") from None
 
 
