@@ -23,6 +23,7 @@ from safetensors import SafetensorError
 from .embedding.defaults import RUNTIMES
 from .errors import ModelError, UserError, first_line
 from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
+from .runtime import process_state
 
 GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
 
@@ -190,10 +191,12 @@ def load_model(name, *, language_model=False, dtype=None, quantization_config=No
 
     - a PyTorch folder, `runtime` None or "torch": `ElmoModel` (the biLM of any ELMo head; a missing scalar mix
       starts as the plain average of the layers), or with `language_model` its `ElmoForLanguageModeling`, whose
-      vocabulary is checked against its softmax; on `device` (default: the CPU), in `dtype` (a torch dtype or its
-      name; "int8", or `quantization_config=ElmoInt8Config()`, loads int8 LSTM weights, CPU only); in eval mode;
-    - a folder `export onnx` wrote: `runtime.onnx.OnnxElmoModel` on the CPU, in the dtype it was exported in (another
-      is refused), its graph checked against its config.json; no torch is imported;
+      vocabulary is checked against its softmax; on `device` (default: the CPU; "auto": the accelerator accelerate
+      picks for this process, `runtime.process_state`, else the CPU), in `dtype` (a torch dtype or its name; "int8",
+      or `quantization_config=ElmoInt8Config()`, loads int8 LSTM weights, CPU only, where "auto" is the CPU); in
+      eval mode;
+    - a folder `export onnx` wrote: `runtime.onnx.OnnxElmoModel` on the CPU (also for device "auto"), in the dtype
+      it was exported in (another is refused), its graph checked against its config.json; no torch is imported;
     - a PyTorch folder with `runtime="onnxruntime"`: its export, made on first use in the Hugging Face cache
       (`runtime.cache.cached_export`, keyed by the weights' hash) and reused; "int8" picks the int8 graph.
 
@@ -208,6 +211,9 @@ def load_model(name, *, language_model=False, dtype=None, quantization_config=No
     if runtime not in (None, *RUNTIMES):
         raise UserError(f"{{runtime}} {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime,
                         arguments=["runtime"])
+    if device == "auto":  # an export, onnxruntime and int8 run on the CPU
+        exported = source.is_export or runtime == "onnxruntime" or dtype == "int8"
+        device = None if exported else process_state().device
     if source.is_export:
         if runtime == "torch":
             raise ModelError(f"{source.name} is an exported ONNX model (model.onnx, no PyTorch weights): it runs in "

@@ -211,3 +211,21 @@ def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)
     assert done.stdout.split() == ["ElmoForLanguageModeling", "ElmoTokenizer"], done.stderr[-3000:]
+
+
+def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
+    """device="auto" (what ElmoEmbedder asks for when given no device): the device accelerate picks for this process
+    for a float PyTorch model; the CPU for int8 and for an export. The process's device is faked as "meta" (a torch
+    device every machine has) so that the routing shows on a machine without an accelerator."""
+    import types
+
+    import elmo_transformers.model_source as model_source
+    from elmo_transformers import ElmoEmbedder
+
+    monkeypatch.setattr(model_source, "process_state", lambda: types.SimpleNamespace(device="meta"))
+    assert load_model(tiny_model_dir, device="auto")[0].device.type == "meta"
+    assert ElmoEmbedder(tiny_model_dir).model.device.type == "meta"
+    assert load_model(tiny_model_dir, device="auto", dtype="int8")[0].device.type == "cpu"
+    assert ElmoEmbedder(tiny_model_dir, dtype="int8").model.device.type == "cpu"
+    assert load_model(exported, device="auto")[0].device == "cpu"
+    assert ElmoEmbedder(tiny_model_dir, device="cpu").model.device.type == "cpu"

@@ -54,10 +54,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import DataError
-from ..runtime import traits
+from ..runtime import process_state, traits
 from ..text_input import checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
-from .embedder import process_state
 from .partial_run import PartialRun, check_paths, covered
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
