@@ -3,6 +3,7 @@ disagree is refused at load in one line, empty and big batches, every kind of fo
 start-up rules (the lazy package; an exported folder embedded where torch cannot be imported)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,7 @@ NO_TORCH = """
 import sys
 sys.modules["torch"] = None  # `import torch` fails from here on
 import json
+import os
 import elmo_transformers, elmo_transformers_cli
 from transformers import AutoTokenizer  # the Auto modules' import hook registers nothing without torch, and fails not
 folder, text, output = sys.argv[1:4]
@@ -229,3 +231,22 @@ def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
     assert ElmoEmbedder(tiny_model_dir, dtype="int8").model.device.type == "cpu"
     assert load_model(exported, device="auto")[0].device == "cpu"
     assert ElmoEmbedder(tiny_model_dir, device="cpu").model.device.type == "cpu"
+
+
+def test_one_load_reads_the_config_json_once(exported, monkeypatch):
+    """Loading an exported folder reads its config.json once (`open_model`'s check) and hands it on: the ONNX runner
+    checks the graph against that same reading."""
+    import builtins
+
+    real_open, opened = builtins.open, []
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == "config.json":
+            opened.append(os.fspath(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    model, _ = load_model(exported)
+    monkeypatch.undo()
+    assert opened == [str(exported / "config.json")]
+    assert model.config.projection_dim == json.loads((exported / "config.json").read_text())["projection_dim"]

@@ -33,5 +33,5 @@ def cached_export(source, dtype):
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     with FileLock(folder + ".lock"):
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
-            export_onnx(source.path, folder, dtype, source=source.name)
+            export_onnx(source, folder, dtype)
     return folder
