@@ -256,6 +256,7 @@ def _load_export(folder, name, dtype, device, config=None):
 def _load_torch(source, language_model, dtype, quantization_config, device):
     import torch
 
+    from configuration_elmo import ElmoConfig
     from modeling_elmo import ElmoForLanguageModeling, ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
@@ -278,9 +279,10 @@ def _load_torch(source, language_model, dtype, quantization_config, device):
         raise ModelError(f"{source.name}: it has no language-model softmax (no lm_vocab_size in its config.json): "
                          "give a language-model folder", source.name)
     with loading(source.name):
+        config = ElmoConfig.from_dict(source.config)  # config.json as open_model read it: not parsed a second time
         tokenizer = ElmoTokenizer.from_pretrained(source.path)
         model_class = ElmoForLanguageModeling if language_model else ElmoModel
-        model, info = model_class.from_pretrained(source.path, output_loading_info=True, **kwargs)
+        model, info = model_class.from_pretrained(source.path, config=config, output_loading_info=True, **kwargs)
         check_tokenizer(model.config, tokenizer)
         if language_model:
             model.check_vocabulary(tokenizer)

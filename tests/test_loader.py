@@ -233,9 +233,10 @@ def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
     assert ElmoEmbedder(tiny_model_dir, device="cpu").model.device.type == "cpu"
 
 
-def test_one_load_reads_the_config_json_once(exported, monkeypatch):
-    """Loading an exported folder reads its config.json once (`open_model`'s check) and hands it on: the ONNX runner
-    checks the graph against that same reading."""
+def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypatch):
+    """Loading a folder reads its config.json once (`open_model`'s check) and hands it on: the ONNX runner checks the
+    graph against that same reading, and a PyTorch folder's ElmoConfig is made from it (transformers does not read
+    the file again)."""
     import builtins
 
     real_open, opened = builtins.open, []
@@ -247,6 +248,12 @@ def test_one_load_reads_the_config_json_once(exported, monkeypatch):
 
     monkeypatch.setattr(builtins, "open", counting_open)
     model, _ = load_model(exported)
+    torch_model, _ = load_model(tiny_model_dir)
     monkeypatch.undo()
-    assert opened == [str(exported / "config.json")]
+    assert opened == [str(exported / "config.json"), os.path.join(tiny_model_dir, "config.json")]
     assert model.config.projection_dim == json.loads((exported / "config.json").read_text())["projection_dim"]
+    with open(os.path.join(tiny_model_dir, "config.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    loaded = torch_model.config.to_dict()
+    assert {name: loaded[name] for name in saved if name != "transformers_version"} == {
+        name: value for name, value in saved.items() if name != "transformers_version"}
