@@ -13,15 +13,8 @@ from elmo_transformers.errors import UserError
 HERE = Path(__file__).parent  # not resolved: the package's demo/app.py links here, a Space holds a copy
 MODEL = HERE / "model" if (HERE / "model" / "config.json").is_file() else Path(elmo_transformers.DEFAULT_MODEL)
 
-server.gradio_temp_folder()  # before Gradio is imported: it reads GRADIO_TEMP_DIR then
 try:
-    server.import_gradio()
-    from transformers.utils import logging
-
-    from elmo_transformers.demo import page
-
-    logging.disable_progress_bar()
-    demo = page.build(str(MODEL))
+    demo = server.build_page(str(MODEL))
 except UserError as e:  # no Gradio, a model that cannot be used: one line, as the command says it
     sys.exit(f"error: {e}")
 

@@ -72,19 +72,22 @@ def float_linear(kernel):
 
 def onednn_linear(x, weight, bias=None):
     """`F.linear` through oneDNN's linear on `weight` as it is, where `onednn_runs`; `F.linear` elsewhere."""
-    if not onednn_runs(x, weight, bias):
+    if not onednn_runs(x, wants_grad(x, weight, bias)):
         return F.linear(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight.contiguous(), bias, "none", [], "")
 
 
-def onednn_runs(x, *tensors):
-    """Whether oneDNN's linear can take a product of `x` with weights `tensors` (None ignored): float32 or bf16 on
-    the CPU, no gradient wanted (it has no backward), no autocast (which casts torch's matmuls, not oneDNN's), not
-    being exported (a graph holds torch's own ops)."""
-    tensors = [t for t in (x, *tensors) if t is not None]
+def wants_grad(*tensors):
+    """Whether autograd records a computation on `tensors` (None ignored)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def onednn_runs(x, grad):
+    """Whether oneDNN's linear can take a product of `x` with weights, `grad` saying whether a gradient is wanted
+    (`wants_grad`): float32 or bf16 on the CPU, no gradient (it has no backward), no autocast (which casts torch's
+    matmuls, not oneDNN's), not being exported (a graph holds torch's own ops)."""
     return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16)
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_exporting()
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_exporting() and not grad)
 
 
 def float_gemms(layer, kernel):

@@ -23,7 +23,7 @@ try:  # loaded as remote code, the modules are one package
     from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from .kernels_elmo import (
         Int8Gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell, lstm_step,
-        onednn_runs, scan_lstm,
+        onednn_runs, scan_lstm, wants_grad,
     )
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
     from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
@@ -31,7 +31,7 @@ except ImportError:  # installed with pip, they are top-level modules
     from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from kernels_elmo import (
         Int8Gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell, lstm_step,
-        onednn_runs, scan_lstm,
+        onednn_runs, scan_lstm, wants_grad,
     )
     from quantization_elmo import ElmoInt8Config  # noqa: F401
     from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
@@ -244,11 +244,9 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
         differentiable GEMMs and cell; elsewhere (inference, a frozen biLM) the in-place cell and, on the CPU, the
         chosen kernels."""
         batch, steps, proj = inputs.shape[1], inputs.shape[2], self.config.projection_dim
-        wants_grad = torch.is_grad_enabled() and any(
-            t.requires_grad for t in (inputs, h, c, *self.parameters(recurse=False))
-        )
-        cell = lstm_cell if wants_grad else inplace_lstm_cell
-        gemms = self.gemms.for_call(onednn_runs(inputs, h, c, *self.parameters(recurse=False)))
+        grad = wants_grad(inputs, h, c, *self.parameters(recurse=False))
+        cell = lstm_cell if grad else inplace_lstm_cell
+        gemms = self.gemms.for_call(onednn_runs(inputs, grad))
         block = gates_block_steps(self.config, batch)
         # Outputs and final states are collected in lists, not written into preallocated tensors: in training, each
         # in-place write (or slice of one large tensor) would cost a full-size gradient buffer per step.

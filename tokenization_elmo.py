@@ -517,9 +517,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
             words = [w if w == self.mask_token else convert(w) for w in words]
         return words, spans
 
+    @property
+    def splits_on_whitespace(self):
+        """Whether raw text becomes words by `str.split()` alone (no segmenter, no OpenCC conversion)."""
+        return self.segmenter == "whitespace" and self.opencc_config is None
+
     def split_words(self, text):
         """The words of raw `text` (`segment`)."""
-        if self.segmenter == "whitespace" and self.opencc_config is None:
+        if self.splits_on_whitespace:
             self.check_segmented(text)
             return text.split()
         return self.segment(text)[0]

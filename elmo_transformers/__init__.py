@@ -100,19 +100,19 @@ def register(parts=("config", "tokenizer", "models")):
 
             transformers.AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
             _state["tokenizer"] = True
-        if "models" in parts and not _state["models"]:
-            import modeling_elmo
-
+        real = "models" in parts and not _state["models"]
+        if real or ("placeholders" in parts and not _state["placeholders"]):
+            modeling_elmo = importlib.import_module("modeling_elmo") if real else None
             for auto_class, reference in ELMO_AUTO_MAP.items():
-                if auto_class != "AutoConfig":
-                    model_class = getattr(modeling_elmo, reference.split(".")[-1])
-                    getattr(transformers, auto_class).register(ElmoConfig, model_class, exist_ok=True)
-            _state["models"] = _state["placeholders"] = True
-        if "placeholders" in parts and not _state["placeholders"]:
-            for auto_class, reference in ELMO_AUTO_MAP.items():
-                if auto_class != "AutoConfig":
-                    placeholder = LazyModelClass(reference.split(".")[-1], (), {"__module__": "modeling_elmo"})
-                    getattr(transformers, auto_class)._model_mapping.register(ElmoConfig, placeholder, exist_ok=True)
+                if auto_class == "AutoConfig":
+                    continue
+                name, auto = reference.split(".")[-1], getattr(transformers, auto_class)
+                if real:
+                    auto.register(ElmoConfig, getattr(modeling_elmo, name), exist_ok=True)
+                else:
+                    placeholder = LazyModelClass(name, (), {"__module__": "modeling_elmo"})
+                    auto._model_mapping.register(ElmoConfig, placeholder, exist_ok=True)
+            _state["models"] = _state["models"] or real
             _state["placeholders"] = True
     finally:
         _state["busy"] = False

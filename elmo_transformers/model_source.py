@@ -1,7 +1,8 @@
-"""Where a model comes from, and the one way it loads. `resolve_model` finds and checks it before anything loads: a
-local folder, or a Hub repo id that is in the local cache or on a reachable Hub, holding an ELMo config.json. A name
-that is none of these is one line (`ModelError`) at once, instead of transformers' offline retries, a traceback, or
-another architecture's weights run as ELMo. A command resolves its model once and passes the folder down.
+"""Where a model comes from, and the one way it loads. `open_model` finds and checks it before anything loads: a
+local folder, or a Hub repo id that is in the local cache or on a reachable Hub, holding an ELMo config.json, which it
+reads once into the `ModelFolder` every later step is given (`resolve_model`: its folder alone). A name that is none
+of these is one line (`ModelError`) at once, instead of transformers' offline retries, a traceback, or another
+architecture's weights run as ELMo. A command opens its model once and passes the ModelFolder down.
 
 `load_model` is the one loader every command and API uses (embed, ElmoEmbedder, perplexity, demo, export): every
 kind of ELMo folder (PyTorch weights or an exported ONNX graph; a biLM or a language model) in every dtype and
@@ -23,6 +24,7 @@ from safetensors import SafetensorError
 from .embedding.defaults import RUNTIMES
 from .errors import ModelError, UserError, first_line
 from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
+from .runtime import process_state
 
 GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
 
@@ -38,35 +40,9 @@ def check_hub_id(value):
 
 
 def resolve_model(name):
-    """The folder holding `name`'s files: `name` itself when it is a folder, else the cached snapshot of the Hub
-    repo `name` (downloaded first when the Hub is reachable); its config.json must be an ELMo one
-    (`check_elmo_folder`). Raises ModelError in one line otherwise."""
-    name = shipped_model(os.fspath(name))
-    if os.path.isdir(name):
-        return check_elmo_folder(name, name)
-    if os.path.exists(name):
-        raise ModelError(f"{name} is a file: {GIVE}", name)
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        raise ModelError(f"{name}: no such folder, and not a Hub repo id (NAME or OWNER/NAME)", name) from None
-    try:
-        return check_elmo_folder(snapshot_download(name, local_files_only=True), name)
-    except LocalEntryNotFoundError:
-        pass
-    if constants.HF_HUB_OFFLINE:
-        raise ModelError(f"{name}: no such folder, and the Hub repo is not in the local cache (HF_HUB_OFFLINE is "
-                         "set): give a local folder, or download it while online", name)
-    try:
-        HfApi().model_info(name)  # one request: a missing repo or no network answers at once, without retries
-    except (RepositoryNotFoundError, GatedRepoError) as e:
-        raise ModelError(f"{name}: no such folder, and the Hub has no model {name} that this token may read "
-                         f"({type(e).__name__}): check the name, or log in with `hf auth login`", name) from None
-    except Exception as e:  # noqa: BLE001  (no network, proxy, TLS...: every cause reads the same to the user)
-        raise ModelError(f"{name}: no such folder, and the Hub cannot be reached ({first_line(e)}): give a local "
-                         "folder", name) from None
-    with loading(name):
-        return check_elmo_folder(snapshot_download(name), name)
+    """The folder holding `name`'s files (`open_model`'s path): `name` itself when it is a folder, else the cached
+    snapshot of the Hub repo `name`. Raises ModelError in one line when it is not an ELMo model."""
+    return open_model(name).path
 
 
 def shipped_model(name):
@@ -76,10 +52,10 @@ def shipped_model(name):
 
 
 def check_elmo_folder(folder, name):
-    """`folder` (the files of model `name`) when its config.json is a JSON object of model_type "elmo" and its other
-    JSON files are JSON objects; else one ModelError line naming the file. Read as plain JSON, before transformers is
-    imported: a BERT folder is refused at once, not loaded into ELMo's classes, and a cut tokenizer_config.json is
-    named (transformers gives a bare JSON message or a traceback)."""
+    """The config.json of `folder` (the files of model `name`), as a dict, when it is a JSON object of model_type
+    "elmo" and the folder's other JSON files are JSON objects; else one ModelError line naming the file. Read as
+    plain JSON, before transformers is imported: a BERT folder is refused at once, not loaded into ELMo's classes,
+    and a cut tokenizer_config.json is named (transformers gives a bare JSON message or a traceback)."""
     path = os.path.join(folder, "config.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -94,6 +70,8 @@ def check_elmo_folder(folder, name):
         raise ModelError(f"{name} is not an ELMo model: its config.json has model_type {model_type!r}, not "
                          f"'elmo'; {GIVE}", name)
     for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))):  # tokenizer_config.json...
+        if os.path.basename(path) == "config.json":
+            continue
         try:
             with open(path, encoding="utf-8") as f:
                 value = json.load(f)
@@ -105,7 +83,7 @@ def check_elmo_folder(folder, name):
             problem = f"holds a JSON {type(value).__name__}, not an object"
         raise ModelError(f"{name}: {path} {problem}: the folder is damaged (a cut download or copy?); restore that "
                          "file", name)
-    return folder
+    return config
 
 
 def check_tokenizer(config, tokenizer):
@@ -172,12 +150,43 @@ class ModelFolder:
 
 
 def open_model(name):
-    """`name` (a folder or Hub repo id, or a ModelFolder) resolved and checked (`resolve_model`) as a ModelFolder."""
+    """`name` (a folder or Hub repo id, or a ModelFolder) found and checked as a ModelFolder, its config.json read
+    once for every later step: `name` itself when it is a folder, else the cached snapshot of the Hub repo `name`
+    (downloaded first when the Hub is reachable); its config.json must be an ELMo one (`check_elmo_folder`).
+    Raises ModelError in one line otherwise."""
     if isinstance(name, ModelFolder):
         return name
-    folder = resolve_model(name)
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        return ModelFolder(str(os.fspath(name)), folder, json.load(f))
+    given = str(os.fspath(name))
+    name = shipped_model(given)
+
+    def opened(folder):
+        return ModelFolder(given, folder, check_elmo_folder(folder, name))
+
+    if os.path.isdir(name):
+        return opened(name)
+    if os.path.exists(name):
+        raise ModelError(f"{name} is a file: {GIVE}", name)
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ModelError(f"{name}: no such folder, and not a Hub repo id (NAME or OWNER/NAME)", name) from None
+    try:
+        return opened(snapshot_download(name, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    if constants.HF_HUB_OFFLINE:
+        raise ModelError(f"{name}: no such folder, and the Hub repo is not in the local cache (HF_HUB_OFFLINE is "
+                         "set): give a local folder, or download it while online", name)
+    try:
+        HfApi().model_info(name)  # one request: a missing repo or no network answers at once, without retries
+    except (RepositoryNotFoundError, GatedRepoError) as e:
+        raise ModelError(f"{name}: no such folder, and the Hub has no model {name} that this token may read "
+                         f"({type(e).__name__}): check the name, or log in with `hf auth login`", name) from None
+    except Exception as e:  # noqa: BLE001  (no network, proxy, TLS...: every cause reads the same to the user)
+        raise ModelError(f"{name}: no such folder, and the Hub cannot be reached ({first_line(e)}): give a local "
+                         "folder", name) from None
+    with loading(name):
+        return opened(snapshot_download(name))
 
 
 def dtype_name(dtype):
@@ -191,10 +200,12 @@ def load_model(name, *, language_model=False, dtype=None, quantization_config=No
 
     - a PyTorch folder, `runtime` None or "torch": `ElmoModel` (the biLM of any ELMo head; a missing scalar mix
       starts as the plain average of the layers), or with `language_model` its `ElmoForLanguageModeling`, whose
-      vocabulary is checked against its softmax; on `device` (default: the CPU), in `dtype` (a torch dtype or its
-      name; "int8", or `quantization_config=ElmoInt8Config()`, loads int8 LSTM weights, CPU only); in eval mode;
-    - a folder `export onnx` wrote: `runtime.onnx.OnnxElmoModel` on the CPU, in the dtype it was exported in (another
-      is refused), its graph checked against its config.json; no torch is imported;
+      vocabulary is checked against its softmax; on `device` (default: the CPU; "auto": the accelerator accelerate
+      picks for this process, `runtime.process_state`, else the CPU), in `dtype` (a torch dtype or its name; "int8",
+      or `quantization_config=ElmoInt8Config()`, loads int8 LSTM weights, CPU only, where "auto" is the CPU); in
+      eval mode;
+    - a folder `export onnx` wrote: `runtime.onnx.OnnxElmoModel` on the CPU (also for device "auto"), in the dtype
+      it was exported in (another is refused), its graph checked against its config.json; no torch is imported;
     - a PyTorch folder with `runtime="onnxruntime"`: its export, made on first use in the Hugging Face cache
       (`runtime.cache.cached_export`, keyed by the weights' hash) and reused; "int8" picks the int8 graph.
 
@@ -209,6 +220,9 @@ def load_model(name, *, language_model=False, dtype=None, quantization_config=No
     if runtime not in (None, *RUNTIMES):
         raise UserError(f"{{runtime}} {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime,
                         arguments=["runtime"])
+    if device == "auto":  # an export, onnxruntime and int8 run on the CPU
+        exported = source.is_export or runtime == "onnxruntime" or dtype == "int8"
+        device = None if exported else process_state().device
     if source.is_export:
         if runtime == "torch":
             raise ModelError(f"{source.name} is an exported ONNX model (model.onnx, no PyTorch weights): it runs in "
@@ -217,7 +231,7 @@ def load_model(name, *, language_model=False, dtype=None, quantization_config=No
         if language_model:
             raise ModelError(f"{source.name} is an exported ONNX model: its graph holds the biLM, not the language "
                              "model's softmax; give the PyTorch language-model folder", source.name)
-        return _load_export(source.path, source.name, dtype, device)
+        return _load_export(source.path, source.name, dtype, device, source.config)
     if runtime == "onnxruntime":
         if language_model:
             raise UserError("{runtime} onnxruntime runs the biLM, not the language model's softmax: leave the "
@@ -228,12 +242,12 @@ def load_model(name, *, language_model=False, dtype=None, quantization_config=No
     return _load_torch(source, language_model, dtype, quantization_config, device)
 
 
-def _load_export(folder, name, dtype, device):
+def _load_export(folder, name, dtype, device, config=None):
     from tokenization_elmo import ElmoTokenizer
 
     from .runtime.onnx import OnnxElmoModel
 
-    model = OnnxElmoModel(folder, dtype, device)
+    model = OnnxElmoModel(folder, dtype, device, config)
     with loading(name):
         tokenizer = ElmoTokenizer.from_pretrained(folder)
         check_tokenizer(model.config, tokenizer)
@@ -243,6 +257,7 @@ def _load_export(folder, name, dtype, device):
 def _load_torch(source, language_model, dtype, quantization_config, device):
     import torch
 
+    from configuration_elmo import ElmoConfig
     from modeling_elmo import ElmoForLanguageModeling, ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
@@ -265,9 +280,10 @@ def _load_torch(source, language_model, dtype, quantization_config, device):
         raise ModelError(f"{source.name}: it has no language-model softmax (no lm_vocab_size in its config.json): "
                          "give a language-model folder", source.name)
     with loading(source.name):
+        config = ElmoConfig.from_dict(source.config)  # config.json as open_model read it: not parsed a second time
         tokenizer = ElmoTokenizer.from_pretrained(source.path)
         model_class = ElmoForLanguageModeling if language_model else ElmoModel
-        model, info = model_class.from_pretrained(source.path, output_loading_info=True, **kwargs)
+        model, info = model_class.from_pretrained(source.path, config=config, output_loading_info=True, **kwargs)
         check_tokenizer(model.config, tokenizer)
         if language_model:
             model.check_vocabulary(tokenizer)

@@ -133,10 +133,10 @@ def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp
     assert not (tmp_path / "out.hdf5").exists()
 
 
-def test_a_config_dtype_torch_lacks_is_one_line(tiny_model_dir, tmp_path, capsys):
+def test_a_config_dtype_torch_lacks_is_one_line(lm_dir, tmp_path, capsys):
     with pytest.raises(ValueError, match="ElmoConfig.dtype 'banana' is not a torch dtype"):
         ElmoConfig(dtype="banana")
-    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    model = shutil.copytree(lm_dir, tmp_path / "model")  # a language model: perplexity refuses a biLM first
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "dtype": "banana"}))
     for command in ("demo", "perplexity", "embed", "finetune", "pretrain"):

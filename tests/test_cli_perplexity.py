@@ -92,3 +92,12 @@ def test_a_cut_or_damaged_compressed_file_or_a_folder_is_one_line(lm_dir, tmp_pa
              f"{cut}: cannot decompress it (Compressed file ended before the end-of-stream marker", "restore it")
     one_line(*run(["perplexity", damaged, "--model", lm_dir], capsys), f"{damaged}: cannot decompress it")
     one_line(*run(["perplexity", tmp_path, "--model", lm_dir], capsys), f"{tmp_path} is a folder: give the text files")
+
+
+def test_perplexity_refuses_an_export_of_a_language_model(text, lm_dir, tmp_path, capsys):
+    """An exported language model keeps lm_vocab_size in its config.json, but its graph holds the biLM only: the
+    loader's ModelFolder says it is no language model, and perplexity refuses it in one line."""
+    export = tmp_path / "lm-onnx"
+    assert run(["export", "onnx", "--model", lm_dir, "--output", export], capsys)[0] == 0
+    assert json.loads((export / "config.json").read_text())["lm_vocab_size"] is not None
+    one_line(*run(["perplexity", text, "--model", export], capsys), "has no language-model softmax")

@@ -70,3 +70,17 @@ def test_a_request_past_its_time_budget_is_refused(shipped):
     with pytest.raises(DataError, match=r"ran past its time budget \(0 s on this machine\)"):
         senses.use_vectors(model, tokenizer, [["a", "bank", "."], ["the", "bank", "."]], [(0, 1), (1, 1)],
                            time_budget=0)
+
+
+def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
+    """A model whose tokenizer segments (jieba, for Chinese written without spaces) has its words counted as it
+    splits them: a line of 520 words holds no white space, and str.split() would count it as one word."""
+    model, _ = shipped
+    tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, segmenter="jieba")
+    sentence = "我来到北京清华大学" * 130  # jieba's README example (我 / 来到 / 北京 / 清华大学), 130 times: 520 words
+    assert " " not in sentence and len(sentence.split()) == 1
+    with pytest.raises(DataError, match=re.escape("a sentence of 520 words (line 1): the limit is 500 words")):
+        senses.word_uses(model, tokenizer, [sentence, "北京 北京"], "北京")
+    with pytest.raises(DataError, match="1,040 words: the limit is 1,000"):
+        text_words(sentence * 2, tokenizer)
+    assert len(text_words(sentence, tokenizer)) == 520

@@ -3,6 +3,7 @@ disagree is refused at load in one line, empty and big batches, every kind of fo
 start-up rules (the lazy package; an exported folder embedded where torch cannot be imported)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,7 @@ NO_TORCH = """
 import sys
 sys.modules["torch"] = None  # `import torch` fails from here on
 import json
+import os
 import elmo_transformers, elmo_transformers_cli
 from transformers import AutoTokenizer  # the Auto modules' import hook registers nothing without torch, and fails not
 folder, text, output = sys.argv[1:4]
@@ -234,3 +236,47 @@ def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)
     assert done.stdout.split() == ["ElmoForLanguageModeling", "ElmoTokenizer"], done.stderr[-3000:]
+
+
+def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
+    """device="auto" (what ElmoEmbedder asks for when given no device): the device accelerate picks for this process
+    for a float PyTorch model; the CPU for int8 and for an export. The process's device is faked as "meta" (a torch
+    device every machine has) so that the routing shows on a machine without an accelerator."""
+    import types
+
+    import elmo_transformers.model_source as model_source
+    from elmo_transformers import ElmoEmbedder
+
+    monkeypatch.setattr(model_source, "process_state", lambda: types.SimpleNamespace(device="meta"))
+    assert load_model(tiny_model_dir, device="auto")[0].device.type == "meta"
+    assert ElmoEmbedder(tiny_model_dir).model.device.type == "meta"
+    assert load_model(tiny_model_dir, device="auto", dtype="int8")[0].device.type == "cpu"
+    assert ElmoEmbedder(tiny_model_dir, dtype="int8").model.device.type == "cpu"
+    assert load_model(exported, device="auto")[0].device == "cpu"
+    assert ElmoEmbedder(tiny_model_dir, device="cpu").model.device.type == "cpu"
+
+
+def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypatch):
+    """Loading a folder reads its config.json once (`open_model`'s check) and hands it on: the ONNX runner checks the
+    graph against that same reading, and a PyTorch folder's ElmoConfig is made from it (transformers does not read
+    the file again)."""
+    import builtins
+
+    real_open, opened = builtins.open, []
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == "config.json":
+            opened.append(os.fspath(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    model, _ = load_model(exported)
+    torch_model, _ = load_model(tiny_model_dir)
+    monkeypatch.undo()
+    assert opened == [str(exported / "config.json"), os.path.join(tiny_model_dir, "config.json")]
+    assert model.config.projection_dim == json.loads((exported / "config.json").read_text())["projection_dim"]
+    with open(os.path.join(tiny_model_dir, "config.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    loaded = torch_model.config.to_dict()
+    assert {name: loaded[name] for name in saved if name != "transformers_version"} == {
+        name: value for name, value in saved.items() if name != "transformers_version"}

@@ -83,16 +83,8 @@ def serve(args):
     from ..demo import server
 
     check_port(args.host, args.port)
-    server.gradio_temp_folder()  # before Gradio is imported: it reads GRADIO_TEMP_DIR then
-    server.import_gradio()
-    from ..demo import page
-
-    import_package()
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()
     with option("--model", args.model):
-        blocks = page.build(args.model)
+        blocks = server.build_page(args.model)
     warning = server.public_warning(args.host)
     if warning:
         print(warning, file=sys.stderr)

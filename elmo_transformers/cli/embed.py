@@ -57,7 +57,8 @@ def main(argv=None):
     try:
         output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path)
         from ..embedding.embed_file import embed_file
-        from ..embedding.embedder import ElmoEmbedder, process_state
+        from ..embedding.embedder import ElmoEmbedder
+        from ..runtime import process_state
 
         device = torch_device(args.device) if args.device else None
         with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \

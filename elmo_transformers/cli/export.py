@@ -32,14 +32,14 @@ def main(argv=None):
                       help="float32 (default), or int8 weights for the LSTM's GEMMs")
     onnx.add_argument("--overwrite", action="store_true", help="replace an earlier export or conversion in --output")
     args = parser.parse_args(argv)
-    from ..model_source import resolve_model  # (after parsing: huggingface_hub takes a while to import)
+    from ..model_source import open_model  # (after parsing: huggingface_hub takes a while to import)
 
     with option("--model", args.model):
-        folder = resolve_model(args.model)
+        model = open_model(args.model)
     import_package()
     from ..export.onnx import export_onnx
 
     with option("--output", args.output):
-        output = export_onnx(folder, args.output, args.dtype, args.overwrite, source=args.model)
+        output = export_onnx(model, args.output, args.dtype, args.overwrite)
     print(f"exported {args.model} ({args.dtype}) -> {output}")
     return 0

@@ -35,7 +35,7 @@ def main(argv=None):
     for name in ("max_words", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    from ..model_source import load_config, load_model, open_model  # (after parsing: huggingface_hub is slow)
+    from ..model_source import load_model, open_model  # (after parsing: huggingface_hub is slow)
     from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 
     with option("--model", args.model):
@@ -48,7 +48,7 @@ def main(argv=None):
 
     device = torch_device(args.device)
     with option("--model", args.model):  # the model before the data: reading and windowing a corpus takes a while
-        if source.is_export or load_config(source.path, args.model).lm_vocab_size is None:
+        if not source.is_language_model:
             raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
         model, tokenizer = load_model(source, language_model=True, device=device)
     results = {}

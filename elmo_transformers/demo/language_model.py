@@ -15,8 +15,7 @@ SCORED_ROWS = 64  # positions whose vocabulary-sized log-probabilities are held 
 
 def text_words(text, tokenizer, max_words=MAX_TEXT_WORDS):
     """The words of `text` (as `tokenizer` splits raw text), refusing an empty or too long text in one line."""
-    check_text([text], max_words=max_words, max_sentence_words=max_words)  # first: it bounds the splitting too
-    words = tokenizer.split_words(text)
+    [words] = check_text([text], tokenizer, max_words=max_words, max_sentence_words=max_words)
     if not words:
         raise DataError("no text given: type a sentence")
     return words

@@ -47,20 +47,25 @@ def most_repeated(sentences):
     return max(found, key=lambda word: (len(found[word]), len(word))) if found else None
 
 
-def check_text(sentences, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS, max_sentence_words=MAX_SENTENCE_WORDS):
-    """Refuse, in one line, more text than one request may embed."""
+def check_text(sentences, tokenizer, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS,
+               max_sentence_words=MAX_SENTENCE_WORDS):
+    """The words of each of `sentences` as `tokenizer` splits raw text (white space, or its segmenter), refusing in
+    one line more text than one request may embed. Characters and sentences are counted first, so that splitting is
+    bounded too."""
     characters = sum(len(s) for s in sentences)
     if characters > MAX_CHARACTERS:
         raise DataError(f"{characters:,} characters: the limit is {MAX_CHARACTERS:,} a request; give less text")
     if len(sentences) > max_sentences:
         raise DataError(f"{len(sentences):,} sentences: the limit is {max_sentences:,} a request; give fewer")
-    lengths = [len(s.split()) for s in sentences]
+    words = [tokenizer.split_words(s) for s in sentences]
+    lengths = [len(w) for w in words]
     if sum(lengths) > max_words:
         raise DataError(f"{sum(lengths):,} words: the limit is {max_words:,} a request; give less text")
     longest = max(lengths, default=0)
     if longest > max_sentence_words:
         raise DataError(f"a sentence of {longest:,} words (line {lengths.index(longest) + 1}): the limit is "
                         f"{max_sentence_words:,} words a sentence; split it into sentences, one a line")
+    return words
 
 
 def check_word(word, max_characters):
@@ -115,9 +120,8 @@ def word_uses(model, tokenizer, sentences, word):
     sentences = [s.strip() for s in sentences if s.strip()]
     if not sentences:
         raise DataError("no sentences given: type sentences that use the word, one a line")
-    check_text(sentences)
+    words = check_text(sentences, tokenizer)
     word = check_word(word, model.config.max_characters_per_token - 2)
-    words = [tokenizer.split_words(s) for s in sentences]
     places = [(i, j) for i, s in enumerate(words) for j, w in enumerate(s) if w.lower() == word.lower()]
     if len(places) < 2:
         where = "in no sentence" if not places else "only once"

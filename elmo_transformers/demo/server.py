@@ -39,6 +39,23 @@ def gradio_temp_folder():
     return folder
 
 
+def build_page(model):
+    """The page for `model` (a folder or Hub repo id), started as `demo --web` and app.py both start it: Gradio's
+    temporary folder set before Gradio is imported, Gradio imported (or one UserError line), ELMo registered with
+    the Auto classes, transformers' progress bars off, the model loaded once (`page.build`, one ModelError line
+    when it cannot be used)."""
+    gradio_temp_folder()
+    import_gradio()
+    from transformers.utils import logging
+
+    from .. import register
+    from . import page
+
+    register()
+    logging.disable_progress_bar()
+    return page.build(model)
+
+
 def public_warning(host):
     """What to tell the user when `host` serves on every network interface (anyone who can reach this machine can
     use the page and its CPU time), else None."""

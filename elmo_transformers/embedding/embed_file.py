@@ -59,10 +59,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import DataError
-from ..runtime import traits
+from ..runtime import process_state, traits
 from ..text_input import MAX_LINE_CHARS, checked_lines
 from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
-from .embedder import process_state
 from .partial_run import PartialRun, check_paths, covered
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
@@ -76,20 +75,17 @@ TRAINING_ONLY = {"dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "
 def count_words(line, tokenizer):
     """How many words `tokenizer` finds in `line` (`len(line.split())` in bounded memory for a line of any length
     where it splits on white space)."""
-    if segments(tokenizer):
+    if not tokenizer.splits_on_whitespace:
         return len(tokenizer.split_words(line))
     tokenizer.check_segmented(line)
     return len(line.split()) if len(line) < LONG_LINE_CHARS else sum(1 for _ in WORD.finditer(line))
 
 
-def segments(tokenizer):
-    """True where `tokenizer` does more to raw text than the white-space split (a segmenter, OpenCC)."""
-    return tokenizer.segmenter != "whitespace" or tokenizer.opencc_config is not None
-
-
 def line_words(line, tokenizer):
     """The words of `line`, one at a time, as `tokenizer` splits raw text."""
-    return iter(tokenizer.split_words(line)) if segments(tokenizer) else (m.group() for m in WORD.finditer(line))
+    if tokenizer.splits_on_whitespace:
+        return (m.group() for m in WORD.finditer(line))
+    return iter(tokenizer.split_words(line))
 
 
 def input_name(source):
@@ -210,7 +206,7 @@ def model_settings(embedder):
                       "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),
                       # how raw lines become words, where not the white-space split of runs that predate segmenters
                       **({"segmenter": tokenizer.segmenter, "opencc_config": tokenizer.opencc_config}
-                         if segments(tokenizer) else {})},
+                         if not tokenizer.splits_on_whitespace else {})},
         "weights_sha256": weights_sha256(model) if torch_model else model.weights_sha256(),
     }
 

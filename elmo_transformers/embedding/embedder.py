@@ -17,32 +17,10 @@ from itertools import islice
 import numpy as np
 
 from ..errors import UserError
-from ..model_source import ModelFolder, check_tokenizer, dtype_name, load_model, open_model
+from ..model_source import ModelFolder, check_tokenizer, load_model, open_model
 from ..models import DEFAULT_MODEL
-from ..runtime import traits
+from ..runtime import process_state, traits
 from .defaults import DEFAULT_BATCH_SIZE
-
-
-class SingleProcess:
-    """accelerate's PartialState for one process on the CPU, without importing torch (an exported model's run)."""
-
-    device, process_index, num_processes, is_main_process = "cpu", 0, 1, True
-
-    def wait_for_everyone(self):
-        pass
-
-
-def process_state(model=None):
-    """accelerate's state of this process (rank, world size, device). Without an accelerator accelerate must be
-    told `cpu=True` to see the other processes of torchrun / accelerate launch (gloo); otherwise it picks the
-    process's accelerator. For a `model` that does not run in torch, in a process not started by a launcher
-    (WORLD_SIZE unset or 1): one process on the CPU, without importing torch."""
-    if model is not None and traits(model).runtime != "torch" and os.environ.get("WORLD_SIZE", "1") == "1":
-        return SingleProcess()
-    import torch
-    from accelerate import PartialState
-
-    return PartialState(cpu=torch.accelerator.current_accelerator() is None)
 
 
 def as_numpy(array):
@@ -133,11 +111,8 @@ class ElmoEmbedder:
         if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
             folder = open_model(model)
             self.source = os.path.abspath(folder.path) if os.path.isdir(folder.name) else folder.name
-            if device is None and not (folder.is_export or runtime == "onnxruntime" or quantization_config or
-                                       dtype_name(dtype) == "int8"):
-                device = process_state().device
             model, loaded_tokenizer = load_model(folder, dtype=dtype, quantization_config=quantization_config,
-                                                 device=device, runtime=runtime)
+                                                 device="auto" if device is None else device, runtime=runtime)
             tokenizer = tokenizer or loaded_tokenizer
         else:
             if tokenizer is None:

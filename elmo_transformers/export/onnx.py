@@ -35,17 +35,20 @@ EXAMPLE = [["ELMo", "leaves", "PyTorch", "."], ["Hello"]]
 
 
 def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
-    """Export the ELMo model in `folder` (see `model_source.resolve_model`) into the folder `output`; returns its
-    absolute path. `source` is how the card names the model (default: `folder`)."""
+    """Export the ELMo model `folder` (a folder or Hub repo id, or `model_source.open_model`'s ModelFolder) into the
+    folder `output`; returns its absolute path. `source` is how the card and errors name the model (default: as
+    `folder` names it)."""
     if dtype not in DTYPES:
         raise UserError(f"{{dtype}} {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", arguments=["dtype"])
     check_onnx_installed(PACKAGES, "exporting to ONNX")
-    output = check_output(output, overwrite, [folder])
     import dataclasses
 
     from ..model_source import load_model, open_model
 
-    named = dataclasses.replace(open_model(folder), name=str(source or folder))  # errors name the model as given
+    named = open_model(folder)
+    if source is not None:
+        named = dataclasses.replace(named, name=str(source))  # errors name the model as given
+    output = check_output(output, overwrite, [named.path])
     model, tokenizer = load_model(named, dtype="float32", runtime="torch")
     is_lm = "ElmoForLanguageModeling" in (model.config.architectures or [])
 
@@ -63,7 +66,7 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
         with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2, sort_keys=True)
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
-            f.write(model_card(model.config, contract, source or folder, dtype, opset, is_lm))
+            f.write(model_card(model.config, contract, named.name, dtype, opset, is_lm))
 
     return write_folder_atomically(write, output, overwrite)
 

@@ -43,7 +43,7 @@ PAGE_CHECK = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import app
-print(f"the page builds: {type(app.demo).__name__} on {app.MODEL.name}/ with the code of {app.page.__file__}")
+print(f"the page builds: {type(app.demo).__name__} on {app.MODEL.name}/ with the code of {app.server.__file__}")
 """
 
 

@@ -1,7 +1,9 @@
 """What runs a loaded model, and what a loaded model says it can do (`traits`), so that callers ask instead of
 testing its type: PyTorch's `ElmoModel` (in modeling_elmo.py) and an exported graph run by onnxruntime
-(`runtime.onnx.OnnxElmoModel`). Imports nothing heavy."""
+(`runtime.onnx.OnnxElmoModel`); and the process a model runs in (`process_state`: its rank and default device).
+Imports nothing heavy."""
 
+import os
 from dataclasses import dataclass
 
 
@@ -25,3 +27,25 @@ def traits(model):
         return declared
     dtype = "int8" if getattr(model, "is_quantized", False) else str(model.dtype).removeprefix("torch.")
     return ModelTraits("torch", dtype, stateful=True, tensors="pt")
+
+
+class SingleProcess:
+    """accelerate's PartialState for one process on the CPU, without importing torch (an exported model's run)."""
+
+    device, process_index, num_processes, is_main_process = "cpu", 0, 1, True
+
+    def wait_for_everyone(self):
+        pass
+
+
+def process_state(model=None):
+    """accelerate's state of this process (rank, world size, device). Without an accelerator accelerate must be
+    told `cpu=True` to see the other processes of torchrun / accelerate launch (gloo); otherwise it picks the
+    process's accelerator. For a `model` that does not run in torch, in a process not started by a launcher
+    (WORLD_SIZE unset or 1): one process on the CPU, without importing torch."""
+    if model is not None and traits(model).runtime != "torch" and os.environ.get("WORLD_SIZE", "1") == "1":
+        return SingleProcess()
+    import torch
+    from accelerate import PartialState
+
+    return PartialState(cpu=torch.accelerator.current_accelerator() is None)

@@ -33,5 +33,5 @@ def cached_export(source, dtype):
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
             from ..export.onnx import export_onnx  # torch: only when there is something to export
 
-            export_onnx(source.path, folder, dtype, source=source.name)
+            export_onnx(source, folder, dtype)
     return folder

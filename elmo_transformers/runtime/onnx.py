@@ -116,9 +116,10 @@ class OnnxElmoModel:
     `return_lstm_state` are refused. onnxruntime runs on as many threads as torch (`intra_op_threads`). A batch of
     more than MAX_RUN_WORDS word positions runs in slices of whole sentences."""
 
-    def __init__(self, folder, dtype=None, device=None):
+    def __init__(self, folder, dtype=None, device=None, config=None):
         """`dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are checked against
-        the folder: a dtype other than the one it was exported in is refused, naming it."""
+        the folder: a dtype other than the one it was exported in is refused, naming it. `config`: the folder's
+        config.json as the loader read it (`model_source.open_model`), else it is read here."""
         self.folder = os.fspath(folder)
         check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
         import onnxruntime
@@ -128,7 +129,7 @@ class OnnxElmoModel:
         if device is not None and str(device).split(":")[0] != "cpu":
             raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
                             "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
-        values = read_config(self.folder)
+        values = read_config(self.folder) if config is None else config
         self.config = ExportedConfig(values)
         self.device = "cpu"
         options = onnxruntime.SessionOptions()
