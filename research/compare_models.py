@@ -87,7 +87,8 @@ def main(argv=None):
     if len(args.folders) < 2:
         parser.error("give at least two evaluation folders: the protocol compares models")
     if args.names is None:
-        args.names = ["before", "after"] if len(args.folders) == 2 else [f"model {i + 1}" for i in range(len(args.folders))]
+        count = len(args.folders)
+        args.names = ["before", "after"] if count == 2 else [f"model {i}" for i in range(1, count + 1)]
     if len(args.names) != len(args.folders):
         parser.error(f"--names has {len(args.names)} names for {len(args.folders)} folders: give one a folder")
     for title, section in (("Held-out perplexity", perplexity_rows), ("Word sense", word_sense_rows),

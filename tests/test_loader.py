@@ -143,9 +143,10 @@ def test_an_export_embeds_without_importing_torch_where_torch_is_installed(expor
     torch, and `--runtime onnxruntime` on a PyTorch folder whose export is cached does not either."""
     (tmp_path / "in.txt").write_text("a b\nc\n")
     code = ("import json, sys, elmo_transformers_cli\n"
-            "status = elmo_transformers_cli.main(['embed', sys.argv[2], sys.argv[3], '--model', sys.argv[1], '--top'])\n"
+            "folder, text, output = sys.argv[1:]\n"
+            "status = elmo_transformers_cli.main(['embed', text, output, '--model', folder, '--top'])\n"
             "from elmo_transformers import ElmoEmbedder\n"
-            "shape = list(ElmoEmbedder(sys.argv[1]).embed_sentence(['a', 'b']).shape)\n"
+            "shape = list(ElmoEmbedder(folder).embed_sentence(['a', 'b']).shape)\n"
             "print(json.dumps([status, shape, 'torch' in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", code, str(exported), str(tmp_path / "in.txt"),
                            str(tmp_path / "out.hdf5")], env=command_env(), capture_output=True, text=True, timeout=300)

@@ -215,7 +215,10 @@ def test_bio_span_f1():
 
     def scores(gold, predicted):
         width = max(map(len, gold))
-        pad = lambda rows, fill: np.array([[ids[t] for t in r] + [fill] * (width - len(r)) for r in rows])
+
+        def pad(rows, fill):
+            return np.array([[ids[t] for t in r] + [fill] * (width - len(r)) for r in rows])
+
         logits = np.eye(len(labels))[pad(predicted, 0)]
         return token_metrics(labels)(EvalPrediction(predictions=logits, label_ids=pad(gold, -100)))
 

@@ -191,7 +191,8 @@ def sequence_metrics(prediction):
     from sklearn.metrics import f1_score
 
     predicted, gold = prediction.predictions.argmax(-1), prediction.label_ids
-    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}
+    macro_f1 = f1_score(gold, predicted, average="macro", zero_division=0)
+    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(macro_f1)}
 
 
 def sequence_classification(head_args, data_args, training_args):
