@@ -33,8 +33,8 @@ files; both peers' rows share one table.
 Ceilings: the fast path's FLOPs per batch over the rate of a 2048^3 GEMM in each dtype, and one step's state GEMMs
 timed each way (fp32 bmm, fp32 with MKL-prepacked weights, bf16, int8): what the recurrence waits for at every step.
 
-Corpus (`--corpus-sentences N`, the user's job end to end): N real sentences of 5-120 words (OANC test segments of
-`--pos-data`, in file order) written to a text file, then embedded into HDF5 with all layers, each whole process
+Corpus (`--corpus-sentences N`, the user's job end to end): N real sentences of 5-120 words (OANC segments of
+`--pos-data`'s `--corpus-split`, test by default, in file order) written to a text file, then embedded into HDF5 with all layers, each whole process
 timed (start, imports, loading, embedding, writing): AllenNLP's own way of embedding a file (its
 `ElmoEmbedder.embed_file` rule: file order, batches of 64, `batch_to_ids` + `_ElmoBiLm`, one dataset per sentence,
 run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with its default settings
@@ -615,8 +615,12 @@ def int8_quality(args):
 
 
 def corpus_file(args, out_dir):
-    """The first `--corpus-sentences` OANC test segments of 5-120 words, one sentence a line; returns its path."""
-    segments = [words for words, _ in conll(args.pos_data / "test.conll") if 5 <= len(words) <= 120]
+    """The first `--corpus-sentences` OANC segments of 5-120 words of `--corpus-split`, one sentence a line; returns
+    its path."""
+    segments = [words for words, _ in conll(args.pos_data / f"{args.corpus_split}.conll") if 5 <= len(words) <= 120]
+    if len(segments) < args.corpus_sentences:
+        sys.exit(f"--corpus-sentences {args.corpus_sentences}: {args.pos_data.name}/{args.corpus_split}.conll has "
+                 f"{len(segments)} segments of 5-120 words (--corpus-split train has more)")
     chosen = segments[: args.corpus_sentences]
     path = out_dir / f"corpus-{len(chosen)}.txt"
     path.write_text("".join(" ".join(words) + "\n" for words in chosen), encoding="utf-8")
@@ -686,7 +690,7 @@ def corpus_benchmark(args, out_dir):
             timings[name].append(timed_process(command, env))
     seconds = {name: statistics.median(s for s, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m in runs_) for name, runs_ in timings.items()}
-    print(f"\nCorpus: {n} OANC test sentences ({words} words, 5-120 a sentence) to HDF5 with all layers, whole "
+    print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all layers, whole "
           f"process, median of {args.repeats}:")
     base = [name for name in runs if name.startswith("allennlp")]
     print("| run | seconds | words/s | peak RSS MB | " + " | ".join(f"x {b}" for b in base) + " |")
@@ -697,14 +701,14 @@ def corpus_benchmark(args, out_dir):
               flush=True)
     import h5py
 
-    if base:
+    if base and "fp32" in runs:
         # AllenNLP's biLM carries each batch's final LSTM state into the next batch: only its first batch of 64
         # starts from zeros, as every one of ours does, so only that batch can be compared.
         with h5py.File(outputs["fp32"]) as ours, h5py.File(outputs[base[0]]) as theirs:
             diff = max(float(np.abs(ours[str(i)][()] - theirs[str(i)][()]).max()) for i in range(min(n, 64)))
         print(f"fp32 vs {base[0]}, first batch (AllenNLP's only one from a zero state): max abs diff over every "
               f"layer {diff:.1e}")
-    for dtype in [d for d in runs if d in ONNX_DTYPES]:  # the same batches as fp32: every line compares
+    for dtype in [d for d in runs if d in ONNX_DTYPES and "fp32" in runs]:  # fp32's batches: every line compares
         with h5py.File(outputs["fp32"]) as ours, h5py.File(outputs[dtype]) as exported:
             diff = max(float(np.abs(ours[str(i)][()] - exported[str(i)][()]).max()) for i in range(n))
         print(f"{dtype} vs fp32, every line: max abs diff over every layer {diff:.1e}")
@@ -745,6 +749,8 @@ def main():
     parser.add_argument("--step-profile-batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--corpus-sentences", type=int, default=0,
                         help="also time the corpus job end to end with this many OANC sentences (e.g. 800)")
+    parser.add_argument("--corpus-split", choices=("test", "train"), default="test",
+                        help="the OANC split the corpus job's sentences come from (test: 1,621 of 5-120 words)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     # speed, baseline, fast, train, windows, allennlp<i>, allennlp-file-<name>, tensorflow<i>
     parser.add_argument("--impl", help=argparse.SUPPRESS)
