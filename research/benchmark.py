@@ -34,12 +34,13 @@ Ceilings: the fast path's FLOPs per batch over the rate of a 2048^3 GEMM in each
 timed each way (fp32 bmm, fp32 with MKL-prepacked weights, bf16, int8): what the recurrence waits for at every step.
 
 Corpus (`--corpus-sentences N`, the user's job end to end): N real sentences of 5-120 words (OANC segments of
-`--pos-data`'s `--corpus-split`, test by default, in file order) written to a text file, then embedded into HDF5 with all layers, each whole process
-timed (start, imports, loading, embedding, writing): AllenNLP's own way of embedding a file (its
-`ElmoEmbedder.embed_file` rule: file order, batches of 64, `batch_to_ids` + `_ElmoBiLm`, one dataset per sentence,
-run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with its default settings
-(ort-fp32 / ort-int8: `--model` the exported folder, which onnxruntime runs), alternating, `--repeats` times;
-medians, and the peak RSS of each process; the exported folders' files against fp32's (the same batches).
+`--pos-data`'s `--corpus-split`, test by default, in file order) written to a text file, then embedded into HDF5
+with all layers, each whole process timed (start, imports, loading, embedding, writing): AllenNLP's own way of
+embedding a file (its `ElmoEmbedder.embed_file` rule: file order, batches of 64, `batch_to_ids` + `_ElmoBiLm`, one
+dataset per sentence, run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with
+its default settings (ort-fp32 / ort-int8: `--model` the exported folder, which onnxruntime runs), alternating,
+`--repeats` times; medians, and the peak RSS of each process; the exported folders' files against fp32's (the same
+batches).
 
 Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
 sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
@@ -690,8 +691,8 @@ def corpus_benchmark(args, out_dir):
             timings[name].append(timed_process(command, env))
     seconds = {name: statistics.median(s for s, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m in runs_) for name, runs_ in timings.items()}
-    print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all layers, whole "
-          f"process, median of {args.repeats}:")
+    print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
+          f"layers, whole process, median of {args.repeats}:")
     base = [name for name in runs if name.startswith("allennlp")]
     print("| run | seconds | words/s | peak RSS MB | " + " | ".join(f"x {b}" for b in base) + " |")
     print("|---" * (4 + len(base)) + "|")
