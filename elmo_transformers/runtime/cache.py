@@ -19,15 +19,21 @@ def files_sha256(paths):
     return digest.hexdigest()
 
 
-def cached_export(source, dtype):
-    """The folder of `source`'s (a model_source.ModelFolder) export in `dtype` (float32 or int8), exported on first
-    use."""
-    from filelock import FileLock
+def export_folder(source, dtype):
+    """Where the cache keeps `source`'s (a model_source.ModelFolder) export in `dtype`."""
     from huggingface_hub import constants
 
     weights = sorted(glob.glob(os.path.join(glob.escape(source.path), "*.safetensors")))
     model_sha256 = files_sha256([os.path.join(source.path, "config.json"), *weights])
-    folder = os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{model_sha256}-{dtype}")
+    return os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{model_sha256}-{dtype}")
+
+
+def cached_export(source, dtype):
+    """The folder of `source`'s (a model_source.ModelFolder) export in `dtype` (float32 or int8), exported on first
+    use."""
+    from filelock import FileLock
+
+    folder = export_folder(source, dtype)
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     with FileLock(folder + ".lock"):
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
