@@ -1,43 +1,122 @@
 """Exports made on first use (`runtime="onnxruntime"`, `embed --runtime onnxruntime`), as optimum's
-`ORTModel.from_pretrained(..., export=True)` does: kept in the Hugging Face cache (HF_HOME/elmo-transformers/onnx/),
-keyed by a SHA-256 of the model's config.json and weight files and by the dtype, so that a changed model never
-reuses a stale graph; a file lock (filelock) makes two processes starting at once export once."""
+`ORTModel.from_pretrained(..., export=True)` does, kept in the Hugging Face cache (HF_HOME/elmo-transformers/onnx/).
 
-import glob
-import hashlib
+The rules:
+- An entry is keyed by the model's fingerprint (`ModelFolder.fingerprint`: config.json, every weight file, the
+  tokenizer's files with its segmenter and conversion settings) and the dtype: a changed model, or another
+  tokenization of the same weights, never reuses a stale graph.
+- An entry records its key and the fingerprint of its own files (KEY_FILE), and is checked against both before use:
+  an entry that another model's export replaced, or that was cut or edited, is exported again (with a warning).
+- An entry that checks out is used without a lock, so a read-only cache that holds it works.
+- Exporting takes a file lock (filelock), so that two processes starting at once export once; a process that finds
+  another exporting says so and waits at most LOCK_WAIT_SECONDS. The staging folders of killed exports, which no
+  lock holds, are removed before the next export.
+- The first use says that it exports, and how long it took.
+"""
+
+import json
+import logging
 import os
+import shutil
+import time
+
+from ..errors import UserError
+from ..model_folder import ModelFolder, open_model
+
+logger = logging.getLogger(__name__)
+
+KEY_FILE = "elmo-export-key.json"  # in each entry: its key and the fingerprint of its files
+LOCK_WAIT_SECONDS = 600  # another process's export: longer than exporting the largest published ELMo takes
 
 
-def files_sha256(paths):
-    """SHA-256 over the name, size and bytes of each file at `paths`, in order."""
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(f"{os.path.basename(path)} {os.path.getsize(path)}\n".encode())
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 24):
-                digest.update(chunk)
-    return digest.hexdigest()
+def cache_root():
+    from huggingface_hub import constants
+
+    return os.path.join(constants.HF_HOME, "elmo-transformers", "onnx")
 
 
 def export_folder(source, dtype):
-    """Where the cache keeps `source`'s (a model_source.ModelFolder) export in `dtype`."""
-    from huggingface_hub import constants
-
-    weights = sorted(glob.glob(os.path.join(glob.escape(source.path), "*.safetensors")))
-    model_sha256 = files_sha256([os.path.join(source.path, "config.json"), *weights])
-    return os.path.join(constants.HF_HOME, "elmo-transformers", "onnx", f"{model_sha256}-{dtype}")
+    """Where the cache keeps `source`'s (a ModelFolder) export in `dtype`, and the key that names it."""
+    key = f"{source.fingerprint()}-{dtype}"
+    return os.path.join(cache_root(), key), key
 
 
-def cached_export(source, dtype):
-    """The folder of `source`'s (a model_source.ModelFolder) export in `dtype` (float32 or int8), exported on first
-    use."""
-    from filelock import FileLock
+def checked_entry(folder, key):
+    """The ModelFolder of the entry `folder` when it holds an export recorded under `key` whose files are those it
+    recorded; None when there is no entry; a string saying what is wrong with a damaged one."""
+    if not os.path.isdir(folder):
+        return None
+    try:
+        with open(os.path.join(folder, KEY_FILE), encoding="utf-8") as f:
+            recorded = json.load(f)
+        entry = open_model(folder, local=True)
+        fingerprint = entry.fingerprint()
+    except (OSError, ValueError, UserError) as e:
+        return f"it cannot be read ({type(e).__name__})"
+    if not isinstance(recorded, dict) or recorded.get("key") != key:
+        return "it was stored for another model"
+    if recorded.get("fingerprint") != fingerprint or not entry.is_export:
+        return "its files changed after the export"
+    return entry
 
-    folder = export_folder(source, dtype)
-    os.makedirs(os.path.dirname(folder), exist_ok=True)
-    with FileLock(folder + ".lock"):
-        if not os.path.isfile(os.path.join(folder, "model.onnx")):
-            from ..export.onnx import export_onnx  # torch: only when there is something to export
 
-            export_onnx(source, folder, dtype)
-    return folder
+def cached_export(source, dtype, load_float32):
+    """The ModelFolder of `source`'s (a ModelFolder) export in `dtype` (float32 or int8), exported on first use from
+    the float32 model `load_float32()` gives (model, tokenizer)."""
+    folder, key = export_folder(source, dtype)
+    entry = checked_entry(folder, key)
+    if isinstance(entry, ModelFolder):
+        return entry
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(folder + ".lock")
+    try:
+        os.makedirs(cache_root(), exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            logger.warning(f"another process is exporting {source.name} to ONNX ({dtype}) into the export cache "
+                           f"({folder}): waiting for it, at most {LOCK_WAIT_SECONDS} s")
+            try:
+                lock.acquire(timeout=LOCK_WAIT_SECONDS)
+            except Timeout:
+                raise UserError(f"{source.name}: another process has been exporting it into the export cache for "
+                                f"{LOCK_WAIT_SECONDS} s (lock {folder}.lock): wait for it to finish, or stop it and "
+                                "run again", source.name) from None
+        try:
+            return _export_locked(source, dtype, load_float32, folder, key)
+        finally:
+            lock.release()
+    except OSError as e:
+        raise UserError(f"{source.name}: the ONNX export cache {cache_root()} cannot be written: "
+                        f"{e.strerror or e}: free some space there, or point HF_HOME to a writable folder",
+                        source.name) from None
+
+
+def _export_locked(source, dtype, load_float32, folder, key):
+    """`cached_export` once the lock is held: the entry as another process may have just made it, else exported
+    now (a damaged entry removed first: the cache made it)."""
+    from ..conversion.output import remove_stale_staging, write_folder_atomically
+    from .onnx_export import write_export
+
+    entry = checked_entry(folder, key)
+    if isinstance(entry, ModelFolder):
+        return entry
+    remove_stale_staging(cache_root())  # killed exports of any model
+    if entry is not None:
+        logger.warning(f"the export cache's entry {folder} is damaged ({entry}): exporting {source.name} again")
+        shutil.rmtree(folder)
+    logger.warning(f"exporting {source.name} to ONNX ({dtype}) for onnxruntime, once: it is kept in the export "
+                   f"cache {folder}")
+    start = time.perf_counter()
+    model, tokenizer = load_float32()
+
+    def write(staging):
+        write_export(model, tokenizer, staging, dtype, source.name)
+        record = {"key": key, "fingerprint": open_model(staging, local=True).fingerprint()}
+        with open(os.path.join(staging, KEY_FILE), "w", encoding="utf-8") as f:
+            json.dump(record, f)
+
+    write_folder_atomically(write, folder)
+    logger.warning(f"exported {source.name} in {time.perf_counter() - start:.0f} s")
+    return open_model(folder, local=True)

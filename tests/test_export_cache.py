@@ -1,0 +1,145 @@
+"""The export cache (runtime.cache: `runtime="onnxruntime"` on a PyTorch folder): keyed by every file the model's
+numbers depend on, each entry checked against its key before use, a damaged entry exported again, a read-only cache
+that holds the export used without a lock, a bounded and announced wait for another process's export, and one line
+naming the cache when it cannot be written."""
+
+import logging
+import shutil
+
+import filelock
+import numpy as np
+import pytest
+import torch
+from tolerance import assert_close_to_reference
+
+from elmo_transformers.errors import UserError
+from elmo_transformers.model_folder import open_model
+from elmo_transformers.model_source import load_model
+from elmo_transformers.runtime import cache
+
+SENTENCES = [["The", "cat", "sat", "."], ["ELMo"]]
+
+
+@pytest.fixture
+def hf_home(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
+    return tmp_path / "hf"
+
+
+@pytest.fixture
+def model_copy(tiny_model_dir, tmp_path):
+    return shutil.copytree(tiny_model_dir, tmp_path / "model", symlinks=True)
+
+
+def vectors(model, tokenizer):
+    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="np")
+    out = model(batch["input_ids"], attention_mask=batch["attention_mask"])
+    return np.asarray(out.last_hidden_state)
+
+
+def torch_vectors(folder):
+    model, tokenizer = load_model(folder)
+    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model(**batch).last_hidden_state.numpy()
+
+
+def test_the_key_covers_the_tokenizer_and_every_weight_file(model_copy):
+    """A changed tokenizer setting (tokenizer_config.json: its segmenter, its conversion) or vocabulary, or changed
+    PyTorch pickled weights (pytorch_model.bin, which the loader reads), is another model: another entry."""
+    key = cache.export_folder(open_model(model_copy), "float32")[1]
+    config = (model_copy / "tokenizer_config.json").read_text(encoding="utf-8")
+    (model_copy / "tokenizer_config.json").write_text(config.replace("{", '{"do_lower_case": true, ', 1),
+                                                      encoding="utf-8")
+    assert cache.export_folder(open_model(model_copy), "float32")[1] != key
+    (model_copy / "tokenizer_config.json").write_text(config, encoding="utf-8")
+    assert cache.export_folder(open_model(model_copy), "float32")[1] == key
+    (model_copy / "pytorch_model.bin").write_bytes(b"weights")
+    with_bin = cache.export_folder(open_model(model_copy), "float32")[1]
+    (model_copy / "pytorch_model.bin").write_bytes(b"other weights")
+    assert len({key, with_bin, cache.export_folder(open_model(model_copy), "float32")[1]}) == 3
+    assert cache.export_folder(open_model(model_copy), "int8")[1].endswith("-int8")
+
+
+def test_a_damaged_or_replaced_entry_is_exported_again(model_copy, hf_home, caplog):
+    """An entry whose graph was cut, or which holds another model's export, is not served: it is exported again
+    (with a warning), and the vectors are the PyTorch model's."""
+    reference = torch_vectors(model_copy)
+    with caplog.at_level(logging.WARNING, logger=cache.__name__):
+        first = load_model(model_copy, runtime="onnxruntime")
+    assert_close_to_reference(vectors(*first), reference)
+    assert any("exporting" in r.message and "once" in r.message for r in caplog.records)
+    assert any(r.message.startswith("exported ") and r.message.endswith(" s") for r in caplog.records)
+    folder, key = cache.export_folder(open_model(model_copy), "float32")
+    graph = open_model(folder).path + "/model.onnx"
+    with open(graph, "rb") as f:
+        data = f.read()
+    for damage in ("cut", "replaced"):
+        if damage == "cut":
+            with open(graph, "wb") as f:
+                f.write(data[: len(data) // 2])
+        else:  # the entry of another model (its key file says so), with this model's graph
+            (hf_home / "elmo-transformers" / "onnx" / key / cache.KEY_FILE).write_text(
+                '{"key": "another-model-float32", "fingerprint": "x"}', encoding="utf-8")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=cache.__name__):
+            model, tokenizer = load_model(model_copy, runtime="onnxruntime")
+        assert any("damaged" in r.message for r in caplog.records), damage
+        assert_close_to_reference(vectors(model, tokenizer), reference)
+
+
+def test_a_valid_entry_is_used_without_a_lock(model_copy, hf_home, monkeypatch):
+    """A cache that already holds the export is read without taking the lock (a read-only HF_HOME works)."""
+    load_model(model_copy, runtime="onnxruntime")
+
+    def no_lock(*args, **kwargs):
+        raise PermissionError(13, "Permission denied (read-only cache)")
+
+    monkeypatch.setattr(filelock, "FileLock", no_lock)
+    model, tokenizer = load_model(model_copy, runtime="onnxruntime")
+    assert_close_to_reference(vectors(model, tokenizer), torch_vectors(model_copy))
+
+
+def test_a_wait_for_another_export_is_announced_and_bounded(model_copy, hf_home, monkeypatch, caplog):
+    monkeypatch.setattr(cache, "LOCK_WAIT_SECONDS", 0.2)
+    folder, _ = cache.export_folder(open_model(model_copy), "float32")
+    (hf_home / "elmo-transformers" / "onnx").mkdir(parents=True)
+    other = filelock.FileLock(folder + ".lock")  # another process exporting the same model
+    other.acquire()
+    try:
+        with caplog.at_level(logging.WARNING, logger=cache.__name__), pytest.raises(UserError) as error:
+            load_model(model_copy, runtime="onnxruntime")
+    finally:
+        other.release()
+    assert any("another process is exporting" in r.message for r in caplog.records)
+    assert "another process has been exporting it" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_cache_that_cannot_be_written_is_one_line_naming_it(model_copy, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "file" / "hf"))
+    with pytest.raises(UserError, match=r"the ONNX export cache .* cannot be written: .*HF_HOME") as error:
+        load_model(model_copy, runtime="onnxruntime")
+    assert "\n" not in str(error.value)
+
+
+def test_killed_exports_of_other_models_are_removed(model_copy, hf_home):
+    """A staging folder of a killed export (no process holds its lock) goes at the next export, whatever model it
+    was for; one whose lock is held stays."""
+    root = hf_home / "elmo-transformers" / "onnx"
+    killed, running = root / ".oldmodel-float32.convert-1-aa", root / ".other-float32.convert-2-bb"
+    for staging in (killed, running):
+        staging.mkdir(parents=True)
+        (staging / "model.onnx").write_bytes(b"partial")
+        (root / f"{staging.name}.lock").write_text("")  # its lock file, as a killed run leaves it, held by none
+    held = filelock.FileLock(f"{running}.lock")
+    held.acquire()
+    try:
+        load_model(model_copy, runtime="onnxruntime")
+    finally:
+        held.release()
+    assert not killed.exists() and running.exists()
