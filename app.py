@@ -11,7 +11,7 @@ from elmo_transformers.demo import server
 from elmo_transformers.errors import UserError
 
 HERE = Path(__file__).parent  # not resolved: the package's demo/app.py links here, a Space holds a copy
-MODEL = HERE / "model" if (HERE / "model" / "config.json").is_file() else Path(elmo_transformers.DEFAULT_MODEL)
+MODEL = HERE / "model" if (HERE / "model").is_dir() else Path(elmo_transformers.DEFAULT_MODEL)
 
 try:
     demo = server.build_page(str(MODEL))

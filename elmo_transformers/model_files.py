@@ -7,7 +7,31 @@ import functools
 import os
 
 GRAPH_FILES = ("model.onnx", "model.onnx.data")  # `export onnx`: the graph, and its weights where ONNX keeps them apart
+# The files a model's numbers depend on: its config, every weight file the loader reads (safetensors, PyTorch's
+# pickles, their shard indexes, the graph) and the tokenizer's files (its vocabularies; its segmenter and conversion
+# settings are in tokenizer_config.json). What a cache or a resumed run of the model is keyed by; the card, the
+# licence and the module files are not among them (the installed classes run the model).
+RESULT_FILES = (
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model*.bin",
+    "pytorch_model.bin.index.json",
+    *GRAPH_FILES,
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",  # the word vocabulary (bilm-tf format)
+    "char.dic",  # ELMoForManyLangs character and word vocabularies
+    "word.dic",
+)
 
+
+def result_files(folder):
+    """The paths of `folder`'s RESULT_FILES that exist, sorted by name."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return [os.path.join(folder, name) for name in sorted(names)
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in RESULT_FILES)]
 
 
 @functools.cache
@@ -17,16 +41,7 @@ def model_files():
     from configuration_elmo import ELMO_MODULES
 
     return (
-        "config.json",
-        "*.safetensors",
-        *GRAPH_FILES,
-        "model.safetensors.index.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "vocab.txt",  # the word vocabulary (bilm-tf format)
-        "char.dic",  # ELMoForManyLangs character and word vocabularies
-        "word.dic",
+        *(pattern for pattern in RESULT_FILES if "pytorch_model" not in pattern),  # (a conversion writes safetensors)
         *(f"{module}.py" for module in ELMO_MODULES),
         "README.md",  # the model card (a preset conversion names its source and licence there)
         "LICENSE.md",  # the licences of what the weights were trained on, where the card points to them

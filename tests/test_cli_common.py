@@ -14,7 +14,7 @@ from conftest import FIXTURES, command_env, missing_model_commands, one_line, ru
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from configuration_elmo import ElmoConfig
-from elmo_transformers import model_source
+from elmo_transformers import model_folder
 from elmo_transformers.errors import ModelError
 
 
@@ -55,7 +55,7 @@ def test_a_missing_model_is_one_line_in_every_command(command, tmp_path, capsys,
     def no_network(*args, **kwargs):
         raise AssertionError("offline: the Hub must not be asked")
 
-    monkeypatch.setattr(model_source.HfApi, "model_info", no_network)
+    monkeypatch.setattr(model_folder.HfApi, "model_info", no_network)
     (tmp_path / "a-file").write_text("")
     option = "--model-name-or-path" if command in ("finetune", "pretrain") else "--model"
     for name, why in [("nosuch", "not in the local cache (HF_HUB_OFFLINE is set)"),
@@ -66,17 +66,17 @@ def test_a_missing_model_is_one_line_in_every_command(command, tmp_path, capsys,
 
 
 def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypatch):
-    monkeypatch.setattr(model_source.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(model_folder.constants, "HF_HUB_OFFLINE", False)
     asked = []
 
     def unreachable(self, name, **kwargs):
         asked.append(name)
         raise ConnectionError("[Errno -2] Name or service not known")  # what a machine without DNS answers
 
-    monkeypatch.setattr(model_source.HfApi, "model_info", unreachable)
+    monkeypatch.setattr(model_folder.HfApi, "model_info", unreachable)
     with pytest.raises(ModelError, match=r"^me/nosuch: no such folder, and the Hub cannot be reached "
                                          r"\(\[Errno -2\] Name or service not known\): give a local folder$") as error:
-        model_source.resolve_model("me/nosuch")
+        model_folder.resolve_model("me/nosuch")
     assert asked == ["me/nosuch"] and error.value.value == "me/nosuch"  # one request, no retries; the value carried
 
     def missing(self, name, **kwargs):
@@ -84,9 +84,9 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
         Exception.__init__(error, "404 Client Error: Repository Not Found")
         raise error
 
-    monkeypatch.setattr(model_source.HfApi, "model_info", missing)
+    monkeypatch.setattr(model_folder.HfApi, "model_info", missing)
     with pytest.raises(ModelError, match="the Hub has no model me/nosuch that this token may read"):
-        model_source.resolve_model("me/nosuch")
+        model_folder.resolve_model("me/nosuch")
 
 
 def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatch):
@@ -95,8 +95,8 @@ def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatc
     (snapshot / "config.json").write_text('{"model_type": "elmo"}')
     (tmp_path / "models--me--tiny" / "refs").mkdir()
     (tmp_path / "models--me--tiny" / "refs" / "main").write_text("0123abcd")
-    monkeypatch.setattr(model_source.constants, "HF_HUB_CACHE", str(tmp_path))
-    assert model_source.resolve_model("me/tiny") == str(snapshot)
+    monkeypatch.setattr(model_folder.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert model_folder.resolve_model("me/tiny") == str(snapshot)
 
 
 def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, capsys):
@@ -215,7 +215,7 @@ def test_a_cut_tokenizer_config_is_one_line_naming_it(text, lm_dir, tmp_path, ca
 
 
 def test_a_folder_of_another_architecture_is_one_line_in_every_command(tmp_path, capsys):
-    """A BERT folder (its config.json as transformers writes it): refused by model_source before anything loads,
+    """A BERT folder (its config.json as transformers writes it): refused by model_folder before anything loads,
     in every command alike (demo printed ELMo's explanation of BERT's vectors; finetune and pretrain ended in a
     traceback)."""
     from transformers import BertConfig

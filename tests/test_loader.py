@@ -152,14 +152,11 @@ def test_an_export_embeds_without_importing_torch_where_torch_is_installed(expor
     done = subprocess.run([sys.executable, "-c", code, str(exported), str(tmp_path / "in.txt"),
                            str(tmp_path / "out.hdf5")], env=command_env(), capture_output=True, text=True, timeout=300)
     assert json.loads(done.stdout.splitlines()[-1]) == [0, [3, 2, 16], False], done.stderr[-3000:]
-    # The export cache holding this model's export (the same command's output, put where the cache keeps it)
+    # The export cache holding this model's export (made by the cache itself, in this process)
     from huggingface_hub import constants
 
-    from elmo_transformers.model_source import open_model
-    from elmo_transformers.runtime.cache import export_folder
-
     monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
-    shutil.copytree(exported, export_folder(open_model(str(tiny_model_dir)), "float32"))
+    load_model(tiny_model_dir, runtime="onnxruntime")
     cached = ("import json, sys, elmo_transformers_cli\n"
               "status = elmo_transformers_cli.main(['embed', *sys.argv[1:], '--top', '--runtime', 'onnxruntime'])\n"
               "print(json.dumps([status, 'torch' in sys.modules]))")
@@ -214,7 +211,7 @@ def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_p
 
     import torch
 
-    from elmo_transformers.export import onnx as export
+    from elmo_transformers.runtime import onnx_export as export
     from elmo_transformers.runtime.onnx_config import ElmoOnnxConfig
 
     model, tokenizer = tiny

@@ -2,6 +2,7 @@
 onnxruntime gives AllenNLP's and PyTorch's numbers (tolerance rule of tests/tolerance.py)."""
 
 import copy
+import importlib.util
 import json
 import os
 import subprocess
@@ -179,8 +180,8 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
 
     with pytest.raises(UserError, match="^dtype .float16.: the ONNX export offers float32, int8"):
         export.export_onnx(str(bert), tmp_path / "c", dtype="float16")
-    real_find_spec = export.importlib.util.find_spec
-    monkeypatch.setattr(export.importlib.util, "find_spec",
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
     assert main(["export", "onnx", "--output", str(tmp_path / "d")]) == 1
     err = capsys.readouterr().err
@@ -407,13 +408,12 @@ def test_embed_without_onnxruntime_or_with_a_damaged_graph_is_one_line(tiny_mode
 
     from test_embed_file import one_line_error
 
-    from elmo_transformers.export import onnx as export
 
     exported = shutil.copytree(tiny_model_dir, tmp_path / "onnx", ignore=shutil.ignore_patterns("*.safetensors"))
     (exported / "model.onnx").write_bytes(b"")
 
-    real_find_spec = export.importlib.util.find_spec
-    monkeypatch.setattr(export.importlib.util, "find_spec",
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
     source = tmp_path / "input.txt"
     source.write_text("a b\n")

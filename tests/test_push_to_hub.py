@@ -340,7 +340,7 @@ def test_the_shipped_model_has_a_name_push_accepts(tmp_path, capsys):
     from elmo_transformers.cli import main
 
     assert main(["push", "nosuch-folder", "me/x", "--dry-run"]) == 1
-    assert capsys.readouterr().err == ("error: nosuch-folder is not a folder: give a saved ELMo folder, or `default` "
-                                       "for the shipped model\n")
+    assert capsys.readouterr().err == ("error: DIR nosuch-folder is not a folder: give a saved ELMo folder, or "
+                                       "`default` for the shipped model\n")
     assert main(["push", "default", "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")]) == 0
     assert (tmp_path / "stage" / "README.md").read_text() == (SHIPPED / "README.md").read_text()

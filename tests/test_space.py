@@ -83,7 +83,7 @@ def test_the_shipped_model_by_name_makes_a_truthful_space(tmp_path, capsys):
     from huggingface_hub import SpaceCard
 
     from elmo_transformers.cli import main
-    from elmo_transformers.demo.server import model_title
+    from elmo_transformers.model_folder import open_model
 
     staging = tmp_path / "space"
     assert main(["push", "default", "me/elmo-demo", "--space", "--dry-run", "--staging-dir", str(staging)]) == 0
@@ -94,7 +94,7 @@ def test_the_shipped_model_by_name_makes_a_truthful_space(tmp_path, capsys):
     assert (card.data.license, card.data.license_name, card.data.license_link) == (
         "other", "mixed-share-alike-sources", "model/LICENSE.md")
     assert (staging / "model" / "LICENSE.md").is_file()
-    assert card.data.title == "ELMo demo: elmo-en-small" and model_title(staging / "model") == "elmo-en-small"
+    assert card.data.title == "ELMo demo: elmo-en-small" and open_model(staging / "model").title == "elmo-en-small"
     requirements = (staging / "requirements.txt").read_text().splitlines()
     assert requirements[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
     assert main(["push", "elmo-en-small", "me/elmo-demo", "--space", "--dry-run", "--staging-dir",
@@ -105,11 +105,11 @@ def test_the_shipped_model_by_name_makes_a_truthful_space(tmp_path, capsys):
 
 def test_a_converted_folder_is_named_in_its_space(lm_dir, tmp_path):
     """A folder without a card gets one in model/, so that the page names the model, not `model`."""
-    from elmo_transformers.demo.server import model_title
+    from elmo_transformers.model_folder import open_model
     from elmo_transformers.hub.space import build_space_folder
 
     files, _ = build_space_folder(lm_dir, tmp_path / "space", "me/elmo-demo")
-    assert "model/README.md" in files and model_title(tmp_path / "space" / "model") == lm_dir.name
+    assert "model/README.md" in files and open_model(tmp_path / "space" / "model").title == lm_dir.name
 
 
 def test_push_space_without_gradio_is_one_line_and_stages_nothing(lm_dir, tmp_path, monkeypatch, capsys):
@@ -135,11 +135,12 @@ def test_app_py_without_gradio_is_one_line(tmp_path):
 
 def test_a_model_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
     """Without a card the page and the Space name the model by its folder, also when it is given as `.`."""
-    from elmo_transformers.demo.server import model_title
+    from elmo_transformers.model_folder import open_model
 
     folder = tmp_path / "my-elmo"
     folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "elmo"}', encoding="utf-8")
     monkeypatch.chdir(folder)
-    assert model_title(".") == model_title(str(folder)) == "my-elmo"
+    assert open_model(".").title == open_model(str(folder)).title == "my-elmo"
     (folder / "README.md").write_text("---\nlicense: mit\n---\n\n# Card title\n", encoding="utf-8")
-    assert model_title(".") == "Card title"
+    assert open_model(".").title == "Card title"

@@ -83,6 +83,6 @@ def test_a_killed_conversion_is_cleaned_up_while_its_lock_is_held_and_a_running_
     remove = shutil.rmtree
     monkeypatch.setattr(shutil, "rmtree", rmtree)
     with holder(f"{running}.lock"):
-        remove_stale_staging(str(tmp_path / "out"))
+        remove_stale_staging(str(tmp_path), "out")
         assert removed == [str(killed)]
         assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, f"{running.name}.lock"]

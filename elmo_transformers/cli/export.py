@@ -32,7 +32,7 @@ def main(argv=None):
                       help="float32 (default), or int8 weights for the LSTM's GEMMs")
     onnx.add_argument("--overwrite", action="store_true", help="replace an earlier export or conversion in --output")
     args = parser.parse_args(argv)
-    from ..model_source import open_model  # (after parsing: huggingface_hub takes a while to import)
+    from ..model_folder import open_model  # (after parsing: huggingface_hub takes a while to import)
 
     with option("--model", args.model):
         model = open_model(args.model)

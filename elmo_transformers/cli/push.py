@@ -10,7 +10,7 @@ import tempfile
 from huggingface_hub import get_token
 
 from ..errors import UserError
-from ..model_source import check_elmo_folder, check_hub_id, shipped_model
+from ..model_folder import check_hub_id, open_model
 from ..output_paths import check_output_apart
 from . import import_package, module_doc, option, sigterm_as_interrupt
 
@@ -44,12 +44,9 @@ def main(argv=None):
         if value is not None:
             with option(flag, value):
                 check_hub_id(value)
-    args.model_dir = shipped_model(args.model_dir)
-    if not os.path.isdir(args.model_dir):
-        raise UserError(f"{args.model_dir} is not a folder: give a saved ELMo folder, or `default` for the shipped "
-                        "model")
     with option("DIR", args.model_dir):
-        check_elmo_folder(args.model_dir, args.model_dir)  # ELMo's, and every JSON file of it readable
+        model = open_model(args.model_dir, local=True)  # a folder of ELMo's, every JSON file of it readable
+    args.model_dir = model.path
     if args.space:
         from ..demo.server import import_gradio
 

@@ -87,7 +87,7 @@ def parse_arguments(argument_classes, argv=None, prog=None, description=None):
         sys.exit(0)
     from transformers import HfArgumentParser, TrainingArguments, set_seed
 
-    from ..model_source import resolve_model
+    from ..model_folder import resolve_model
     from . import option
 
     if HELP_TRAINER in argv:

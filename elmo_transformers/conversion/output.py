@@ -17,12 +17,11 @@
 
 import errno
 import glob
-import json
 import os
 import secrets
 import shutil
 
-from ..errors import ConversionError, OutputError, OutputExistsError
+from ..errors import ConversionError, ModelError, OutputError, OutputExistsError
 from ..output_paths import abandoned_work, check_output_apart, hold_lock, release_lock
 
 
@@ -40,24 +39,25 @@ def mismatch_error(path, problems, reference="the model config"):
 
 
 def is_earlier_conversion(folder):
-    """True if `folder` holds only files a conversion writes, including a config.json of model_type elmo."""
-    from ..model_files import is_model_file  # imports transformers: not before `convert --help` has answered
+    """True if `folder` holds only files a conversion writes, and is an ELMo model folder (`open_model`)."""
+    from ..model_files import is_model_file  # imports huggingface_hub: not before `convert --help` has answered
+    from ..model_folder import open_model
 
     try:
         names = os.listdir(folder)
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            model_type = json.load(f).get("model_type")
-    except (OSError, ValueError, AttributeError):
+        open_model(folder, local=True)
+    except (OSError, ModelError):
         return False
     regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n))
                   for n in names)
-    return model_type == "elmo" and regular and all(is_model_file(n) for n in names)
+    return regular and all(is_model_file(n) for n in names)
 
 
-def remove_stale_staging(output):
-    """Remove the staging folders of killed conversions into `output`: those whose lock no process holds."""
-    parent, name = os.path.split(output)
-    for lock_file in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.convert-*.lock")):
+def remove_stale_staging(parent, name=None):
+    """Remove, in the folder `parent`, the staging folders of killed conversions into its output `name` (None: into
+    any output there): those whose lock no process holds."""
+    pattern = f".{glob.escape(name) if name is not None else '*'}.convert-*.lock"
+    for lock_file in glob.glob(os.path.join(glob.escape(parent), pattern)):
         with abandoned_work(lock_file) as abandoned:
             if not abandoned:
                 continue
@@ -125,7 +125,7 @@ def write_folder_atomically(write, output, overwrite=False):
     try:
         try:
             os.makedirs(parent, exist_ok=True)
-            remove_stale_staging(output)
+            remove_stale_staging(parent, name)
             lock = hold_lock(staging + ".lock")
             os.mkdir(staging)
             umask = os.umask(0)

@@ -7,7 +7,8 @@ from transformers import pipeline
 
 from pipeline_elmo import ElmoFillMaskPipeline
 
-from ..model_source import load_model, open_model
+from ..model_folder import open_model
+from ..model_source import load_model
 
 
 @dataclass
@@ -24,9 +25,10 @@ class DemoModel:
 
 
 def load(name, language_model=True):
-    """The model `name` (a folder or Hub repo id), loaded by `model_source.load_model`; with `language_model`, also
-    its softmax when the folder has one. Anything unusable is one ModelError line."""
+    """The model `name` (a folder or Hub repo id, or its ModelFolder), loaded by `model_source.load_model`; with
+    `language_model`, also its softmax when the folder has one. Anything unusable is one ModelError line."""
     source = open_model(name)
+    name = source.name
     if not language_model or not source.is_language_model:
         no_lm = (f"{name} is a biLM without a language-model softmax (no lm_vocab_size in its config.json), so "
                  "it cannot score words: use a language-model folder (the shipped model, a conversion with "

@@ -6,18 +6,16 @@ typed, a word with fewer than two uses, a text over the limits) is a message on 
 Requests wait in Gradio's queue and run one at a time, so several users share one model without racing.
 """
 
-import os
 import re
 import textwrap
 
 import gradio as gr
 
 from ..errors import UserError
-from ..model_source import shipped_model
+from ..model_folder import open_model
 from . import model as demo_model
 from . import plots
 from .language_model import MAX_TEXT_WORDS, TOP_WORDS, fill_mask, word_scores
-from .server import model_title
 from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX, word_uses
 
 FILL_EXAMPLE = "He sat on the <mask> of the river ."
@@ -39,14 +37,13 @@ def plain(text):
 def build(model_name):
     """The page for the model `model_name` (a folder or Hub repo id), loaded once; a model that cannot be used is
     one ModelError line, before anything is served."""
-    loaded = demo_model.load(model_name)
-    model_name = shipped_model(model_name)
+    source = open_model(model_name)
+    loaded = demo_model.load(source)
     layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
     segmenter = loaded.tokenizer.segmenter
     splitting = "words split on white space" if segmenter == "whitespace" else f"words found by {segmenter}"
     with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
-        shown = model_title(model_name) if os.path.isdir(model_name) else model_name
-        gr.Markdown(INTRO.format(model=plain(shown)))
+        gr.Markdown(INTRO.format(model=plain(source.title)))
         gr.Markdown("## Word senses")
         with gr.Row():
             with gr.Column():

@@ -3,7 +3,7 @@
 The page takes text, never files, so Gradio's upload route accepts nothing (`max_file_size=0`: an upload is answered
 413 and not stored). Gradio writes its temporary files (uploads, cached outputs) under GRADIO_TEMP_DIR, which it
 reads when it is imported: `gradio_temp_folder` gives it a folder of its own, removed when the server stops (a
-GRADIO_TEMP_DIR set by the user is used as it is and left alone). `model_title` is what the page calls its model.
+GRADIO_TEMP_DIR set by the user is used as it is and left alone).
 Imports no Gradio itself.
 """
 
@@ -63,16 +63,3 @@ def public_warning(host):
         return (f"warning: serving on every network interface ({host or 'all'}): anyone who can reach this machine "
                 "can use the page; --host 127.0.0.1 serves this machine only")
     return None
-
-
-def model_title(folder):
-    """What the page calls the model in `folder`: its model card's title (README.md's first `# ` heading: a Space
-    holds the model as `model/`), else the folder's name."""
-    try:
-        with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("# "):
-                    return line[2:].strip()
-    except (OSError, UnicodeDecodeError):
-        pass
-    return os.path.basename(os.path.normpath(os.path.abspath(folder)))  # (a name for `.` too)

@@ -14,6 +14,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from configuration_elmo import ELMO_AUTO_MAP, ELMO_PIPELINES
 
 from ..errors import ModelError
+from ..model_folder import open_model
 
 # Trainer's metric files and the data split each one measured.
 RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
@@ -195,15 +196,16 @@ def evaluation_results(folder, task, dataset):
 
 def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets=(), base_model=None, source=None,
                check=None, eval_dataset=None):
-    """A ModelCard for the ELMo folder `folder` (its config.json gives the architecture, sizes and labels).
-    `eval_dataset` names the data of the `*_results.json` (default: the first of `datasets`)."""
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
+    """A ModelCard for the ELMo folder `folder` (a path or `open_model`'s ModelFolder: its config gives the
+    architecture, sizes and labels). `eval_dataset` names the data of the `*_results.json` (default: the first of
+    `datasets`)."""
+    folder = open_model(folder, local=True)
+    config = folder.config
     _, auto_class, task = architecture(config)
     n_layers, projection = config["n_layers"], config["projection_dim"]
     id2label = config.get("id2label", {}) if task != "feature-extraction" else {}
     labels = [id2label[k] for k in sorted(id2label, key=int)]
-    results = evaluation_results(folder, task, eval_dataset or (datasets[0] if datasets else None))
+    results = evaluation_results(folder.path, task, eval_dataset or (datasets[0] if datasets else None))
     data = ModelCardData(
         library_name="transformers",
         pipeline_tag=task,

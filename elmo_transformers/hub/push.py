@@ -35,6 +35,7 @@ from configuration_elmo import ELMO_MODULES
 
 from ..errors import UserError, first_line
 from ..model_files import GRAPH_FILES, is_model_file, is_onnx_export
+from ..model_folder import ModelFolder, open_model
 from .model_card import architecture, model_card
 
 logger = logging.getLogger(__name__)
@@ -136,11 +137,13 @@ def upload_files(model_dir):
 
 
 def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
-    """Copy DIR's model files (`upload_files`) into `staging` (links copied as the files they point to) and add
-    the model card; returns the sorted file names of `staging`. What is left out is logged (a warning)."""
-    if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise UserError(f"{model_dir} has no config.json: not a saved model folder")
-    kept, left_out = upload_files(model_dir)
+    """Copy DIR's (a folder or `open_model`'s ModelFolder) model files (`upload_files`) into `staging` (links copied
+    as the files they point to) and add the model card; returns the sorted file names of `staging`. What is left out
+    is logged (a warning)."""
+    path = model_dir.path if isinstance(model_dir, ModelFolder) else os.fspath(model_dir)
+    kept, left_out = upload_files(path)  # first: a link leaving the folder is refused by name, before it is read
+    source = open_model(model_dir, local=True)
+    model_dir = source.path
     if left_out:
         logger.warning(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}")
     os.makedirs(staging, exist_ok=True)
@@ -150,14 +153,13 @@ def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
         logger.warning(f"keeping {model_dir}/README.md as the model card (delete it to generate one)")
     else:
         # From DIR's config.json and *_results.json (the latter are described, not uploaded).
-        model_card(model_dir, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
+        model_card(source, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
     return sorted(os.listdir(staging))
 
 
 def check_loads(folder):
     """Load `folder` in a fresh isolated process (no repository modules on the path, no network)."""
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        name, auto_class, task = architecture(json.load(f))
+    name, auto_class, task = architecture(open_model(folder, local=True).config)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as cwd:
         result = subprocess.run(  # -B: no __pycache__ written into the folder to upload

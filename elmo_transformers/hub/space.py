@@ -15,7 +15,6 @@ Before upload the folder is checked in a fresh, isolated process (`python -I`, o
 app.py must build the page from the folder's own code and model.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -29,8 +28,8 @@ from packaging.requirements import Requirement
 
 from configuration_elmo import ELMO_MODULES
 
-from ..demo.server import model_title
 from ..errors import UserError, first_line
+from ..model_folder import open_model
 from .model_card import model_card
 from .push import installed_module, upload_files
 
@@ -102,10 +101,8 @@ def space_card(model_dir, repo_id, license=None):
     where given, else that of the model's card (`card_licence`), else apache-2.0 (as `push` gives a model)."""
     import gradio
 
-    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    name = model_title(model_dir)
-    language_model = config.get("lm_vocab_size") is not None
+    source = open_model(model_dir, local=True)
+    model_dir, config, name, language_model = source.path, source.config, source.title, source.is_language_model
     licence = {"license": license} if license else card_licence(model_dir) or {"license": "apache-2.0"}
     data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
                          app_file="app.py", emoji="🔤", colorFrom="blue", colorTo="green",
@@ -126,20 +123,20 @@ def space_card(model_dir, repo_id, license=None):
 def build_space_folder(model_dir, staging, repo_id, license=None):
     """Write the Space folder for DIR into `staging`; returns (its files, relative and sorted; the names of DIR
     left out of model/)."""
-    if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise UserError(f"{model_dir} has no config.json: not a saved model folder")
+    source = open_model(model_dir, local=True)
+    model_dir = source.path
     kept, left_out = upload_files(model_dir)
     app = PACKAGE_ROOT / "demo" / "app.py"  # the repository's app.py
     files = {"app.py": app, **package_files(), **{f"model/{name}": Path(model_dir) / name for name in kept}}
-    for relative, source in files.items():
+    for relative, path in files.items():
         target = Path(staging) / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)  # follows the checked links
+        shutil.copyfile(path, target)  # follows the checked links
     if "README.md" not in kept:  # the page names the model by its card's title, not by the folder name model/
-        card = model_card(model_dir, model_title(model_dir), license=license or "apache-2.0")
+        card = model_card(source, source.title, license=license or "apache-2.0")
         card.save(Path(staging) / "model" / "README.md")
     (Path(staging) / "requirements.txt").write_text("\n".join(requirements()) + "\n", encoding="utf-8")
-    space_card(model_dir, repo_id, license).save(os.path.join(staging, "README.md"))
+    space_card(source, repo_id, license).save(os.path.join(staging, "README.md"))
     written = sorted(p.relative_to(staging).as_posix() for p in Path(staging).rglob("*") if p.is_file())
     return written, left_out
 

@@ -6,6 +6,8 @@ Imports nothing heavy."""
 import os
 from dataclasses import dataclass
 
+RUNTIMES = ("torch", "onnxruntime")  # what runs a model (model_source.load_model)
+
 
 @dataclass(frozen=True)
 class ModelTraits:

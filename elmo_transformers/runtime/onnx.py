@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError, UserError, first_line
-from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
 from ..model_files import GRAPH_FILES
+from ..model_folder import files_sha256, open_model
 from . import ModelTraits
-from .cache import files_sha256
+from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
 
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 # Word positions (sentences x longest sentence) per onnxruntime run: a longer batch is run in slices of whole
@@ -69,16 +69,6 @@ class OnnxElmoOutput:
     mask: np.ndarray
 
 
-def read_config(folder):
-    """config.json of `folder` as a dict; one ModelError line when it cannot be read."""
-    try:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise ModelError(f"{folder}: its config.json cannot be read ({first_line(e)}): restore it, or export the "
-                         "model again", folder) from None
-
-
 def check_graph(folder, session, config):
     """Refuse, in one line, a folder whose model.onnx does not fit its config.json: an input or output of another
     name or fixed size (a graph swapped for another model's export), or recorded config fields that differ (a
@@ -116,11 +106,12 @@ class OnnxElmoModel:
     `return_lstm_state` are refused. onnxruntime runs on as many threads as torch (`intra_op_threads`). A batch of
     more than MAX_RUN_WORDS word positions runs in slices of whole sentences."""
 
-    def __init__(self, folder, dtype=None, device=None, config=None):
-        """`dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are checked against
-        the folder: a dtype other than the one it was exported in is refused, naming it. `config`: the folder's
-        config.json as the loader read it (`model_source.open_model`), else it is read here."""
-        self.folder = os.fspath(folder)
+    def __init__(self, folder, dtype=None, device=None):
+        """`folder`: an exported folder, or `model_folder.open_model`'s ModelFolder of one (whose config.json was
+        read there). `dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are
+        checked against the folder: a dtype other than the one it was exported in is refused, naming it."""
+        source = open_model(folder, local=True)
+        self.folder = source.path
         check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
         import onnxruntime
         from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
@@ -129,7 +120,7 @@ class OnnxElmoModel:
         if device is not None and str(device).split(":")[0] != "cpu":
             raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
                             "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
-        values = read_config(self.folder) if config is None else config
+        values = source.config
         self.config = ExportedConfig(values)
         self.device = "cpu"
         options = onnxruntime.SessionOptions()

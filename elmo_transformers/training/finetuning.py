@@ -9,18 +9,21 @@ from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassificat
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError, first_line
-from ..model_source import load_config
+from ..model_folder import loading, open_model
 from .data import load_splits
 from .runner import check_splits, json_argument, limit_samples, model_options, run
 
 
 def load(head_args, data_args, training_args):
-    """(the model's config, the data splits) of the arguments, the splits checked against the do_* arguments:
-    what both fine-tuning tasks start with. The config first: a broken one is one line before the data is read."""
-    config = load_config(head_args.model_name_or_path)
+    """(the starting ModelFolder, its config, the data splits) of the arguments, the splits checked against the
+    do_* arguments: what both fine-tuning tasks start with. The config first: a broken one is one line before the
+    data is read."""
+    source = open_model(head_args.model_name_or_path)
+    with loading(source.name):
+        config = source.elmo_config()
     raw = load_data(data_args)
     check_splits(training_args, raw)
-    return config, raw
+    return source, config, raw
 
 
 def load_data(data_args):
@@ -105,11 +108,11 @@ def label_encoder(raw, column, nested, labels):
     return encode
 
 
-def load_head(head_class, head_args, labels, default_encoder):
-    """The head from an ElmoModel (or same-head) folder, with the label mapping and the ELMo-recipe settings."""
+def load_head(head_class, source, head_args, labels, default_encoder):
+    """The head from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label mapping and the
+    ELMo-recipe settings."""
     with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
-        return head_class.from_pretrained(
-            head_args.model_name_or_path,
+        config = source.elmo_config(
             num_labels=len(labels),
             id2label={i: str(label) for i, label in enumerate(labels)},
             label2id={str(label): i for i, label in enumerate(labels)},
@@ -121,6 +124,7 @@ def load_head(head_class, head_args, labels, default_encoder):
             scalar_mix_parameters=json_argument(head_args.scalar_mix_parameters, "scalar_mix_parameters",
                                                 "'[0, -1e4, -1e4]'"),
         )
+        return head_class.from_pretrained(source.path, config=config)
 
 
 def tokenize_splits(raw, encode, training_args):
@@ -161,13 +165,13 @@ def token_metrics(labels):
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
     (`head_args.model_name_or_path`, as `model_source.resolve_model` gives it); returns the Trainer."""
-    config, raw = load(head_args, data_args, training_args)
+    source, config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
     labels = label_mapping(raw, tags_column, True, config, ElmoForTokenClassification)
     label_ids = label_encoder(raw, tags_column, True, labels)
-    tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
+    tokenizer = ElmoTokenizer.from_pretrained(source.path)
 
     def encode(batch, indices, split):
         encoded = tokenizer(batch[words_column], is_split_into_words=True, truncation=data_args.max_words is not None,
@@ -182,7 +186,7 @@ def token_classification(head_args, data_args, training_args):
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
-    model = load_head(ElmoForTokenClassification, head_args, labels, default_encoder="lstm")
+    model = load_head(ElmoForTokenClassification, source, head_args, labels, default_encoder="lstm")
     collator = DataCollatorForTokenClassification(tokenizer)
     return run(model, tokenizer, training_args, splits, collator, token_metrics(labels))
 
@@ -198,12 +202,12 @@ def sequence_metrics(prediction):
 def sequence_classification(head_args, data_args, training_args):
     """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
     (`head_args.model_name_or_path`, as `model_source.resolve_model` gives it); returns the Trainer."""
-    config, raw = load(head_args, data_args, training_args)
+    source, config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     require_column(raw, text_column, "text_column")
     labels = label_mapping(raw, label_column, False, config, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
-    tokenizer = ElmoTokenizer.from_pretrained(head_args.model_name_or_path)
+    tokenizer = ElmoTokenizer.from_pretrained(source.path)
 
     def encode(batch, indices, split):
         encoded = tokenizer(batch[text_column], truncation=data_args.max_words is not None,
@@ -213,5 +217,5 @@ def sequence_classification(head_args, data_args, training_args):
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
-    model = load_head(ElmoForSequenceClassification, head_args, labels, default_encoder="linear")
+    model = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear")
     return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), sequence_metrics)

@@ -13,7 +13,7 @@ from modeling_elmo import ElmoForLanguageModeling, ElmoModel, lm_perplexities
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError, first_line
-from ..model_source import load_config
+from ..model_folder import loading, open_model
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
 from .runner import json_argument, limit_samples, model_options, run
@@ -96,7 +96,7 @@ def vocab_file_tokenizer(data_args):
 def load_tokenizer(model_args, data_args, training_args, train_windows, start):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
     checkpoint's (its softmax rows follow that word order), else `vocab_file`, else the starting model's (`start`,
-    its config, if it has an LM softmax of that size), else built from the text."""
+    its ModelFolder, if it has an LM softmax of that size), else built from the text."""
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
         tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
@@ -110,14 +110,15 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start):
     if data_args.vocab_file:
         return vocab_file_tokenizer(data_args), False
     if start is not None:
-        tokenizer = ElmoTokenizer.from_pretrained(model_args.model_name_or_path)
-        if start.lm_vocab_size is not None and start.lm_vocab_size == tokenizer.vocab_size:
+        tokenizer = ElmoTokenizer.from_pretrained(start.path)
+        lm_vocab_size = start.config.get("lm_vocab_size") if start.is_language_model else None
+        if lm_vocab_size is not None and lm_vocab_size == tokenizer.vocab_size:
             logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
             return tokenizer, True
         if model_args.add_words and not checkpoint:  # refused before a vocabulary is built and written
             raise DataError(f"{{add_words}} extends the starting model's own softmax, but the vocab.txt of "
                             f"{model_args.model_name_or_path} has {tokenizer.vocab_size:,} words and its softmax "
-                            f"{start.lm_vocab_size:,}: restore its vocab.txt", arguments=["add_words"])
+                            f"{lm_vocab_size or 0:,}: restore its vocab.txt", arguments=["add_words"])
     if train_windows is None:
         raise DataError("no vocabulary: give {vocab_file}, or training data to build one from",
                         arguments=["vocab_file"])
@@ -133,21 +134,22 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start):
 BILM_TF_NEGATIVE_SAMPLES = 8192
 
 
-def load_model(model_args, vocab_size, keep_softmax, start):
-    """From scratch (size arguments), or the starting model's (`start`, its config) biLM with its softmax (same
-    vocabulary) or a new one."""
+def build_language_model(model_args, vocab_size, keep_softmax, start):
+    """The language model to train: from scratch (size arguments), or the starting model's (`start`, its
+    ModelFolder) biLM with its softmax (same vocabulary) or a new one."""
     lm_fields = {
         "lm_vocab_size": vocab_size,
         "lm_n_negative_samples": model_args.n_negative_samples,
         "lm_dropout": model_args.lm_dropout,
     }
     if start is not None and model_args.n_negative_samples is None:
-        if start.lm_vocab_size is not None:  # continuing a language model: its sampled softmax, or bilm-tf's
-            lm_fields["lm_n_negative_samples"] = start.lm_n_negative_samples or BILM_TF_NEGATIVE_SAMPLES
+        if start.is_language_model:  # continuing a language model: its sampled softmax, or bilm-tf's
+            negatives = start.config.get("lm_n_negative_samples")
+            lm_fields["lm_n_negative_samples"] = negatives or BILM_TF_NEGATIVE_SAMPLES
     if start is not None and keep_softmax:
-        return ElmoForLanguageModeling.from_pretrained(model_args.model_name_or_path, **lm_fields)
+        return ElmoForLanguageModeling.from_pretrained(start.path, config=start.elmo_config(**lm_fields))
     if start is not None:
-        bilm = ElmoModel.from_pretrained(model_args.model_name_or_path)
+        bilm = ElmoModel.from_pretrained(start.path, config=start.elmo_config())
         for name, value in lm_fields.items():
             setattr(bilm.config, name, value)
         bilm.config.validate()
@@ -213,9 +215,12 @@ def pretrain(model_args, data_args, training_args):
     if model_args.add_words_min_count < 1:
         raise DataError(f"{{add_words_min_count}} {model_args.add_words_min_count}: must be at least 1",
                         model_args.add_words_min_count, arguments=["add_words_min_count"])
-    start = load_config(model_args.model_name_or_path) if model_args.model_name_or_path else None
+    start = open_model(model_args.model_name_or_path) if model_args.model_name_or_path else None
+    if start is not None:  # a config.json value ElmoConfig refuses: one line, before the data is read
+        with loading(start.name):
+            start.elmo_config()
     if model_args.add_words and not training_args.resume_from_checkpoint:  # before anything is written
-        if start is None or start.lm_vocab_size is None or not training_args.do_train or data_args.vocab_file:
+        if start is None or not start.is_language_model or not training_args.do_train or data_args.vocab_file:
             raise DataError("{add_words} extends the starting model's own softmax: give {model_name_or_path} of a "
                             "language model (with its vocab.txt), {do_train}, and no {vocab_file}",
                             arguments=["add_words", "model_name_or_path", "do_train", "vocab_file"])
@@ -231,7 +236,7 @@ def pretrain(model_args, data_args, training_args):
     windows = load_windows(data_args, training_args)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start)
     with model_options():
-        model = load_model(model_args, tokenizer.vocab_size, keep_softmax, start)
+        model = build_language_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:
         logger.info("add_words: resuming, the vocabulary and softmax are the checkpoint's "
                     "(with the words added then)")

@@ -1,0 +1,78 @@
+"""One model folder, read in one place (`model_folder.ModelFolder`): what it is (export or PyTorch, language model or
+not), its title and its config are answered there; the card writers, push, the Space, the conversion output rules
+and training take a ModelFolder and read no config.json themselves; the package's imports keep their layers."""
+
+import builtins
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from elmo_transformers.errors import ModelError
+from elmo_transformers.model_folder import ModelFolder, open_model
+
+
+@pytest.fixture
+def config_reads(monkeypatch):
+    """The config.json files read as text (parsed) from now on; copying the file's bytes is not reading it."""
+    real_open, opened = builtins.open, []
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        named = isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == "config.json"
+        if named and "b" not in mode:
+            opened.append(os.fspath(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    return opened
+
+
+def test_what_a_folder_is_is_answered_by_the_model_folder(tiny_model_dir, lm_dir, tmp_path):
+    bilm, lm = open_model(tiny_model_dir), open_model(lm_dir)
+    assert isinstance(bilm, ModelFolder) and not bilm.is_export and not bilm.is_language_model
+    assert lm.is_language_model and lm.config["lm_vocab_size"] > 0
+    assert bilm.title == os.path.basename(tiny_model_dir)
+    assert open_model(bilm) is bilm
+    assert open_model("default").title == "elmo-en-small"  # the shipped model's card title
+    with pytest.raises(ModelError, match="is not a folder"):
+        open_model("someone/elmo", local=True)
+
+
+def test_the_card_push_and_space_writers_read_no_config_json(tiny_model_dir, lm_dir, tmp_path, config_reads):
+    """Given a ModelFolder, the writers ask it: config.json was read once, when the folder was opened."""
+    from elmo_transformers.conversion.output import is_earlier_conversion
+    from elmo_transformers.hub import push, space
+    from elmo_transformers.hub.model_card import model_card
+
+    source = open_model(lm_dir)
+    assert config_reads == [os.path.join(lm_dir, "config.json")]
+    config_reads.clear()
+    assert "pipeline_tag: fill-mask" in str(model_card(source, "me/elmo"))  # a language model's task
+    push.build_upload_folder(source, tmp_path / "upload", "me/elmo")
+    card = space.space_card(source, "me/space")
+    assert "with its language-model softmax" in str(card)
+    assert config_reads == []
+    assert is_earlier_conversion(str(lm_dir))  # (it opens the folder: one reading)
+    assert config_reads == [os.path.join(lm_dir, "config.json")]
+
+
+def test_the_package_imports_keep_their_layers():
+    """No import circle and no import from a lower layer to a higher one (pyproject.toml's import-linter contract;
+    imports inside functions count)."""
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"], cwd=REPO,
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0 and "1 kept, 0 broken" in done.stdout, done.stdout[-3000:]
+
+
+def test_an_exported_folder_is_opened_without_torch(tiny_model_dir, tmp_path):
+    """Opening a folder (and fingerprinting it) imports neither torch nor transformers: an export runs without them."""
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "m", symlinks=True)
+    code = ("import json, sys\nfrom elmo_transformers.model_folder import open_model\n"
+            "source = open_model(sys.argv[1])\nsource.fingerprint()\n"
+            "print(json.dumps([source.title, 'torch' in sys.modules, 'transformers' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout) == ["m", False, False], done.stderr[-2000:]
