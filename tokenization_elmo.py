@@ -6,8 +6,9 @@ Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVoc
   default) is Python's `str.split()` (runs of Unicode whitespace); "jieba" segments Chinese with jieba (its default
   accurate mode); "fugashi" segments Japanese into UniDic short units with MeCab (fugashi + unidic-lite), the units
   of UD Japanese on which ELMoForManyLangs' Japanese model was trained; "sudachipy" into SudachiPy's shortest units
-  (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; they are imported on first
-  use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g. "s2t") converts each word with OpenCC after the split (a
+  (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; control characters (NUL...)
+  and lone surrogates are white space to them, and a long text reaches their analysers in sentence-sized pieces
+  (NOT_TEXT, SEGMENTER_PIECE); they are imported on first use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g. "s2t") converts each word with OpenCC after the split (a
   simplified-Chinese text for the traditional-Chinese model). Pre-tokenized input (`is_split_into_words=True`) is
   used as given, and any `str`, even `""`, is a word.
 - A word becomes `[begin-of-word] + its UTF-8 bytes + [end-of-word]`, padded with the padding character to
@@ -149,8 +150,14 @@ OPENCC = ("opencc-python-reimplemented", "zh")
 # and full-width punctuation) between two spaces is a sentence, not a word: the whitespace split warns about it.
 UNSEGMENTED_RUN = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf"
                              r"\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]{12,}")
-# SudachiPy refuses an input over about 49 KB: it gets pieces of at most 8,000 characters, cut after sentence ends.
-SUDACHI_CHUNK = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。！？\n]{1,4000}")
+# What a segmenter's analyser gets (one rule for all of them): control characters (NUL, which ends MeCab's text, and
+# the rest of Unicode's Cc but the line end) and lone surrogates (which UTF-8 cannot encode: MeCab and SudachiPy
+# raise) are not text; each becomes a space, so it separates words and is no word. The text then goes in pieces of at
+# most 8,000 characters, cut after sentence ends (。！？ or a line end), or after 4,000 characters where a sentence is
+# longer: SudachiPy refuses an input over about 49 KB, and MeCab (fugashi) crashes the process on one of about
+# 450,000 characters.
+NOT_TEXT = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+SEGMENTER_PIECE = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。！？\n]{1,4000}")
 _warned = set()
 
 
@@ -168,9 +175,24 @@ def missing_package(what, packages, extra):
 
 @functools.lru_cache(maxsize=None)
 def load_segmenter(name):
-    """`text -> [(start, end)]` of the words segmenter `name` finds in `text`, white space left out; imported here
-    (not at the top of this module) so that the folder's copy of this module loads where no segmenter is installed.
-    One per process, outside the tokenizer, so that a tokenizer stays picklable (datasets' map)."""
+    """`text -> [(start, end)]` of the words segmenter `name` finds in `text`, white space left out, by the rule of
+    NOT_TEXT and SEGMENTER_PIECE. One per process, outside the tokenizer, so that a tokenizer stays picklable
+    (datasets' map)."""
+    analyse = load_analyser(name)
+
+    def segment(text):
+        text, spans = NOT_TEXT.sub(" ", text), []
+        for piece in SEGMENTER_PIECE.finditer(text):
+            start = piece.start()
+            spans += [(start + s, start + e) for s, e in analyse(piece.group())]
+        return spans
+
+    return segment
+
+
+def load_analyser(name):
+    """`text -> [(start, end)]` of segmenter `name`'s own analyser, white space left out; imported here (not at the
+    top of this module) so that the folder's copy of this module loads where no segmenter is installed."""
     packages, extra = SEGMENTERS[name]
     try:
         if name == "jieba":
@@ -188,16 +210,7 @@ def load_segmenter(name):
         import sudachipy
 
         tokenizer = sudachipy.Dictionary(dict="core").tokenizer(mode=sudachipy.SplitMode.A)
-
-        def sudachi(text):
-            spans = []
-            for chunk in SUDACHI_CHUNK.finditer(text):
-                start = chunk.start()
-                spans += [(start + m.begin(), start + m.end()) for m in tokenizer.tokenize(chunk.group())
-                          if not m.surface().isspace()]
-            return spans
-
-        return sudachi
+        return lambda text: [(m.begin(), m.end()) for m in tokenizer.tokenize(text) if not m.surface().isspace()]
     except ImportError:
         raise missing_package(f"the {name} segmenter", packages, extra) from None
 

@@ -323,3 +323,34 @@ def test_sudachipy_takes_a_text_longer_than_its_input_limit():
     tokenizer = ElmoTokenizer(segmenter="sudachipy")
     sentence = "東京に住んでいます。"
     assert tokenizer.split_words(sentence * 3000 + "\n" * 60000) == tokenizer.split_words(sentence) * 3000
+
+
+# -- what the analysers cannot take: one rule for the three segmenters (tokenization_elmo.NOT_TEXT) ---------------
+
+SEGMENTERS = ("jieba", "fugashi", "sudachipy")
+
+
+@pytest.mark.parametrize("segmenter", SEGMENTERS)
+@pytest.mark.parametrize("text", ["東京\x00大阪 京都", "東京\x01大阪\x7f京都", "東京\ud800大阪\udfff京都",
+                                  "東京\t大阪\x85京都"])
+def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
+    """NUL ended fugashi's text (1 word), jieba and SudachiPy kept it as a word, and a lone surrogate was a bare
+    UnicodeEncodeError in fugashi and SudachiPy: now each is a space to all three."""
+    tokenizer = ElmoTokenizer(segmenter=segmenter)
+    words, spans = tokenizer.segment(text)
+    assert words == ["東京", "大阪", "京都"]
+    assert [text[s:e] for s, e in spans] == words  # the spans are the raw text's
+
+
+@pytest.mark.parametrize("segmenter", SEGMENTERS)
+def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
+    """One line of 460,000 characters crashed the process in fugashi (MeCab: a segmentation fault, exit 139): it runs
+    in its own process here, and every segmenter gets it in pieces of at most 4,000 characters without a sentence
+    end."""
+    code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
+            f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
+            "print(len(''.join(words)), max(map(len, words)))")
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kept, longest = map(int, done.stdout.split())
+    assert kept == 460000 and longest <= 4000  # nothing lost
