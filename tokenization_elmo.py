@@ -8,8 +8,9 @@ Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVoc
   of UD Japanese on which ELMoForManyLangs' Japanese model was trained; "sudachipy" into SudachiPy's shortest units
   (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; control characters (NUL...)
   and lone surrogates are white space to them, and a long text reaches their analysers in sentence-sized pieces
-  (NOT_TEXT, SEGMENTER_PIECE); they are imported on first use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g. "s2t") converts each word with OpenCC after the split (a
-  simplified-Chinese text for the traditional-Chinese model). Pre-tokenized input (`is_split_into_words=True`) is
+  (NOT_TEXT, SEGMENTER_PIECE); they are imported on first use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g.
+  "s2t") converts each word with OpenCC after the split (a simplified-Chinese text for the traditional-Chinese
+  model). Pre-tokenized input (`is_split_into_words=True`) is
   used as given, and any `str`, even `""`, is a word.
 - A word becomes `[begin-of-word] + its UTF-8 bytes + [end-of-word]`, padded with the padding character to
   `max_characters_per_token` (50), every id then shifted by +1 so that 0 means "no word".
