@@ -147,10 +147,10 @@ BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side",
 SEGMENTERS = {"whitespace": None, "jieba": ("jieba", "zh"), "fugashi": ("fugashi unidic-lite", "ja"),
               "sudachipy": ("sudachipy sudachidict-core", "ja")}
 OPENCC = ("opencc-python-reimplemented", "zh")
-# A run of this many characters of scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK
-# and full-width punctuation) between two spaces is a sentence, not a word: the whitespace split warns about it.
-UNSEGMENTED_RUN = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf"
-                             r"\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]{12,}")
+# Scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK and full-width punctuation): white
+# space does not find their words, so the whitespace split warns about text holding any of them, whatever its length.
+UNSEGMENTED_SCRIPT = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff"
+                                r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]")
 # What a segmenter's analyser gets (one rule for all of them): control characters (NUL, which ends MeCab's text, and
 # the rest of Unicode's Cc but the line end) and lone surrogates (which UTF-8 cannot encode: MeCab and SudachiPy
 # raise) are not text; each becomes a space, so it separates words and is no word. The text then goes in pieces of at
@@ -545,13 +545,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     @staticmethod
     def check_segmented(text):
-        """Warn (once) when the whitespace split meets a sentence of a language written without spaces."""
-        if len(text) >= 12 and "unsegmented" not in _warned and UNSEGMENTED_RUN.search(text):
-            warn_once("unsegmented", "ElmoTokenizer splits this text on white space, and it holds 12 or more Chinese, "
-                      "Japanese or Thai characters in a row: they are read as one word, cut to its first 48 "
-                      "characters or bytes. Segment the text into words first (is_split_into_words=True), or use a "
-                      "model whose tokenizer has a segmenter (segmenter='jieba' for Chinese, 'fugashi' for Japanese; "
-                      "see docs/zh, docs/ja)")
+        """Warn (once) when the whitespace split meets text of a script written without spaces."""
+        if "unsegmented" not in _warned and UNSEGMENTED_SCRIPT.search(text):
+            warn_once("unsegmented", f"ElmoTokenizer splits text on white space, and {text.strip()[:20]!r} holds "
+                      "Chinese, Japanese or Thai characters, whose words white space does not find (a sentence "
+                      "becomes one word), and a model trained on another language (the default model: English) "
+                      "does not read them. Pass the words (is_split_into_words=True; also for text already split "
+                      "with spaces), or use a model of that language whose tokenizer has a segmenter "
+                      "(segmenter='jieba' for Chinese, 'fugashi' for Japanese; see docs/zh, docs/ja)")
 
     def tokenize(self, text, **kwargs):
         """The words of `split_words`; no special-token splitting."""

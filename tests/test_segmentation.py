@@ -109,14 +109,25 @@ def test_unsegmented_text_warns_once_in_one_line(said):
     tokenizer("我喜欢自然语言处理。今天天气很好。")
     tokenizer("私は自然言語処理が好きです。とても")
     message = said()
-    assert message.count("12 or more Chinese, Japanese or Thai characters in a row") == 1, message
-    line = next(line for line in message.splitlines() if "in a row" in line)
+    assert message.count("holds Chinese, Japanese or Thai characters") == 1, message
+    line = next(line for line in message.splitlines() if "Thai characters" in line)
+    assert "'我喜欢自然语言处理。今天天气很好。'" in line  # the text it is about
     assert "is_split_into_words=True" in line and "segmenter='jieba'" in line and "'fugashi'" in line
-    tokenizer("The quick brown fox 我们 jumps")
+    assert "the default model: English" in line
+    tokenizer("The quick brown fox jumps")
     tokenizer(["我喜欢自然语言处理。今天天气很好。"], is_split_into_words=True)
-    assert "in a row" not in said()
+    assert "Thai characters" not in said()
     ElmoTokenizer(segmenter="jieba")("我喜欢自然语言处理。今天天气很好。")
-    assert "in a row" not in said()
+    assert "Thai characters" not in said()
+
+
+@pytest.mark.parametrize("text", ["我", "我喜欢自然语言处理。", "今天天气很好。", "The quick brown fox 我们 jumps",
+                                  "ありがとう", "สวัสดี"])
+def test_text_in_a_script_written_without_spaces_warns_whatever_its_length(said, text):
+    """The warning came only at 12 such characters in a row: the English model read "今天天气很好。" as one word
+    silently (shape (3, 1, 256))."""
+    assert ElmoTokenizer().tokenize(text) == text.split()  # the words are still white space's
+    assert f"ElmoTokenizer splits text on white space, and {text[:20]!r} holds Chinese, Japanese or Thai" in said()
 
 
 def test_the_byte_cut_says_how_many_characters_it_kept(said):
