@@ -18,7 +18,7 @@ from . import model as demo_model
 from . import plots
 from .language_model import MAX_TEXT_WORDS, TOP_WORDS, fill_mask, word_scores
 from .server import model_title
-from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX, word_uses
+from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX, check_characters, word_uses
 
 FILL_EXAMPLE = "He sat on the <mask> of the river ."
 SCORE_EXAMPLE = "He sat on the bank of the river ."
@@ -95,6 +95,7 @@ def build(model_name):
 
         def on_compare(text, the_word, the_layer):
             try:
+                check_characters([text, the_word])  # before the text is split into lines
                 uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
             except UserError as e:
                 return f"**{plain(str(e))}**", None, None, None, None  # the table and pictures cleared
