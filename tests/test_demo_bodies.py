@@ -143,3 +143,22 @@ def test_the_served_page_refuses_a_large_body_and_answers_the_next_request(lm_di
         assert '"bank", 2 uses' in message
     finally:
         blocks.close()
+
+
+@pytest.mark.slow
+def test_an_error_leaves_no_empty_table_behind(lm_dir):
+    """After an error the tables are hidden, not left as an empty header (the Surprise error was a table row), and
+    the next good request shows them again."""
+    gr = pytest.importorskip("gradio", reason="the web page needs Gradio (pip install '.[demo]')")
+    from elmo_transformers.demo import page
+
+    blocks = page.build(str(lm_dir))
+    handlers = {f.fn.__name__: f.fn for f in blocks.fns.values() if f.fn is not None}
+    message, table, *_ = handlers["on_compare"]("The bank .", "castle", "mix")
+    assert "occurs in no sentence" in message and isinstance(table, gr.Dataframe) and not table.visible
+    message, table, *_ = handlers["on_compare"]("The bank .\nA bank .", "bank", "mix")
+    assert table.visible and '"bank", 2 uses' in message
+    message, picture, table = handlers["on_score"]("")
+    assert "no text given" in message and picture is None and not table.visible
+    message, picture, table = handlers["on_score"]("the <mask> sat .")
+    assert message == "" and picture is not None and table.visible

@@ -1,5 +1,6 @@
 """The model behind the demo, loaded once: the biLM for the vectors and, for a language-model folder, its softmax."""
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -36,3 +37,16 @@ def load(name, language_model=True):
     lm, tokenizer = load_model(source, language_model=True)
     fill = pipeline("fill-mask", model=lm, tokenizer=tokenizer, pipeline_class=ElmoFillMaskPipeline)
     return DemoModel(str(name), tokenizer, lm.elmo, lm, fill)
+
+
+def model_title(folder):
+    """What the page calls the model in `folder`: its model card's title (README.md's first `# ` heading: a Space
+    holds the model as `model/`), else the folder's name."""
+    try:
+        with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("# "):
+                    return line[2:].strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    return os.path.basename(os.path.normpath(os.path.abspath(folder)))  # (a name for `.` too)

@@ -6,7 +6,7 @@ most MAX_BODY_BYTES, the bodies being received and parsed at once at most MAX_HE
 waiting in the page's queue (page.QUEUE_SIZE) each hold one such body at most. Gradio writes its temporary files
 (uploads, cached outputs) under GRADIO_TEMP_DIR, which it reads when it is imported: `gradio_temp_folder` gives it a
 folder of its own, removed when the server stops (a GRADIO_TEMP_DIR set by the user is used as it is and left
-alone). `model_title` is what the page calls its model. Imports no Gradio itself."""
+alone). Imports no Gradio itself."""
 
 import atexit
 import os
@@ -14,6 +14,7 @@ import shutil
 import tempfile
 
 from ..errors import UserError
+from .model import model_title  # noqa: F401 (hub/space.py's import path)
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")
 # A request of the page carries at most senses.MAX_CHARACTERS characters of text: as JSON, up to 6 bytes a character
@@ -136,16 +137,3 @@ def public_warning(host):
         return (f"warning: serving on every network interface ({host or 'all'}): anyone who can reach this machine "
                 "can use the page; --host 127.0.0.1 serves this machine only")
     return None
-
-
-def model_title(folder):
-    """What the page calls the model in `folder`: its model card's title (README.md's first `# ` heading: a Space
-    holds the model as `model/`), else the folder's name."""
-    try:
-        with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("# "):
-                    return line[2:].strip()
-    except (OSError, UnicodeDecodeError):
-        pass
-    return os.path.basename(os.path.normpath(os.path.abspath(folder)))  # (a name for `.` too)
