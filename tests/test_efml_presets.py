@@ -259,3 +259,12 @@ def test_a_pinned_archive_must_be_the_published_file(mirror, tmp_path, monkeypat
     refused_in_one_line(tmp_path, "ja", f"its SHA-256 is {published.sha256}, the published archive's {'0' * 64}")
     monkeypatch.setitem(EFML_PRESETS, "ja", published)
     assert convert("--preset", "ja", "--output", tmp_path / "out")[0] == 0
+
+
+def test_an_earlier_versions_unpacked_copy_is_unpacked_again(mirror, tmp_path):
+    """Earlier versions unpacked the whole archive (its folder 179/ kept) into the cache's model/."""
+    shutil.copytree(MODEL, cache_of(tmp_path, "zh-hant") / "model" / "179")
+    code, err = convert("--preset", "zh-hant", "--output", tmp_path / "out")
+    assert code == 0, err
+    assert sorted(p.name for p in (cache_of(tmp_path, "zh-hant") / "model").iterdir()) == sorted(
+        p.name for p in MODEL.iterdir())

@@ -485,8 +485,9 @@ def fetch_efml_preset(name):
         raise ConversionError(f"{e}: {EFML_MANUAL}") from None
     unpacked = cache / "model"
     with WeakFileLock(cache / "model.lock"):
-        if unpacked.is_dir():
+        if (unpacked / "config.json").is_file():
             return unpacked, source
+        shutil.rmtree(unpacked, ignore_errors=True)  # an earlier version's copy (the archive's folders kept): again
         try:
             check(archive)  # also an archive cached before these checks
             members = model_members(archive_members(archive))
