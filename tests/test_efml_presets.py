@@ -268,3 +268,13 @@ def test_an_earlier_versions_unpacked_copy_is_unpacked_again(mirror, tmp_path):
     assert code == 0, err
     assert sorted(p.name for p in (cache_of(tmp_path, "zh-hant") / "model").iterdir()) == sorted(
         p.name for p in MODEL.iterdir())
+
+
+def test_a_tar_that_expands_past_what_model_files_do_is_refused_unpacked(mirror, tmp_path):
+    """A tar is compressed as a whole: its members together may expand at most MAX_EXPANSION times its size."""
+    with tarfile.open(tmp_path / "mirror" / "zhs.model.tar.bz2", "w:bz2") as archive:
+        archive.add(MODEL, "zhs.model")
+        member = tarfile.TarInfo("zhs.model/padding.bin")
+        member.size = 20_000_000
+        archive.addfile(member, io.BytesIO(bytes(member.size)))
+    refused_in_one_line(tmp_path, "zh-hans", f"over {presets.MAX_EXPANSION} times its size")
