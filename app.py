@@ -19,4 +19,4 @@ except UserError as e:  # no Gradio, a model that cannot be used: one line, as t
     sys.exit(f"error: {e}")
 
 if __name__ == "__main__":
-    demo.launch(**server.LAUNCH_OPTIONS)
+    demo.launch(**server.launch_options())

@@ -6,9 +6,11 @@ Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVoc
   default) is Python's `str.split()` (runs of Unicode whitespace); "jieba" segments Chinese with jieba (its default
   accurate mode); "fugashi" segments Japanese into UniDic short units with MeCab (fugashi + unidic-lite), the units
   of UD Japanese on which ELMoForManyLangs' Japanese model was trained; "sudachipy" into SudachiPy's shortest units
-  (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; they are imported on first
-  use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g. "s2t") converts each word with OpenCC after the split (a
-  simplified-Chinese text for the traditional-Chinese model). Pre-tokenized input (`is_split_into_words=True`) is
+  (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; control characters (NUL...)
+  and lone surrogates are white space to them, and a long text reaches their analysers in sentence-sized pieces
+  (NOT_TEXT, SEGMENTER_PIECE); they are imported on first use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g.
+  "s2t") converts each word with OpenCC after the split (a simplified-Chinese text for the traditional-Chinese
+  model). Pre-tokenized input (`is_split_into_words=True`) is
   used as given, and any `str`, even `""`, is a word.
 - A word becomes `[begin-of-word] + its UTF-8 bytes + [end-of-word]`, padded with the padding character to
   `max_characters_per_token` (50), every id then shifted by +1 so that 0 means "no word".
@@ -145,12 +147,18 @@ BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side",
 SEGMENTERS = {"whitespace": None, "jieba": ("jieba", "zh"), "fugashi": ("fugashi unidic-lite", "ja"),
               "sudachipy": ("sudachipy sudachidict-core", "ja")}
 OPENCC = ("opencc-python-reimplemented", "zh")
-# A run of this many characters of scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK
-# and full-width punctuation) between two spaces is a sentence, not a word: the whitespace split warns about it.
-UNSEGMENTED_RUN = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf"
-                             r"\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]{12,}")
-# SudachiPy refuses an input over about 49 KB: it gets pieces of at most 8,000 characters, cut after sentence ends.
-SUDACHI_CHUNK = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。！？\n]{1,4000}")
+# Scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK and full-width punctuation): white
+# space does not find their words, so the whitespace split warns about text holding any of them, whatever its length.
+UNSEGMENTED_SCRIPT = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff"
+                                r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]")
+# What a segmenter's analyser gets (one rule for all of them): control characters (NUL, which ends MeCab's text, and
+# the rest of Unicode's Cc but the line end) and lone surrogates (which UTF-8 cannot encode: MeCab and SudachiPy
+# raise) are not text; each becomes a space, so it separates words and is no word. The text then goes in pieces of at
+# most 8,000 characters, cut after sentence ends (。！？ or a line end), or after 4,000 characters where a sentence is
+# longer: SudachiPy refuses an input over about 49 KB, and MeCab (fugashi) crashes the process on one of about
+# 450,000 characters.
+NOT_TEXT = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+SEGMENTER_PIECE = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。！？\n]{1,4000}")
 _warned = set()
 
 
@@ -168,9 +176,24 @@ def missing_package(what, packages, extra):
 
 @functools.lru_cache(maxsize=None)
 def load_segmenter(name):
-    """`text -> [(start, end)]` of the words segmenter `name` finds in `text`, white space left out; imported here
-    (not at the top of this module) so that the folder's copy of this module loads where no segmenter is installed.
-    One per process, outside the tokenizer, so that a tokenizer stays picklable (datasets' map)."""
+    """`text -> [(start, end)]` of the words segmenter `name` finds in `text`, white space left out, by the rule of
+    NOT_TEXT and SEGMENTER_PIECE. One per process, outside the tokenizer, so that a tokenizer stays picklable
+    (datasets' map)."""
+    analyse = load_analyser(name)
+
+    def segment(text):
+        text, spans = NOT_TEXT.sub(" ", text), []
+        for piece in SEGMENTER_PIECE.finditer(text):
+            start = piece.start()
+            spans += [(start + s, start + e) for s, e in analyse(piece.group())]
+        return spans
+
+    return segment
+
+
+def load_analyser(name):
+    """`text -> [(start, end)]` of segmenter `name`'s own analyser, white space left out; imported here (not at the
+    top of this module) so that the folder's copy of this module loads where no segmenter is installed."""
     packages, extra = SEGMENTERS[name]
     try:
         if name == "jieba":
@@ -188,16 +211,7 @@ def load_segmenter(name):
         import sudachipy
 
         tokenizer = sudachipy.Dictionary(dict="core").tokenizer(mode=sudachipy.SplitMode.A)
-
-        def sudachi(text):
-            spans = []
-            for chunk in SUDACHI_CHUNK.finditer(text):
-                start = chunk.start()
-                spans += [(start + m.begin(), start + m.end()) for m in tokenizer.tokenize(chunk.group())
-                          if not m.surface().isspace()]
-            return spans
-
-        return sudachi
+        return lambda text: [(m.begin(), m.end()) for m in tokenizer.tokenize(text) if not m.surface().isspace()]
     except ImportError:
         raise missing_package(f"the {name} segmenter", packages, extra) from None
 
@@ -531,13 +545,14 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     @staticmethod
     def check_segmented(text):
-        """Warn (once) when the whitespace split meets a sentence of a language written without spaces."""
-        if len(text) >= 12 and "unsegmented" not in _warned and UNSEGMENTED_RUN.search(text):
-            warn_once("unsegmented", "ElmoTokenizer splits this text on white space, and it holds 12 or more Chinese, "
-                      "Japanese or Thai characters in a row: they are read as one word, cut to its first 48 "
-                      "characters or bytes. Segment the text into words first (is_split_into_words=True), or use a "
-                      "model whose tokenizer has a segmenter (segmenter='jieba' for Chinese, 'fugashi' for Japanese; "
-                      "see docs/zh, docs/ja)")
+        """Warn (once) when the whitespace split meets text of a script written without spaces."""
+        if "unsegmented" not in _warned and UNSEGMENTED_SCRIPT.search(text):
+            warn_once("unsegmented", f"ElmoTokenizer splits text on white space, and {text.strip()[:20]!r} holds "
+                      "Chinese, Japanese or Thai characters, whose words white space does not find (a sentence "
+                      "becomes one word), and a model trained on another language (the default model: English) "
+                      "does not read them. Pass the words (is_split_into_words=True; also for text already split "
+                      "with spaces), or use a model of that language whose tokenizer has a segmenter "
+                      "(segmenter='jieba' for Chinese, 'fugashi' for Japanese; see docs/zh, docs/ja)")
 
     def tokenize(self, text, **kwargs):
         """The words of `split_words`; no special-token splitting."""

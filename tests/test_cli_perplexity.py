@@ -8,6 +8,7 @@ import shutil
 import pytest
 from conftest import one_line, run
 
+import tokenization_elmo
 from elmo_transformers import ElmoFillMaskPipeline, output_paths
 
 
@@ -101,3 +102,22 @@ def test_perplexity_refuses_an_export_of_a_language_model(text, lm_dir, tmp_path
     assert run(["export", "onnx", "--model", lm_dir, "--output", export], capsys)[0] == 0
     assert json.loads((export / "config.json").read_text())["lm_vocab_size"] is not None
     one_line(*run(["perplexity", text, "--model", export], capsys), "has no language-model softmax")
+
+
+def test_perplexity_splits_raw_text_with_the_models_tokenizer(lm_dir, tmp_path, capsys, caplog, monkeypatch):
+    """On raw Chinese, a language model whose tokenizer segments with jieba scored "1 words" (windows made by
+    str.split()); the white-space model is warned about the unsegmented text."""
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("我喜欢自然语言处理。\n", encoding="utf-8")
+    model = shutil.copytree(lm_dir, tmp_path / "lm-jieba")
+    settings = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "tokenizer_config.json").write_text(json.dumps({**settings, "segmenter": "jieba"}))
+    code, err = run(["perplexity", corpus, "--model", model, "--output", tmp_path / "jieba.json"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "jieba.json").read_text())[str(corpus)]["words"] == 5  # 我/喜欢/自然语言/处理/。
+    assert "white space" not in err + caplog.text
+    monkeypatch.setattr(tokenization_elmo, "_warned", set())  # each warning is shown once a process
+    code, err = run(["perplexity", corpus, "--model", lm_dir, "--output", tmp_path / "whitespace.json"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "whitespace.json").read_text())[str(corpus)]["words"] == 1
+    assert "ElmoTokenizer splits text on white space, and '我喜欢自然语言处理。' holds Chinese" in caplog.text

@@ -114,3 +114,20 @@ def test_save_pretrained_keeps_the_loaded_dtype(tmp_path, dtype):
             tensor = saved.get_tensor(key)
             assert tensor.dtype == getattr(torch, want), key
             assert torch.equal(tensor.float(), shipped.get_tensor(key).float()), key
+
+
+def test_the_cards_fill_mask_example_quotes_the_model():
+    """The card said "find 0.109, get 0.088, check 0.042" where the model gives 0.120 / 0.091 / 0.040: its figures
+    are rerun here by the script that makes them, each within the rounding of its three decimals."""
+    import re
+
+    from card_fill_mask_example import SHOWN, top_words
+
+    card = (MODEL / "README.md").read_text(encoding="utf-8")
+    line = re.search(r"from both directions \(((?:\w+ [0-9.]+, ){%d})\.\.\." % SHOWN, card)
+    assert line, "the card's fill-mask example is not where this test reads it"
+    quoted = [(word, float(score)) for word, score in re.findall(r"(\w+) ([0-9.]+)", line.group(1))]
+    got = top_words(MODEL)
+    assert [word for word, _ in quoted] == [word for word, _ in got]
+    for (word, figure), (_, score) in zip(quoted, got):
+        assert abs(figure - score) <= 0.0005 + 1e-5, f"{word}: the card says {figure}, the model gives {score:.4f}"

@@ -26,7 +26,7 @@ def test_limits_are_refused_before_any_work(shipped):
     cases = [
         (["the bank " + "word " * 9_797] + ["bank"] * 199,
          "a sentence of 9,799 words (line 1): the limit is 500 words a sentence"),
-        (["bank " + "x" * 99_999, "bank"], "100,008 characters: the limit is 100,000 a request"),
+        (["bank " + "x" * 99_999, "bank"], "100,009 characters: the limit is 100,000 a request"),  # line end too
         (["The bank ."] * 201, "201 sentences: the limit is 200"),
     ]
     for sentences, message in cases:
@@ -84,3 +84,33 @@ def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
     with pytest.raises(DataError, match="1,040 words: the limit is 1,000"):
         text_words(sentence * 2, tokenizer)
     assert len(text_words(sentence, tokenizer)) == 520
+
+
+def test_blank_lines_count_toward_the_limit(shipped):
+    """A body of blank lines was accepted whatever its size: they were dropped before anything was counted."""
+    model, tokenizer = shipped
+    with pytest.raises(DataError, match=re.escape("100,019 characters: the limit is 100,000 a request (blank lines "
+                                                  "included)")):
+        senses.word_uses(model, tokenizer, ["The bank .", *[""] * 100_000, "A bank ."], "bank")
+    with pytest.raises(DataError, match="characters: the limit is 100,000 a request"):
+        text_words("a" + "\n" * 100_000 + "b", tokenizer)
+
+
+def test_a_lone_surrogate_is_one_line(shipped):
+    model, tokenizer = shipped
+    message = "line 2 holds a lone surrogate (U+D800, character 5), which is not Unicode text: remove it"
+    with pytest.raises(DataError, match=re.escape(message)):
+        senses.word_uses(model, tokenizer, ["The bank .", "The \ud800 bank ."], "bank")
+    with pytest.raises(DataError, match="line 1 holds a lone surrogate"):
+        text_words("He sat \udfff .", tokenizer)
+
+
+def test_the_surprise_scores_a_text_holding_mask_and_leaves_it_unscored(lm_dir):
+    """The Surprise box failed on any text holding <mask> (IndexError: its id is past the softmax)."""
+    from elmo_transformers.demo import model as demo_model
+    from elmo_transformers.demo.language_model import word_scores
+
+    loaded = demo_model.load(str(lm_dir))
+    scores = word_scores(loaded.lm, loaded.tokenizer, "the <mask> sat on the mat .")
+    assert scores.unknown[1] and scores.forward[1] is scores.backward[1] is scores.mean[1] is None
+    assert scores.words[0] == "the" and not scores.unknown[0] and scores.mean[0] < 0

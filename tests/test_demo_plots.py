@@ -48,3 +48,26 @@ def test_an_unknown_word_has_no_colour_of_the_scale():
     rgba = image.to_rgba(image.get_array())
     assert np.allclose(rgba[:, 1], to_rgba(plots.UNKNOWN)) and not np.allclose(rgba[:, 0], to_rgba(plots.UNKNOWN))
     assert sum(t.get_text() == "unknown" for t in figure.axes[0].texts) == 3  # forward, backward, mean
+
+
+def test_the_surprise_picture_is_whole():
+    """Its colour-bar label was cut ("grey: not in the voca") and a text of 9 words had an empty 10th column."""
+    for n in (1, 9, 10, 16):
+        words = [f"w{i}" for i in range(n)]
+        scores = WordScores(words, [-3.0 - i for i in range(n)], [-2.0] * n, [-2.5] * n, [False] * n)
+        figure = plots.word_score_rows(scores)
+        figure.canvas.draw()
+        inside = figure.bbox.padded(0.5)  # half a pixel: rounding
+        texts = [figure.axes[-1].yaxis.label, figure._supxlabel]
+        texts += [t for axes in figure.axes for t in (*axes.get_xticklabels(), *axes.get_yticklabels())]
+        for text in texts:
+            box = text.get_window_extent()
+            assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, (
+                n, text.get_text())
+        assert figure.axes[-1].get_ylabel() == "log P(word)"
+        assert "grey" in figure._supxlabel.get_text()
+        panels = figure.axes[:-1]
+        assert sum(len(axes.images[0].get_array()[0]) for axes in panels) == n
+        for axes in panels:  # every column of a panel is a word: its x range is its image's
+            left, right = axes.images[0].get_extent()[:2]
+            assert axes.get_xlim() == (left, right)

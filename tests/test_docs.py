@@ -14,12 +14,14 @@ The rules the documents follow (docs/code-layout.md says them too):
 import contextlib
 import json
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, SHIPPED
+from conftest import FIXTURES, REPO, SHIPPED, run
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
@@ -107,6 +109,24 @@ def test_every_command_line_in_the_docs_names_a_command_and_its_flags(capsys):
                 assert re.search(rf"{re.escape(flag)}(?![\w-])", helps[key]), f"{document.name}: {flag} in {line}"
                 checked += 1
     assert checked > 0
+
+
+@pytest.mark.slow
+def test_every_command_on_the_samples_runs(placeholders, tmp_path, monkeypatch, capsys):
+    """The fine-tuning commands of the docs name the files of docs/samples/ (they named train.conll and train.jsonl,
+    which existed nowhere): each runs as written from a folder holding them, and every sample is used."""
+    samples = REPO / "docs" / "samples"
+    lines = [line for document in DOCUMENTS for line in shell_command_lines(document) if "docs/samples/" in line]
+    used = {word for line in lines for word in shlex.split(line) if word.startswith("docs/samples/")}
+    assert used == {f"docs/samples/{p.name}" for p in samples.iterdir()}
+    for number, line in enumerate(lines):
+        folder = tmp_path / str(number)
+        shutil.copytree(samples, folder / "docs" / "samples")
+        monkeypatch.chdir(folder)
+        code, err = run([str(placeholders.get(word, word)) for word in shlex.split(line)[1:]], capsys)
+        assert code == 0, f"{line}\n{err[-3000:]}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: str(d.relative_to(REPO)))
 def test_every_python_block_runs(document, placeholders, tmp_path):

@@ -318,3 +318,19 @@ def test_push_to_hub_uploads_the_vocabularies(converted, tmp_path):
     files = hub.build_upload_folder(folder, tmp_path / "stage", "me/elmo-zh")
     vocabularies = {name for name in os.listdir(folder) if name.endswith(".dic")}
     assert "word.dic" in vocabularies and vocabularies | {"config.json", "model.safetensors"} <= set(files)
+
+
+def test_no_file_outside_the_model_folder_is_read(tmp_path):
+    """A config_path leaving the folder is looked up by its file name inside it; an absolute one is refused."""
+    from elmo_transformers.conversion.elmoformanylangs import read_model_config
+    from elmo_transformers.errors import ConversionError
+
+    source = copy_model(tmp_path)
+    outside = tmp_path / "configs" / "tiny_config.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps({"outside": True}))
+    (source / "config.json").write_text(json.dumps({"config_path": "../configs/tiny_config.json"}))
+    assert "outside" not in read_model_config(source)  # the folder's own tiny_config.json
+    (source / "config.json").write_text(json.dumps({"config_path": str(outside)}))
+    with pytest.raises(ConversionError, match="an absolute path: only files inside the model folder are read"):
+        read_model_config(source)

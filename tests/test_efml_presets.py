@@ -144,3 +144,137 @@ def test_a_folder_or_a_preset(tmp_path, capsys):
             main(["convert", "elmoformanylangs", *map(str, args), "--output", str(tmp_path / "out")])
         assert exit_code.value.code == 2
         assert "give an ELMoForManyLangs model folder, or --preset NAME (not both)" in capsys.readouterr().err
+
+
+# -- archives from outside: bounded, inside themselves, converting, or not kept --------------------------------------
+
+
+def cache_of(tmp_path, name):
+    return tmp_path / "hf-home" / "assets" / "elmo-transformers" / "elmoformanylangs" / name
+
+
+def kept(tmp_path, name):
+    """What preset `name` left in the cache (locks aside)."""
+    cache = cache_of(tmp_path, name)
+    return sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock")) if cache.is_dir() else []
+
+
+def serve_zip(tmp_path, number, members):
+    """The mirror's 11/NUMBER.zip holding `members` ({name: bytes}) after the model's files in folder NUMBER."""
+    with zipfile.ZipFile(tmp_path / "mirror" / "repository" / "11" / f"{number}.zip", "w", zipfile.ZIP_DEFLATED) as f:
+        for file in sorted(MODEL.iterdir()):
+            if f"{number}/{file.name}" not in members:
+                f.write(file, f"{number}/{file.name}")
+        for name, data in members.items():
+            f.writestr(name, data)
+
+
+def refused_in_one_line(tmp_path, name, fragment):
+    code, err = convert("--preset", name, "--output", tmp_path / "out")
+    line = err.strip()
+    assert code == 1 and "\n" not in line and "Traceback" not in line and fragment in line, err
+    assert not (tmp_path / "out").exists()
+    assert kept(tmp_path, name) == []  # nothing of a refused archive stays cached
+    return line
+
+
+def test_an_archive_that_expands_past_what_model_files_do_is_refused_unpacked(mirror, tmp_path):
+    """A 20 MB member deflated to about 20 KB (a 1.6 MB archive held 1.5 GB): refused before anything is unpacked."""
+    serve_zip(tmp_path, 136, {"136/encoder.pkl": bytes(20_000_000)})
+    line = refused_in_one_line(tmp_path, "ar", "its member '136/encoder.pkl' expands")
+    assert f"over the {presets.MAX_EXPANSION} times a model file can" in line
+
+
+@pytest.mark.parametrize("member", ["../escaped.txt", "136/../../escaped.txt", "/tmp/escaped.txt", "C:/escaped.txt"])
+def test_a_member_naming_a_path_outside_the_archive_is_refused(mirror, tmp_path, member):
+    serve_zip(tmp_path, 136, {member: b"x"})
+    refused_in_one_line(tmp_path, "ar", f"its member {member!r} names a path outside the archive")
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+@pytest.mark.parametrize("link", [tarfile.SYMTYPE, tarfile.LNKTYPE])
+def test_links_in_an_archive_are_refused(mirror, tmp_path, link):
+    """zhs.model.tar.bz2 whose char.dic is a link to a file of this machine."""
+    with tarfile.open(tmp_path / "mirror" / "zhs.model.tar.bz2", "w:bz2") as archive:
+        for file in sorted(MODEL.iterdir()):
+            if file.name != "char.dic":
+                archive.add(file, f"zhs.model/{file.name}")
+        member = tarfile.TarInfo("zhs.model/char.dic")
+        member.type, member.linkname = link, str(MODEL / "char.dic")
+        archive.addfile(member)
+    refused_in_one_line(tmp_path, "zh-hans", "its member 'zhs.model/char.dic' is a link or a device, not a file")
+
+
+def test_a_config_naming_a_file_outside_the_archive_is_refused(mirror, tmp_path):
+    """config.json naming an absolute config_path made the converter read that file of this machine (with the
+    outside file's values when it was shaped like a model config)."""
+    outside = tmp_path / "outside.json"
+    outside.write_text((MODEL / "tiny_config.json").read_text())
+    serve_zip(tmp_path, 136, {"136/config.json": json.dumps({"config_path": str(outside)}),
+                              "136/tiny_config.json": "{}"})
+    refused_in_one_line(tmp_path, "ar", f"names the model config {str(outside)!r}, an absolute path")
+
+
+def test_a_model_that_does_not_convert_is_not_kept_and_a_fixed_mirror_is_downloaded_again(mirror, tmp_path):
+    serve_zip(tmp_path, 136, {"136/encoder.pkl": (MODEL / "encoder.pkl").read_bytes()[:-100]})
+    refused_in_one_line(tmp_path, "ar", "is not ELMoForManyLangs' Arabic model (cannot read")
+    zip_model(tmp_path / "mirror" / "repository" / "11" / "136.zip", "136")  # the mirror fixed
+    code, err = convert("--preset", "ar", "--output", tmp_path / "out")
+    assert code == 0, err
+    assert kept(tmp_path, "ar") == ["136.zip", "136.zip.source", "model"]
+    assert sorted(p.name for p in (cache_of(tmp_path, "ar") / "model").iterdir()) == sorted(
+        p.name for p in MODEL.iterdir())  # only the model folder's files are unpacked
+
+
+def test_an_archive_must_fit_in_the_space_free(mirror, tmp_path, monkeypatch):
+    usage = shutil.disk_usage(tmp_path)
+    small = usage._replace(free=1000)
+    monkeypatch.setattr(presets.shutil, "disk_usage", lambda path: small)
+    code, err = convert("--preset", "ja", "--output", tmp_path / "out")
+    assert code == 1 and "bytes do not fit in the 1,000 free on the cache's disk" in err, err
+    assert kept(tmp_path, "ja") == []
+    # Downloaded, then unpacking does not fit: the archive is kept (it is the published one) for after the room made.
+    sizes = iter([usage, small])
+    monkeypatch.setattr(presets.shutil, "disk_usage", lambda path: next(sizes, usage))
+    code, err = convert("--preset", "ja", "--output", tmp_path / "out")
+    assert code == 1 and "bytes and its disk has 1,000 free: make room, or set HF_HOME" in err, err
+    assert kept(tmp_path, "ja") == ["160.zip", "160.zip.source"]
+    assert convert("--preset", "ja", "--output", tmp_path / "out")[0] == 0
+    assert mirror.requests == ["/repository/11/160.zip"]
+
+
+def test_a_pinned_archive_must_be_the_published_file(mirror, tmp_path, monkeypatch):
+    """Where the published archive's size and SHA-256 are known, another file is refused (none is known for
+    ELMoForManyLangs' archives today: EFML_PRESETS pins none)."""
+    import dataclasses
+    import hashlib
+
+    path = tmp_path / "mirror" / "repository" / "11" / "160.zip"
+    published = dataclasses.replace(EFML_PRESETS["ja"], size=path.stat().st_size,
+                                    sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    monkeypatch.setitem(EFML_PRESETS, "ja", dataclasses.replace(published, size=published.size + 1))
+    refused_in_one_line(tmp_path, "ja",
+                        f"(it has {published.size:,} bytes, the published archive {published.size + 1:,})")
+    monkeypatch.setitem(EFML_PRESETS, "ja", dataclasses.replace(published, sha256="0" * 64))
+    refused_in_one_line(tmp_path, "ja", f"its SHA-256 is {published.sha256}, the published archive's {'0' * 64}")
+    monkeypatch.setitem(EFML_PRESETS, "ja", published)
+    assert convert("--preset", "ja", "--output", tmp_path / "out")[0] == 0
+
+
+def test_an_earlier_versions_unpacked_copy_is_unpacked_again(mirror, tmp_path):
+    """Earlier versions unpacked the whole archive (its folder 179/ kept) into the cache's model/."""
+    shutil.copytree(MODEL, cache_of(tmp_path, "zh-hant") / "model" / "179")
+    code, err = convert("--preset", "zh-hant", "--output", tmp_path / "out")
+    assert code == 0, err
+    assert sorted(p.name for p in (cache_of(tmp_path, "zh-hant") / "model").iterdir()) == sorted(
+        p.name for p in MODEL.iterdir())
+
+
+def test_a_tar_that_expands_past_what_model_files_do_is_refused_unpacked(mirror, tmp_path):
+    """A tar is compressed as a whole: its members together may expand at most MAX_EXPANSION times its size."""
+    with tarfile.open(tmp_path / "mirror" / "zhs.model.tar.bz2", "w:bz2") as archive:
+        archive.add(MODEL, "zhs.model")
+        member = tarfile.TarInfo("zhs.model/padding.bin")
+        member.size = 20_000_000
+        archive.addfile(member, io.BytesIO(bytes(member.size)))
+    refused_in_one_line(tmp_path, "zh-hans", f"over {presets.MAX_EXPANSION} times its size")

@@ -109,14 +109,25 @@ def test_unsegmented_text_warns_once_in_one_line(said):
     tokenizer("我喜欢自然语言处理。今天天气很好。")
     tokenizer("私は自然言語処理が好きです。とても")
     message = said()
-    assert message.count("12 or more Chinese, Japanese or Thai characters in a row") == 1, message
-    line = next(line for line in message.splitlines() if "in a row" in line)
+    assert message.count("holds Chinese, Japanese or Thai characters") == 1, message
+    line = next(line for line in message.splitlines() if "Thai characters" in line)
+    assert "'我喜欢自然语言处理。今天天气很好。'" in line  # the text it is about
     assert "is_split_into_words=True" in line and "segmenter='jieba'" in line and "'fugashi'" in line
-    tokenizer("The quick brown fox 我们 jumps")
+    assert "the default model: English" in line
+    tokenizer("The quick brown fox jumps")
     tokenizer(["我喜欢自然语言处理。今天天气很好。"], is_split_into_words=True)
-    assert "in a row" not in said()
+    assert "Thai characters" not in said()
     ElmoTokenizer(segmenter="jieba")("我喜欢自然语言处理。今天天气很好。")
-    assert "in a row" not in said()
+    assert "Thai characters" not in said()
+
+
+@pytest.mark.parametrize("text", ["我", "我喜欢自然语言处理。", "今天天气很好。", "The quick brown fox 我们 jumps",
+                                  "ありがとう", "สวัสดี"])
+def test_text_in_a_script_written_without_spaces_warns_whatever_its_length(said, text):
+    """The warning came only at 12 such characters in a row: the English model read "今天天气很好。" as one word
+    silently (shape (3, 1, 256))."""
+    assert ElmoTokenizer().tokenize(text) == text.split()  # the words are still white space's
+    assert f"ElmoTokenizer splits text on white space, and {text[:20]!r} holds Chinese, Japanese or Thai" in said()
 
 
 def test_the_byte_cut_says_how_many_characters_it_kept(said):
@@ -323,3 +334,34 @@ def test_sudachipy_takes_a_text_longer_than_its_input_limit():
     tokenizer = ElmoTokenizer(segmenter="sudachipy")
     sentence = "東京に住んでいます。"
     assert tokenizer.split_words(sentence * 3000 + "\n" * 60000) == tokenizer.split_words(sentence) * 3000
+
+
+# -- what the analysers cannot take: one rule for the three segmenters (tokenization_elmo.NOT_TEXT) ---------------
+
+SEGMENTERS = ("jieba", "fugashi", "sudachipy")
+
+
+@pytest.mark.parametrize("segmenter", SEGMENTERS)
+@pytest.mark.parametrize("text", ["東京\x00大阪 京都", "東京\x01大阪\x7f京都", "東京\ud800大阪\udfff京都",
+                                  "東京\t大阪\x85京都"])
+def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
+    """NUL ended fugashi's text (1 word), jieba and SudachiPy kept it as a word, and a lone surrogate was a bare
+    UnicodeEncodeError in fugashi and SudachiPy: now each is a space to all three."""
+    tokenizer = ElmoTokenizer(segmenter=segmenter)
+    words, spans = tokenizer.segment(text)
+    assert words == ["東京", "大阪", "京都"]
+    assert [text[s:e] for s, e in spans] == words  # the spans are the raw text's
+
+
+@pytest.mark.parametrize("segmenter", SEGMENTERS)
+def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
+    """One line of 460,000 characters crashed the process in fugashi (MeCab: a segmentation fault, exit 139): it runs
+    in its own process here, and every segmenter gets it in pieces of at most 4,000 characters without a sentence
+    end."""
+    code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
+            f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
+            "print(len(''.join(words)), max(map(len, words)))")
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kept, longest = map(int, done.stdout.split())
+    assert kept == 460000 and longest <= 4000  # nothing lost

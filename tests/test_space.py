@@ -29,6 +29,7 @@ def test_space_dry_run_stages_a_folder_that_serves_the_page(lm_dir, tmp_path, ca
         assert (staging / "model" / name).is_file()
     assert (staging / "elmo_transformers" / "demo" / "page.py").is_file() and (staging / "modeling_elmo.py").is_file()
     assert not (staging / "elmo_transformers" / "models" / "elmo-en-small").exists()
+    assert (staging / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()  # the code's licence goes with it
     requirements = (staging / "requirements.txt").read_text().split()
     assert any(r.startswith("gradio") for r in requirements) and any(r.startswith("torch") for r in requirements)
     assert not any(r.startswith("pytest") for r in requirements)
@@ -144,3 +145,15 @@ def test_a_model_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
     assert open_model(".").title == open_model(str(folder)).title == "my-elmo"
     (folder / "README.md").write_text("---\nlicense: mit\n---\n\n# Card title\n", encoding="utf-8")
     assert open_model(".").title == "Card title"
+
+
+def test_the_code_has_its_licence_at_the_root_and_in_every_space():
+    """pyproject says Apache-2.0; there was no LICENSE for the code (only the shipped model's LICENSE.md), and a Space
+    copied the code without one. The root LICENSE is the Apache License 2.0 as apache.org publishes it."""
+    import hashlib
+
+    from elmo_transformers.hub.space import package_files
+
+    text = (REPO / "LICENSE").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+    assert package_files()["LICENSE"].read_bytes() == text

@@ -76,7 +76,7 @@ def served(model):
 
     blocks = page.build(str(model))
     blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True,
-                  **server.LAUNCH_OPTIONS)
+                  **server.launch_options())
     return blocks
 
 

@@ -88,7 +88,7 @@ def serve(args):
     warning = server.public_warning(args.host)
     if warning:
         print(warning, file=sys.stderr)
-    launch(blocks, args.host, args.port, server.LAUNCH_OPTIONS)
+    launch(blocks, args.host, args.port, server.launch_options())
 
 
 def check_port(host, port):

@@ -3,8 +3,9 @@
     elmo-transformers perplexity --model DIR FILE [FILE ...] [--output FIGURES.json]
 
 DIR is any ELMo language-model folder (`ElmoForLanguageModeling`: converted with its softmax, pre-trained or adapted
-with `elmo-transformers pretrain`). Each file (one sentence or paragraph per line; UTF-8 .txt or .txt.gz) is cut into
-windows of at most --max-words words, as pre-training cuts its text, and scored with the full softmax. --output gets
+with `elmo-transformers pretrain`). Each file (one sentence or paragraph per line; UTF-8 .txt or .txt.gz) is split
+into words by the model's tokenizer (its segmenter, for a Chinese or Japanese model), cut into windows of at most
+--max-words words, as pre-training cuts its text, and scored with the full softmax. --output gets
 the figures as JSON, written whole or not at all; it may not be, contain or sit inside an input.
 """
 

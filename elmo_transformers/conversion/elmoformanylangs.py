@@ -5,8 +5,9 @@
 MODEL_DIR is a folder as ELMoForManyLangs publishes it: config.json (naming the model config in `config_path`),
 char.dic and word.dic, token_embedder.pkl and encoder.pkl. The model config is found as the package's `Embedder`
 finds it: at `config_path` relative to MODEL_DIR, then by its file name in MODEL_DIR, then among the configs the
-package ships (their contents are built in here). The output folder is written by the same rules as every converter
-(conversion/output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
+package ships (their contents are built in here); no file outside MODEL_DIR is read (a `config_path` that leaves it
+is looked up by its file name, an absolute one is refused). The output folder is written by the same rules as every
+converter (conversion/output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
 """
 
 import copy
@@ -58,7 +59,13 @@ def read_model_config(model_dir):
     name = outer.get("config_path") if isinstance(outer, dict) else None
     if not isinstance(name, str):
         raise ConversionError(f"{model_dir}/config.json has no config_path (not an ELMoForManyLangs model folder?)")
-    for path in (os.path.join(model_dir, name), os.path.join(model_dir, os.path.basename(name))):
+    if os.path.isabs(name) or os.path.splitdrive(name)[0]:
+        raise ConversionError(f"{model_dir}/config.json names the model config {name!r}, an absolute path: only files "
+                              "inside the model folder are read; copy that config into the folder and name it there")
+    # Only files inside the folder are read: a path that leaves it ("../configs/NAME", as the released folders name
+    # the package's own configs) is looked up by its file name.
+    inside = not os.path.normpath(name).startswith(os.pardir)
+    for path in ([os.path.join(model_dir, name)] if inside else []) + [os.path.join(model_dir, os.path.basename(name))]:
         if os.path.isfile(path):
             return read_json(path)
     if os.path.basename(name) in SHIPPED_CONFIGS:

@@ -22,6 +22,7 @@ import glob
 import importlib
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -205,6 +206,10 @@ def fetch(url, file, name):
         try:
             if size is None:
                 size = content_length(session, url)
+                free = shutil.disk_usage(os.path.dirname(file.name)).free
+                if size > free:
+                    raise DownloadError(f"cannot download {url}: its {size:,} bytes do not fit in the {free:,} free "
+                                        "on the cache's disk (make room, or set HF_HOME to a larger disk)")
             with tqdm(total=size, unit="B", unit_scale=True, desc=name) as bar:
                 transfer(session, url, file, size, bar)
             return
@@ -297,12 +302,15 @@ MODEL_FILES = ("config.json", "token_embedder.pkl", "encoder.pkl", "word.dic")  
 @dataclass(frozen=True)
 class EfmlPreset:
     """One of ELMoForManyLangs' models: its language, its archive (the path below the base URL, and which base:
-    "nlpl" or "hitscir") and how the text it was trained on was split into words (the tokenizer's `segmenter`)."""
+    "nlpl" or "hitscir"), how the text it was trained on was split into words (the tokenizer's `segmenter`), and the
+    published archive's size and SHA-256 where they are known (a download that differs is refused)."""
 
     language: str
     path: str
     segmenter: str = "whitespace"
     host: str = "nlpl"
+    size: int | None = None
+    sha256: str | None = None
 
     def url(self):
         variable, default = {"nlpl": (NLPL_URL_VARIABLE, NLPL_URL), "hitscir": (HITSCIR_URL_VARIABLE, HITSCIR_URL)}[
@@ -317,7 +325,8 @@ def _nlpl(number, language, segmenter="whitespace"):
 # ELMoForManyLangs' README, "Downloads": ISO 639 codes (UD's). Trained on the CoNLL 2018 shared task's raw text,
 # segmented into UD words; Chinese and Japanese are written without spaces: jieba and UniDic short units (fugashi,
 # research/segmentation_f1.py) segment them. The traditional-Chinese model (Wikipedia) is zh-hant; the
-# simplified one (Chinese Gigaword's Xinhua part), HIT-SCIR's zhs.model, is zh-hans.
+# simplified one (Chinese Gigaword's Xinhua part), HIT-SCIR's zhs.model, is zh-hans. Neither the README nor the NLPL
+# repository's pages publish the archives' sizes or SHA-256: none is pinned (`EfmlPreset.size`, `sha256`).
 EFML_PRESETS = {
     "ar": _nlpl(136, "Arabic"), "bg": _nlpl(137, "Bulgarian"), "ca": _nlpl(138, "Catalan"),
     "cs": _nlpl(139, "Czech"), "cu": _nlpl(140, "Old Church Slavonic"), "da": _nlpl(141, "Danish"),
@@ -342,8 +351,28 @@ EFML_MANUAL = (f"download the archive yourself, unpack it and give its folder, o
                f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror")
 
 
+# What an archive may hold before anything is unpacked: a member (zip) or the whole (tar) expands to at most this many
+# times its compressed size (published weights deflate to about 0.93 of their size, word lists to about 0.4), and
+# what is unpacked, member by member and in all, must fit in the space free in the cache.
+MAX_EXPANSION = 100
+
+
+@dataclass(frozen=True)
+class Member:
+    """An archive member: its name, its size unpacked, its compressed size (None in a tar, compressed as a whole)
+    and whether it is a regular file (not a folder, link or device)."""
+
+    name: str
+    size: int
+    compressed: int | None
+    is_file: bool
+    is_dir: bool
+
+
 def archive_members(path):
-    """The member names of the zip or tar archive `path`; ConversionError for anything else."""
+    """The `Member`s of the zip or tar archive `path`, every zip member's CRC checked; ConversionError for anything
+    else."""
+    import stat
     import tarfile
     import zipfile
 
@@ -353,11 +382,30 @@ def archive_members(path):
                 bad = archive.testzip()
                 if bad is not None:
                     raise ConversionError(f"{bad} is damaged in the archive")
-                return archive.namelist()
+                return [Member(i.filename, i.file_size, i.compress_size,
+                               not i.is_dir() and not stat.S_ISLNK(i.external_attr >> 16), i.is_dir())
+                        for i in archive.infolist()]
         with tarfile.open(path) as archive:
-            return archive.getnames()
+            return [Member(m.name, m.size, None, m.isfile(), m.isdir()) for m in archive.getmembers()]
     except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as e:
         raise ConversionError(f"not a readable zip or tar archive ({first_line(e)})") from None
+
+
+def check_archive(path, members):
+    """ConversionError unless every member of archive `path` names a path inside it, is a file or a folder, and
+    expands at most MAX_EXPANSION times."""
+    for member in members:
+        parts = member.name.replace("\\", "/").split("/")
+        if member.name.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts:
+            raise ConversionError(f"its member {member.name!r} names a path outside the archive")
+        if not member.is_file and not member.is_dir:
+            raise ConversionError(f"its member {member.name!r} is a link or a device, not a file")
+        if member.compressed is not None and member.size > MAX_EXPANSION * max(member.compressed, 1):
+            raise ConversionError(f"its member {member.name!r} expands {member.size / max(member.compressed, 1):,.0f} "
+                                  f"times ({member.size:,} bytes), over the {MAX_EXPANSION} times a model file can")
+    total = sum(m.size for m in members)
+    if total > MAX_EXPANSION * os.path.getsize(path):
+        raise ConversionError(f"it expands to {total:,} bytes, over {MAX_EXPANSION} times its size")
 
 
 def model_folder(names):
@@ -370,23 +418,66 @@ def model_folder(names):
     raise ConversionError(f"no ELMoForManyLangs model in it (a folder holding {', '.join(MODEL_FILES)})")
 
 
-def fetch_efml_preset(name):
-    """(the unpacked model folder, the URL its archive came from) of ELMoForManyLangs' model `name`, from the cache
-    or downloaded (the checked, locked, resumable `download`) and unpacked once under the same lock."""
-    import shutil
+def model_members(members):
+    """The members of the model folder (`model_folder`) inside an archive: the files a conversion reads."""
+    folder = model_folder(m.name for m in members)
+    return [m for m in members if m.is_file and os.path.dirname(m.name.strip("/").removeprefix("./")) == folder]
+
+
+def check_pin(preset, path):
+    """ConversionError when the archive `path` is not the published file (`preset.size`, `preset.sha256`)."""
+    import hashlib
+
+    size = os.path.getsize(path)
+    if preset.size is not None and size != preset.size:
+        raise ConversionError(f"it has {size:,} bytes, the published archive {preset.size:,}")
+    if preset.sha256 is not None:
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        if digest != preset.sha256:
+            raise ConversionError(f"its SHA-256 is {digest}, the published archive's {preset.sha256}")
+
+
+def unpack(archive, members, folder):
+    """Write `members` (regular files of `archive`, one folder deep at most) into `folder` by their file names."""
     import tarfile
     import zipfile
+
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as f:
+            for member in members:
+                with f.open(member.name) as source, open(folder / os.path.basename(member.name), "xb") as target:
+                    shutil.copyfileobj(source, target)
+        return
+    with tarfile.open(archive) as f:
+        for member in members:
+            with f.extractfile(member.name) as source, open(folder / os.path.basename(member.name), "xb") as target:
+                shutil.copyfileobj(source, target)
+
+
+def fetch_efml_preset(name):
+    """(the unpacked model folder, the URL its archive came from) of ELMoForManyLangs' model `name`, from the cache
+    or downloaded (the checked, locked, resumable `download`) and unpacked once under the same lock: only the model
+    folder's files, from an archive whose members all stay inside it and expand as model files do, once they fit in
+    the space free. An archive whose model does not convert leaves the cache (the next run downloads it again)."""
+    from .elmoformanylangs import convert  # torch: not before `convert --help` has answered
 
     preset = EFML_PRESETS[name]
     url = preset.url()
     cache = cached_assets_path(library_name="elmo-transformers", namespace="elmoformanylangs", subfolder=name)
 
+    def refused(e):
+        return ConversionError(f"{url} is not ELMoForManyLangs' {preset.language} model ({first_line(e)}): the "
+                               f"server sent something else; {EFML_MANUAL}")
+
     def check(path):
         try:
-            model_folder(archive_members(path))
+            check_pin(preset, path)
+            members = archive_members(path)
+            check_archive(path, members)
+            model_members(members)
         except ConversionError as e:
-            raise ConversionError(f"{url} is not ELMoForManyLangs' {preset.language} model ({first_line(e)}): the "
-                                  f"server sent something else; {EFML_MANUAL}") from None
+            raise refused(e) from None
 
     try:
         archive, source = download(url, cache / os.path.basename(url), check)
@@ -394,19 +485,40 @@ def fetch_efml_preset(name):
         raise ConversionError(f"{e}: {EFML_MANUAL}") from None
     unpacked = cache / "model"
     with WeakFileLock(cache / "model.lock"):
-        if not unpacked.is_dir():
-            staging = Path(tempfile.mkdtemp(dir=cache, prefix="model.", suffix=".incomplete"))
-            try:
-                if zipfile.is_zipfile(archive):
-                    with zipfile.ZipFile(archive) as f:
-                        f.extractall(staging)  # zipfile keeps every member inside `staging`
-                else:
-                    with tarfile.open(archive) as f:
-                        f.extractall(staging, filter="data")
-                os.replace(staging, unpacked)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-    return unpacked / model_folder(str(p.relative_to(unpacked)) for p in unpacked.rglob("*")), source
+        if (unpacked / "config.json").is_file():
+            return unpacked, source
+        shutil.rmtree(unpacked, ignore_errors=True)  # an earlier version's copy (the archive's folders kept): again
+        try:
+            check(archive)  # also an archive cached before these checks
+            members = model_members(archive_members(archive))
+        except ConversionError:
+            forget_efml_preset(name)
+            raise
+        free, need = shutil.disk_usage(cache).free, sum(m.size for m in members)
+        if need > free:
+            raise ConversionError(f"unpacking {archive} takes {need:,} bytes and its disk has {free:,} free: make "
+                                  "room, or set HF_HOME to a larger disk")
+        staging = Path(tempfile.mkdtemp(dir=cache, prefix="model.", suffix=".incomplete"))
+        try:
+            unpack(archive, members, staging)
+            convert(str(staging))  # what it holds converts before it is kept
+            os.replace(staging, unpacked)
+        except ConversionError as e:
+            forget_efml_preset(name)
+            raise refused(e) from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return unpacked, source
+
+
+def forget_efml_preset(name):
+    """Remove preset `name`'s archive, its record and its unpacked model from the cache: what a refused archive must
+    not leave."""
+    cache = cached_assets_path(library_name="elmo-transformers", namespace="elmoformanylangs", subfolder=name)
+    archive = cache / os.path.basename(EFML_PRESETS[name].path)
+    for path in (archive.with_name(archive.name + ".source"), archive):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(cache / "model", ignore_errors=True)
 
 
 def efml_preset_card(name, url, segmenter):

@@ -48,8 +48,12 @@ def word_scores(lm, tokenizer, text):
     """The log-probabilities of each word of `text` under the forward and backward LMs of `lm`
     (`ElmoForLanguageModeling`)."""
     words = text_words(text, tokenizer)
-    vocab = tokenizer.get_vocab()
-    ids = torch.tensor(tokenizer.convert_tokens_to_ids(words))
+    # A word the softmax has no row of its own for is unknown: one outside the vocabulary (its id is <UNK>'s) and
+    # the tokenizer's added words (`<mask>`, whose id is past the softmax); it is looked up as <UNK>, never shown.
+    unk, rows = tokenizer.unk_token_id, lm.config.lm_vocab_size
+    found = tokenizer.convert_tokens_to_ids(words)
+    unknown = [i >= rows or (i == unk and w != tokenizer.unk_token) for w, i in zip(words, found)]
+    ids = torch.tensor([unk if u else i for i, u in zip(found, unknown)])
     forward, backward = [], []
     with torch.no_grad():
         encoding = tokenizer([words], is_split_into_words=True, return_tensors="pt")
@@ -60,7 +64,6 @@ def word_scores(lm, tokenizer, text):
             rows = torch.arange(len(positions))
             forward += lm.lm_log_probs(forward_states[0, positions])[rows, ids[positions]].tolist()
             backward += lm.lm_log_probs(backward_states[0, positions + 1])[rows, ids[positions]].tolist()
-    unknown = [w not in vocab for w in words]
     known = [not u for u in unknown]
     return WordScores(words, [f if k else None for f, k in zip(forward, known)],
                       [b if k else None for b, k in zip(backward, known)],

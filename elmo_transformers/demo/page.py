@@ -16,7 +16,7 @@ from ..model_folder import open_model
 from . import model as demo_model
 from . import plots
 from .language_model import MAX_TEXT_WORDS, TOP_WORDS, fill_mask, word_scores
-from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX, word_uses
+from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX, check_characters, word_uses
 
 FILL_EXAMPLE = "He sat on the <mask> of the river ."
 SCORE_EXAMPLE = "He sat on the bank of the river ."
@@ -88,13 +88,15 @@ def build(model_name):
             surprisal = gr.Plot(elem_id="surprisal", label="log P(word) from the words before it (forward), after "
                                 "it (backward), and their mean; red = unexpected, grey = not in the vocabulary "
                                 "(no score)")
+            score_message = gr.Markdown(elem_id="surprisal-message")
             score_table = gr.Dataframe(elem_id="surprisal-table", interactive=False, label="The same numbers")
 
         def on_compare(text, the_word, the_layer):
             try:
+                check_characters([text, the_word])  # before the text is split into lines
                 uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
-            except UserError as e:
-                return f"**{plain(str(e))}**", None, None, None, None  # the table and pictures cleared
+            except UserError as e:  # the table hidden (no header left without its rows), the pictures cleared
+                return f"**{plain(str(e))}**", gr.Dataframe(None, visible=False), None, None, None
             listed = "\n".join(f"- {plain(uses.label(i))}" for i in range(len(uses.places)))
             return (f'"{plain(uses.word)}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
                     *draw(uses, the_layer), uses)
@@ -127,16 +129,17 @@ def build(model_name):
             def on_score(text):
                 try:
                     scores = word_scores(loaded.lm, loaded.tokenizer, text)
-                except UserError as e:
-                    return None, [[str(e), "", "", ""]]
+                except UserError as e:  # said above the picture; the table hidden
+                    return f"**{plain(str(e))}**", None, gr.Dataframe(None, visible=False)
                 rows = [[w, *("unknown" if v is None else f"{v:.2f}" for v in (f, b, m))]
                         for w, f, b, m in zip(scores.words, scores.forward, scores.backward, scores.mean)]
-                return plots.word_score_rows(scores), gr.Dataframe(rows, headers=["word", "forward", "backward",
-                                                                                  "mean"])
+                return "", plots.word_score_rows(scores), gr.Dataframe(
+                    rows, headers=["word", "forward", "backward", "mean"], visible=True)
 
-            score.click(on_score, inputs=score_text, outputs=[surprisal, score_table])
-            score_text.submit(on_score, inputs=score_text, outputs=[surprisal, score_table])
-            page.load(on_score, inputs=score_text, outputs=[surprisal, score_table])
+            score_outputs = [score_message, surprisal, score_table]
+            score.click(on_score, inputs=score_text, outputs=score_outputs)
+            score_text.submit(on_score, inputs=score_text, outputs=score_outputs)
+            page.load(on_score, inputs=score_text, outputs=score_outputs)
     return page.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
 
 
@@ -148,4 +151,4 @@ def similarity_table(uses):
     rows = [[textwrap.shorten(uses.label(i), 24, placeholder="..."), *(f"{matrix[i, j]:.3f}" for j in range(n))]
             for i in range(n)]
     return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))],
-                        column_widths=["190px", *["70px"] * n])
+                        column_widths=["190px", *["70px"] * n], visible=True)

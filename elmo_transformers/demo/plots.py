@@ -82,18 +82,24 @@ def probability_bars(words_and_probabilities):
 
 def word_score_rows(scores, words_a_row=10):
     """Each word coloured by its log-probability, forward, backward and mean (rows), `words_a_row` words a panel; a
-    word outside the vocabulary is grey and marked "unknown" (it has no score)."""
+    word outside the vocabulary is grey and marked "unknown" (it has no score). A panel is as wide as its words (the
+    last one too: no empty column), and what grey means is said under the panels (a colour-bar label that long
+    would be cut)."""
     table = np.array([scores.forward, scores.backward, scores.mean], dtype=float)  # None: NaN
     known = table[~np.isnan(table)]
     low, high = (float(known.min()), float(known.max())) if known.size else (-1.0, 0.0)
     colours = colormaps["RdYlGn"].with_extremes(bad=UNKNOWN)
-    panels = max(1, -(-len(scores.words) // words_a_row))
-    figure = Figure(figsize=(11, 1.5 * panels + 0.6), layout="constrained")
-    axes_list = np.atleast_1d(figure.subplots(panels, 1))
-    image = None
-    for p, axes in enumerate(axes_list):
+    n = len(scores.words)
+    columns = max(1, min(words_a_row, n))
+    panels = max(1, -(-n // words_a_row))
+    figure = Figure(figsize=(11, 1.5 * panels + 0.8), layout="constrained")
+    grid = figure.add_gridspec(panels, columns)
+    axes_list, image = [], None
+    for p in range(panels):
         part = slice(p * words_a_row, (p + 1) * words_a_row)
         values = table[:, part]
+        axes = figure.add_subplot(grid[p, :max(1, values.shape[1])])
+        axes_list.append(axes)
         image = axes.imshow(values, vmin=low, vmax=high, cmap=colours, aspect="auto")
         for (i, j), value in np.ndenumerate(values):
             axes.text(j, i, "unknown" if np.isnan(value) else f"{value:.1f}", ha="center", va="center", fontsize=8)
@@ -101,6 +107,6 @@ def word_score_rows(scores, words_a_row=10):
                  for w, unknown in zip(scores.words[part], scores.unknown[part])]
         axes.set_xticks(range(len(words)), words, fontsize=9)
         axes.set_yticks(range(3), ["forward", "backward", "mean"], fontsize=8)
-        axes.set_xlim(-0.5, words_a_row - 0.5)
-    figure.colorbar(image, ax=list(axes_list), shrink=0.9, label="log P(word); grey: not in the vocabulary")
+    figure.colorbar(image, ax=axes_list, shrink=0.9, label="log P(word)")
+    figure.supxlabel("grey, *: not in the vocabulary (no score)", fontsize=9)
     return figure

@@ -4,6 +4,7 @@ Layer 0 (the char CNN) sees only the word's spelling, so all its uses score 1; l
 ELMo vectors, `last_hidden_state`) see the sentence, so uses in the same sense tend to come out closer.
 """
 
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -47,14 +48,29 @@ def most_repeated(sentences):
     return max(found, key=lambda word: (len(found[word]), len(word))) if found else None
 
 
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def check_characters(lines):
+    """Refuse, in one line, text (`lines`, one a line) over MAX_CHARACTERS characters, every one counted (blank
+    lines and line ends too), or holding a lone surrogate (not Unicode text: nothing can show or encode it)."""
+    characters = sum(len(line) for line in lines) + max(len(lines) - 1, 0)
+    if characters > MAX_CHARACTERS:
+        raise DataError(f"{characters:,} characters: the limit is {MAX_CHARACTERS:,} a request (blank lines "
+                        "included); give less text")
+    for number, line in enumerate(lines, 1):
+        found = LONE_SURROGATE.search(line)
+        if found:
+            raise DataError(f"line {number} holds a lone surrogate (U+{ord(found.group()):04X}, character "
+                            f"{found.start() + 1}), which is not Unicode text: remove it")
+
+
 def check_text(sentences, tokenizer, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS,
                max_sentence_words=MAX_SENTENCE_WORDS):
     """The words of each of `sentences` as `tokenizer` splits raw text (white space, or its segmenter), refusing in
     one line more text than one request may embed. Characters and sentences are counted first, so that splitting is
     bounded too."""
-    characters = sum(len(s) for s in sentences)
-    if characters > MAX_CHARACTERS:
-        raise DataError(f"{characters:,} characters: the limit is {MAX_CHARACTERS:,} a request; give less text")
+    check_characters(sentences)
     if len(sentences) > max_sentences:
         raise DataError(f"{len(sentences):,} sentences: the limit is {max_sentences:,} a request; give fewer")
     words = [tokenizer.split_words(s) for s in sentences]
@@ -117,6 +133,7 @@ def projection(vectors):
 def word_uses(model, tokenizer, sentences, word):
     """Embed `sentences` (split into words by the tokenizer) and compare the uses of `word` (case ignored) in every
     layer. Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
+    check_characters(sentences)  # before blank lines are dropped: they count too
     sentences = [s.strip() for s in sentences if s.strip()]
     if not sentences:
         raise DataError("no sentences given: type sentences that use the word, one a line")

@@ -1,11 +1,12 @@
 """How the page is served, by `demo --web` and by app.py (a Space): only what the page uses is open.
 
 The page takes text, never files, so Gradio's upload route accepts nothing (`max_file_size=0`: an upload is answered
-413 and not stored). Gradio writes its temporary files (uploads, cached outputs) under GRADIO_TEMP_DIR, which it
-reads when it is imported: `gradio_temp_folder` gives it a folder of its own, removed when the server stops (a
-GRADIO_TEMP_DIR set by the user is used as it is and left alone).
-Imports no Gradio itself.
-"""
+413 and not stored). Every request body is bounded by bytes before anything parses it (`BoundedBodies`): one body at
+most MAX_BODY_BYTES, the bodies being received and parsed at once at most MAX_HELD_BYTES together, and the requests
+waiting in the page's queue (page.QUEUE_SIZE) each hold one such body at most. Gradio writes its temporary files
+(uploads, cached outputs) under GRADIO_TEMP_DIR, which it reads when it is imported: `gradio_temp_folder` gives it a
+folder of its own, removed when the server stops (a GRADIO_TEMP_DIR set by the user is used as it is and left
+alone). Imports no Gradio itself."""
 
 import atexit
 import os
@@ -14,8 +15,80 @@ import tempfile
 
 from ..errors import UserError
 
-LAUNCH_OPTIONS = {"max_file_size": 0, "allowed_paths": []}
 ALL_INTERFACES = ("0.0.0.0", "::", "")
+# A request of the page carries at most senses.MAX_CHARACTERS characters of text: as JSON, up to 6 bytes a character
+# (a control character escaped as \\u0001), with the rest of Gradio's envelope well under the remainder.
+MAX_BODY_BYTES = 1 << 20
+MAX_HELD_BYTES = 16 << 20  # bodies being received or parsed at once, all requests together
+BODILESS = {"GET", "HEAD", "OPTIONS"}
+
+
+def launch_options():
+    """The keyword arguments of `Blocks.launch` for the page (a new dict each time: Gradio adds to `app_kwargs`)."""
+    from starlette.middleware import Middleware
+
+    return {"max_file_size": 0, "allowed_paths": [], "app_kwargs": {"middleware": [Middleware(BoundedBodies)]}}
+
+
+class BoundedBodies:
+    """ASGI middleware that reads every request body itself before the app sees it: a Content-Length over
+    `max_body` is answered 413 before a byte is read, a body streamed past it is answered 413 once it gets there,
+    and a request that would take the bodies held at once past `max_held` is answered 503 (try again later). The app
+    gets the body whole, read from memory."""
+
+    def __init__(self, app, max_body=MAX_BODY_BYTES, max_held=MAX_HELD_BYTES):
+        self.app, self.max_body, self.max_held, self.held = app, max_body, max_held, 0
+
+    async def __call__(self, scope, receive, send):
+        headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
+        declared = headers.get(b"content-length")
+        if scope["type"] != "http" or (scope["method"] in BODILESS and declared is None
+                                       and b"transfer-encoding" not in headers):
+            return await self.app(scope, receive, send)
+        try:
+            declared = None if declared is None else int(declared)
+        except ValueError:
+            return await answer(send, 400, "the Content-Length header is not a number")
+        if declared is not None and declared > self.max_body:
+            return await answer(send, 413, too_large(self.max_body))
+        reserved = self.max_body if declared is None else declared
+        if self.held + reserved > self.max_held:
+            return await answer(send, 503, "the page is busy with other requests: try again in a moment")
+        self.held += reserved
+        try:
+            chunks, size = [], 0
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                if size > reserved:
+                    return await answer(send, 413, too_large(self.max_body))
+                if not message.get("more_body"):
+                    break
+            messages = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+            del chunks
+
+            async def replay():
+                return messages.pop() if messages else await receive()
+
+            await self.app(scope, replay, send)
+        finally:
+            self.held -= reserved
+
+
+def too_large(limit):
+    return f"the request is over {limit:,} bytes, the most one request of this page may send: give less text"
+
+
+async def answer(send, status, message):
+    """A plain-text response `status` saying `message` (the request is not passed on)."""
+    body = message.encode("utf-8")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % len(body)),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def import_gradio():

@@ -4,7 +4,7 @@ The Space folder holds:
 - app.py: the repository's (the page of `demo --web`), which serves the model in model/;
 - model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `push.upload_files`);
 - this package's code (elmo_transformers/ without its shipped model, and the model modules), so that the Space runs
-  the code checked here;
+  the code checked here, and its licence (LICENSE, Apache-2.0);
 - requirements.txt: this package's requirements and its [demo] extra, from the installed package's metadata, with
   PyTorch's CPU package index added (`--extra-index-url`, which pip reads in a requirements file): a CPU Space then
   installs the CPU build of torch (its `+cpu` version sorts above the same version on PyPI), not the CUDA build;
@@ -75,7 +75,19 @@ def package_files():
         files[f"elmo_transformers/{relative.as_posix()}"] = path
     for module in ELMO_MODULES:
         files[f"{module}.py"] = Path(installed_module(f"{module}.py"))
+    files["LICENSE"] = code_licence()
     return files
+
+
+def code_licence():
+    """The code's licence file (Apache-2.0): the repository's LICENSE, or the installed distribution's copy."""
+    checkout = PACKAGE_ROOT.parent / "LICENSE"
+    if checkout.is_file():
+        return checkout
+    for file in metadata.distribution(PACKAGE).files or []:
+        if file.name == "LICENSE":
+            return Path(file.locate())
+    raise UserError(f"{PACKAGE}'s LICENSE file is not installed: reinstall the package (pip install \".[demo]\")")
 
 
 def card_licence(model_dir):

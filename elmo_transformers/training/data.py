@@ -157,8 +157,10 @@ def split_into_windows(words, max_words):
     return windows
 
 
-def text_to_windows(dataset, text_column, max_words, num_proc=None):
-    """Lines of text -> rows {"words": window, "length": len(window)}; empty lines are dropped.
+def text_to_windows(dataset, text_column, max_words, num_proc=None, split_words=None):
+    """Lines of text -> rows {"words": window, "length": len(window)}; empty lines are dropped. A line's words are
+    `split_words(line)`, the model's tokenizer's (`ElmoTokenizer.split_words`: its segmenter, and its warnings, so
+    they run every time rather than come from datasets' cache), else `str.split()`.
 
     Each window is one biLM "sentence": the model wraps it in <S> ... </S> (stateless, unlike bilm-tf's windows
     that carry the LSTM state over), so a paragraph cut in several windows has one artificial boundary per cut.
@@ -172,10 +174,12 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None):
                         "per line) or a JSON/CSV column of strings")
 
     def windows(batch):
-        out = [w for line in batch[text_column] if line for w in split_into_windows(line.split(), max_words)]
+        out = [w for line in batch[text_column] if line for w in split_into_windows(split(line), max_words)]
         return {"words": out, "length": [len(w) for w in out]}
 
-    return dataset.map(windows, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc="windows")
+    split = split_words or str.split
+    return dataset.map(windows, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc="windows",
+                       load_from_cache_file=split_words is None)
 
 
 # Never words of a vocabulary built from text: the first three head every vocab.txt; the tokenizer's mask and pad
