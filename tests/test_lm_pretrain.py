@@ -2,6 +2,7 @@
 vocabulary (lm_1b's order, <S> on line 1), optionally adding the new text's frequent words; resumable."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -53,3 +54,19 @@ def test_continue_a_converted_lm_with_new_words_and_resume(lm_dir, tmp_path):
                      str(tmp_path / "domain.txt")]) == 0
     figures = json.loads((tmp_path / "ppl.json").read_text())[str(tmp_path / "domain.txt")]
     assert figures["words"] == 29 and all(1 < figures[k] < float("inf") for k in ("forward_perplexity", "perplexity"))
+
+
+def test_pretraining_splits_raw_text_with_the_starting_models_tokenizer(lm_dir, tmp_path):
+    """Continuing a language model whose tokenizer segments with jieba: the training text's lines are split by it
+    (the new words are jieba's words), not by white space (which made each Chinese line one word)."""
+    model = shutil.copytree(lm_dir, tmp_path / "lm-jieba")
+    settings = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "tokenizer_config.json").write_text(json.dumps({**settings, "segmenter": "jieba"}))
+    (tmp_path / "zh.txt").write_text("我喜欢自然语言处理。\n我喜欢猫。\n", encoding="utf-8")
+    pretrain.main(["--model_name_or_path", str(model), "--train_file", str(tmp_path / "zh.txt"),
+                   "--validation_split_percentage", "0", "--do_train", "--per_device_train_batch_size", "2",
+                   "--report_to", "none", "--disable_tqdm", "true", "--output_dir", str(tmp_path / "run"),
+                   "--add_words", "2", "--add_words_min_count", "2", "--max_steps", "1"])
+    words = (LM / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    # 我, 喜欢 and 。 twice each (the most frequent two, ties in code-point order); white space made no word twice
+    assert (tmp_path / "run" / "vocab.txt").read_text(encoding="utf-8").splitlines() == words + ["。", "喜欢"]

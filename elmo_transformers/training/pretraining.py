@@ -56,8 +56,9 @@ def add_words_to_softmax(model, unk_id, new_words, unseen_total):
     return model
 
 
-def load_windows(data_args, training_args):
-    """Train and evaluation splits as rows of word windows."""
+def load_windows(data_args, training_args, split_words=None):
+    """Train and evaluation splits as rows of word windows, lines split into words by `split_words` (the starting
+    model's tokenizer's: its segmenter; None: white space)."""
     data_files = {}
     if data_args.train_file:
         data_files["train"] = data_args.train_file
@@ -79,7 +80,7 @@ def load_windows(data_args, training_args):
     with training_args.main_process_first(desc="windows"):
         return {
             split: text_to_windows(raw[split], data_args.text_column, data_args.max_words,
-                                   data_args.preprocessing_num_workers)
+                                   data_args.preprocessing_num_workers, split_words=split_words)
             for split in ("train", "validation") if split in raw
         }
 
@@ -93,10 +94,10 @@ def vocab_file_tokenizer(data_args):
                         arguments=["vocab_file"]) from None
 
 
-def load_tokenizer(model_args, data_args, training_args, train_windows, start):
+def load_tokenizer(model_args, data_args, training_args, train_windows, start, start_tokenizer):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
     checkpoint's (its softmax rows follow that word order), else `vocab_file`, else the starting model's (`start`,
-    its ModelFolder, if it has an LM softmax of that size), else built from the text."""
+    its ModelFolder, and `start_tokenizer`, if it has an LM softmax of that size), else built from the text."""
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
         tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
@@ -110,7 +111,7 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start):
     if data_args.vocab_file:
         return vocab_file_tokenizer(data_args), False
     if start is not None:
-        tokenizer = ElmoTokenizer.from_pretrained(start.path)
+        tokenizer = start_tokenizer
         lm_vocab_size = start.config.get("lm_vocab_size") if start.is_language_model else None
         if lm_vocab_size is not None and lm_vocab_size == tokenizer.vocab_size:
             logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
@@ -233,8 +234,13 @@ def pretrain(model_args, data_args, training_args):
         raise DataError("{do_train} needs {train_file} or {dataset_name}",
                         arguments=["do_train", "train_file", "dataset_name"])
 
-    windows = load_windows(data_args, training_args)
-    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start)
+    start_tokenizer = None
+    if start is not None:
+        with loading(start.name):
+            start_tokenizer = ElmoTokenizer.from_pretrained(start.path)
+    windows = load_windows(data_args, training_args, start_tokenizer.split_words if start_tokenizer else None)
+    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start,
+                                             start_tokenizer)
     with model_options():
         model = build_language_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:
