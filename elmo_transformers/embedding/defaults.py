@@ -6,3 +6,5 @@ MAX_SENTENCE_WORDS = 1000
 MODES = ("all", "top", "average")
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and int8 weights
 RUNTIMES = ("torch", "onnxruntime")  # what runs a model (model_source.load_model); named here, where nothing loads
+# Padded words a batch holds by default (lines x the longest line's words), on the CPU and on an accelerator.
+BATCH_WORDS = {"cpu": 2048, "accelerator": 16384}
