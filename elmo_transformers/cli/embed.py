@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, MAX_SENTENCE_WORDS, RUNTIMES
+from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, RUNTIMES
 from ..models import DEFAULT_MODEL
 from . import module_doc, option, torch_device
 
@@ -18,7 +18,12 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", help="text file, one sentence per line, split into words as the model's tokenizer "
                         "splits raw text (white space, or its segmenter: jieba, fugashi...) (- for stdin)")
-    parser.add_argument("output", help="HDF5 file to write")
+    parser.add_argument("output", help="HDF5 file to write (with --format parquet: a folder)")
+    parser.add_argument("--format", choices=FILE_FORMATS, default="hdf5",
+                        help="hdf5 (default: AllenNLP's layout) or parquet: a folder of Parquet files, one row a line "
+                        "(line, words, vectors), that datasets.load_dataset('parquet', data_dir=OUTPUT) reads")
+    parser.add_argument("--text-column",
+                        help="INPUT is a JSON lines (.jsonl), CSV or Parquet file: embed this column, one row a line")
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
                         help="converted ELMo folder or Hub repo id (default: the shipped model), or a folder `export "
                         "onnx` wrote (run by onnxruntime)")
@@ -68,7 +73,7 @@ def main(argv=None):
     from ..embedding.partial_run import PartialRun, check_paths  # imports no torch: the paths fail fast
 
     try:
-        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path)
+        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path, args.format)
         from ..embedding.embed_file import embed_file
         from ..embedding.embedder import ElmoEmbedder
         from ..runtime import process_state
@@ -90,10 +95,11 @@ def main(argv=None):
             with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
                     option("--runtime", args.runtime):
                 embedder = ElmoEmbedder(folder, device=device, dtype=args.dtype, runtime=args.runtime)
-            with option("--max-sentence-words", args.max_sentence_words):
+            with option("--max-sentence-words", args.max_sentence_words), option("--text-column", args.text_column):
                 report = embed_file(embedder, args.input, output, args.mode, args.batch_size,
                                     batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
-                                    resume=args.resume, overwrite=args.overwrite, progress=not args.quiet)
+                                    resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+                                    file_format=args.format, text_column=args.text_column)
     except KeyboardInterrupt:
         run = PartialRun(os.path.abspath(args.output))
         kept = run.finished_lines()

@@ -8,3 +8,4 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and in
 RUNTIMES = ("torch", "onnxruntime")  # what runs a model (model_source.load_model); named here, where nothing loads
 # Padded words a batch holds by default (lines x the longest line's words), on the CPU and on an accelerator.
 BATCH_WORDS = {"cpu": 2048, "accelerator": 16384}
+FILE_FORMATS = ("hdf5", "parquet")  # what embed writes: one HDF5 file (AllenNLP's layout), or a folder of Parquet files

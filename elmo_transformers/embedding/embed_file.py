@@ -71,7 +71,8 @@ from ..errors import DataError, UnfinishedRunError
 from ..runtime import process_state, traits
 from ..text_input import MAX_LINE_CHARS, checked_lines
 from .batches import WordRows, Writer, in_background, work_units
-from .defaults import BATCH_WORDS, MAX_SENTENCE_WORDS, MODES
+from .defaults import BATCH_WORDS, FILE_FORMATS, MAX_SENTENCE_WORDS, MODES
+from .parquet_output import ParquetRun
 from .partial_run import FORMAT, PartialRun, check_paths, covered
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
@@ -125,9 +126,41 @@ def stripped_lines(file, name):
     return lines
 
 
-def read_lines(source):
+TABLE_READERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def read_column(source, column):
+    """The stripped texts of column `column` of a JSON lines, CSV or Parquet file (pyarrow's readers, those of
+    `datasets`), a missing value as a blank line."""
+    kind = TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
+    if kind is None:
+        raise DataError(f"{source}: {{text_column}} reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
+                        "(.parquet) file; a text file is read one sentence a line without it", source,
+                        arguments=["text_column"])
+    import pyarrow as pa
+
+    reader = {"json": "pyarrow.json:read_json", "csv": "pyarrow.csv:read_csv",
+              "parquet": "pyarrow.parquet:read_table"}[kind].split(":")
+    try:
+        table = getattr(__import__(reader[0], fromlist=[reader[1]]), reader[1])(str(source))
+    except (pa.ArrowException, OSError) as e:
+        raise DataError(f"{source}: cannot read it as {kind}: {str(e).splitlines()[0]}", source) from None
+    if column not in table.column_names:
+        raise DataError(f"{column}: no such column in {source} (it has {', '.join(table.column_names)})", column,
+                        arguments=["text_column"])
+    values = table.column(column)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
+        raise DataError(f"{column}: the column of {source} holds {values.type}, not text", column,
+                        arguments=["text_column"])
+    return [(text or "").strip() for text in values.to_pylist()]
+
+
+def read_lines(source, text_column=None):
     """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
-    byte-order mark (an editor's encoding mark, not part of the first word)."""
+    byte-order mark (an editor's encoding mark, not part of the first word); with `text_column`, the texts of that
+    column of a JSON lines, CSV or Parquet file, one a line."""
+    if text_column is not None:
+        return read_column(source, text_column)
     try:
         if hasattr(source, "read"):
             lines = stripped_lines(source, input_name(source))
@@ -299,9 +332,12 @@ def check_batching(batch_size, batch_words):
 
 
 def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=None, *, batch_words=None,
-               max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True):
-    """Embed `input_file` (a path, "-" for stdin, or an open text file) into the HDF5 file `output_file_path`
-    with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the rules. Batches hold
+               max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True,
+               file_format="hdf5", text_column=None):
+    """Embed `input_file` (a path, "-" for stdin, or an open text file; with `text_column`, that column of a JSON
+    lines, CSV or Parquet file) into the HDF5 file `output_file_path` (`file_format` "parquet": a folder of Parquet
+    files, `parquet_output`) with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the
+    rules. Batches hold
     `batch_size` lines, or (by default) as many lines as fit `batch_words` padded words (default: BATCH_WORDS of the
     device). Under accelerate launch / torchrun every process calls this with the same arguments. Returns a
     `Report` of what this process did and where its time went."""
@@ -313,9 +349,13 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         raise DataError(f"max_sentence_words must be a positive int, got {max_sentence_words!r}")
     if batch_size is None and batch_words is None:
         batch_words = default_batch_words(embedder)
-    output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None))
-    run = PartialRun(output)
-    lines = read_lines(input_file)
+    if file_format not in FILE_FORMATS:
+        raise DataError(f"{{file_format}} {file_format!r}: one of {', '.join(FILE_FORMATS)}", file_format,
+                        arguments=["file_format"])
+    output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None),
+                         file_format)
+    run = (ParquetRun if file_format == "parquet" else PartialRun)(output)
+    lines = read_lines(input_file, text_column)
     counts = [count_words(line, embedder.tokenizer) for line in lines]
     check_windows(embedder, counts, max_sentence_words, input_file)
     fingerprint = hashlib.sha256()
@@ -325,6 +365,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         fingerprint.update(b"\n")
     settings = {
         "format": FORMAT,
+        "file_format": file_format,
         "input_sha256": fingerprint.hexdigest(),
         "mode": output_format,
         "model": embedder.source,
@@ -344,7 +385,7 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
         if state.is_main_process and not run.exists():
             run.start(settings, lines, [dataset_shape(n, output_format, embedder.model.config) for n in counts])
         state.wait_for_everyone()
-        run.open(state.process_index)
+        run.open(state.process_index, lambda i: list(line_words(lines[i], embedder.tokenizer)))
         report.load = time.perf_counter() - started_at
         units = work_units(counts, batch_size, max_sentence_words, batch_words)
         _embed_lines(embedder, run, state, lines, counts, units, output_format, max_sentence_words, progress, report)
@@ -419,7 +460,8 @@ def _embed_lines(embedder, run, state, lines, counts, units, mode, max_sentence_
     batches, windows = run.progress()
     pending = [
         unit for unit in units
-        if (covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int) else unit[0] not in batches)
+        if (unit not in batches and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
+            else unit[0] not in batches)
     ]
     mine = pending[state.process_index :: state.num_processes]
     if progress and state.is_main_process and state.num_processes > 1:

@@ -13,16 +13,16 @@ import filelock
 import h5py
 import numpy as np
 
-from ..errors import DataError, OutputError, UnfinishedRunError
+from ..errors import DataError, OutputError, OutputExistsError, UnfinishedRunError
 from ..output_paths import abandoned_work, check_file_output, check_output_apart, hold_lock, release_lock
 
 CHECK_WAIT = 1  # seconds: longer than another process's check holds the lock, far shorter than a run
 FORMAT = 2  # run.json's "format": OUTPUT written in place (1, unnamed: batches in .npz files, assembled at the end)
 
 
-def check_paths(source, output, overwrite, resume, model=None):
-    """Everything about INPUT and OUTPUT that can be wrong, found before any work is done; `model` (its folder) is
-    an input too. Returns the absolute path of OUTPUT."""
+def check_paths(source, output, overwrite, resume, model=None, file_format="hdf5"):
+    """Everything about INPUT and OUTPUT (a file, or a folder for `file_format` "parquet") that can be wrong, found
+    before any work is done; `model` (its folder) is an input too. Returns the absolute path of OUTPUT."""
     if os.fspath(output) == "-":
         raise DataError("the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path "
                         "of the file to write, ./- for a file of that name")
@@ -33,13 +33,30 @@ def check_paths(source, output, overwrite, resume, model=None):
         except OSError as e:
             raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
     check_output_apart(output, [source, model])
-    check_file_output(output, overwrite)
+    (check_folder_output if file_format == "parquet" else check_file_output)(output, overwrite)
     run = PartialRun(output)
     run.check_not_running()
     if run.exists() and not resume:
         raise UnfinishedRunError(f"{run.folder} holds an interrupted run: pass {{resume}} to continue it, or delete it",
                                  run.folder)
     return output
+
+
+def check_folder_output(output, overwrite):
+    """Refuse, before any work, an OUTPUT_DIR that cannot be written: a file, a missing parent folder, or an existing
+    folder (with `overwrite`, only one that holds nothing but Parquet files: an earlier output)."""
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
+    if os.path.lexists(output) and not os.path.isdir(output):
+        raise OutputError(f"{output} is a file: give the path of a folder for the Parquet files", output)
+    if os.path.isdir(output):
+        if not overwrite:
+            raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
+        others = [name for name in os.listdir(output) if not name.endswith(".parquet")]
+        if others:
+            raise OutputError(f"{output} holds {others[0]!r}, not only Parquet files: it is not an earlier output, "
+                              "so it is not replaced; choose another folder", output)
 
 
 class PartialRun:
@@ -155,13 +172,22 @@ class PartialRun:
         batches, windows = self.progress()
         return len(batches) + len(windows)
 
-    def open(self, rank):
-        """Open OUTPUT's file for writing vectors into it, and this process's journal."""
+    def open(self, rank, words_of=None):
+        """Open OUTPUT's file for writing vectors into it, and this process's journal (`words_of(line)`: the words
+        of a line, for an output that stores them)."""
         with h5py.File(self.file, "r") as f:
             self.shapes = [f[str(i)].shape for i in range(len(f) - 1)]
             self.offsets = [f[str(i)].id.get_offset() for i in range(len(self.shapes))]
         self.fd = os.open(self.file, os.O_RDWR)
+        self.open_journal(rank)
+
+    def open_journal(self, rank):
         self.journal = os.open(os.path.join(self.folder, f"done-{rank}.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    def note_done(self, lines):
+        """Journal `lines` as finished: their vectors are on the disk."""
+        os.write(self.journal, (" ".join(map(str, lines)) + "\n").encode())
+        os.fsync(self.journal)
 
     def close(self):
         for fd in (self.fd, self.journal):
@@ -192,8 +218,7 @@ class PartialRun:
         for line, vectors in arrays.items():
             self._put(line, vectors)
         os.fdatasync(self.fd)
-        os.write(self.journal, (" ".join(map(str, arrays)) + "\n").encode())
-        os.fsync(self.journal)
+        self.note_done(arrays)
 
     def add_window(self, line, start, vectors, lstm_state):
         """Store a window of long line `line` from word `start` on, and the LSTM state after it."""
