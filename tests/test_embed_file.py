@@ -117,7 +117,7 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     with open(str(output) + "2.partial/run.json", "w") as f:
         f.write('{"format": 2}')
-    with pytest.raises(UserError, match="started with input_sha256=None"):
+    with pytest.raises(UserError, match="started with file_format=None, now file_format=.hdf5."):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
     with pytest.raises(UserError, match=r"latin1.txt: not UTF-8 text \(byte 0xe9\)"):
