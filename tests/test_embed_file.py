@@ -178,6 +178,34 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
 
 
 @pytest.mark.slow
+def test_killed_while_the_output_file_is_made_a_rerun_finishes_it(tmp_path, tiny_model_dir):
+    """kill -9 before the first batch, while OUTPUT's file is being made: nothing computed is lost, and the same
+    command (with --resume where run.json was written) gives the whole file, with no temporary file left."""
+    lines = lines_for_assembly()
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out.hdf5"
+    partial = tmp_path / "out.hdf5.partial"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "8"]
+    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not partial.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "embed ended before it made its folder"
+        time.sleep(0.001)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not output.exists() and not finished_lines(partial)
+    assert main([*args, "--quiet", *(["--resume"] if (partial / "run.json").exists() else [])]) == 0
+    assert not partial.exists() and not list(tmp_path.glob("*.tmp"))
+    got, index, _ = read_hdf5(output)
+    want = read_hdf5(embed(tmp_path, tiny_model_dir, lines, "--top", "--batch-size", "8", name="reference.hdf5"))[0]
+    assert index == {line: str(i) for i, line in enumerate(lines)} and got.keys() == want.keys()
+    for key in want:
+        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
+@pytest.mark.slow
 def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, tiny_model_dir, one_thread):
     """Two embed_file runs on one OUTPUT at once: the second is told that another run writes it (it used to die on a
     raw ENOENT about a .tmp shard, or to call the running one "an interrupted run"); once that process is gone the

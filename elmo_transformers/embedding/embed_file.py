@@ -440,18 +440,19 @@ def select_batch(layers, mode):
 
 
 def to_host(output):
-    """(array or tensor on its way to the CPU, a callable that waits for it): the copy back is started here, waited
-    for in the writer's thread, so that the device goes on with the next batch."""
+    """(array or tensor on its way to the CPU, a callable that waits for it): on a CUDA device the copy back is
+    started here and waited for in the writer's thread, so that the device goes on with the next batch; from
+    another device it is made here."""
     if isinstance(output, np.ndarray) or output.device.type == "cpu":
         return output, lambda: None
-    host = output.to("cpu", non_blocking=True)
-    if output.device.type == "cuda":
-        import torch
+    if output.device.type != "cuda":
+        return output.cpu(), lambda: None
+    import torch
 
-        event = torch.cuda.Event()
-        event.record()
-        return host, event.synchronize
-    return host, lambda: None
+    host = output.to("cpu", non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return host, event.synchronize
 
 
 def _embed_lines(embedder, run, state, lines, counts, units, mode, max_sentence_words, progress, report):
