@@ -14,9 +14,9 @@ Long lines: a line of more than --max-sentence-words words (default 1000) is emb
 in the stateful mode of `ElmoModel.forward_windows`: each window is a sentence of its own and every LSTM starts from
 the state the previous window ended in. The forward LM then reads the line as if `</S> <S>` stood between windows;
 the backward LM carries its state forward across windows instead of seeing the right-hand context (bilm-tf's and
-AllenNLP's stateful approximation). The model's memory depends on the window and --batch-size, never on a line's
-length. The text itself is held in memory, since `sentence_to_index` (one JSON string of every line) is written at
-the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
+AllenNLP's stateful approximation). The model's memory depends on the window and the batch, never on a line's
+length. The text itself is held in memory (every line is read before the first batch, and `sentence_to_index`, one
+JSON string of every line, is written with the output's structure): memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
 the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused, and so is
 an input read from a stream (stdin from a pipe or a terminal, a FIFO) that passes 2**28 characters in all before its
 end: a stream that never ends is refused once that much is in memory (the command then holds 1.3 to 1.5 GB, a tiny
