@@ -16,12 +16,12 @@ the state the previous window ended in. The forward LM then reads the line as if
 the backward LM carries its state forward across windows instead of seeing the right-hand context (bilm-tf's and
 AllenNLP's stateful approximation). The model's memory depends on the window and the batch, never on a line's
 length. The text itself is held in memory (every line is read before the first batch, and `sentence_to_index`, one
-JSON string of every line, is written with the output's structure): memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
-the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused, and so is
-an input read from a stream (stdin from a pipe or a terminal, a FIFO) that passes 2**28 characters in all before its
-end: a stream that never ends is refused once that much is in memory (the command then holds 1.3 to 1.5 GB, a tiny
-model's own memory included, for lines of 2 to 25 characters), instead of filling it. A file (also one redirected
-to stdin with `<`) has no such bound.
+JSON string of every line, is written with the output's structure): memory grows by up to about 4 bytes for each
+byte of input (a 200 MB line: up to about 800 MB more), and the output holds the text once more. A line longer
+than 2**28 characters (about 268 million) is refused, and so is an input read from a stream (stdin from a pipe or a
+terminal, a FIFO) that passes 2**28 characters in all before its end: a stream that never ends is refused once that
+much is in memory (the command then holds 1.3 to 1.5 GB, a tiny model's own memory included, for lines of 2 to 25
+characters), instead of filling it. A file (also one redirected to stdin with `<`) has no such bound.
 
 A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
 exported in (another --dtype is refused), with the same layout and numbers (float rounding apart), without importing
