@@ -421,17 +421,24 @@ def forward(embedder, batch, mode):
     import torch
 
     device = model.device
-    inputs = {name: torch.from_numpy(array) for name, array in batch.items()}
-    if device.type == "cuda":
-        inputs = {name: tensor.pin_memory().to(device, non_blocking=True) for name, tensor in inputs.items()}
-    else:
-        inputs = {name: tensor.to(device) for name, tensor in inputs.items()}
+    inputs = {name: torch.as_tensor(array).to(device, non_blocking=device.type == "cuda")  # pinned: `pinned`
+              for name, array in batch.items()}
     with torch.no_grad():
         hidden = model(**inputs, output_hidden_states=True, return_dict=True).hidden_states
         if mode == "top":
             return hidden[-1].float()
         layers = torch.stack(hidden, dim=1).float()
         return layers if mode == "all" else layers.mean(dim=1)
+
+
+def pinned(embedder, batch):
+    """`batch` in page-locked memory where the model runs on a CUDA device (its copy in then overlaps the model's
+    work), else as it is."""
+    if embedder.traits.runtime != "torch" or embedder.model.device.type != "cuda":
+        return batch
+    import torch
+
+    return {name: torch.from_numpy(array).pin_memory() for name, array in batch.items()}
 
 
 def select_batch(layers, mode):
@@ -457,7 +464,8 @@ def to_host(output):
 
 def _embed_lines(embedder, run, state, lines, counts, units, mode, max_sentence_words, progress, report):
     """The work of `embed_file` once OUTPUT's file is open: this process's share of the batches not yet done,
-    prepared in one thread, computed here, written in another; then its long lines, window by window."""
+    prepared (tokenized, padded, pinned) in one thread, computed here, written in another; then its long lines,
+    window by window."""
     batches, windows = run.progress()
     pending = [
         unit for unit in units
@@ -473,7 +481,7 @@ def _embed_lines(embedder, run, state, lines, counts, units, mode, max_sentence_
 
     def prepare(unit):
         with timed(report, "tokenizing"):
-            return unit, rows.encode([list(line_words(lines[i], tokenizer)) for i in unit])
+            return unit, pinned(embedder, rows.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
 
     def write(item):
         unit, output, wait = item
