@@ -3,6 +3,7 @@
 count that fits the CPUs free to the process."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -135,3 +136,19 @@ def test_threads_of_the_command_are_restored_after_it(tmp_path, tiny_model_dir):
     assert main([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--threads", "1",
                  "--quiet"]) == 0
     assert torch.get_num_threads() == before
+
+
+def test_a_journal_entry_cut_short_is_not_counted_nor_run_on_from(tmp_path):
+    """A crash in the middle of a journal append leaves "12 1" without its line break: those lines are not finished,
+    and the next entry must not make "12 116 17" of it."""
+    from elmo_transformers.embedding.partial_run import PartialRun
+
+    run = PartialRun(str(tmp_path / "out.hdf5"))
+    os.makedirs(run.folder)
+    (tmp_path / "out.hdf5.partial" / "done-0.txt").write_text("3 4\n12 1")
+    assert run.progress()[0] == {3, 4}
+    run.open_journal(0)
+    run.note_done([16, 17])
+    run.close()
+    assert (tmp_path / "out.hdf5.partial" / "done-0.txt").read_text() == "3 4\n16 17\n"
+    assert run.progress()[0] == {3, 4, 16, 17}

@@ -182,7 +182,14 @@ class PartialRun:
         self.open_journal(rank)
 
     def open_journal(self, rank):
-        self.journal = os.open(os.path.join(self.folder, f"done-{rank}.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        """This process's journal, for appending; an entry cut short (a crash mid-write) is cut off first, so that
+        the next entry does not run on from it."""
+        path = os.path.join(self.folder, f"done-{rank}.txt")
+        self.journal = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        with open(path, "rb") as f:
+            entries = f.read()
+        if entries and not entries.endswith(b"\n"):
+            os.ftruncate(self.journal, entries.rfind(b"\n") + 1)
 
     def note_done(self, lines):
         """Journal `lines` as finished: their vectors are on the disk."""
