@@ -40,7 +40,9 @@ embedding a file (its `ElmoEmbedder.embed_file` rule: file order, batches of 64,
 dataset per sentence, run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with
 its default settings (ort-fp32 / ort-int8: `--model` the exported folder, which onnxruntime runs), alternating,
 `--repeats` times; medians, and the peak RSS of each process; the exported folders' files against fp32's (the same
-batches).
+batches); and, for each of our runs, the closing line `embed` printed (words/s, and where its time went: start-up
+and load, model, tokenizing, writing). `--embed-flags` adds flags to every `embed` run (`--device cuda`, `--batch-size
+64`, `--format parquet`...); `--embed-default-threads` lets `embed` pick its own threads.
 
 Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
 sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
@@ -55,6 +57,7 @@ import argparse
 import gc
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -660,12 +663,14 @@ sys.exit(os.waitstatus_to_exitcode(status))"""
 
 
 def timed_process(command, env=None):
-    """(wall seconds, peak RSS MB) of a whole process; it must succeed."""
+    """(wall seconds, peak RSS MB, the closing line of `embed` that says where its time went, or "") of a whole
+    process; it must succeed."""
     done = subprocess.run([sys.executable, "-c", TIMER, *map(str, command)], capture_output=True, text=True, env=env)
     if done.returncode:
         sys.exit(f"{' '.join(map(str, command))} failed:\n{done.stderr}")
     seconds, peak_kb = done.stdout.split()
-    return float(seconds), int(peak_kb) / 1024
+    said = next((line for line in reversed(done.stderr.splitlines()) if "words/s" in line), "")
+    return float(seconds), int(peak_kb) / 1024, said
 
 
 def corpus_benchmark(args, out_dir):
@@ -683,14 +688,17 @@ def corpus_benchmark(args, out_dir):
         how = (["--model", exported_model_dir(model, ONNX_DTYPES[dtype])] if dtype in ONNX_DTYPES
                else ["--model", model, "--dtype", names[dtype]])
         runs[dtype] = [sys.executable, "-m", "elmo_transformers", "embed", corpus, outputs[dtype], "--all",
-                       "--overwrite", *how]
+                       "--overwrite", *how, *shlex.split(args.embed_flags)]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1")
+    ours_env = dict(env)
+    if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
+        del ours_env["OMP_NUM_THREADS"]
     timings = {name: [] for name in runs}
     for _ in range(args.repeats):  # alternating, so that every command sees the same load
         for name, command in runs.items():
-            timings[name].append(timed_process(command, env))
-    seconds = {name: statistics.median(s for s, _ in runs_) for name, runs_ in timings.items()}
-    rss = {name: max(m for _, m in runs_) for name, runs_ in timings.items()}
+            timings[name].append(timed_process(command, env if name in pythons else ours_env))
+    seconds = {name: statistics.median(s for s, _, _ in runs_) for name, runs_ in timings.items()}
+    rss = {name: max(m for _, m, _ in runs_) for name, runs_ in timings.items()}
     print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
           f"layers, whole process, median of {args.repeats}:")
     base = [name for name in runs if name.startswith("allennlp")]
@@ -700,6 +708,10 @@ def corpus_benchmark(args, out_dir):
         ratios = " | ".join(f"{seconds[b] / seconds[name]:.2f}x" for b in base)
         print(f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {rss[name]:.0f} | {ratios} |",
               flush=True)
+    for name in runs:  # where the time of our runs went, as each said (the run of the median time)
+        said = sorted(timings[name])[len(timings[name]) // 2][2]
+        if said:
+            print(f"{name}: {said}")
     import h5py
 
     if base and "fp32" in runs:
@@ -750,6 +762,11 @@ def main():
     parser.add_argument("--step-profile-batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--corpus-sentences", type=int, default=0,
                         help="also time the corpus job end to end with this many OANC sentences (e.g. 800)")
+    parser.add_argument("--embed-flags", default="",
+                        help="more flags for every `embed` run of the corpus job, e.g. '--batch-size 64', "
+                        "'--device cuda', '--format parquet'")
+    parser.add_argument("--embed-default-threads", action="store_true",
+                        help="run `embed` without OMP_NUM_THREADS: its own choice of threads (the CPUs free now)")
     parser.add_argument("--corpus-split", choices=("test", "train"), default="test",
                         help="the OANC split the corpus job's sentences come from (test: 1,621 of 5-120 words)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -2,8 +2,10 @@
 HDF5 layout, checked against AllenNLP's own fixture outputs, and off the happy path."""
 
 import contextlib
+import errno
 import io
 import json
+import re
 import resource
 import shutil
 import os
@@ -24,6 +26,7 @@ from elmo_transformers.cli import one_line
 from elmo_transformers.cli.embed import main
 from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.embedding import embedder as embedder_module
+from elmo_transformers.embedding import partial_run
 from elmo_transformers import output_paths, text_input
 from elmo_transformers.errors import OutputExistsError, UnfinishedRunError, UserError
 
@@ -110,7 +113,11 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(UnfinishedRunError) as refused:
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
     assert "pass --resume to continue it" in one_line(refused.value)  # the command's wording
-    with pytest.raises(UserError, match="started with input_sha256=None"):
+    with pytest.raises(UserError, match="an older version of embed wrote it"):
+        main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
+    with open(str(output) + "2.partial/run.json", "w") as f:
+        f.write('{"format": 2}')
+    with pytest.raises(UserError, match="started with file_format=None, now file_format=.hdf5."):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
     with pytest.raises(UserError, match=r"latin1.txt: not UTF-8 text \(byte 0xe9\)"):
@@ -119,6 +126,12 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(UserError, match=r"utf16.txt, line 1: NUL characters .* likely UTF-16LE"):
         main([str(tmp_path / "utf16.txt"), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top"])
     assert not (tmp_path / "x.hdf5").exists() and not (tmp_path / "x.hdf5.partial").exists()
+
+
+def finished_lines(partial):
+    """The lines the journals of OUTPUT.partial/ name as finished (written and on the disk)."""
+    return [int(i) for journal in partial.glob("done-*.txt") for entry in journal.read_text().split("\n")[:-1]
+            for i in entry.split()]
 
 
 @pytest.mark.slow
@@ -135,24 +148,26 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    shards = []
-    while len(shards) < 3:  # wait until some batches are safely written, then kill without warning
+    while len(finished_lines(partial)) < 6:  # wait until some batches are safely written, then kill without warning
         assert process.poll() is None, f"embed_file ended before it could be killed:\n{process.stderr.read().decode()}"
         assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
         time.sleep(0.005)
-        shards = list(partial.glob("shard-*.npz")) if partial.exists() else []
+    written_in_place = (partial / "output.hdf5").stat().st_ino
     process.send_signal(signal.SIGKILL)
     process.wait()
     process.stderr.close()
 
     assert not output.exists(), "a killed run must not leave a complete-looking output"
-    assert 3 <= len(list(partial.glob("shard-*.npz"))) < 300
+    assert 6 <= len(finished_lines(partial)) < 600
+    with h5py.File(partial / "output.hdf5", "r") as f:  # killed while writing vectors: HDF5 still opens it
+        assert len(f) == 601
 
     with pytest.raises(UnfinishedRunError) as refused:
         main(args)
     assert "pass --resume to continue it" in one_line(refused.value)  # the command's wording
     assert main([*args, "--resume"]) == 0
     assert not partial.exists()
+    assert output.stat().st_ino == written_in_place  # each vector written once, where it stays: renamed, not copied
     reference = embed(tmp_path, tiny_model_dir, lines, "--all", "--batch-size", "2", name="reference.hdf5")
     resumed, resumed_index, _ = read_hdf5(output)
     expected, expected_index, _ = read_hdf5(reference)
@@ -160,6 +175,34 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     assert resumed.keys() == expected.keys() and len(resumed) == 600
     for key in expected:
         assert_close_to_reference(resumed[key], expected[key], what=f"resumed line {key}")
+
+
+@pytest.mark.slow
+def test_killed_while_the_output_file_is_made_a_rerun_finishes_it(tmp_path, tiny_model_dir):
+    """kill -9 before the first batch, while OUTPUT's file is being made: nothing computed is lost, and the same
+    command (with --resume where run.json was written) gives the whole file, with no temporary file left."""
+    lines = lines_for_assembly()
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out.hdf5"
+    partial = tmp_path / "out.hdf5.partial"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "8"]
+    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not partial.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "embed ended before it made its folder"
+        time.sleep(0.001)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not output.exists() and not finished_lines(partial)
+    assert main([*args, "--quiet", *(["--resume"] if (partial / "run.json").exists() else [])]) == 0
+    assert not partial.exists() and not list(tmp_path.glob("*.tmp"))
+    got, index, _ = read_hdf5(output)
+    want = read_hdf5(embed(tmp_path, tiny_model_dir, lines, "--top", "--batch-size", "8", name="reference.hdf5"))[0]
+    assert index == {line: str(i) for i, line in enumerate(lines)} and got.keys() == want.keys()
+    for key in want:
+        assert_close_to_reference(got[key], want[key], what=f"line {key}")
 
 
 @pytest.mark.slow
@@ -175,15 +218,14 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
-        while not list(tmp_path.glob("out.hdf5.partial/shard-*.npz")):
+        while not finished_lines(tmp_path / "out.hdf5.partial"):
             assert first.poll() is None, first.stderr.read().decode()
             assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
             time.sleep(0.01)
         for extra in ([], ["--resume"], ["--overwrite"]):
             with pytest.raises(UserError, match=r"out.hdf5 is being written by another run, which holds "):
                 main([*args, *extra])
-        shards = set(tmp_path.glob("out.hdf5.partial/shard-*.npz"))
-        assert first.poll() is None and shards, "the first run goes on"
+        assert first.poll() is None, "the first run goes on"
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
@@ -365,55 +407,90 @@ def lines_for_assembly():
     return [" ".join(rng.choice(vocab, size=rng.integers(1, 30))) for _ in range(300)]
 
 
-@pytest.mark.slow
-def test_too_little_free_space_is_found_before_assembly_and_keeps_the_lines(tmp_path, tiny_model_dir, monkeypatch,
-                                                                            one_thread):
+def test_too_little_free_space_is_found_before_any_work_and_leaves_nothing(tmp_path, tiny_model_dir, monkeypatch):
+    """OUTPUT's file is made whole (its blocks reserved) before the first batch: a disk without room for it is one
+    line before any work, naming what is needed, and nothing is left to resume."""
     lines = lines_for_assembly()
     source = tmp_path / "input.txt"
     source.write_text("\n".join(lines) + "\n")
-    output = tmp_path / "out.hdf5"
-    args = [str(source), str(output), "--model", str(tiny_model_dir), "--all"]
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--all"]
     usage = shutil.disk_usage(tmp_path)
-    monkeypatch.setattr(embed_file_module.shutil, "disk_usage", lambda path: usage._replace(free=100_000))
+    monkeypatch.setattr(partial_run.shutil, "disk_usage", lambda path: usage._replace(free=100_000))
     message = one_line_error(args)
-    assert "not enough disk space" in message and "rerun with --resume" in message
-    assert not output.exists() and len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 5
-    monkeypatch.undo()
-    assert main([*args, "--resume"]) == 0
-    reference = embed(tmp_path, tiny_model_dir, lines, "--all", name="reference.hdf5")
-    got, want = read_hdf5(output)[0], read_hdf5(reference)[0]
-    assert got.keys() == want.keys()
-    for key in want:
-        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+    assert message.startswith(f"error: not enough disk space for output.hdf5 in {tmp_path / 'out.hdf5.partial'}: "
+                              "it needs about ") and message.endswith("0.1 MB are free: free space there and rerun")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
 
 
 @pytest.mark.slow
-def test_full_disk_during_assembly_is_a_clear_error_not_a_crash(tmp_path, tiny_model_dir):
-    """A file-size limit (RLIMIT_FSIZE, no root needed) stands in for a full disk: the shards fit, the output does
-    not. Before, h5py died with a segfault (rc -11)."""
-    lines = lines_for_assembly()
+def test_a_file_size_limit_at_the_start_is_one_line_not_a_crash(tmp_path, tiny_model_dir):
+    """A file-size limit (RLIMIT_FSIZE, no root needed) stands in for a disk that fills while OUTPUT's file is
+    made: h5py dies there with a segfault, in the child process that writes it; the command says so in one line
+    and leaves nothing."""
     source = tmp_path / "input.txt"
-    source.write_text("\n".join(lines) + "\n")
-    output = tmp_path / "out.hdf5"
-    limit = 600_000  # each shard is < 400 kB, the whole output about 2 MB
+    source.write_text("\n".join(lines_for_assembly()) + "\n")
+    limit = 600_000  # the output: about 2 MB
 
     def small_files():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    env = command_env(OMP_NUM_THREADS="1")
-    embed_command = command("embed", source, output, "--model", tiny_model_dir, "--all")
-    done = subprocess.run(embed_command, env=env, preexec_fn=small_files, capture_output=True, text=True, timeout=600)
+    output = tmp_path / "out.hdf5"
+    done = subprocess.run(command("embed", source, output, "--model", tiny_model_dir, "--all"),
+                          env=command_env(OMP_NUM_THREADS="1"), preexec_fn=small_files, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 1, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: writing {output} failed") and "rerun with --resume" in last, last
+    assert last.startswith(f"error: cannot make {tmp_path / 'out.hdf5.partial' / 'output.hdf5'}: ") and \
+        last.endswith("(is the disk full?)"), last
     assert "Traceback" not in done.stderr
-    assert not output.exists() and len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 5
-    assert not (tmp_path / "out.hdf5.partial" / "assembling.hdf5").exists()
-    done = subprocess.run([*embed_command, "--resume"], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    arrays, index, _ = read_hdf5(output)
-    assert len(arrays) == 300 and index == {line: str(i) for i, line in enumerate(lines)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
+
+
+def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_temporary_file(tmp_path, tiny, tiny_model_dir,
+                                                                                          monkeypatch):
+    """On a file system that cannot reserve blocks, the disk can fill while vectors are written: one line that says
+    the finished lines are kept for --resume, no temporary file left, and --resume finishes the same file. The same
+    where a long line's LSTM state cannot be saved."""
+    lines = lines_for_assembly()[:40] + [" ".join(["w"] * 30)]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out.hdf5"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "4",
+            "--max-sentence-words", "10"]
+    writes = []
+    original = os.pwrite
+
+    def fill_up(fd, data, offset):
+        writes.append(offset)
+        if len(writes) > 12:  # 3 batches of 4 lines, one write a line with --top
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return original(fd, data, offset)
+
+    monkeypatch.setattr(partial_run.os, "pwrite", fill_up)
+    message = one_line_error(args)
+    assert message == (f"error: writing {output} failed: No space left on device; the 12 finished lines are kept in "
+                       f"{output}.partial: free space there and rerun with --resume")
+    monkeypatch.undo()
+    assert len(finished_lines(tmp_path / "out.hdf5.partial")) == 12
+    saved = []
+
+    def no_room(file, **arrays):
+        saved.append(file)
+        file.write(b"x")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(partial_run.np, "savez", no_room)  # the long line's first window
+    assert "finished lines are kept" in one_line_error([*args, "--resume"])
+    monkeypatch.undo()
+    assert saved and not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert main([*args, "--resume"]) == 0
+    reference = embed(tmp_path, tiny_model_dir, lines, "--top", "--batch-size", "4", "--max-sentence-words", "10",
+                      name="reference.hdf5")
+    got, want = read_hdf5(output), read_hdf5(reference)
+    assert got[1] == want[1] and got[0].keys() == want[0].keys()
+    for key in want[0]:
+        assert_close_to_reference(got[0][key], want[0][key], what=f"line {key}")
 
 
 @pytest.mark.slow
@@ -444,14 +521,17 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
 
 
-def test_assembly_shows_its_progress(tmp_path, tiny_model_dir, capsys):
-    """The HDF5 file of a large input takes minutes to write after the embedding bar ends: it has a bar of its own,
-    counting batches' lines and long lines alike."""
-    lines = lines_for_assembly()[:130] + [" ".join(["w"] * 40)]
-    embed(tmp_path, tiny_model_dir, lines, "--top", "--max-sentence-words", "16")
-    err = capsys.readouterr().err.replace("\r", "\n")
-    bars = [part for part in err.splitlines() if part.startswith("writing HDF5")]
-    assert bars and "131/131" in bars[-1], bars[-1:]
+def test_the_command_says_how_fast_it_went_unless_quiet(tmp_path, tiny_model_dir, capsys):
+    """One closing line: the words/s of the whole command and where the time went; --quiet prints nothing."""
+    lines = lines_for_assembly()[:50]
+    embed(tmp_path, tiny_model_dir, lines, "--top")
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    words = sum(len(line.split()) for line in lines)
+    assert re.fullmatch(rf"{words:,} words \(50 lines\) in [0-9.]+ s: [0-9,]+ words/s; start-up and load [0-9.]+ s, "
+                        r"model [0-9.]+ s, tokenizing [0-9.]+ s and writing [0-9.]+ s beside it, waiting for batches "
+                        r"[0-9.]+ s", last), last
+    embed(tmp_path, tiny_model_dir, lines, "--top", "--quiet", name="quiet.hdf5")
+    assert capsys.readouterr().err == ""
 
 
 def peak_rss_mb(args):
@@ -587,19 +667,41 @@ def test_a_run_that_fails_before_its_first_line_leaves_nothing(tmp_path, tiny_mo
     source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 5)), encoding="utf-8")
     args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--batch-size", "2"]
     calls = []
-    original = embedder_module.ElmoEmbedder.embed_batch
+    original = embed_file_module.forward
 
-    def fail_at_second(self, batch):
+    def fail_at_second(embedder, batch, mode):
         calls.append(len(batch))
         if len(calls) == 2:
             raise ValueError("the second batch fails")
-        return original(self, batch)
+        return original(embedder, batch, mode)
 
-    monkeypatch.setattr(embedder_module.ElmoEmbedder, "embed_batch", lambda self, batch: 1 / 0)
+    monkeypatch.setattr(embed_file_module, "forward", lambda *args: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(args)
     assert not list(tmp_path.glob("out.hdf5*"))
-    monkeypatch.setattr(embedder_module.ElmoEmbedder, "embed_batch", fail_at_second)
+    monkeypatch.setattr(embed_file_module, "forward", fail_at_second)
     with pytest.raises(ValueError, match="second batch"):
         main(args)
-    assert len(list(tmp_path.glob("out.hdf5.partial/shard-*.npz"))) == 1
+    assert finished_lines(tmp_path / "out.hdf5.partial") == [0, 1]
+
+
+def test_ctrl_c_before_the_first_batch_keeps_nothing_and_says_so(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    """Interrupted before any line is finished: no folder that looks resumable, and no claim that lines are kept;
+    after one batch: the count kept and where."""
+    source = tmp_path / "input.txt"
+    source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 5)), encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--batch-size", "2"]
+
+    def ctrl_c(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed_file_module, "forward", ctrl_c)
+    assert main(args) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "interrupted before any line was finished: nothing " \
+                                                               "is kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
+    monkeypatch.undo()
+    interrupt_after(monkeypatch, "add_batch", 1)
+    assert main(args) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted: the 2 finished lines are kept in {tmp_path / 'out.hdf5.partial'}; rerun with --resume")

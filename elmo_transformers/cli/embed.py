@@ -2,10 +2,12 @@
 `elmo_transformers.embedding.embed_file`)."""
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 
-from ..embedding.defaults import DEFAULT_BATCH_SIZE, DTYPE_NAMES, MAX_SENTENCE_WORDS, RUNTIMES
+from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, RUNTIMES
 from ..models import DEFAULT_MODEL
 from . import module_doc, option, torch_device
 
@@ -16,7 +18,12 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", help="text file, one sentence per line, split into words as the model's tokenizer "
                         "splits raw text (white space, or its segmenter: jieba, fugashi...) (- for stdin)")
-    parser.add_argument("output", help="HDF5 file to write")
+    parser.add_argument("output", help="HDF5 file to write (with --format parquet: a folder)")
+    parser.add_argument("--format", choices=FILE_FORMATS, default="hdf5",
+                        help="hdf5 (default: AllenNLP's layout) or parquet: a folder of Parquet files, one row a line "
+                        "(line, words, vectors), that datasets.load_dataset('parquet', data_dir=OUTPUT) reads")
+    parser.add_argument("--text-column",
+                        help="INPUT is a JSON lines (.jsonl), CSV or Parquet file: embed this column, one row a line")
     parser.add_argument("--model", default=str(DEFAULT_MODEL),
                         help="converted ELMo folder or Hub repo id (default: the shipped model), or a folder `export "
                         "onnx` wrote (run by onnxruntime)")
@@ -27,8 +34,14 @@ def main(argv=None):
         ("average", "the plain mean of the layers: (words, 2P) per line"),
     ]:
         mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=help_text)
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
-                        help="sentences per forward pass (default 64)")
+    parser.add_argument("--batch-size", type=int,
+                        help="lines per forward pass (default: as many as fit --batch-words)")
+    parser.add_argument("--batch-words", type=int,
+                        help="padded words per forward pass (lines x the longest line's words; lines go in length "
+                        f"order): default {BATCH_WORDS['cpu']} on the CPU, {BATCH_WORDS['accelerator']} on a GPU")
+    parser.add_argument("--threads", type=int,
+                        help="CPU threads of the model (default: the CPUs free to this process now, from its "
+                        "affinity, its cgroup quota and the load average; OMP_NUM_THREADS where set)")
     parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
                         help="longer lines are embedded in stateful windows of this many words (default 1000)")
     parser.add_argument("--dtype", choices=DTYPE_NAMES,
@@ -44,33 +57,66 @@ def main(argv=None):
                         help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print nothing but errors (no progress bar, no closing line of words/s)")
     args = parser.parse_args(argv)
-    for name in ("batch_size", "max_sentence_words"):
-        if getattr(args, name) < 1:
+    started = time.perf_counter()
+    for name in ("batch_size", "batch_words", "max_sentence_words", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    from ..model_source import open_model
+    if args.batch_size is not None and args.batch_words is not None:
+        parser.error("give --batch-size or --batch-words, not both")
+    from ..model_folder import open_model
 
     with option("--model", args.model):
         folder = open_model(args.model)
     from ..embedding.partial_run import PartialRun, check_paths  # imports no torch: the paths fail fast
 
     try:
-        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path)
+        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path, args.format)
         from ..embedding.embed_file import embed_file
         from ..embedding.embedder import ElmoEmbedder
         from ..runtime import process_state
+        from ..runtime.threads import free_cpus
 
         device = torch_device(args.device) if args.device else None
-        with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
-                option("--runtime", args.runtime):
-            embedder = ElmoEmbedder(folder, device=device, dtype=args.dtype, runtime=args.runtime)
-        with option("--max-sentence-words", args.max_sentence_words):
-            embed_file(embedder, args.input, output, args.mode, args.batch_size,
-                       max_sentence_words=args.max_sentence_words, resume=args.resume, overwrite=args.overwrite)
+        with contextlib.ExitStack() as settings:
+            if args.runtime != "onnxruntime" and not folder.is_export and (
+                    args.threads is not None or "OMP_NUM_THREADS" not in os.environ):
+                import torch
+
+                settings.callback(torch.set_num_threads, torch.get_num_threads())
+                torch.set_num_threads(args.threads or free_cpus())
+            if args.quiet:
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()  # "Loading weights"
+                settings.callback(transformers_logging.enable_progress_bar)
+            with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
+                    option("--runtime", args.runtime):
+                embedder = ElmoEmbedder(folder, device=device, dtype=args.dtype, runtime=args.runtime)
+            with option("--max-sentence-words", args.max_sentence_words), option("--text-column", args.text_column):
+                report = embed_file(embedder, args.input, output, args.mode, args.batch_size,
+                                    batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
+                                    resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+                                    file_format=args.format, text_column=args.text_column)
     except KeyboardInterrupt:
-        folder = PartialRun(os.path.abspath(args.output)).folder
-        print(f"\ninterrupted: finished lines are kept in {folder}; rerun with --resume", file=sys.stderr)
+        run = PartialRun(os.path.abspath(args.output))
+        kept = run.finished_lines()
+        print(f"\ninterrupted: the {kept:,} finished lines are kept in {run.folder}; rerun with --resume" if kept
+              else "\ninterrupted before any line was finished: nothing is kept", file=sys.stderr)
         return 130
-    if process_state(embedder.model).is_main_process:
+    if process_state(embedder.model).is_main_process and not args.quiet:
         print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
+        print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     return 0
+
+
+def speed_line(report, seconds):
+    """One line: the words/s of the whole command and where its `seconds` went (tokenizing and writing run in
+    threads beside the model: a part near the model's time, or a long wait for batches, is the bound)."""
+    start_up = seconds - report.total + report.load
+    return (f"{report.words:,} words ({report.lines:,} lines) in {seconds:.1f} s: {report.words / seconds:,.0f} "
+            f"words/s; start-up and load {start_up:.1f} s, model {report.model:.1f} s, tokenizing "
+            f"{report.tokenizing:.1f} s and writing {report.writing:.1f} s beside it, waiting for batches "
+            f"{report.waiting:.1f} s")

@@ -7,3 +7,6 @@ DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 MAX_SENTENCE_WORDS = 1000
 MODES = ("all", "top", "average")
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and int8 weights
+# Padded words a batch holds by default (lines x the longest line's words), on the CPU and on an accelerator.
+BATCH_WORDS = {"cpu": 2048, "accelerator": 16384}
+FILE_FORMATS = ("hdf5", "parquet")  # what embed writes: one HDF5 file (AllenNLP's layout), or a folder of Parquet files

@@ -14,14 +14,14 @@ Long lines: a line of more than --max-sentence-words words (default 1000) is emb
 in the stateful mode of `ElmoModel.forward_windows`: each window is a sentence of its own and every LSTM starts from
 the state the previous window ended in. The forward LM then reads the line as if `</S> <S>` stood between windows;
 the backward LM carries its state forward across windows instead of seeing the right-hand context (bilm-tf's and
-AllenNLP's stateful approximation). The model's memory depends on the window and --batch-size, never on a line's
-length. The text itself is held in memory, since `sentence_to_index` (one JSON string of every line) is written at
-the end: memory grows by up to about 4 bytes for each byte of input (a 200 MB line: up to about 800 MB more), and
-the output holds the text once more. A line longer than 2**28 characters (about 268 million) is refused, and so is
-an input read from a stream (stdin from a pipe or a terminal, a FIFO) that passes 2**28 characters in all before its
-end: a stream that never ends is refused once that much is in memory (the command then holds 1.3 to 1.5 GB, a tiny
-model's own memory included, for lines of 2 to 25 characters), instead of filling it. A file (also one redirected
-to stdin with `<`) has no such bound.
+AllenNLP's stateful approximation). The model's memory depends on the window and the batch, never on a line's
+length. The text itself is held in memory (every line is read before the first batch, and `sentence_to_index`, one
+JSON string of every line, is written with the output's structure): memory grows by up to about 4 bytes for each
+byte of input (a 200 MB line: up to about 800 MB more), and the output holds the text once more. A line longer
+than 2**28 characters (about 268 million) is refused, and so is an input read from a stream (stdin from a pipe or a
+terminal, a FIFO) that passes 2**28 characters in all before its end: a stream that never ends is refused once that
+much is in memory (the command then holds 1.3 to 1.5 GB, a tiny model's own memory included, for lines of 2 to 25
+characters), instead of filling it. A file (also one redirected to stdin with `<`) has no such bound.
 
 A folder that `elmo-transformers export onnx` wrote, as --model, runs in onnxruntime on the CPU, in the dtype it was
 exported in (another --dtype is refused), with the same layout and numbers (float rounding apart), without importing
@@ -30,22 +30,29 @@ its export is made on first use in the Hugging Face cache (keyed by its weights'
 int8 with --dtype int8) and reused. The graph is stateless, so it cannot embed a line in windows: a line longer than
 --max-sentence-words is refused before any work; raise --max-sentence-words to embed such lines whole.
 
-Nothing is lost on interruption: each finished batch (and each window of a long line) is written atomically into
-OUTPUT.partial/, OUTPUT appears (by a rename) only once every line is done, and `--resume` continues an interrupted
-run without recomputing. Resuming with another input, mode, model, dtype, --batch-size or --max-sentence-words is
-refused, naming the setting, and so is resuming after the model changed at the same path: run.json records its
-config (every field but those only training reads), its tokenizer's rules and a SHA-256 of the loaded weights (of
-an exported folder: runtime onnxruntime and a SHA-256 of its graph files), and the refusal names the field that
-differs. The batches decide the float rounding, so only the same batches give the
-same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a
-run writes OUTPUT it holds the lock file `OUTPUT.partial.lock`: another run on the same OUTPUT is refused while that
-one runs; the operating system frees the lock of a run that ends in any way (also `kill -9`).
+Batches: lines in length order, each batch as many lines as keep lines x the longest line's words within
+--batch-words (defaults.BATCH_WORDS: one budget for the CPU, a larger one for an accelerator), or --batch-size lines.
+A thread prepares the next batches (the words' char ids, each word's computed once per run, padded with NumPy)
+while the model runs, and another writes the finished ones, so the model waits for neither.
+
+Each vector is written once, in place, into OUTPUT's file, made whole in its structure before the first batch and
+renamed into OUTPUT once every line is done (`partial_run.PartialRun`): a kill at any moment loses at most the
+batches in flight, and `--resume` continues an interrupted run without recomputing. Resuming with another input,
+mode, model, dtype, --batch-size, --batch-words or --max-sentence-words is refused, naming the setting, and so is
+resuming after the model changed at the same path: run.json records its config (every field but those only
+training reads), its tokenizer's rules (segmenter and conversion included) and a SHA-256 of the loaded weights (of
+an exported folder: runtime onnxruntime and a SHA-256 of its graph files); every key either run recorded is
+compared, and the refusal names the field that differs. The batches decide the float rounding, so only the same
+batches give the same numbers. OUTPUT may not be `-`: HDF5 cannot be written to stdout. While a run writes OUTPUT it
+holds the lock file `OUTPUT.partial.lock`: another run on the same OUTPUT is refused while that one runs; the
+operating system frees the lock of a run that ends in any way (also `kill -9`).
 
 Several processes (accelerate launch, torchrun): every process forms the same batches and computes every N-th of
-them, all write into OUTPUT.partial/, and the first one assembles OUTPUT: the same file as one process writes (to
-float rounding), and `--resume` works with any number of processes.
+them, all write into OUTPUT's one file in OUTPUT.partial/, and the first one renames it into OUTPUT: the same file as
+one process writes (to float rounding), and `--resume` works with any number of processes.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -53,21 +60,26 @@ import re
 import shutil
 import stat
 import sys
+import time
+from dataclasses import dataclass
 from itertools import islice
 
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import DataError
+from ..errors import DataError, UnfinishedRunError
 from ..runtime import process_state, traits
 from ..text_input import MAX_LINE_CHARS, checked_lines
-from .defaults import DEFAULT_BATCH_SIZE, MAX_SENTENCE_WORDS, MODES
-from .partial_run import PartialRun, check_paths, covered
+from .batches import WordRows, Writer, in_background, work_units
+from .defaults import BATCH_WORDS, FILE_FORMATS, MAX_SENTENCE_WORDS, MODES
+from .parquet_output import ParquetRun
+from .partial_run import FORMAT, PartialRun, check_paths, covered
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
 MAX_STREAM_CHARS = MAX_LINE_CHARS  # the most read from stdin or a pipe: what one line may hold, no more
 # Config fields that only training reads: the vectors do not depend on them, so a resumed run may differ there.
+FULL_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a disk, a quota or a file-size limit that is full
 TRAINING_ONLY = {"dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "mix_l2_lambda", "lm_vocab_size",
                  "lm_n_negative_samples", "lm_dropout"}
 
@@ -114,9 +126,41 @@ def stripped_lines(file, name):
     return lines
 
 
-def read_lines(source):
+TABLE_READERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def read_column(source, column):
+    """The stripped texts of column `column` of a JSON lines, CSV or Parquet file (pyarrow's readers, those of
+    `datasets`), a missing value as a blank line."""
+    kind = TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
+    if kind is None:
+        raise DataError(f"{source}: {{text_column}} reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
+                        "(.parquet) file; a text file is read one sentence a line without it", source,
+                        arguments=["text_column"])
+    import pyarrow as pa
+
+    reader = {"json": "pyarrow.json:read_json", "csv": "pyarrow.csv:read_csv",
+              "parquet": "pyarrow.parquet:read_table"}[kind].split(":")
+    try:
+        table = getattr(__import__(reader[0], fromlist=[reader[1]]), reader[1])(str(source))
+    except (pa.ArrowException, OSError) as e:
+        raise DataError(f"{source}: cannot read it as {kind}: {str(e).splitlines()[0]}", source) from None
+    if column not in table.column_names:
+        raise DataError(f"{column}: no such column in {source} (it has {', '.join(table.column_names)})", column,
+                        arguments=["text_column"])
+    values = table.column(column)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
+        raise DataError(f"{column}: the column of {source} holds {values.type}, not text", column,
+                        arguments=["text_column"])
+    return [(text or "").strip() for text in values.to_pylist()]
+
+
+def read_lines(source, text_column=None):
     """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
-    byte-order mark (an editor's encoding mark, not part of the first word)."""
+    byte-order mark (an editor's encoding mark, not part of the first word); with `text_column`, the texts of that
+    column of a JSON lines, CSV or Parquet file, one a line."""
+    if text_column is not None:
+        return read_column(source, text_column)
     try:
         if hasattr(source, "read"):
             lines = stripped_lines(source, input_name(source))
@@ -135,14 +179,9 @@ def select(layers, mode):
     return {"all": layers, "top": layers[-1], "average": layers.mean(axis=0)}[mode]
 
 
-def work_units(counts, batch_size, max_words):
-    """The same list on every process and every run: batches of line numbers of similar length (little padding),
-    then each line longer than `max_words` (an int) on its own."""
-    order = sorted(range(len(counts)), key=counts.__getitem__)
-    short = [i for i in order if counts[i] <= max_words]
-    return [short[k : k + batch_size] for k in range(0, len(short), batch_size)] + [
-        i for i in order if counts[i] > max_words
-    ]
+def dataset_shape(words, mode, config):
+    """The shape of a line's dataset: [n_layers + 1, words, 2P] (all), else [words, 2P]."""
+    return (config.n_layers + 1, words, config.hidden_size) if mode == "all" else (words, config.hidden_size)
 
 
 def load_lstm_state(path, n_layers, like):
@@ -188,6 +227,31 @@ def mapping_sha256(mapping):
     return None if mapping is None else hashlib.sha256(json.dumps(sorted(mapping.items())).encode()).hexdigest()
 
 
+def package_version(name):
+    """The installed version of the distribution `name`, or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def tokenizer_settings(tokenizer):
+    """Everything of `tokenizer` that decides the words of a line and their ids: its byte or vocabulary rules, its
+    segmenter and OpenCC conversion (white space included: every key is recorded whatever its value) and the
+    versions of the packages that segment or convert (another version may split otherwise)."""
+    rules = sys.modules[type(tokenizer).__module__]  # tokenization_elmo, or a folder's copy of it
+    packages = [*((rules.SEGMENTERS.get(tokenizer.segmenter) or ("",))[0].split()),
+                *(rules.OPENCC[0].split() if tokenizer.opencc_config is not None else [])]
+    return {"max_characters_per_token": tokenizer.max_characters_per_token,
+            "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
+            "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),
+            "segmenter": tokenizer.segmenter, "opencc_config": tokenizer.opencc_config,
+            "mask_token": str(tokenizer.mask_token),  # a segmenter keeps it whole
+            "packages": {name: package_version(name) for name in packages}}
+
+
 def model_settings(embedder):
     """What decides the numbers `embedder` computes, as run.json records it: for an exported ONNX model its runtime
     (onnxruntime), the compute dtype, the config (every field but those only training reads), the tokenizer's rules
@@ -201,12 +265,7 @@ def model_settings(embedder):
         **({} if torch_model else {"runtime": runtime.runtime}),  # (runs started before exports have no runtime)
         "dtype": runtime.dtype,
         "config": {name: getattr(config, name) for name in fields if name not in TRAINING_ONLY},
-        "tokenizer": {"max_characters_per_token": tokenizer.max_characters_per_token,
-                      "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
-                      "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),
-                      # how raw lines become words, where not the white-space split of runs that predate segmenters
-                      **({"segmenter": tokenizer.segmenter, "opencc_config": tokenizer.opencc_config}
-                         if not tokenizer.splits_on_whitespace else {})},
+        "tokenizer": tokenizer_settings(tokenizer),
         "weights_sha256": weights_sha256(model) if torch_model else model.weights_sha256(),
     }
 
@@ -226,19 +285,77 @@ def check_windows(embedder, counts, max_words, source):
         "line), or use the PyTorch model for stateful windows", max_words)
 
 
-def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, *,
-               max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True):
-    """Embed `input_file` (a path, "-" for stdin, or an open text file) into the HDF5 file `output_file_path`
-    with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the rules. Under accelerate
-    launch / torchrun every process calls this with the same arguments."""
+@dataclass
+class Report:
+    """What a run did and where its time went (seconds): `load` (before the first batch: reading, counting, the
+    output's file), `tokenizing` and `writing` (in their own threads, beside the model), `model` (the forward passes,
+    with copying the inputs in), `waiting` (the model waiting for a batch), `total`."""
+
+    lines: int = 0
+    words: int = 0
+    load: float = 0.0
+    tokenizing: float = 0.0
+    model: float = 0.0
+    writing: float = 0.0
+    waiting: float = 0.0
+    total: float = 0.0
+
+
+class timed:
+    """Add the seconds a `with` block takes to `report.<part>`."""
+
+    def __init__(self, report, part):
+        self.report, self.part = report, part
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        setattr(self.report, self.part, getattr(self.report, self.part) + time.perf_counter() - self.start)
+
+
+def default_batch_words(embedder):
+    """The word budget of a batch on the device `embedder` runs on (defaults.BATCH_WORDS)."""
+    device = getattr(embedder.model, "device", None)
+    kind = "cpu" if device is None or getattr(device, "type", "cpu") == "cpu" else "accelerator"
+    return BATCH_WORDS[kind]
+
+
+def check_batching(batch_size, batch_words):
+    """Refuse a batch size or word budget that is not a positive int, and both at once."""
+    for name, value in [("batch_size", batch_size), ("batch_words", batch_words)]:
+        if value is not None and (isinstance(value, bool) or not (isinstance(value, int) and value > 0)):
+            raise DataError(f"{{{name}}} {value!r}: must be a positive int", value, arguments=[name])
+    if batch_size is not None and batch_words is not None:
+        raise DataError(f"{{batch_size}} {batch_size}: give it or {{batch_words}}, not both", batch_size,
+                        arguments=["batch_size", "batch_words"])
+
+
+def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=None, *, batch_words=None,
+               max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True,
+               file_format="hdf5", text_column=None):
+    """Embed `input_file` (a path, "-" for stdin, or an open text file; with `text_column`, that column of a JSON
+    lines, CSV or Parquet file) into the HDF5 file `output_file_path` (`file_format` "parquet": a folder of Parquet
+    files, `parquet_output`) with `embedder` (an `ElmoEmbedder`); see the module docstring for the layout and the
+    rules. Batches hold
+    `batch_size` lines, or (by default) as many lines as fit `batch_words` padded words (default: BATCH_WORDS of the
+    device). Under accelerate launch / torchrun every process calls this with the same arguments. Returns a
+    `Report` of what this process did and where its time went."""
+    report, started_at = Report(), time.perf_counter()
     if output_format not in MODES:
         raise DataError(f"output_format must be one of {MODES}, got {output_format!r}")
-    for name, value in [("batch_size", batch_size), ("max_sentence_words", max_sentence_words)]:
-        if isinstance(value, bool) or not (isinstance(value, int) and value > 0):
-            raise DataError(f"{name} must be a positive int, got {value!r}")
-    output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None))
-    run = PartialRun(output)
-    lines = read_lines(input_file)
+    check_batching(batch_size, batch_words)
+    if isinstance(max_sentence_words, bool) or not (isinstance(max_sentence_words, int) and max_sentence_words > 0):
+        raise DataError(f"max_sentence_words must be a positive int, got {max_sentence_words!r}")
+    if batch_size is None and batch_words is None:
+        batch_words = default_batch_words(embedder)
+    if file_format not in FILE_FORMATS:
+        raise DataError(f"{{file_format}} {file_format!r}: one of {', '.join(FILE_FORMATS)}", file_format,
+                        arguments=["file_format"])
+    output = check_paths(input_file, output_file_path, overwrite, resume, getattr(embedder, "source", None),
+                         file_format)
+    run = (ParquetRun if file_format == "parquet" else PartialRun)(output)
+    lines = read_lines(input_file, text_column)
     counts = [count_words(line, embedder.tokenizer) for line in lines]
     check_windows(embedder, counts, max_sentence_words, input_file)
     fingerprint = hashlib.sha256()
@@ -247,10 +364,13 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
             fingerprint.update(line[start : start + LONG_LINE_CHARS].encode("utf-8", "surrogatepass"))
         fingerprint.update(b"\n")
     settings = {
+        "format": FORMAT,
+        "file_format": file_format,
         "input_sha256": fingerprint.hexdigest(),
         "mode": output_format,
         "model": embedder.source,
         "batch_size": batch_size,
+        "batch_words": batch_words,
         "max_sentence_words": max_sentence_words,
         **model_settings(embedder),
     }
@@ -262,46 +382,134 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     if state.is_main_process:
         run.claim()
     try:
-        _embed_lines(embedder, run, state, lines, counts, settings, output_format, batch_size, max_sentence_words,
-                     progress)
-    except Exception:
-        if state.is_main_process and started and os.path.isdir(run.folder) and not any(run.progress()):
+        if state.is_main_process and not run.exists():
+            run.start(settings, lines, [dataset_shape(n, output_format, embedder.model.config) for n in counts])
+        state.wait_for_everyone()
+        run.open(state.process_index, lambda i: list(line_words(lines[i], embedder.tokenizer)))
+        report.load = time.perf_counter() - started_at
+        units = work_units(counts, batch_size, max_sentence_words, batch_words)
+        _embed_lines(embedder, run, state, lines, counts, units, output_format, max_sentence_words, progress, report)
+        run.close()
+        state.wait_for_everyone()
+        if state.is_main_process:
+            run.finish(counts)
+        state.wait_for_everyone()
+    except BaseException as error:
+        run.close()
+        if state.is_main_process and started and os.path.isdir(run.folder) and not run.finished_lines():
             shutil.rmtree(run.folder)  # this call made it and computed nothing: leave nothing that looks resumable
+        if isinstance(error, OSError) and error.errno in FULL_DISK:
+            kept = run.finished_lines()
+            keep = (f"the {kept:,} finished lines are kept in {run.folder}: free space there and rerun with "
+                    "{resume}") if kept else "nothing was finished: free space there and rerun"
+            raise UnfinishedRunError(f"writing {output} failed: {error.strerror}; {keep}", run.folder) from None
         raise
     finally:
         if state.is_main_process:
             run.release()
+    report.total = time.perf_counter() - started_at
+    return report
 
 
-def _embed_lines(embedder, run, state, lines, counts, settings, output_format, batch_size, max_sentence_words,
-                 progress):
-    """The work of `embed_file` once the paths are checked and this run owns OUTPUT (`counts`: words a line)."""
-    if state.is_main_process and not run.exists():
-        run.start(settings)
-    state.wait_for_everyone()
+def forward(embedder, batch, mode):
+    """The model on one encoded batch: float32 [batch, n_layers + 1, words, 2P] (all) or [batch, words, 2P], on
+    the model's device (the mean of --average taken there too), a NumPy array for an exported model."""
+    model = embedder.model
+    if embedder.traits.runtime != "torch":
+        layers = np.stack(model(**batch, output_hidden_states=True).hidden_states, axis=1)
+        return select_batch(layers, mode)
+    import torch
 
+    device = model.device
+    inputs = {name: torch.as_tensor(array).to(device, non_blocking=device.type == "cuda")  # pinned: `pinned`
+              for name, array in batch.items()}
+    with torch.no_grad():
+        hidden = model(**inputs, output_hidden_states=True, return_dict=True).hidden_states
+        if mode == "top":
+            return hidden[-1].float()
+        layers = torch.stack(hidden, dim=1).float()
+        return layers if mode == "all" else layers.mean(dim=1)
+
+
+def pinned(embedder, batch):
+    """`batch` in page-locked memory where the model runs on a CUDA device (its copy in then overlaps the model's
+    work), else as it is."""
+    if embedder.traits.runtime != "torch" or embedder.model.device.type != "cuda":
+        return batch
+    import torch
+
+    return {name: torch.from_numpy(array).pin_memory() for name, array in batch.items()}
+
+
+def select_batch(layers, mode):
+    """`select` for a batch [batch, n_layers + 1, words, 2P]."""
+    return {"all": layers, "top": layers[:, -1], "average": layers.mean(axis=1)}[mode]
+
+
+def to_host(output):
+    """(array or tensor on its way to the CPU, a callable that waits for it): on a CUDA device the copy back is
+    started here and waited for in the writer's thread, so that the device goes on with the next batch; from
+    another device it is made here."""
+    if isinstance(output, np.ndarray) or output.device.type == "cpu":
+        return output, lambda: None
+    if output.device.type != "cuda":
+        return output.cpu(), lambda: None
+    import torch
+
+    host = output.to("cpu", non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return host, event.synchronize
+
+
+def _embed_lines(embedder, run, state, lines, counts, units, mode, max_sentence_words, progress, report):
+    """The work of `embed_file` once OUTPUT's file is open: this process's share of the batches not yet done,
+    prepared (tokenized, padded, pinned) in one thread, computed here, written in another; then its long lines,
+    window by window."""
     batches, windows = run.progress()
     pending = [
-        unit for unit in work_units(counts, batch_size, max_sentence_words)
-        if (covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int) else unit[0] not in batches)
+        unit for unit in units
+        if (unit not in batches and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
+            else unit[0] not in batches)
     ]
     mine = pending[state.process_index :: state.num_processes]
     if progress and state.is_main_process and state.num_processes > 1:
         print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes",
               file=sys.stderr)
     size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
+    tokenizer, rows = embedder.tokenizer, WordRows(embedder.tokenizer)
+
+    def prepare(unit):
+        with timed(report, "tokenizing"):
+            return unit, pinned(embedder, rows.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
+
+    def write(item):
+        unit, output, wait = item
+        with timed(report, "writing"):
+            wait()
+            output = output if isinstance(output, np.ndarray) else output.numpy()
+            run.add_batch({i: output[j, ..., : counts[i], :] for j, i in enumerate(unit)})
+            bar.update(len(unit))
+
     with tqdm(total=size, unit="line", desc="embedding", disable=not (progress and state.is_main_process)) as bar:
+        with in_background(prepare(unit) for unit in mine if not isinstance(unit, int)) as prepared, \
+                Writer(write) as writer:
+            batches = iter(prepared)
+            while True:
+                with timed(report, "waiting"):
+                    unit, batch = next(batches, (None, None))
+                if unit is None:
+                    break
+                with timed(report, "model"):
+                    output = forward(embedder, batch, mode)
+                    writer.put((unit, *to_host(output)))
+                report.lines += len(unit)
+                report.words += sum(counts[i] for i in unit)
         for unit in mine:
             if isinstance(unit, int):
-                embed_long_line(embedder, run, unit, lines[unit], max_sentence_words, output_format,
-                                windows.get(unit, []))
+                with timed(report, "model"):
+                    embed_long_line(embedder, run, unit, lines[unit], max_sentence_words, mode,
+                                    windows.get(unit, []))
+                report.lines += 1
+                report.words += counts[unit]
                 bar.update(1)
-            else:
-                arrays = embedder.embed_batch([list(line_words(lines[i], embedder.tokenizer)) for i in unit])
-                run.add_batch({i: select(a, output_format) for i, a in zip(unit, arrays)})
-                bar.update(len(unit))
-    state.wait_for_everyone()
-    if state.is_main_process:
-        run.finish(run.output, lines, counts, progress)
-    state.wait_for_everyone()
-

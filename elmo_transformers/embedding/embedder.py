@@ -17,7 +17,8 @@ from itertools import islice
 import numpy as np
 
 from ..errors import UserError
-from ..model_source import ModelFolder, check_tokenizer, load_model, open_model
+from ..model_folder import ModelFolder, open_model
+from ..model_source import check_tokenizer, load_model
 from ..models import DEFAULT_MODEL
 from ..runtime import process_state, traits
 from .defaults import DEFAULT_BATCH_SIZE
@@ -171,13 +172,14 @@ class ElmoEmbedder:
         while batch := list(islice(sentences, batch_size)):
             yield from self.embed_batch(batch)
 
-    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=DEFAULT_BATCH_SIZE, **options):
+    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, **options):
         """AllenNLP's `embed_file`: the work of `elmo-transformers embed` (see
         `elmo_transformers.embedding.embed_file`, which also documents `options`); `input_file` is a path, "-" (stdin)
-        or an open text file."""
+        or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded words.
+        Returns the run's `Report` (what was done, where the time went)."""
         from .embed_file import embed_file
 
-        embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
+        return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 
     def embed_window(self, words, lstm_state=None):
         """One window of a long text in the stateful mode of `ElmoModel.forward_windows`: the window is a sentence

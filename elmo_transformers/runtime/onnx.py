@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ModelError, UserError, first_line
 from ..model_files import GRAPH_FILES
 from ..model_folder import files_sha256, open_model
-from . import ModelTraits
+from . import ModelTraits, threads
 from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
 
 INSTALL = 'pip install "elmo-transformers[onnx]"'
@@ -35,11 +35,12 @@ def check_onnx_installed(packages, purpose, value=None):
 
 def intra_op_threads():
     """As many threads as torch uses: torch.get_num_threads() where torch is already imported (not importing it),
-    else OMP_NUM_THREADS where set (torch's own rule), else 0 (onnxruntime's default: the physical cores)."""
+    else OMP_NUM_THREADS where set (torch's own rule), else the CPUs free to this process now
+    (`runtime.threads.free_cpus`: on a busy machine fewer than onnxruntime's default, the physical cores)."""
     if sys.modules.get("torch") is not None:
         return sys.modules["torch"].get_num_threads()
     value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isdigit() else threads.free_cpus()
 
 
 class ExportedConfig:

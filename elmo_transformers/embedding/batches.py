@@ -1,0 +1,141 @@
+"""The batches `embed_file` feeds the model: which lines go together (`work_units`), their `input_ids` made with
+NumPy from each word's row computed once per run (`WordRows`), and a thread that prepares the next batches while the
+model runs (`in_background`)."""
+
+import queue
+import threading
+
+import numpy as np
+
+
+def work_units(counts, batch_size, max_words, batch_words):
+    """The same list on every process and every run: batches of line numbers sorted by length (little padding),
+    each of `batch_size` lines, or (batch_size None) of as many lines as keep the padded batch (lines x the longest
+    line's words) within `batch_words`; then each line longer than `max_words` on its own (an int)."""
+    order = sorted(range(len(counts)), key=counts.__getitem__)
+    short = [i for i in order if counts[i] <= max_words]
+    if batch_size is not None:
+        batches = [short[k : k + batch_size] for k in range(0, len(short), batch_size)]
+    else:
+        batches, batch = [], []
+        for i in short:  # ascending: the line added is the batch's longest
+            if batch and (len(batch) + 1) * max(counts[i], 1) > batch_words:
+                batches.append(batch)
+                batch = []
+            batch.append(i)
+        batches += [batch] if batch else []
+    return batches + [i for i in order if counts[i] > max_words]
+
+
+class WordRows:
+    """The `input_ids` rows of a tokenizer's words, each computed once per run (`tokenizer.token_row`) and kept in
+    one array, so that a batch is one NumPy gather: `encode` pads with all-zero rows, as the tokenizer's `pad` does
+    (row 0 here)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.index = {}
+        self.rows = np.zeros((1024, tokenizer.input_width), np.int64)
+        self.size = 1  # row 0: padding
+
+    def _add(self, word):
+        if self.size == len(self.rows):
+            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
+        self.rows[self.size] = self.tokenizer.token_row(word)
+        self.index[word] = self.size
+        self.size += 1
+        return self.size - 1
+
+    def encode(self, sentences):
+        """{"input_ids": [batch, longest, input_width], "attention_mask": [batch, longest]} (int64) of word
+        lists, the tokenizer's own padded encoding."""
+        longest = max(map(len, sentences), default=0)
+        positions = np.zeros((len(sentences), longest), np.int64)
+        index, add = self.index, self._add
+        for i, words in enumerate(sentences):
+            positions[i, : len(words)] = [index.get(word) or add(word) for word in words]
+        return {"input_ids": self.rows[positions], "attention_mask": (positions > 0).astype(np.int64)}
+
+
+class in_background:
+    """Iterate over `items` in a thread, `depth` items ahead of the consumer; an error there is raised here, and
+    closing (or leaving the `with` block) stops the thread."""
+
+    def __init__(self, items, depth=2):
+        self.queue = queue.Queue(depth)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, args=(items,), daemon=True)
+        self.thread.start()
+
+    def _put(self, item):
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _produce(self, items):
+        try:
+            for item in items:
+                if not self._put((True, item)):
+                    return
+            self._put((False, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
+            self._put((False, e))
+
+    def __iter__(self):
+        while True:
+            more, item = self.queue.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+class Writer:
+    """A thread that stores what `put` hands it with `write(item)`, while the model computes the next batch; an
+    error there (a full disk) is raised by the next `put` or on leaving the `with` block, which first waits for
+    every item handed over."""
+
+    def __init__(self, write, depth=2):
+        self.write = write
+        self.queue = queue.Queue(depth)
+        self.error, self.failed = None, False  # failed: nothing more is written once a write failed
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while (item := self.queue.get()) is not None:
+            if not self.failed:
+                try:
+                    self.write(item)
+                except BaseException as e:  # noqa: BLE001 - raised in the thread that hands the work over
+                    self.error, self.failed = e, True
+
+    def _raise(self):
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def put(self, item):
+        self._raise()
+        self.queue.put(item)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        self.queue.put(None)
+        self.thread.join()
+        if kind is None:
+            self._raise()

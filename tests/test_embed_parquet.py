@@ -1,0 +1,134 @@
+"""`embed INPUT OUTPUT_DIR --format parquet` (elmo_transformers/embedding/parquet_output.py): a folder that
+`datasets.load_dataset("parquet", ...)` reads, one row a line, whose vectors equal the HDF5 file's, from one process
+and from two; resumable; and inputs read from a column of JSON lines, CSV or Parquet (--text-column)."""
+
+import json
+import subprocess
+import sys
+
+import datasets
+import h5py
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import command_env
+from tolerance import assert_close_to_reference
+
+from elmo_transformers.cli.embed import main
+from elmo_transformers.embedding import embed_file as embed_file_module
+from elmo_transformers.errors import OutputError, UserError
+
+LINES = [" ".join(["the", "cat", "sat", "on", "a", "mat"][: 1 + i % 6] + ["w"] * (i % 9)) for i in range(40)] + \
+    ["", "a very long line of words " * 5]  # a blank line, and one of 30 words (windows of 12)
+FLAGS = ["--batch-size", "4", "--max-sentence-words", "12"]
+
+
+def rows(folder):
+    data = datasets.load_dataset("parquet", data_dir=str(folder), split="train")
+    return {row["line"]: row for row in data}
+
+
+def hdf5_reference(tmp_path, model_dir, mode):
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(LINES) + "\n")
+    output = tmp_path / f"reference-{mode}.hdf5"
+    assert main([str(source), str(output), "--model", str(model_dir), f"--{mode}", *FLAGS, "--quiet"]) == 0
+    with h5py.File(output, "r") as f:
+        return {int(key): f[key][...] for key in f if key != "sentence_to_index"}
+
+
+def assert_rows_equal_hdf5(got, want, mode):
+    assert sorted(got) == sorted(want) == list(range(len(LINES)))
+    for line, row in got.items():
+        assert row["words"] == LINES[line].split()
+        vectors = np.array(row["vectors"], dtype=np.float32)
+        if want[line].size == 0:
+            assert vectors.size == 0
+            continue
+        assert vectors.shape == want[line].shape, (line, vectors.shape, want[line].shape)
+        assert_close_to_reference(vectors, want[line], what=f"--{mode} line {line}")
+
+
+@pytest.mark.parametrize("mode", ["all", "top"])
+def test_one_process_writes_the_hdf5_vectors_as_parquet_rows(tmp_path, tiny_model_dir, mode):
+    want = hdf5_reference(tmp_path, tiny_model_dir, mode)
+    output = tmp_path / "vectors"
+    assert main([str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), f"--{mode}", *FLAGS,
+                 "--format", "parquet", "--quiet"]) == 0
+    assert not (tmp_path / "vectors.partial").exists()
+    assert_rows_equal_hdf5(rows(output), want, mode)
+
+
+@pytest.mark.slow
+def test_two_processes_write_their_own_parquet_files_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch):
+    """torchrun with 2 CPU processes (gloo) finishes a Parquet run that one process started and was interrupted in;
+    each process writes its own files into the one folder, no assembly step."""
+    want = hdf5_reference(tmp_path, tiny_model_dir, "all")
+    output = tmp_path / "vectors"
+    args = [str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--all", *FLAGS, "--format",
+            "parquet"]
+    original = embed_file_module.ParquetRun.add_batch
+    calls = []
+
+    def interrupt(self, arrays):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(arrays)
+        return original(self, arrays)
+
+    monkeypatch.setattr(embed_file_module.ParquetRun, "add_batch", interrupt)
+    assert main(args) == 130
+    monkeypatch.undo()
+    assert len(list((tmp_path / "vectors.partial" / "data").glob("*.parquet"))) == 2 and not output.exists()
+    with pytest.raises(UserError, match="started with file_format='parquet', now file_format='hdf5'"):
+        main([*args[:-2], "--resume"])
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "elmo_transformers", "embed", *args, "--resume"]
+    done = subprocess.run(torchrun, env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "shared by 2 processes" in done.stderr
+    assert_rows_equal_hdf5(rows(output), want, "all")
+
+
+def test_a_column_of_json_lines_csv_or_parquet_is_the_input(tmp_path, tiny_model_dir):
+    texts = ["Hello world !", "the cat sat", None, "a b c d"]
+    files = {"in.jsonl": lambda p: p.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
+                                                        for i, t in enumerate(texts))),
+             "in.csv": lambda p: p.write_text("id,text\n" + "".join(f"{i},{t or ''}\n" for i, t in enumerate(texts))),
+             "in.parquet": lambda p: pq.write_table(pa.table({"id": list(range(4)), "text": texts}), p)}
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(t or "" for t in texts) + "\n")
+    reference = tmp_path / "reference.hdf5"
+    assert main([str(source), str(reference), "--model", str(tiny_model_dir), "--top", "--quiet"]) == 0
+    with h5py.File(reference, "r") as f:
+        want = {int(k): f[k][...] for k in f if k != "sentence_to_index"}
+    for name, write in files.items():
+        write(tmp_path / name)
+        output = tmp_path / f"{name}-vectors"
+        assert main([str(tmp_path / name), str(output), "--model", str(tiny_model_dir), "--top", "--text-column",
+                     "text", "--format", "parquet", "--quiet"]) == 0
+        got = rows(output)
+        assert [got[i]["words"] for i in range(4)] == [(t or "").split() for t in texts], name
+        for i in (0, 1, 3):
+            assert_close_to_reference(np.array(got[i]["vectors"], np.float32), want[i], what=f"{name} line {i}")
+    with pytest.raises(UserError, match=r"no such column in .*in.jsonl \(it has id, text\)"):
+        main([str(tmp_path / "in.jsonl"), str(tmp_path / "x"), "--model", str(tiny_model_dir), "--top",
+              "--text-column", "sentence", "--format", "parquet"])
+    with pytest.raises(UserError, match="reads a column of a JSON lines"):
+        main([str(source), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top", "--text-column", "text"])
+
+
+def test_an_existing_folder_is_replaced_only_when_it_is_an_earlier_output(tmp_path, tiny_model_dir):
+    source = tmp_path / "input.txt"
+    source.write_text("a b\nc\n")
+    output = tmp_path / "vectors"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--format", "parquet", "--quiet"]
+    assert main(args) == 0
+    with pytest.raises(UserError, match="exists"):
+        main(args)
+    assert main([*args, "--overwrite"]) == 0
+    (output / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="holds 'notes.txt', not only Parquet files"):
+        main([*args, "--overwrite"])
+    assert (output / "notes.txt").read_text() == "mine"

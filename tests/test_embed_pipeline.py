@@ -1,0 +1,168 @@
+"""The batches `embed` feeds the model (elmo_transformers/embedding/batches.py) and the threads it runs on
+(elmo_transformers/runtime/threads.py): the same inputs as the tokenizer's own, filled to a word budget, a thread
+count that fits the CPUs free to the process."""
+
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_transformers.cli.embed import main
+from elmo_transformers.embedding import embed_file as embed_file_module
+from elmo_transformers.embedding.batches import WordRows, Writer, in_background, work_units
+from elmo_transformers.errors import UserError
+from elmo_transformers.runtime import threads
+
+
+def test_word_rows_encode_as_the_tokenizer_pads(tiny):
+    _, tokenizer = tiny
+    sentences = [["Hello", "world", "!"], [], ["x" * 60, "café", "東京", "Hello"], ["<S>", "</S>"]]
+    rows = WordRows(tokenizer)
+    for _ in range(2):  # the second time from the cache
+        got = rows.encode(sentences)
+        want = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
+        assert got["input_ids"].dtype == np.int64 and got["input_ids"].shape == (4, 4, 50)
+        np.testing.assert_array_equal(got["input_ids"], want["input_ids"])
+        np.testing.assert_array_equal(got["attention_mask"], want["attention_mask"])
+    assert rows.size == 1 + 8  # padding and each distinct word once
+    assert rows.encode([[]])["input_ids"].shape == (1, 0, 50)
+
+
+def test_batches_fill_a_word_budget_in_length_order_or_hold_batch_size_lines():
+    counts = [5, 1, 30, 2, 8, 8, 0, 3, 100]
+    # by length: 6(0) 1(1) 3(2) 7(3) 0(5) 4(8) 5(8) 2(30), then line 8 (over max_words 50) alone
+    assert work_units(counts, None, 50, 16) == [[6, 1, 3, 7], [0, 4], [5], [2], 8]  # 4 x 3, 2 x 8, 1 x 8, 1 x 30
+    assert work_units(counts, 3, 50, None) == [[6, 1, 3], [7, 0, 4], [5, 2], 8]
+    budget = work_units(counts, None, 50, 16)
+    assert all(len(b) * max(counts[i] for i in b) <= 16 or len(b) == 1 for b in budget if isinstance(b, list))
+
+
+def test_threads_fit_the_cpus_free_to_the_process(monkeypatch, tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    monkeypatch.setattr(threads, "CGROUP_CPU_MAX", str(cpu_max))
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: set(range(8)))
+    cases = [  # (cpu.max, load average, threads)
+        (None, 0.0, 8),  # no cgroup file: the affinity mask
+        ("max 100000", 0.0, 8),
+        ("200000 100000", 0.0, 2),  # a quota of 2 CPUs
+        ("150000 100000", 0.0, 1),
+        (None, 8.0, 4),  # half the machine busy: half of our 8 CPUs
+        (None, 40.0, 1),  # busier than the machine: one thread, never none
+        ("400000 100000", 8.0, 4),
+    ]
+    for quota, load, want in cases:
+        if quota is None:
+            cpu_max.unlink(missing_ok=True)
+        else:
+            cpu_max.write_text(quota + "\n")
+        monkeypatch.setattr(threads.os, "getloadavg", lambda load=load: (load, load, load))
+        assert threads.free_cpus() == want, (quota, load)
+
+
+def test_onnxruntime_takes_the_free_cpus_where_nothing_names_a_count(monkeypatch):
+    """An exported model in a process without torch and without OMP_NUM_THREADS runs on the CPUs free to it, not on
+    onnxruntime's default (every physical core, also those the machine gives to others)."""
+    from elmo_transformers.runtime import onnx as runner
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "free_cpus", lambda: 3)
+    assert runner.intra_op_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    assert runner.intra_op_threads() == 5
+
+
+def test_background_errors_reach_the_caller():
+    def failing():
+        yield 1
+        raise ValueError("the producer fails")
+
+    with in_background(failing()) as items, pytest.raises(ValueError, match="producer fails"):
+        assert list(items) == [1]
+    written = []
+
+    def write(item):
+        if item == 2:
+            raise OSError(28, "No space left on device")
+        written.append(item)
+
+    with pytest.raises(OSError, match="No space"):
+        with Writer(write) as writer:
+            for item in range(100):
+                writer.put(item)
+    assert written == [0, 1]
+
+
+def interrupted(monkeypatch, tmp_path, model_dir):
+    """An embed run of 12 lines stopped by Ctrl-C after its first batch; returns its arguments."""
+    source = tmp_path / "input.txt"
+    source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 13)), encoding="utf-8")
+    args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), "--top", "--batch-size", "2"]
+    original = embed_file_module.PartialRun.add_batch
+    calls = []
+
+    def add_batch(self, arrays):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(arrays)
+        return original(self, arrays)
+
+    monkeypatch.setattr(embed_file_module.PartialRun, "add_batch", add_batch)
+    assert main(args) == 130
+    monkeypatch.undo()
+    return args
+
+
+@pytest.mark.parametrize("first, then", [("jieba", "whitespace"), ("whitespace", "jieba")])
+def test_resume_refuses_a_changed_segmenter_either_way(tmp_path, tiny_model_dir, monkeypatch, first, then):
+    """Issue 46: run.json recorded the segmenter only when it was not whitespace, and the check compared only the
+    keys the new settings had: jieba -> whitespace was resumed, mixing two tokenizations."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    config_file = model_dir / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "segmenter": first}))
+    args = interrupted(monkeypatch, tmp_path, model_dir)
+    config_file.write_text(json.dumps({**config, "segmenter": then}))
+    with pytest.raises(UserError, match=f"started with tokenizer.segmenter='{first}', now tokenizer.segmenter="
+                                        f"'{then}'"):
+        main([*args, "--resume"])
+
+
+def test_resume_refuses_a_setting_the_first_run_recorded_and_this_one_lacks(tmp_path, tiny_model_dir, monkeypatch):
+    args = interrupted(monkeypatch, tmp_path, tiny_model_dir)
+    run_json = tmp_path / "out.hdf5.partial" / "run.json"
+    settings = json.loads(run_json.read_text())
+    settings["tokenizer"]["lowercase"] = True  # a rule a later version would record
+    run_json.write_text(json.dumps(settings))
+    with pytest.raises(UserError, match="started with tokenizer.lowercase=True, now tokenizer.lowercase=None"):
+        main([*args, "--resume"])
+
+
+def test_threads_of_the_command_are_restored_after_it(tmp_path, tiny_model_dir):
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    before = torch.get_num_threads()
+    assert main([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--threads", "1",
+                 "--quiet"]) == 0
+    assert torch.get_num_threads() == before
+
+
+def test_a_journal_entry_cut_short_is_not_counted_nor_run_on_from(tmp_path):
+    """A crash in the middle of a journal append leaves "12 1" without its line break: those lines are not finished,
+    and the next entry must not make "12 116 17" of it."""
+    from elmo_transformers.embedding.partial_run import PartialRun
+
+    run = PartialRun(str(tmp_path / "out.hdf5"))
+    os.makedirs(run.folder)
+    (tmp_path / "out.hdf5.partial" / "done-0.txt").write_text("3 4\n12 1")
+    assert run.progress()[0] == {3, 4}
+    run.open_journal(0)
+    run.note_done([16, 17])
+    run.close()
+    assert (tmp_path / "out.hdf5.partial" / "done-0.txt").read_text() == "3 4\n16 17\n"
+    assert run.progress()[0] == {3, 4, 16, 17}
