@@ -596,7 +596,8 @@ class ElmoModel(ElmoPreTrainedModel):
         words = mask.shape[1]
         keep = mask.unsqueeze(-1).to(layers[0].dtype)
         hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers)
-        at_words = torch.cat([mask.new_zeros(len(mask), 1), mask, mask.new_zeros(len(mask), 1)], dim=1).unsqueeze(-1)
+        positions = torch.arange(words + 2, device=mask.device)  # the words are at 1..n (padding is on the right)
+        at_words = ((positions >= 1) & (positions <= mask.sum(dim=1, keepdim=True))).unsqueeze(-1)
         layers = [torch.where(at_words, F.pad(hidden, (0, 0, 1, 1)), layer)
                   for hidden, layer in zip(hidden_states, layers)]
         return hidden_states, layers

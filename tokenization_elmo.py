@@ -377,7 +377,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
             word_vocab_file=word_vocab_file,
             segmenter=segmenter,
             opencc_config=opencc_config,
-            do_lower_case=do_lower_case,
+            # saved only when set: a folder that does not lower-case loads with the versions that refused the option
+            **({"do_lower_case": True} if do_lower_case else {}),
             **kwargs,
         )
 
@@ -419,7 +420,8 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return len(self.vocab)
 
     def get_vocab(self):
-        """The word vocabulary (vocab.txt), then the added tokens (`<pad>`, `<mask>`, `add_tokens`)."""
+        """The word vocabulary (vocab.txt, `self.vocab`: the LM softmax's words), then the added tokens (`<pad>`,
+        `<mask>`, `add_tokens`)."""
         return {**self.vocab, **self.added_tokens_encoder}
 
     def _convert_token_to_id(self, token):

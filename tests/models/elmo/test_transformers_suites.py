@@ -152,7 +152,7 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
             getattr(tester, check)()
 
     # ElmoModelOutput.mask (which positions are words) is a bool tensor, and the test's message subtracts the outputs,
-    # which torch refuses for bools; tests/test_model.py compares the tuple and dict outputs of every class instead.
+    # which torch refuses for bools; tests/test_common_api.py compares the tuple and dict outputs of every class.
     test_model_outputs_equivalence = unittest.skip("a bool output (mask), which the test's message cannot subtract")(
         lambda self: None)
 
