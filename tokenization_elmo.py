@@ -377,8 +377,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
             word_vocab_file=word_vocab_file,
             segmenter=segmenter,
             opencc_config=opencc_config,
-            # saved only when set: a folder that does not lower-case loads with the versions that refused the option
-            **({"do_lower_case": True} if do_lower_case else {}),
+            do_lower_case=do_lower_case,
             **kwargs,
         )
 

@@ -194,7 +194,7 @@ def test_options_of_other_tokenizers_that_mean_nothing_here_are_accepted(option,
         tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, **option)
         ElmoTokenizer(**option)
     assert tokenizer("Some words here")["input_ids"] == plain
-    assert tokenizer.init_kwargs.get(name, False) == value  # do_lower_case is saved only when True
+    assert tokenizer.init_kwargs[name] == value
     warned = [r.getMessage() for r in caplog.records if f"ElmoTokenizer ignores {name}=" in r.getMessage()]
     meaningless = name in ("add_prefix_space", "never_split", "wordpieces_prefix")
     assert len(warned) == (1 if meaningless else 0), caplog.text
