@@ -8,14 +8,8 @@ from collections.abc import Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Literal, get_args
 
-import torch
 from huggingface_hub.dataclasses import strict
 from transformers import PretrainedConfig
-
-try:  # loaded as remote code, the modules are one package
-    from .tokenization_elmo import MAX_CHARACTERS_PER_TOKEN
-except ImportError:  # installed with pip, they are top-level modules
-    from tokenization_elmo import MAX_CHARACTERS_PER_TOKEN
 
 if TYPE_CHECKING:  # never run; transformers' remote-code loader copies the relative imports it finds in the source
     from .pipeline_elmo import ElmoFeatureExtractionPipeline  # noqa: F401
@@ -59,6 +53,10 @@ TaskEncoder = Literal["linear", "lstm"]
 FloatKernel = Literal["auto", "aten", "onednn"]
 TASK_ENCODERS, FLOAT_KERNELS = get_args(TaskEncoder), get_args(FloatKernel)
 
+# The dtypes a model's weights may have (`dtype`, `torch_dtype`), by torch's names: checked here by name, so that a
+# config loads without torch (serving an exported model).
+FLOAT_DTYPES = ("float32", "float", "bfloat16", "float16", "half", "float64", "double")
+
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
@@ -75,7 +73,9 @@ INT_RANGES = {
     "projection_dim": (1, MAX_DIM),
     "n_layers": (1, MAX_LAYERS),
     "num_output_representations": (1, MAX_LAYERS),
-    "max_characters_per_token": (3, MAX_CHARACTERS_PER_TOKEN),  # begin-of-word, a byte, end-of-word
+    # begin-of-word, a byte, end-of-word; the tokenizer bounds the rows it makes by its own, smaller limit
+    # (tokenization_elmo.MAX_CHARACTERS_PER_TOKEN), which this module does not import
+    "max_characters_per_token": (3, MAX_DIM),
     "task_encoder_dim": (1, MAX_DIM),
     "n_highway": (0, MAX_LAYERS),
     "char_embedding_dim": (0, MAX_DIM),
@@ -151,6 +151,9 @@ class ElmoConfig(PretrainedConfig):
     """
 
     model_type = "elmo"
+    # The names transformers' configs share, for generic code (PEFT, layer-wise learning rates...): the biLM's
+    # layers, and the word vocabulary (the LM softmax's, as the tokenizer's `vocab_size`). `hidden_size` is a property.
+    attribute_map = {"num_hidden_layers": "n_layers", "vocab_size": "lm_vocab_size"}
 
     # Sequences: callers may give tuples where JSON gives lists; __post_init__ stores lists.
     char_embedding_dim: int = 16
@@ -190,8 +193,9 @@ class ElmoConfig(PretrainedConfig):
                 setattr(self, name, [list(v) if isinstance(v, Sequence) else v for v in value])
         # transformers would fail with AttributeError: module 'torch' has no attribute 'banana'
         for key, value in (("dtype", self.dtype), ("torch_dtype", kwargs.get("torch_dtype"))):
-            if isinstance(value, str) and value != "auto" and not isinstance(getattr(torch, value, None), torch.dtype):
-                raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype (e.g. 'float32', 'bfloat16')")
+            if isinstance(value, str) and value not in ("auto", *FLOAT_DTYPES):
+                raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype of floats (e.g. 'float32', "
+                                 "'bfloat16')")
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__post_init__(**kwargs)
@@ -209,6 +213,14 @@ class ElmoConfig(PretrainedConfig):
         target = os.path.join(save_directory, "pipeline_elmo.py")
         if not os.path.exists(target):
             shutil.copyfile(source, target)
+
+    def __setattr__(self, name, value):
+        """A field set after construction is checked as at construction: its type by `@strict`, its range here
+        (`validate_elmo` checks the ranges of a new config, with the rules between fields)."""
+        field_name = self.attribute_map.get(name, name)
+        if field_name in self.__dict__:
+            check_range(field_name, value)
+        super().__setattr__(name, value)
 
     @property
     def n_filters(self):
@@ -228,10 +240,8 @@ class ElmoConfig(PretrainedConfig):
     def validate_elmo(self):
         """The ranges and the rules between fields (`@strict` checked the types): fail early, naming the field,
         instead of deep inside the model."""
-        for name, (low, high) in INT_RANGES.items():
-            value = getattr(self, name)
-            if value is not None and not low <= value <= high:
-                raise ValueError(f"ElmoConfig.{name} must be an integer from {low} to {high:,}, got {value!r}")
+        for name in INT_RANGES:
+            check_range(name, getattr(self, name))
         self._validate_token_inputs()
         if not 1 <= len(self.filters) <= MAX_LAYERS:
             raise ValueError(
@@ -312,6 +322,27 @@ class ElmoConfig(PretrainedConfig):
                 f"ElmoConfig.sentence_boundary_ids must be the BOS and EOS input rows, two lists of {self.input_width} "
                 f"positive ids, got {rows!r}"
             )
+        # The largest id of each position, as the embeddings have rows: the word id, then the char ids (each + 1;
+        # UTF-8 byte chars, char_vocab_size None, are the model's to check).
+        highest = [self.word_vocab_size] if self.word_embedding_dim else []
+        if self.char_embedding_dim and self.char_vocab_size is not None:
+            highest += [self.char_vocab_size] * self.max_characters_per_token
+        for row in rows:
+            beyond = [(i, high) for i, high in zip(row, highest) if i > high]
+            if beyond:
+                raise ValueError(
+                    f"ElmoConfig.sentence_boundary_ids holds the id {beyond[0][0]}, beyond its vocabulary (ids 1 to "
+                    f"{beyond[0][1]}, word_vocab_size and char_vocab_size): the rows must be those the model's "
+                    "vocabularies give to the BOS and EOS words (set by the ELMoForManyLangs converter)"
+                )
+
+
+def check_range(name, value):
+    """Refuse an integer field's value outside its range (`INT_RANGES`); None (an optional field) and other names
+    pass (types are `@strict`'s)."""
+    bounds = INT_RANGES.get(name)
+    if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"ElmoConfig.{name} must be an integer from {bounds[0]} to {bounds[1]:,}, got {value!r}")
 
 
 ElmoConfig.register_for_auto_class()

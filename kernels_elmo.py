@@ -20,9 +20,13 @@ import functools
 import platform
 import warnings
 import weakref
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
 
 # ----- Which float kernel: chosen once per process -------------------------------------------------------------------
 
@@ -55,11 +59,15 @@ def runnable_float_kernels():
 
 def float_kernel(requested):
     """The kernel that runs `requested` (`config.float_kernel`, one of configuration_elmo.FLOAT_KERNELS): "auto" is
-    `best_float_kernel()`; a kernel that cannot run here is refused in one line, naming what to use instead."""
+    `best_float_kernel()`. A kernel that cannot run here gives way to torch's own ("aten"), with a warning: it is a
+    performance setting (the same numbers but for float rounding), and a folder saved with it loads anywhere."""
     if requested == "auto":
         return best_float_kernel()
     if requested == "onednn" and onednn_error() is not None:
-        raise RuntimeError(f"float_kernel='onednn' cannot run here: {onednn_error()}; use 'auto' or 'aten'")
+        logger.warning_once(f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's own matmuls ('aten') "
+                            "run instead, the same numbers but for float rounding; set float_kernel='auto' to choose "
+                            "the fastest kernel that runs")
+        return "aten"
     return requested
 
 
@@ -300,6 +308,14 @@ def lstm_step(gemms, input_gates, step, h, c, cell, config):
     if config.proj_clip is not None:
         h = h.clamp(-config.proj_clip, config.proj_clip)
     return h, c
+
+
+def export_gemms(layer):
+    """The GEMMs of `layer` that an exported graph holds: torch's matmuls (or the int8 ones) on its weights, detached:
+    ONNX cannot take the scan's loop apart while its weights require gradients, as a freshly loaded model's do."""
+    if isinstance(layer.gemms, Int8Gemms):
+        return layer.gemms.for_call(False)
+    return FloatGemms(SimpleNamespace(**{name: p.detach() for name, p in layer.named_parameters(recurse=False)}))
 
 
 def scan_lstm(gemms, inputs, batch_sizes, h, c, cell, config):

@@ -22,16 +22,16 @@ from transformers.utils import ModelOutput, can_return_tuple, logging
 try:  # loaded as remote code, the modules are one package
     from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from .kernels_elmo import (
-        Int8Gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell, lstm_step,
-        onednn_runs, scan_lstm, wants_grad,
+        Int8Gemms, export_gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell,
+        lstm_step, onednn_runs, scan_lstm, wants_grad,
     )
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
     from .tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
 except ImportError:  # installed with pip, they are top-level modules
     from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from kernels_elmo import (
-        Int8Gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell, lstm_step,
-        onednn_runs, scan_lstm, wants_grad,
+        Int8Gemms, export_gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell,
+        lstm_step, onednn_runs, scan_lstm, wants_grad,
     )
     from quantization_elmo import ElmoInt8Config  # noqa: F401
     from tokenization_elmo import BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids, word_to_char_ids
@@ -236,7 +236,8 @@ class ElmoLstmLayer(GradientCheckpointingLayer):
                                "quantization_config to train it")
         with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
             if torch.is_tensor(batch_sizes):  # export traces torch's own ops
-                return scan_lstm(self.gemms.for_call(False), inputs, batch_sizes, h, c, lstm_cell, self.config)
+                inputs, h, c = inputs.detach(), h.detach(), c.detach()  # an exported graph infers (see export_gemms)
+                return scan_lstm(export_gemms(self), inputs, batch_sizes, h, c, lstm_cell, self.config)
             return self._recurrence(inputs, batch_sizes, h, c)
 
     def _recurrence(self, inputs, batch_sizes, h, c):
@@ -462,8 +463,16 @@ class ElmoModel(ElmoPreTrainedModel):
         self.post_init()
 
     def get_input_embeddings(self):
+        """The char embedding (the word embedding of a word-only model, `char_embedding_dim` 0)."""
         char_cnn = self.bilm.char_cnn
         return char_cnn.char_embedding if char_cnn.char_embedding is not None else char_cnn.word_embedding
+
+    def set_input_embeddings(self, value):
+        char_cnn = self.bilm.char_cnn
+        if char_cnn.char_embedding is not None:
+            char_cnn.char_embedding = value
+        else:
+            char_cnn.word_embedding = value
 
     def _check_inputs(self, input_ids, attention_mask, lstm_state=None):
         """Every check of the biLM's inputs, in one place: refuses malformed inputs by name; returns the char ids as
@@ -564,16 +573,34 @@ class ElmoModel(ElmoPreTrainedModel):
         index = {row.tobytes(): i for i, row in enumerate(char_ids.cpu().numpy())}
         self.bilm.token_cache = (index, table)
 
-    def bilm_layers(self, input_ids, attention_mask=None, lstm_state=None):
+    def bilm_layers(self, input_ids, attention_mask=None, lstm_state=None, output_hidden_states=None):
         """The biLM layers with BOS and EOS kept, for heads that need the boundary positions (the LM head).
 
         Returns (layers, each [B, words + 2, 2P]; the final LSTM state of each layer (see `lstm_state` in
-        `forward`); word mask [B, words]; lengths [B] including BOS and EOS).
+        `forward`); word mask [B, words]; lengths [B] including BOS and EOS; the hidden states with
+        `output_hidden_states` (None: `config.output_hidden_states`), else None: see `word_layers`).
         """
         input_ids, mask = self._check_inputs(input_ids, attention_mask, lstm_state)
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
         layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
-        return layers, final_state, mask, lengths
+        hidden_states = None
+        if output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states:
+            hidden_states, layers = self.word_layers(layers, mask)
+        return layers, final_state, mask, lengths, hidden_states
+
+    @staticmethod
+    def word_layers(layers, mask):
+        """The hidden states: each biLM layer at the words, [B, words, 2P] (BOS/EOS removed, zeros at padding); and
+        the layers [B, words + 2, 2P] made again from them, the same values, so that every output computed from the
+        layers is on the hidden states' gradient path (their `.grad` after backward, as attribution tools read)."""
+        words = mask.shape[1]
+        keep = mask.unsqueeze(-1).to(layers[0].dtype)
+        hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers)
+        positions = torch.arange(words + 2, device=mask.device)  # the words are at 1..n (padding is on the right)
+        at_words = ((positions >= 1) & (positions <= mask.sum(dim=1, keepdim=True))).unsqueeze(-1)
+        layers = [torch.where(at_words, F.pad(hidden, (0, 0, 1, 1)), layer)
+                  for hidden, layer in zip(hidden_states, layers)]
+        return hidden_states, layers
 
     @can_return_tuple
     def forward(
@@ -604,18 +631,15 @@ class ElmoModel(ElmoPreTrainedModel):
                 raise TypeError(f"{name} must be True, False or None, got {value!r}")
         if output_attentions:
             raise ValueError("ELMo has no attention layers: output_attentions=True is not supported")
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        layers, final_state, mask, lengths, hidden_states = self.bilm_layers(
+            input_ids, attention_mask, lstm_state, output_hidden_states
         )
-        layers, final_state, mask, lengths = self.bilm_layers(input_ids, attention_mask, lstm_state)
-
         words = input_ids.shape[1]
         boundary_mask = torch.arange(words + 2, device=mask.device) < lengths.unsqueeze(1)
         keep = mask.unsqueeze(-1).to(layers[0].dtype)
         representations = tuple(
             self.dropout(mix(layers, boundary_mask)[:, 1 : words + 1] * keep) for mix in self.scalar_mixes
         )
-        hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers) if output_hidden_states else None
         return ElmoModelOutput(
             last_hidden_state=representations[0],
             elmo_representations=representations,
@@ -675,6 +699,8 @@ class ElmoLanguageModelingOutput(ModelOutput):
             Full-softmax logits, returned without `labels`: position j of the forward LM predicts word j (word
             `words` is `</S>`), position j of the backward LM predicts word j - 1 (word -1 is `<S>`). Vocabulary-sized
             at every position: with a large vocabulary use `lm_log_probs` or `masked_word_log_probs` instead.
+        hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`):
+            The biLM layers at the words, as `ElmoModelOutput.hidden_states`.
     """
 
     loss: torch.FloatTensor | None = None
@@ -686,6 +712,7 @@ class ElmoLanguageModelingOutput(ModelOutput):
     perplexity: torch.FloatTensor | None = None
     forward_logits: torch.FloatTensor | None = None
     backward_logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
 def lm_perplexities(forward_nll, backward_nll, num_predictions):
@@ -783,11 +810,14 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         num_items_in_batch (`int` or `torch.Tensor`, *optional*):
             Predictions per direction in the whole (accumulated) batch, given by Trainer; the loss is divided by it.
         """
-        forward_states, backward_states, lengths = self.lm_states(input_ids, attention_mask)
+        forward_states, backward_states, lengths, hidden_states = self._lm_states(
+            input_ids, attention_mask, kwargs.get("output_hidden_states")
+        )
         words = input_ids.shape[1]
         if labels is None:
             return ElmoLanguageModelingOutput(
-                forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states)
+                forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states),
+                hidden_states=hidden_states,
             )
 
         if labels.dim() != 2 or labels.shape != (input_ids.shape[0], words + 1):
@@ -811,6 +841,7 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
             forward_nll=nll.new_zeros(len(labels)).index_add(0, sentence, forward_nll.detach()),
             backward_nll=nll.new_zeros(len(labels)).index_add(0, sentence, backward_nll.detach()),
             num_predictions=count,
+            hidden_states=hidden_states,
         )
         if not sampled:
             ppl = lm_perplexities(output.forward_nll, output.backward_nll, count)
@@ -823,10 +854,16 @@ class ElmoForLanguageModeling(ElmoPreTrainedModel):
         """The top biLM layer where the softmax reads it: forward states [B, words + 1, P] at `<S>, w_0 .. w_{n-1}`
         (predicting `w_0 .. w_{n-1}, </S>`), backward states [B, words + 1, P] at `w_0 .. w_{n-1}, </S>`
         (predicting `<S>, w_0 .. w_{n-1}`), after `lm_dropout`; and the lengths [B] with `<S>` and `</S>`."""
-        layers, _, _, lengths = self.elmo.bilm_layers(input_ids, attention_mask)
+        return self._lm_states(input_ids, attention_mask, output_hidden_states=False)[:3]
+
+    def _lm_states(self, input_ids, attention_mask, output_hidden_states):
+        """`lm_states` and the hidden states (`ElmoModel.bilm_layers`)."""
+        layers, _, _, lengths, hidden_states = self.elmo.bilm_layers(
+            input_ids, attention_mask, output_hidden_states=output_hidden_states
+        )
         top = self.dropout(layers[-1])
         size, words = self.config.projection_dim, input_ids.shape[1]
-        return top[:, : words + 1, :size], top[:, 1:, size:], lengths
+        return top[:, : words + 1, :size], top[:, 1:, size:], lengths, hidden_states
 
     def softmax_chunk_rows(self):
         """Rows of hidden states sent through the full softmax at once (see `SOFTMAX_CHUNK_VALUES`)."""
@@ -936,10 +973,12 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
     def frozen_modules(self):
         return [self.elmo.bilm] if self.config.freeze_bilm else []
 
-    def encode(self, input_ids, attention_mask, output_attentions=None):
-        """Task-encoded ELMo vectors [B, words, D] and the word mask."""
-        output = self.elmo(input_ids, attention_mask=attention_mask, output_attentions=output_attentions)
-        return self.encoder(output.last_hidden_state, output.mask), output.mask
+    def encode(self, input_ids, attention_mask, **kwargs):
+        """Task-encoded ELMo vectors [B, words, D], the word mask and the hidden states (with `output_hidden_states`,
+        of the call or the config)."""
+        output = self.elmo(input_ids, attention_mask=attention_mask, output_attentions=kwargs.get("output_attentions"),
+                           output_hidden_states=kwargs.get("output_hidden_states"), return_dict=True)
+        return self.encoder(output.last_hidden_state, output.mask), output.mask, output.hidden_states
 
     def mix_penalty(self):
         """The paper's `lambda * ||w||^2` on the (pre-softmax) mix weights: 0 means a uniform mix."""
@@ -975,14 +1014,14 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
         r"""
         labels (`torch.LongTensor` of shape `(batch, words)`, *optional*): the label of each word, -100 to ignore.
         """
-        vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
+        vectors, mask, hidden_states = self.encode(input_ids, attention_mask, **kwargs)
         logits = self.classifier(vectors)
         loss = None
         if labels is not None:
             check_class_ids(labels, self.num_labels, mask.shape, "[batch, words]")
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten().long(), ignore_index=-100)
             loss = loss + self.mix_penalty()
-        return TokenClassifierOutput(loss=loss, logits=logits)
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
 
 class ElmoForSequenceClassification(ElmoTaskHeadModel):
@@ -996,7 +1035,7 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
         labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
             num_labels)` multi-hot floats for multi-label classification).
         """
-        vectors, mask = self.encode(input_ids, attention_mask, kwargs.get("output_attentions"))
+        vectors, mask, hidden_states = self.encode(input_ids, attention_mask, **kwargs)
         logits = self.classifier(masked_mean(vectors, mask))
         loss = None
         if labels is not None:
@@ -1025,7 +1064,7 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
                     raise ValueError(f"multi-label labels must be a tensor {list(logits.shape)} of values in [0, 1]")
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             loss = loss + self.mix_penalty()
-        return SequenceClassifierOutput(loss=loss, logits=logits)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
 
 for _auto_class, _reference in ELMO_AUTO_MAP.items():  # the one list of which class each Auto class loads

@@ -168,7 +168,7 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
     def get_target_ids(self, targets):
         """Vocabulary ids of `targets`, refusing words the softmax does not have and the special words."""
         targets = [targets] if isinstance(targets, str) else list(targets)
-        vocab = self.tokenizer.get_vocab()
+        vocab = self.tokenizer.vocab  # the softmax's words (get_vocab() adds the added tokens, <pad> and <mask>)
         excluded = {self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token}
         unknown = [t for t in targets if t not in vocab or t in excluded]
         if unknown or not targets:

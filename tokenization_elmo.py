@@ -43,9 +43,9 @@ from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
 
-# The most characters per word a config or tokenizer may ask for (the published models use 50): a larger value is a
-# typo or a hostile file. Declared here, not in configuration_elmo (which imports torch), so that the tokenizer
-# runs without torch (serving an exported ONNX model, docs/serving.md).
+# The most characters per word a tokenizer may ask for (the published models use 50): a larger value is a typo or a
+# hostile file. Declared here, not in configuration_elmo (whose base class, transformers' PretrainedConfig, imports
+# torch), so that the tokenizer runs without torch (serving an exported ONNX model, docs/serving.md).
 MAX_CHARACTERS_PER_TOKEN = 1024
 
 # Raw character ids (before the +1 shift): bytes are 0-255, then these markers.
@@ -136,11 +136,23 @@ def sentence_boundary_char_ids(max_chars=50):
 LOADING_KEYS = frozenset({"name_or_path", "added_tokens_decoder", "auto_map", "backend", "files_loaded", "is_local",
                           "local_files_only", "tokenizer_file", "processor_class", "special_tokens_map_file",
                           "tokenizer_class", "model_specific_special_tokens"})
-# transformers' tokenizer options that work here as there; any other option is refused by name, and so are values
-# ElmoTokenizer cannot honour (see __init__).
+# transformers' tokenizer options that work here as there (values ElmoTokenizer cannot honour are refused, see
+# `check_options`).
 BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side", "model_input_names", "verbose",
                           "extra_special_tokens", "additional_special_tokens", "clean_up_tokenization_spaces",
                           "split_special_tokens", "chat_template"})
+# Options of other tokenizers that ask for what ElmoTokenizer's rules already do at one value (accepted) and for a
+# change of the words at the other (refused: accepting it would silently give other vectors than asked for).
+# Any other option means nothing for words split on white space: it is stored and ignored, with a warning.
+FIXED_OPTIONS = {
+    "add_bos_token": (False, "the model adds <S> and </S> around every sentence itself; a second one would change "
+                      "every vector"),
+    "add_eos_token": (False, "the model adds <S> and </S> around every sentence itself; a second one would change "
+                      "every vector"),
+    "strip_accents": (False, "words keep every character, as the model read them in training"),
+    "tokenize_chinese_chars": (False, "Chinese is split into words by the segmenter (segmenter='jieba'), not into "
+                               "characters"),
+}
 
 
 # How raw text is split into words (`segmenter`): the packages each segmenter needs and the extra installing them.
@@ -307,11 +319,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
 
     `input_ids` has shape [batch, words, max_characters_per_token] and `attention_mask` [batch, words]. Padding and
     truncation count words (padding is always on the right, as the biLM reads sentences from their first position;
-    truncation keeps the first words, the last ones with `truncation_side="left"`). An option this tokenizer would
-    ignore is refused by name (`check_options`).
+    truncation keeps the first words, the last ones with `truncation_side="left"`; `return_overflowing_tokens`
+    gives every window of `max_length` words). The options of other tokenizers are taken as `check_options` says.
     An optional word vocabulary (`vocab.txt`, bilm-tf format: one word a line, word id = line number, `<S>`, `</S>`
     and `<UNK>` on any line; see `read_vocabulary`) maps words to ids for language-model targets; the model's inputs
-    are always characters. `mask_token` marks the word the fill-mask pipeline fills.
+    are always characters. `mask_token` marks the word the fill-mask pipeline fills. `do_lower_case=True` lower-cases
+    every word but the special and added tokens (for a model trained on lower-cased text).
     """
 
     vocab_files_names = {"vocab_file": "vocab.txt", "char_vocab_file": "char.dic", "word_vocab_file": "word.dic"}
@@ -335,10 +348,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
         word_vocab_file=None,
         segmenter="whitespace",
         opencc_config=None,
+        do_lower_case=False,
         **kwargs,
     ):
-        if segmenter not in SEGMENTERS:
-            raise ValueError(f"segmenter must be one of {', '.join(SEGMENTERS)}, got {segmenter!r:.100}")
+        if not isinstance(segmenter, str) or segmenter not in SEGMENTERS:
+            raise ValueError(f"segmenter must be one of {', '.join(SEGMENTERS)} (a string), got {segmenter!r:.100}: "
+                             "set it so in tokenizer_config.json")
+        if opencc_config is not None and not isinstance(opencc_config, str):
+            raise ValueError(f"opencc_config must be an OpenCC conversion name (a string, e.g. 's2t') or null, got "
+                             f"{opencc_config!r:.100}: set it so in tokenizer_config.json")
         if segmenter != "whitespace":
             load_segmenter(segmenter)  # a folder that needs a missing package fails now, naming it
         if opencc_config is not None:
@@ -357,6 +375,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         self.char_vocab = None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS)
         self.word_vocab = None if word_vocab_file is None else read_dic(word_vocab_file, WORD_VOCAB_SYMBOLS)
         self._rows, self._inverse = {}, {}
+        if not isinstance(do_lower_case, bool):
+            raise ValueError(f"do_lower_case must be True or False, got {do_lower_case!r:.100}")
+        self.do_lower_case = do_lower_case
         self.check_options(kwargs, bos_token=bos_token, eos_token=eos_token, unk_token=unk_token)
         super().__init__(
             vocab_file=vocab_file,
@@ -370,21 +391,26 @@ class ElmoTokenizer(PreTrainedTokenizer):
             word_vocab_file=word_vocab_file,
             segmenter=segmenter,
             opencc_config=opencc_config,
+            do_lower_case=do_lower_case,
             **kwargs,
         )
 
     @staticmethod
     def check_options(kwargs, **special_tokens):
-        """Refuse, by name, an option that would be accepted and then ignored: options of other tokenizers
-        (`do_lower_case`, `strip_accents`, `add_prefix_space`...: the words are the characters of the white-space
-        split, as they are) and values these rules cannot honour. Truncation keeps the first words, or the last with
-        `truncation_side="left"`."""
-        unknown = sorted(set(kwargs) - LOADING_KEYS - BASE_OPTIONS)
-        if unknown:
-            raise ValueError(f"ElmoTokenizer does not take {', '.join(unknown)}: it splits text into words (on white "
-                             "space, or with its segmenter) and keeps every character of each word as it is (no "
-                             "lower-casing, accent stripping or "
-                             "sub-words); leave the option out")
+        """Take the options transformers passes to every tokenizer: options of other tokenizers that mean nothing
+        for words split on white space (`add_prefix_space`, `never_split`...) are stored and ignored with a warning;
+        those of `FIXED_OPTIONS` and values these rules cannot honour are refused by name, as accepting them would
+        silently change the vectors. Truncation keeps the first words, or the last with `truncation_side="left"`."""
+        for name in sorted(set(kwargs) - LOADING_KEYS - BASE_OPTIONS):
+            value = kwargs[name]
+            if name in FIXED_OPTIONS:
+                allowed, reason = FIXED_OPTIONS[name]
+                if value is not None and value != allowed:
+                    raise ValueError(f"ElmoTokenizer cannot honour {name}={value!r:.100}: {reason}; leave it out")
+            elif not callable(getattr(ElmoTokenizer, name, None)):  # a method's name: transformers refuses it
+                warn_once(f"option {name}", f"ElmoTokenizer ignores {name}={value!r:.100}: it is an option of other "
+                          "tokenizers; ElmoTokenizer splits text into words (on white space, or with its segmenter) "
+                          "and keeps every character of each word")
         fixed = {"bos_token": BOS_WORD, "eos_token": EOS_WORD, "unk_token": UNK_WORD}
         for name, value in special_tokens.items():
             if str(value) != fixed[name]:
@@ -407,7 +433,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         return len(self.vocab)
 
     def get_vocab(self):
-        return dict(self.vocab)
+        """The word vocabulary (vocab.txt, `self.vocab`: the LM softmax's words), then the added tokens (`<pad>`,
+        `<mask>`, `add_tokens`)."""
+        return {**self.vocab, **self.added_tokens_encoder}
 
     def _convert_token_to_id(self, token):
         return self.vocab.get(token, self.vocab[UNK_WORD])
@@ -555,11 +583,18 @@ class ElmoTokenizer(PreTrainedTokenizer):
                       "(segmenter='jieba' for Chinese, 'fugashi' for Japanese; see docs/zh, docs/ja)")
 
     def tokenize(self, text, **kwargs):
-        """The words of `split_words`; no special-token splitting."""
-        return self.split_words(text)
+        """The words of `split_words` (lower-cased with `do_lower_case`); no special-token splitting."""
+        return self.cased(self.split_words(text))
 
     def _tokenize(self, text, **kwargs):
-        return self.split_words(text)
+        return self.tokenize(text)
+
+    def cased(self, words):
+        """`words` as the model reads them: lower-cased with `do_lower_case`, but the special and added tokens."""
+        if not self.do_lower_case:
+            return words
+        kept = set(self.all_special_tokens) | set(self.added_tokens_encoder)
+        return [word if word in kept else word.lower() for word in words]
 
     def _sentences(self, text, is_split_into_words):
         """Normalise every accepted input form to (is_batched, list of word lists), rejecting the rest by name."""
@@ -573,12 +608,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if isinstance(text, str):
             if is_split_into_words:
                 raise TypeError("is_split_into_words=True expects a list of words (or a batch of them), got a str")
-            return False, [self.split_words(text)]
+            return False, [self.tokenize(text)]
         if not isinstance(text, (list, tuple)):
             raise TypeError(f"ElmoTokenizer expects a str, a list of str or a list of word lists, got {type(text)}")
         if is_split_into_words:
             if all(isinstance(t, str) for t in text):
-                return False, [check_words(text, "")]
+                return False, [self.cased(check_words(text, ""))]
             sentences = []
             for i, words in enumerate(text):
                 if not isinstance(words, (list, tuple)):
@@ -586,7 +621,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                         f"sentence {i} is {words!r} ({type(words).__name__}); with is_split_into_words=True a "
                         "batch must be a list of word lists"
                     )
-                sentences.append(check_words(words, f"sentence {i}, "))
+                sentences.append(self.cased(check_words(words, f"sentence {i}, ")))
             return True, sentences
         if len(text) == 0:
             raise ValueError("empty batch: pass at least one sentence (an empty string is a sentence with no words)")
@@ -596,7 +631,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 raise ValueError(f"sentence {i} is a list: pass is_split_into_words=True for pre-tokenized input")
             if not isinstance(t, str):
                 raise TypeError(f"sentence {i} is {t!r} ({type(t).__name__}); expected a str")
-            sentences.append(self.split_words(t))
+            sentences.append(self.tokenize(t))
         return True, sentences
 
     def _encode_plus(
@@ -624,10 +659,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if text_pair is not None:
             raise ValueError("ElmoTokenizer encodes single sentences; text pairs are not supported")
         unsupported = {
-            "return_token_type_ids": return_token_type_ids,
-            "return_overflowing_tokens": return_overflowing_tokens,
+            "return_token_type_ids": return_token_type_ids,  # one sentence at a time: no token types
             "return_offsets_mapping": return_offsets_mapping,
-            "stride": stride,
+            "stride": stride if not return_overflowing_tokens else 0,
             "split_special_tokens": kwargs.get("split_special_tokens"),  # special words are words like any other
         }
         for name, value in unsupported.items():
@@ -638,10 +672,17 @@ class ElmoTokenizer(PreTrainedTokenizer):
         ):
             raise ValueError(f"max_length must be a non-negative int (words per sentence) or None, got {max_length!r}")
         is_batched, sentences = self._sentences(text, is_split_into_words)
-        if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None:
+        truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
+        windows_of = None
+        if return_overflowing_tokens and truncate:
+            sentences, windows_of = self.windows(sentences, max_length, stride)
+            is_batched = True
+        elif truncate:
             left = self.truncation_side == "left"
             sentences = [words[len(words) - max_length :] if left else words[:max_length] for words in sentences]
         encoded = {"input_ids": [[list(self.token_row(w)) for w in s] for s in sentences]}
+        if windows_of is not None:
+            encoded["overflow_to_sample_mapping"] = windows_of
         if return_length:
             encoded["length"] = [len(s) for s in sentences]
         if return_special_tokens_mask:
@@ -658,6 +699,21 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return_tensors=return_tensors,
             verbose=verbose,
         )
+
+    @staticmethod
+    def windows(sentences, max_length, stride):
+        """`return_overflowing_tokens`, as transformers' fast tokenizers give it: each sentence as windows of
+        `max_length` words, each starting `stride` words before the previous one ends, left to right (every word in
+        at least one window); returns the windows and the sentence of each (`overflow_to_sample_mapping`)."""
+        if not (isinstance(stride, int) and 0 <= stride < max_length):
+            raise ValueError(f"stride must be an int from 0 to max_length - 1 = {max_length - 1} (words the windows "
+                             f"of return_overflowing_tokens share), got {stride!r}")
+        windows, windows_of = [], []
+        for index, words in enumerate(sentences):
+            for start in range(0, max(len(words) - stride, 1), max_length - stride):
+                windows.append(words[start : start + max_length])
+                windows_of.append(index)
+        return windows, windows_of
 
     def pad(
         self,

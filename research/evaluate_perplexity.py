@@ -36,7 +36,7 @@ def main(argv=None):
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=True)
     model = AutoModelForPreTraining.from_pretrained(args.model, trust_remote_code=True).to(args.device).eval()
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
-    vocab = tokenizer.get_vocab()
+    vocab = tokenizer.vocab  # the softmax's words (get_vocab() adds <pad> and <mask>)
     train = text_to_windows(load_splits(data_files={"train": args.train_file})["train"], "text", args.max_words)
     results = {}
     for path in args.eval_file:

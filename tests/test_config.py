@@ -2,11 +2,13 @@
 inconsistent vocabulary fields) with huggingface_hub's `@strict` errors, as transformers' own configs are, and the
 AllenNLP options.json round trip keeps every field."""
 
+import ast
 import json
+import re
 import shutil
 
 import pytest
-from conftest import FIXTURES, one_line, run
+from conftest import FIXTURES, REPO, one_line, run
 from huggingface_hub.errors import StrictDataclassError
 
 from configuration_elmo import ElmoConfig
@@ -56,17 +58,61 @@ def test_round_trip_through_options():
     assert config_from_options(options_from_config(config)).to_dict() == config.to_dict()
 
 
-def test_types_are_checked_on_assignment_and_ranges_by_validate():
-    """`@strict` checks a field's type when it is set, not only at construction; `validate()` (which transformers
-    runs before saving) checks the ranges and the rules between fields."""
+def test_types_and_ranges_are_checked_on_assignment():
+    """`@strict` checks a field's type when it is set, not only at construction, and the range is checked then too
+    (a config edited in place, `config.lstm_dim = 10**12`, was accepted and failed much later), in one line naming
+    the value and the range; also through the names transformers' configs share (`num_hidden_layers`)."""
     config = ElmoConfig(lstm_dim=12, projection_dim=5)
     for field, value in [("lstm_dim", "12"), ("do_layer_norm", 1), ("dropout", "0.1"), ("task_encoder", "gru"),
                          ("filters", [[1, "4"]])]:
         with pytest.raises(StrictDataclassError, match=f"for field '{field}'"):
             setattr(config, field, value)
-    config.lstm_dim = 0
-    with pytest.raises(StrictDataclassError, match="ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 0"):
-        config.validate()
+    for field, value, message in [("lstm_dim", 10**12, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, "
+                                   "got 1000000000000"),
+                                  ("lstm_dim", 0, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 0"),
+                                  ("num_hidden_layers", 65, "ElmoConfig.n_layers must be an integer from 1 to 64, "
+                                   "got 65")]:
+        with pytest.raises(ValueError) as refused:
+            setattr(config, field, value)
+        assert str(refused.value) == message
+    assert (config.lstm_dim, config.n_layers) == (12, 2)  # unchanged
+    config.num_hidden_layers = 3
+    assert config.n_layers == 3 and "num_hidden_layers" not in config.to_dict()
+
+
+def test_the_names_transformers_configs_share_map_to_elmo_fields():
+    """Generic code (PEFT, layer-wise learning rates) reads num_hidden_layers, hidden_size and vocab_size."""
+    config = ElmoConfig(lstm_dim=12, projection_dim=5, n_layers=3, lm_vocab_size=40)
+    assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (3, 10, 40)
+    config.vocab_size = 50
+    assert config.lm_vocab_size == 50
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(char_vocab_size=10, sentence_boundary_ids=[[1] * 49 + [11], [2] * 50]), "holds the id 11, beyond its "
+     "vocabulary (ids 1 to 10"),
+    (dict(char_embedding_dim=0, word_vocab_size=7, word_embedding_dim=4, sentence_boundary_ids=[[8], [2]]),
+     "holds the id 8, beyond its vocabulary (ids 1 to 7"),
+    (dict(char_vocab_size=10, word_vocab_size=7, word_embedding_dim=4,
+          sentence_boundary_ids=[[1] * 51, [9] + [2] * 50]), "holds the id 9, beyond its vocabulary (ids 1 to 7"),
+])
+def test_sentence_boundary_ids_beyond_the_vocabularies_are_refused(fields, message):
+    """They passed validation and failed at the first forward with an IndexError."""
+    with pytest.raises(StrictDataclassError, match=re.escape(message)):
+        ElmoConfig(lstm_dim=12, projection_dim=5, **fields)
+
+
+def test_configuration_imports_neither_torch_nor_the_tokenizer():
+    """configuration_elmo is the base of the model's modules: its own imports hold neither torch nor the tokenizer
+    (transformers' PretrainedConfig may import torch where it is installed; that is transformers')."""
+    tree = ast.parse((REPO / "configuration_elmo.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"torch", "tokenization_elmo"}, imported
+    with pytest.raises(ValueError, match="'banana' is not a torch dtype of floats"):
+        ElmoConfig(dtype="banana")
+    assert ElmoConfig(dtype="bfloat16").dtype is not None
 
 
 def test_tuples_are_stored_as_lists():

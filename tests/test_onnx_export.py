@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURE_NAMES, load_fixture
+from conftest import FIXTURE_NAMES, LM_FIXTURE, load_fixture
 from serving_memory import site_packages_without_torch
 from tolerance import assert_close_to_reference
 from elmo_transformers.cli import main
@@ -425,3 +425,45 @@ def test_embed_without_onnxruntime_or_with_a_damaged_graph_is_one_line(tiny_mode
     assert message.startswith(f"error: --model {exported}: onnxruntime cannot load its model.onnx ([ONNXRuntimeError]")
     assert message.endswith("): restore it, or export the model again")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt", "onnx"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_transformers_exporter_on_a_freshly_loaded_model(tiny_model_dir, dynamic):
+    """transformers' own ONNX exporter (`transformers.exporters`) on ElmoModel as from_pretrained gives it, weights
+    requiring gradients (it failed there: ONNX could not take the LSTM's scan apart); the graph, run by onnxruntime,
+    gives AllenNLP's numbers. A dynamic graph is exported on two short sentences and run on the fixture's batch."""
+    from transformers.exporters import OnnxConfig, OnnxExporter
+
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    model = ElmoModel.from_pretrained(tiny_model_dir).eval()
+    assert all(p.requires_grad for p in model.parameters())
+    tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    batch = dict(tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"))
+    sample = dict(tokenizer(["a b c", "d"], padding=True, return_tensors="pt")) if dynamic else batch
+    exported = OnnxExporter().export(model, sample, config=OnnxConfig(dynamic=dynamic))
+    assert_close_to_reference(exported(**batch)["last_hidden_state"], expected["elmo_representation"], "ELMo vectors")
+
+
+@pytest.mark.slow
+def test_transformers_exporter_on_the_language_model(lm_dir):
+    """The language model through transformers' exporter: its logits give AllenNLP's log-probabilities."""
+    from transformers.exporters import OnnxConfig, OnnxExporter
+
+    from modeling_elmo import ElmoForLanguageModeling
+    from tokenization_elmo import ElmoTokenizer
+
+    model = ElmoForLanguageModeling.from_pretrained(lm_dir).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(lm_dir)
+    sentences = json.loads((LM_FIXTURE / "sentences.json").read_text(encoding="utf-8"))
+    expected = np.load(LM_FIXTURE / "expected.npz")
+    batch = dict(tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt"))
+    out = OnnxExporter().export(model, batch, config=OnnxConfig())(**batch)
+    for direction in ("forward", "backward"):
+        log_probs = torch.log_softmax(torch.as_tensor(out[f"{direction}_logits"]), -1)
+        for i, n in enumerate(expected["n_tokens"]):
+            assert_close_to_reference(log_probs[i, : n + 1], expected[f"{direction}_log_probs"][i, : n + 1],
+                                      f"{direction} {i}")

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -153,16 +155,94 @@ def test_ids_the_tokenizer_could_not_have_made_are_refused(tok):
             tok(["a b"], truncation=True, max_length=max_length)
 
 
-@pytest.mark.parametrize("option", [{"do_lower_case": True}, {"strip_accents": True}, {"add_prefix_space": True},
-                                    {"tokenize_chinese_chars": False}, {"never_split": ["x"]}])
-def test_options_of_other_tokenizers_are_refused_by_name(option):
-    """Options transformers users set on other tokenizers would be accepted and ignored: each is refused by name,
-    also through from_pretrained (where the option is passed on to __init__)."""
-    (name,) = option
-    with pytest.raises(ValueError, match=f"does not take {name}"):
+def test_do_lower_case_lower_cases_every_word_but_the_special_and_added_tokens(tmp_path):
+    """transformers passes do_lower_case to every tokenizer: for ELMo it means something (a model trained on
+    lower-cased text), so it is done, kept by save_pretrained, and leaves <S>, <mask> and added tokens whole."""
+    lower = ElmoTokenizer(do_lower_case=True)
+    lower.add_tokens(["[NEW]"], special_tokens=True)
+    cased = ElmoTokenizer()
+    assert lower.tokenize("The CAT <mask> <S> [NEW]") == ["the", "cat", "<mask>", "<S>", "[NEW]"]
+    assert lower("The CAT sat")["input_ids"] == cased("the cat sat")["input_ids"]
+    assert lower(["The", "Ünïcode"], is_split_into_words=True)["input_ids"] == cased("the ünïcode")["input_ids"]
+    assert cased("The")["input_ids"] != lower("The")["input_ids"]
+    lower.save_pretrained(tmp_path)
+    assert ElmoTokenizer.from_pretrained(tmp_path).tokenize("The Cat") == ["the", "cat"]
+    with pytest.raises(ValueError, match="do_lower_case must be True or False, got 'yes'"):
+        ElmoTokenizer(do_lower_case="yes")
+
+
+@pytest.mark.parametrize("option", [{"strip_accents": True}, {"tokenize_chinese_chars": True},
+                                    {"add_bos_token": True}, {"add_eos_token": True}])
+def test_options_that_would_change_the_vectors_are_refused_by_name(option):
+    """Accepting these and doing nothing would silently give other vectors than asked for: refused in one line, also
+    through from_pretrained (where the option is passed on to __init__)."""
+    (name, value), = option.items()
+    for make in (lambda: ElmoTokenizer(**option), lambda: ElmoTokenizer.from_pretrained(SHIPPED, **option)):
+        with pytest.raises(ValueError, match=f"ElmoTokenizer cannot honour {name}={value}: .*; leave it out"):
+            make()
+
+
+@pytest.mark.parametrize("option", [{"add_prefix_space": True}, {"never_split": ["x"]}, {"wordpieces_prefix": "##"},
+                                    {"add_bos_token": False}, {"strip_accents": False}, {"do_lower_case": False}])
+def test_options_of_other_tokenizers_that_mean_nothing_here_are_accepted(option, caplog):
+    """What transformers passes to every tokenizer is accepted: an option that asks for what ELMo's rules do anyway
+    silently, one that means nothing for words split on white space with a one-time warning naming it; the
+    numbers are those of the plain tokenizer."""
+    (name, value), = option.items()
+    plain = ElmoTokenizer()("Some words here")["input_ids"]
+    with caplog.at_level("WARNING"):
+        tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, **option)
         ElmoTokenizer(**option)
-    with pytest.raises(ValueError, match=f"does not take {name}"):
-        ElmoTokenizer.from_pretrained(SHIPPED, **option)
+    assert tokenizer("Some words here")["input_ids"] == plain
+    assert tokenizer.init_kwargs[name] == value
+    warned = [r.getMessage() for r in caplog.records if f"ElmoTokenizer ignores {name}=" in r.getMessage()]
+    meaningless = name in ("add_prefix_space", "never_split", "wordpieces_prefix")
+    assert len(warned) == (1 if meaningless else 0), caplog.text
+
+
+def test_options_named_like_methods_are_refused_as_transformers_refuses_them():
+    with pytest.raises(AttributeError, match="add_special_tokens conflicts with the method"):
+        ElmoTokenizer(add_special_tokens=True)
+
+
+def test_get_vocab_includes_added_tokens():
+    tokenizer = ElmoTokenizer()
+    tokenizer.add_tokens(["[NEW]"])
+    vocab = tokenizer.get_vocab()
+    assert vocab == {"<S>": 0, "</S>": 1, "<UNK>": 2, "<pad>": 3, "<mask>": 4, "[NEW]": 5}
+    assert len(vocab) == len(tokenizer) and tokenizer.vocab_size == 3  # the LM softmax's words stay 3
+
+
+def test_overflowing_tokens_are_windows_of_words(tok):
+    """return_overflowing_tokens, as transformers' fast tokenizers give it: every word in a window of max_length
+    words, `stride` words shared by neighbours, overflow_to_sample_mapping naming each window's sentence."""
+    def windows(text, **kwargs):
+        encoding = tok(text, truncation=True, return_overflowing_tokens=True, **kwargs)
+        return tok.batch_decode(encoding["input_ids"]), encoding["overflow_to_sample_mapping"]
+
+    assert windows("a b c d e", max_length=2) == (["a b", "c d", "e"], [0, 0, 0])
+    assert windows("a b c d e", max_length=3, stride=1) == (["a b c", "c d e"], [0, 0])
+    assert windows(["a b c", "d", ""], max_length=2) == (["a b", "c", "d", ""], [0, 0, 1, 2])
+    batch = tok(["a b c", "d"], max_length=2, truncation=True, padding=True, return_overflowing_tokens=True,
+                return_tensors="pt")
+    assert batch["input_ids"].shape == (3, 2, 50) and batch["overflow_to_sample_mapping"].tolist() == [0, 0, 1]
+    assert batch["attention_mask"].tolist() == [[1, 1], [1, 0], [1, 0]]
+    for stride in (2, -1):
+        with pytest.raises(ValueError, match=f"stride must be an int from 0 to max_length - 1 = 1 .*got {stride}"):
+            tok("a b c", max_length=2, truncation=True, stride=stride, return_overflowing_tokens=True)
+
+
+@pytest.mark.parametrize("field, value", [("segmenter", ["jieba"]), ("segmenter", "mecab"),
+                                          ("opencc_config", ["s2t"])])
+def test_a_segmenter_of_the_wrong_type_in_tokenizer_config_is_one_line(tmp_path, field, value):
+    """A list where tokenizer_config.json wants a name was a raw TypeError (unhashable type)."""
+    ElmoTokenizer().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, field: value}))
+    with pytest.raises(ValueError) as refused:
+        ElmoTokenizer.from_pretrained(tmp_path)
+    message = str(refused.value)
+    assert "\n" not in message and repr(value) in message and "set it so in tokenizer_config.json" in message
 
 
 @pytest.mark.parametrize("option", [{"bos_token": "<s>"}, {"eos_token": "</s>"}, {"unk_token": "[UNK]"},

@@ -227,8 +227,9 @@ class DataCollatorForElmoLanguageModeling:
     tokenizer: ElmoTokenizer
 
     def __post_init__(self):
-        # The word vocabulary itself (`convert_tokens_to_ids` would give the added "<pad>" token an id past it).
-        self.vocab = self.tokenizer.get_vocab()
+        # The word vocabulary itself (get_vocab() and `convert_tokens_to_ids` would give the added "<pad>" token an id
+        # past it).
+        self.vocab = self.tokenizer.vocab
         self.unk_id = self.vocab[UNK_WORD]
 
     def __call__(self, features):

@@ -1,0 +1,200 @@
+"""transformers' own test suites on ELMo, as transformers tests one of its own models (its
+tests/models/bert/test_modeling_bert.py): `ModelTesterMixin` on the four model classes, `ConfigTester` on ElmoConfig
+and `TokenizerTesterMixin` on ElmoTokenizer.
+
+The suites are transformers' test files at the installed version, from its source distribution on PyPI (not kept
+here): .ci/run fetches them into `.transformers-suites/` and sets ELMO_TRANSFORMERS_SUITES, which makes them
+required; a local run without them skips this module, saying how to fetch them (docs/contract.md).
+A test is turned off only where it cannot apply to a char-level biLM, each with its reason in one line.
+"""
+
+import importlib
+import os
+import sys
+import tempfile
+import types
+import unittest
+import warnings
+from pathlib import Path
+
+import pytest
+import transformers
+
+REPO = Path(__file__).resolve().parents[3]
+SUITES = Path(os.environ.get("ELMO_TRANSFORMERS_SUITES")
+              or REPO / ".transformers-suites" / f"transformers-{transformers.__version__}" / "tests")
+# The three suite files; the empty __init__.py that the source distribution leaves out is added by .ci/run.
+SUITE_FILES = ("__init__.py", "test_modeling_common.py", "test_configuration_common.py", "test_tokenization_common.py")
+if not all((SUITES / name).is_file() for name in SUITE_FILES):
+    if os.environ.get("ELMO_TRANSFORMERS_SUITES"):
+        raise RuntimeError(f"ELMO_TRANSFORMERS_SUITES={SUITES} does not hold transformers' {', '.join(SUITE_FILES)}")
+    pytest.skip(f"transformers {transformers.__version__}'s test suites are not in {SUITES}: fetch them as .ci/run "
+                "does (docs/contract.md)", allow_module_level=True)
+
+
+def load_suites():
+    """transformers' tests folder as the package `transformers_suites`, with stand-ins for what it imports from files
+    its source distribution leaves out."""
+    package = types.ModuleType("transformers_suites")
+    package.__path__ = [str(SUITES)]
+    sys.modules["transformers_suites"] = package
+    stand_ins = {
+        # transformers' export tests are not in the source distribution; tests/test_onnx_export.py exports ELMo
+        # through transformers' exporter instead.
+        "exporters.test_export": {"ExportTesterMixin": type("ExportTesterMixin", (), {})},
+        # ELMo does not generate; the suite only asks whether a test class inherits this mixin.
+        "generation.test_utils": {"GenerationTesterMixin": type("GenerationTesterMixin", (), {})},
+        # ConfigTester's check_config_arguments_init reads it; that one check is skipped below.
+        "utils.test_configuration_utils": {"config_common_kwargs": None},
+    }
+    for name, attributes in stand_ins.items():
+        parent = "transformers_suites"
+        for part in name.split(".")[:-1]:
+            parent = f"{parent}.{part}"
+            sys.modules.setdefault(parent, types.ModuleType(parent)).__path__ = []
+        module = types.ModuleType(f"transformers_suites.{name}")
+        module.__dict__.update(attributes)
+        sys.modules[module.__name__] = module
+    with warnings.catch_warnings():  # the marks transformers' own conftest registers (flash_attn_test...)
+        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+        return [importlib.import_module(f"transformers_suites.{name[:-3]}") for name in SUITE_FILES[1:]]
+
+
+modeling_common, configuration_common, tokenization_common = load_suites()
+
+import torch  # noqa: E402
+
+import elmo_transformers  # noqa: E402
+from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig  # noqa: E402
+from modeling_elmo import (  # noqa: E402
+    ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel,
+)
+from tokenization_elmo import ElmoTokenizer  # noqa: E402
+
+
+class ElmoModelTester:
+    """A tiny ElmoConfig and random char ids, as transformers' model testers make them."""
+
+    def __init__(self, parent, batch_size=3, seq_length=6, max_characters_per_token=10, projection_dim=8,
+                 lstm_dim=16, num_hidden_layers=2, lm_vocab_size=99, num_labels=3, is_training=True):
+        self.parent = parent
+        self.batch_size, self.seq_length = batch_size, seq_length
+        self.max_characters_per_token = max_characters_per_token
+        self.projection_dim, self.lstm_dim, self.num_hidden_layers = projection_dim, lstm_dim, num_hidden_layers
+        self.hidden_size = 2 * projection_dim  # an ELMo vector: forward and backward halves
+        self.lm_vocab_size, self.num_labels, self.is_training = lm_vocab_size, num_labels, is_training
+        self.vocab_size = 262  # the char ids
+
+    def get_config(self):
+        return ElmoConfig(
+            char_embedding_dim=4, filters=[[1, 4], [2, 4], [3, 8]], n_highway=1,
+            max_characters_per_token=self.max_characters_per_token, lstm_dim=self.lstm_dim,
+            projection_dim=self.projection_dim, n_layers=self.num_hidden_layers, lm_vocab_size=self.lm_vocab_size,
+            num_labels=self.num_labels, freeze_bilm=False,
+        )
+
+    def prepare_config_and_inputs(self):
+        # Every word is a real word (no all-zero row); the last sentence ends two words early (padding on the right).
+        input_ids = torch.randint(1, self.vocab_size, (self.batch_size, self.seq_length, self.max_characters_per_token))
+        attention_mask = torch.ones(self.batch_size, self.seq_length, dtype=torch.long)
+        attention_mask[-1, -2:] = 0
+        return self.get_config(), input_ids, attention_mask
+
+    def prepare_config_and_inputs_for_common(self):
+        config, input_ids, attention_mask = self.prepare_config_and_inputs()
+        return config, {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+elmo_transformers.register()  # model type "elmo" in the Auto classes, as the package registers it for its users
+# The suite tells a base model (which it does not train) and the heads (for which it makes labels) by transformers'
+# tables of its own models' class names, which registering with the Auto classes does not change: ELMo's classes join
+# copies of those tables in the suite's module.
+for _table, _auto_class in (("MODEL_MAPPING_NAMES", "AutoModel"),
+                            ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", "AutoModelForTokenClassification"),
+                            ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForSequenceClassification")):
+    setattr(modeling_common, _table,
+            {**getattr(modeling_common, _table), "elmo": ELMO_AUTO_MAP[_auto_class].rsplit(".", 1)[1]})
+
+
+class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
+    all_model_classes = (ElmoModel, ElmoForLanguageModeling, ElmoForSequenceClassification,
+                         ElmoForTokenClassification)
+    has_attentions = False  # a biLSTM: no attention weights
+    test_resize_embeddings = False  # the char embedding's rows are fixed (bytes and markers), as CANINE's
+
+    def setUp(self):
+        self.model_tester = ElmoModelTester(self)
+        # The common names but num_attention_heads: a biLSTM has no attention heads.
+        self.config_tester = configuration_common.ConfigTester(
+            self, config_class=ElmoConfig, common_properties=["hidden_size", "num_hidden_layers"], n_layers=2,
+            lstm_dim=16, projection_dim=8, lm_vocab_size=99,
+        )
+
+    def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
+        """The suite's inputs, and the LM's labels (as BERT's test adds its pre-training labels): each sentence's
+        word ids then </S>, -100 after."""
+        inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
+        if return_labels and model_class is ElmoForLanguageModeling:
+            tester = self.model_tester
+            labels = torch.randint(0, tester.lm_vocab_size, (tester.batch_size, tester.seq_length + 1))
+            lengths = inputs_dict["attention_mask"].sum(dim=1)
+            inputs_dict["labels"] = labels.masked_fill(torch.arange(tester.seq_length + 1) > lengths[:, None], -100)
+        return inputs_dict
+
+    def test_config(self):
+        tester = self.config_tester
+        for check in ("create_and_test_config_common_properties", "create_and_test_config_to_json_string",
+                      "create_and_test_config_to_json_file", "create_and_test_config_from_and_save_pretrained",
+                      "create_and_test_config_from_and_save_pretrained_subfolder",
+                      "create_and_test_config_from_and_save_pretrained_composite",
+                      "create_and_test_config_with_num_labels", "create_and_test_config_from_pretrained_custom_kwargs",
+                      "check_config_can_be_init_without_params"):
+            getattr(tester, check)()
+
+    # ElmoModelOutput.mask (which positions are words) is a bool tensor, and the test's message subtracts the outputs,
+    # which torch refuses for bools; tests/test_common_api.py compares the tuple and dict outputs of every class.
+    test_model_outputs_equivalence = unittest.skip("a bool output (mask), which the test's message cannot subtract")(
+        lambda self: None)
+
+    # It shrinks the input vocabulary by setting vocab_size and feeds word ids [batch, words]; ELMo reads char ids.
+    test_load_with_mismatched_shapes = unittest.skip("vocab_size as the input vocabulary: ELMo's input_ids are char "
+                                                     "ids (its vocab_size is the LM's words)")(lambda self: None)
+
+    @unittest.skip("config_common_kwargs, which it reads, is in transformers' tests/utils, not in its sdist")
+    def test_config_arguments_init(self):
+        self.config_tester.check_config_arguments_init()
+
+
+def inapplicable(reason):
+    """A suite test that cannot apply to ELMo, for `reason`."""
+    return unittest.skip(reason)(lambda self: None)
+
+
+# Why a tokenizer test cannot apply, in one line each.
+LEFT_PADDING = "left padding: the biLM reads each sentence from position 0, so ElmoTokenizer pads on the right only"
+PAIRS = "text pairs and token types: ELMo encodes one sentence at a time"
+WORD_IDS = ("input_ids as one id per word: ELMo's hold a row of char ids per word (the word vocabulary gives only the "
+            "LM's targets), and a padded word is an all-zero row, not pad_token_id")
+BOUNDARY_WORDS = ("another bos or eos token: ELMo's are <S> and </S>, which the model adds itself; another would "
+                  "misname the LM's targets")
+
+
+class ElmoTokenizationTest(tokenization_common.TokenizerTesterMixin, unittest.TestCase):
+    tokenizer_class = ElmoTokenizer
+    test_padding_side_in_kwargs = test_batch_encode_plus_padding = inapplicable(LEFT_PADDING)
+    test_call = test_mask_output = test_number_of_added_tokens = inapplicable(PAIRS)
+    test_special_tokens_mask_input_pairs = test_token_type_ids = inapplicable(PAIRS)
+    test_internal_consistency = test_pretokenized_inputs = test_padding_with_attention_mask = inapplicable(WORD_IDS)
+    test_maximum_encoding_length_single_input = test_maximum_encoding_length_pair_input = inapplicable(WORD_IDS)
+    test_encode_basic_padding = test_batch_encode_dynamic_overflowing = inapplicable(WORD_IDS)
+    test_encode_plus_with_padding_0 = test_encode_plus_with_padding_1 = inapplicable(WORD_IDS)
+    test_added_tokens_serialization = inapplicable(BOUNDARY_WORDS)
+    test_bos_token_with_add_bos_token_true = test_bos_token_with_add_bos_token_false = inapplicable(BOUNDARY_WORDS)
+
+    @classmethod
+    def setUpClass(cls):
+        # The mixin's own setUpClass reads tests/fixtures/sample_text.txt, which the sdist does not hold.
+        cls._data = "This is a test .\nI was born in 92000 , and this is falsé ."
+        cls.tmpdirname = tempfile.mkdtemp()
+        ElmoTokenizer().save_pretrained(cls.tmpdirname)
+        cls.tokenizers_list = [(ElmoTokenizer, cls.tmpdirname, {})]
