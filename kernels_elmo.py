@@ -90,11 +90,18 @@ def wants_grad(*tensors):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
+@functools.cache
+def onednn_bf16():
+    """Whether oneDNN runs bf16 products on this CPU (AVX-512 or newer: an AVX2-only CPU such as an AMD Zen 3 has no
+    oneDNN bf16 primitive, and torch's own matmuls run bf16 there)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def onednn_runs(x, grad):
     """Whether oneDNN's linear can take a product of `x` with weights, `grad` saying whether a gradient is wanted
-    (`wants_grad`): float32 or bf16 on the CPU, no gradient (it has no backward), no autocast (which casts torch's
-    matmuls, not oneDNN's), not being exported (a graph holds torch's own ops)."""
-    return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16)
+    (`wants_grad`): float32, or bf16 where `onednn_bf16`, on the CPU; no gradient (it has no backward), no autocast
+    (which casts torch's matmuls, not oneDNN's), not being exported (a graph holds torch's own ops)."""
+    return (x.device.type == "cpu" and (x.dtype == torch.float32 or x.dtype == torch.bfloat16 and onednn_bf16())
             and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_exporting() and not grad)
 
 

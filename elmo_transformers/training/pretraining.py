@@ -172,7 +172,7 @@ def build_language_model(model_args, vocab_size, keep_softmax, start):
 def add_new_words(model, tokenizer, model_args, training_args, train_windows):
     """`add_words`: the text's frequent out-of-vocabulary words join the vocabulary (written to the output folder's
     vocab.txt, after the starting model's words) and the softmax. Returns the tokenizer to train with."""
-    new_words, unseen_total = frequent_new_words(train_windows, tokenizer.get_vocab(), model_args.add_words,
+    new_words, unseen_total = frequent_new_words(train_windows, tokenizer.vocab, model_args.add_words,
                                                  model_args.add_words_min_count)
     if not new_words:
         logger.info("add_words: no out-of-vocabulary word is frequent enough; the vocabulary is unchanged")
