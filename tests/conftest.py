@@ -1,9 +1,12 @@
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -202,3 +205,54 @@ def text(tmp_path):
     path = tmp_path / "text.txt"
     path.write_text("the cat sat on the mat .\nthe dog sat .\n")
     return path
+
+
+# Real sentences (Pride and Prejudice), for the int8 and export comparisons.
+SENTENCES = [
+    "It is a truth universally acknowledged , that a single man in possession of a good fortune , must be in want "
+    "of a wife .",
+    "However little known the feelings or views of such a man may be on his first entering a neighbourhood , this "
+    "truth is so well fixed in the minds of the surrounding families .",
+    "My dear Mr. Bennet , said his lady to him one day , have you heard that Netherfield Park is let at last ?",
+    "Mr. Bennet replied that he had not .",
+    "She put the money in the bank and sat down by the river to rest .",
+    "The old man walked slowly along the bank of the river , looking for his boat .",
+    "Call me Ishmael .",
+    "In the beginning God created the heaven and the earth .",
+]
+
+
+def read_hdf5(path):
+    with h5py.File(path, "r") as f:
+        arrays = {key: f[key][...] for key in f if key != "sentence_to_index"}
+        index = json.loads(f["sentence_to_index"][0])
+        dtypes = {f[key].dtype for key in arrays}
+    return arrays, index, dtypes
+
+
+def interrupt_after(monkeypatch, method, calls):
+    """Make PartialRun.<method> raise KeyboardInterrupt (Ctrl-C) once it has stored `calls` results."""
+    from elmo_transformers.embedding import embed_file as embed_file_module
+
+    original = getattr(embed_file_module.PartialRun, method)
+    stored = []
+
+    def store(self, *args):
+        if len(stored) == calls:
+            raise KeyboardInterrupt
+        stored.append(args)
+        return original(self, *args)
+
+    monkeypatch.setattr(embed_file_module.PartialRun, method, store)
+
+
+def one_line_error(args):
+    """The stderr of `elmo-transformers embed ARGS`, which must fail with one line `error: ...`, exit 1."""
+    from elmo_transformers.cli import main as cli_main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli_main(["embed", *args]) == 1
+    message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
+    assert message.startswith("error: ") and "Traceback" not in err.getvalue()
+    return message

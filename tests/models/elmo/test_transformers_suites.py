@@ -39,7 +39,7 @@ def load_suites():
     package.__path__ = [str(SUITES)]
     sys.modules["transformers_suites"] = package
     stand_ins = {
-        # transformers' export tests are not in the source distribution; tests/test_onnx_export.py exports ELMo
+        # transformers' export tests are not in the source distribution; tests/export/test_onnx_export.py exports ELMo
         # through transformers' exporter instead.
         "exporters.test_export": {"ExportTesterMixin": type("ExportTesterMixin", (), {})},
         # ELMo does not generate; the suite only asks whether a test class inherits this mixin.
@@ -152,7 +152,7 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
             getattr(tester, check)()
 
     # ElmoModelOutput.mask (which positions are words) is a bool tensor, and the test's message subtracts the outputs,
-    # which torch refuses for bools; tests/test_common_api.py compares the tuple and dict outputs of every class.
+    # which torch refuses for bools; tests/models/elmo/test_common_api.py compares the tuple and dict outputs of every class.
     test_model_outputs_equivalence = unittest.skip("a bool output (mask), which the test's message cannot subtract")(
         lambda self: None)
 

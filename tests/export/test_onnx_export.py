@@ -230,7 +230,7 @@ def test_int8_export_stays_within_the_int8_rule(exported_default_int8):
     vector of every layer against PyTorch float32 has cosine median >= 0.999 and 1st percentile >= 0.99."""
     import onnx
     import onnxruntime
-    from test_quantization import SENTENCES
+    from conftest import SENTENCES
 
     from elmo_transformers.models import DEFAULT_MODEL
     from modeling_elmo import ElmoModel
@@ -259,7 +259,7 @@ def test_int8_export_stays_within_the_int8_rule(exported_default_int8):
 
 def embed_lines(model, lines, tmp_path, *flags, name="out.hdf5"):
     """`elmo-transformers embed --all` of `lines` with `model`; returns (datasets, sentence_to_index, dtypes)."""
-    from test_embed_file import read_hdf5
+    from conftest import read_hdf5
 
     source = tmp_path / "input.txt"
     source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -290,7 +290,7 @@ def test_embed_with_an_exported_folder_equals_pytorch(exported_tiny, tiny_model_
         assert_close_to_reference(ours[str(i)], expected[f"sent_{i}_activations"], f"line {i} vs AllenNLP")
     assert ours[str(len(sentences))].shape == (3, 0, 16) and ours[str(len(lines) - 1)].shape == (3, 120, 16)
 
-    from test_embed_file import one_line_error
+    from conftest import one_line_error
 
     source = tmp_path / "input.txt"
     message = one_line_error([str(source), str(tmp_path / "refused.hdf5"), "--model", str(exported_tiny), "--all",
@@ -314,7 +314,7 @@ def test_resuming_with_another_model_at_the_same_path_is_refused(exported_tiny, 
     import hashlib
     import shutil
 
-    from test_embed_file import interrupt_after, one_line_error
+    from conftest import interrupt_after, one_line_error
 
     model = tmp_path / "model"
     shutil.copytree(exported_tiny, model)
@@ -385,8 +385,8 @@ def test_elmo_embedder_on_an_exported_folder(exported_tiny, tiny):
 def test_embed_with_an_int8_export_stays_within_the_int8_rule(exported_default_int8, tmp_path):
     """`embed --model INT8_EXPORT` runs in int8 (its own dtype, recorded as such; --dtype float32 is refused) and
     its vectors stay within the int8 rule against `embed` of the PyTorch model in float32."""
-    from test_embed_file import one_line_error
-    from test_quantization import SENTENCES
+    from conftest import one_line_error
+    from conftest import SENTENCES
 
     from elmo_transformers.models import DEFAULT_MODEL
 
@@ -406,7 +406,7 @@ def test_embed_without_onnxruntime_or_with_a_damaged_graph_is_one_line(tiny_mode
     graph file is one line naming it. Nothing written."""
     import shutil
 
-    from test_embed_file import one_line_error
+    from conftest import one_line_error
 
 
     exported = shutil.copytree(tiny_model_dir, tmp_path / "onnx", ignore=shutil.ignore_patterns("*.safetensors"))

@@ -7,7 +7,7 @@ process, the shipped model and a biLM without softmax by `page.build` in this on
 Without a browser (or Playwright, or Gradio) these tests are skipped with the reason.
 
 The README's screenshot comes from `test_the_shipped_model_page`: ELMO_DEMO_SCREENSHOT=docs/demo-page.png
-.venv/bin/python -m pytest -q tests/test_web_demo.py -k shipped
+.venv/bin/python -m pytest -q tests/demo/test_web_demo.py -k shipped
 """
 
 import os

@@ -202,7 +202,7 @@ def test_embedder_inputs_are_refused_by_name(embedder):
 @pytest.mark.fidelity
 def test_allennlp_0x_call_converts_the_original_files_in_memory(embedder, tmp_path):
     """AllenNLP 0.x's `ElmoEmbedder(options_file, weight_file, cuda_device=-1)`, positional or by keyword, runs as
-    written: AllenNLP's vectors, the converted folder's (URLs of AllenNLP's files: tests/test_presets.py)."""
+    written: AllenNLP's vectors, the converted folder's (URLs of AllenNLP's files: tests/conversion/test_presets.py)."""
     folder = FIXTURES / "allennlp-tiny"
     sentences, expected, _ = load_fixture("allennlp-tiny")
     converted = embedder.embed_batch(sentences)

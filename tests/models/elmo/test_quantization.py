@@ -4,7 +4,7 @@ float path, not saved."""
 
 import pytest
 import torch
-from conftest import SHIPPED, load_fixture
+from conftest import SENTENCES, SHIPPED, load_fixture
 from tolerance import assert_close_to_reference
 
 from kernels_elmo import Int8Gemms
@@ -141,18 +141,6 @@ def test_int8_runs_without_no_grad(tiny_model_dir, tiny):
     assert_close_to_reference(torch.stack(out.hidden_states), hidden_states(model, enc), "plain call vs no_grad")
 
 
-SENTENCES = [
-    "It is a truth universally acknowledged , that a single man in possession of a good fortune , must be in want "
-    "of a wife .",
-    "However little known the feelings or views of such a man may be on his first entering a neighbourhood , this "
-    "truth is so well fixed in the minds of the surrounding families .",
-    "My dear Mr. Bennet , said his lady to him one day , have you heard that Netherfield Park is let at last ?",
-    "Mr. Bennet replied that he had not .",
-    "She put the money in the bank and sat down by the river to rest .",
-    "The old man walked slowly along the bank of the river , looking for his boat .",
-    "Call me Ishmael .",
-    "In the beginning God created the heaven and the earth .",
-]
 
 
 @pytest.mark.slow

@@ -1,7 +1,6 @@
 """elmo_transformers.embedding.embed_file (`elmo-transformers embed`, ElmoEmbedder.embed_file): the `allennlp elmo`
 HDF5 layout, checked against AllenNLP's own fixture outputs, and off the happy path."""
 
-import contextlib
 import errno
 import io
 import json
@@ -18,7 +17,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import command, command_env, load_fixture
+from conftest import command, command_env, interrupt_after, load_fixture, one_line_error, read_hdf5
 from tolerance import assert_close_to_reference
 
 from elmo_transformers.cli import main as cli_main
@@ -41,12 +40,6 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def read_hdf5(path):
-    with h5py.File(path, "r") as f:
-        arrays = {key: f[key][...] for key in f if key != "sentence_to_index"}
-        index = json.loads(f["sentence_to_index"][0])
-        dtypes = {f[key].dtype for key in arrays}
-    return arrays, index, dtypes
 
 
 def embed(tmp_path, tiny_model_dir, lines, *flags, name="out.hdf5"):
@@ -236,18 +229,6 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
     assert "interrupted run: pass --resume" in one_line(refused.value)
 
 
-def interrupt_after(monkeypatch, method, calls):
-    """Make PartialRun.<method> raise KeyboardInterrupt (Ctrl-C) once it has stored `calls` results."""
-    original = getattr(embed_file_module.PartialRun, method)
-    stored = []
-
-    def store(self, *args):
-        if len(stored) == calls:
-            raise KeyboardInterrupt
-        stored.append(args)
-        return original(self, *args)
-
-    monkeypatch.setattr(embed_file_module.PartialRun, method, store)
 
 
 def window_reference(model, tokenizer, words, window):
@@ -349,14 +330,6 @@ def no_model_loading(monkeypatch):
     monkeypatch.setattr(embedder_module, "ElmoEmbedder", refuse)
 
 
-def one_line_error(args):
-    """The stderr of `elmo-transformers embed ARGS`, which must fail with one line `error: ...`, exit 1."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        assert cli_main(["embed", *args]) == 1
-    message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
-    assert message.startswith("error: ") and "Traceback" not in err.getvalue()
-    return message
 
 
 def test_bad_paths_are_found_before_the_work(tmp_path, tiny_model_dir, no_model_loading):

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import command_env
-from test_embed_file import one_line_error
+from conftest import one_line_error
 from tolerance import assert_close_to_reference
 
 from elmo_transformers.cli import main
