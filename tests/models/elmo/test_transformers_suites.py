@@ -151,8 +151,9 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
                       "check_config_can_be_init_without_params"):
             getattr(tester, check)()
 
-    # ElmoModelOutput.mask (which positions are words) is a bool tensor, and the test's message subtracts the outputs,
-    # which torch refuses for bools; tests/models/elmo/test_common_api.py compares the tuple and dict outputs of every class.
+    # ElmoModelOutput.mask (which positions are words) is a bool tensor, as AllenNLP's Elmo gives it, and the test's
+    # message subtracts the outputs, which torch refuses for bools; tests/models/elmo/test_common_api.py compares the
+    # tuple and dict outputs of every class.
     test_model_outputs_equivalence = unittest.skip("a bool output (mask), which the test's message cannot subtract")(
         lambda self: None)
 
