@@ -42,7 +42,8 @@ its default settings (ort-fp32 / ort-int8: `--model` the exported folder, which 
 `--repeats` times; medians, and the peak RSS of each process; the exported folders' files against fp32's (the same
 batches); and, for each of our runs, the closing line `embed` printed (words/s, and where its time went: start-up
 and load, model, tokenizing, writing). `--embed-flags` adds flags to every `embed` run (`--device cuda`, `--batch-size
-64`, `--format parquet`...); `--embed-default-threads` lets `embed` pick its own threads.
+64`, `--format parquet`...); `--embed-default-threads` lets `embed` pick its own threads; `--background-load N`
+runs N busy processes beside every timed command (a shared machine).
 
 Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
 sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
@@ -694,13 +695,20 @@ def corpus_benchmark(args, out_dir):
     if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
         del ours_env["OMP_NUM_THREADS"]
     timings = {name: [] for name in runs}
-    for _ in range(args.repeats):  # alternating, so that every command sees the same load
-        for name, command in runs.items():
-            timings[name].append(timed_process(command, env if name in pythons else ours_env))
+    # --background-load N: N busy processes beside every run (a shared machine: load N on top of the run's own)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
+    try:
+        for _ in range(args.repeats):  # alternating, so that every command sees the same load
+            for name, command in runs.items():
+                timings[name].append(timed_process(command, env if name in pythons else ours_env))
+    finally:
+        for process in busy:
+            process.kill()
     seconds = {name: statistics.median(s for s, _, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m, _ in runs_) for name, runs_ in timings.items()}
     print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
-          f"layers, whole process, median of {args.repeats}:")
+          f"layers, whole process, median of {args.repeats}, {cpu_name()}, {os.cpu_count()} CPUs, "
+          f"{args.background_load} busy processes beside each run:")
     base = [name for name in runs if name.startswith("allennlp")]
     print("| run | seconds | words/s | peak RSS MB | " + " | ".join(f"x {b}" for b in base) + " |")
     print("|---" * (4 + len(base)) + "|")
@@ -767,6 +775,8 @@ def main():
                         "'--device cuda', '--format parquet'")
     parser.add_argument("--embed-default-threads", action="store_true",
                         help="run `embed` without OMP_NUM_THREADS: its own choice of threads (the CPUs free now)")
+    parser.add_argument("--background-load", type=int, default=0,
+                        help="corpus mode: this many busy processes run beside every timed command (a shared machine)")
     parser.add_argument("--corpus-split", choices=("test", "train"), default="test",
                         help="the OANC split the corpus job's sentences come from (test: 1,621 of 5-120 words)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
