@@ -254,9 +254,10 @@ def tokenizer_settings(tokenizer):
 
 def model_settings(embedder):
     """What decides the numbers `embedder` computes, as run.json records it: for an exported ONNX model its runtime
-    (onnxruntime), the compute dtype, the config (every field but those only training reads), the tokenizer's rules
-    and the weights (an ONNX model's: its graph files). The dtype comes before the weights, whose hash it changes
-    too: a resume with another dtype is refused as such."""
+    (onnxruntime), the compute dtype, the weights (an ONNX model's: its graph files), the config (every field but
+    those only training reads) and the tokenizer's rules. A resume is refused naming the first that differs, so the
+    order says what: the dtype comes before the weights, whose hash it changes too, and the weights before the config
+    (another model at the same path is named by its weights, not by a config field it happens to differ in)."""
     model, tokenizer, config = embedder.model, embedder.tokenizer, embedder.model.config
     runtime = traits(model)
     torch_model = runtime.runtime == "torch"
@@ -264,9 +265,9 @@ def model_settings(embedder):
     return {
         **({} if torch_model else {"runtime": runtime.runtime}),  # (runs started before exports have no runtime)
         "dtype": runtime.dtype,
+        "weights_sha256": weights_sha256(model) if torch_model else model.weights_sha256(),
         "config": {name: getattr(config, name) for name in fields if name not in TRAINING_ONLY},
         "tokenizer": tokenizer_settings(tokenizer),
-        "weights_sha256": weights_sha256(model) if torch_model else model.weights_sha256(),
     }
 
 
