@@ -3,11 +3,14 @@
 A recurrence runs thousands of small parallel steps; each waits for its slowest thread, so one thread that the
 machine gives to another process stalls every step (measured on a busy 2-core Zen 4: 25.7 s with torch's default
 threads, 7.5 s with one). The count is the CPUs this process may run on (its affinity mask) less the load the other
-processes put on them (the one-minute load average, taken as spread evenly over the machine's CPUs), at most its
-cgroup's CPU quota (cpu.max, as a container sets it), and at least one."""
+processes put on them now (the tasks the kernel has runnable, /proc/loadavg's fourth field, less this one; taken as
+spread evenly over the machine's CPUs), at most its cgroup's CPU quota (cpu.max, as a container sets it), and at
+least one. Not the one-minute load average: it lags, so a run started right after another (a benchmark, a script
+that embeds file after file) would see that one's load and take one thread on an idle machine."""
 
 import math
 import os
+import time
 
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
 
@@ -30,8 +33,24 @@ def cgroup_quota():
     return None if quota == "max" else int(quota) / int(period)
 
 
-def load_average():
-    """The one-minute load average of the machine, or 0 where the system has none."""
+PROC_LOADAVG = "/proc/loadavg"
+
+
+def other_load(samples=5, interval=0.02):
+    """The tasks other than this one that the kernel has runnable now (the median of a few readings of
+    /proc/loadavg's "runnable/total" field, less this reader); where there is no /proc, the one-minute load
+    average; 0 where the system has neither."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open(PROC_LOADAVG) as f:
+                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            break
+        if i + 1 < samples:
+            time.sleep(interval)
+    if counts:
+        return max(0, sorted(counts)[len(counts) // 2])
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -41,7 +60,7 @@ def load_average():
 def free_cpus():
     """The threads a run should use now (module docstring), called before the run adds its own load."""
     cpus = affinity_cpus()
-    others = load_average() * cpus / (os.cpu_count() or cpus)  # the share of the machine's load on our CPUs
+    others = other_load() * cpus / (os.cpu_count() or cpus)  # the share of the machine's load on our CPUs
     free = math.floor(cpus - others + 0.5)
     quota = cgroup_quota()
     return max(1, free if quota is None else min(free, math.floor(quota)))

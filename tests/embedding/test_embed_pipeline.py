@@ -60,8 +60,22 @@ def test_threads_fit_the_cpus_free_to_the_process(monkeypatch, tmp_path):
             cpu_max.unlink(missing_ok=True)
         else:
             cpu_max.write_text(quota + "\n")
-        monkeypatch.setattr(threads.os, "getloadavg", lambda load=load: (load, load, load))
+        monkeypatch.setattr(threads, "other_load", lambda load=load: load)
         assert threads.free_cpus() == want, (quota, load)
+
+
+def test_the_load_is_what_runs_now_not_the_last_minutes_average(monkeypatch, tmp_path):
+    """/proc/loadavg's runnable tasks, less the reader: a busy minute that has ended (a high load average) leaves
+    an idle machine's CPUs free; without /proc, the load average."""
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(threads, "PROC_LOADAVG", str(loadavg))
+    loadavg.write_text("3.90 2.10 1.00 1/80 3410\n")  # the last minute was busy, nothing else runs now
+    assert threads.other_load(interval=0) == 0
+    loadavg.write_text("0.10 0.10 0.10 5/85 3580\n")  # four others started a second ago
+    assert threads.other_load(interval=0) == 4
+    loadavg.unlink()
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (2.5, 1.0, 1.0))
+    assert threads.other_load(interval=0) == 2.5
 
 
 def test_onnxruntime_takes_the_free_cpus_where_nothing_names_a_count(monkeypatch):
