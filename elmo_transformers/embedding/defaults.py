@@ -7,6 +7,8 @@ DEFAULT_BATCH_SIZE = 64  # AllenNLP's
 MAX_SENTENCE_WORDS = 1000
 MODES = ("all", "top", "average")
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and int8 weights
-# Padded words a batch holds by default (lines x the longest line's words), on the CPU and on an accelerator.
-BATCH_WORDS = {"cpu": 2048, "accelerator": 16384}
+# Padded words a batch holds by default (lines x the longest line's words), on the CPU and on an accelerator. On the
+# CPU the LSTM's GEMMs run faster the more rows they get, up to about this many (docs/speed.md, the budget on Zen 3);
+# past it the gain is small and the memory keeps growing.
+BATCH_WORDS = {"cpu": 4096, "accelerator": 16384}
 FILE_FORMATS = ("hdf5", "parquet")  # what embed writes: one HDF5 file (AllenNLP's layout), or a folder of Parquet files
