@@ -230,11 +230,13 @@ def read_hdf5(path):
     return arrays, index, dtypes
 
 
-def interrupt_after(monkeypatch, method, calls):
-    """Make PartialRun.<method> raise KeyboardInterrupt (Ctrl-C) once it has stored `calls` results."""
+def interrupt_after(monkeypatch, method, calls, run_class=None):
+    """Make `run_class.<method>` (default: the HDF5 run, PartialRun) raise KeyboardInterrupt (Ctrl-C) once it has
+    stored `calls` results."""
     from elmo_transformers.embedding import embed_file as embed_file_module
 
-    original = getattr(embed_file_module.PartialRun, method)
+    run_class = run_class or embed_file_module.PartialRun
+    original = getattr(run_class, method)
     stored = []
 
     def store(self, *args):
@@ -243,7 +245,7 @@ def interrupt_after(monkeypatch, method, calls):
         stored.append(args)
         return original(self, *args)
 
-    monkeypatch.setattr(embed_file_module.PartialRun, method, store)
+    monkeypatch.setattr(run_class, method, store)
 
 
 def one_line_error(args):

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import command_env
+from conftest import command_env, interrupt_after
 from tolerance import assert_close_to_reference
 
 from elmo_transformers.cli.embed import main
@@ -68,16 +68,7 @@ def test_two_processes_write_their_own_parquet_files_and_resume_any_run(tmp_path
     output = tmp_path / "vectors"
     args = [str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--all", *FLAGS, "--format",
             "parquet"]
-    original = embed_file_module.ParquetRun.add_batch
-    calls = []
-
-    def interrupt(self, arrays):
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        calls.append(arrays)
-        return original(self, arrays)
-
-    monkeypatch.setattr(embed_file_module.ParquetRun, "add_batch", interrupt)
+    interrupt_after(monkeypatch, "add_batch", 2, embed_file_module.ParquetRun)
     assert main(args) == 130
     monkeypatch.undo()
     assert len(list((tmp_path / "vectors.partial" / "data").glob("*.parquet"))) == 2 and not output.exists()

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import interrupt_after
 
 from elmo_transformers.cli.embed import main
-from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.embedding.batches import WordRows, Writer, in_background, work_units
 from elmo_transformers.errors import UserError
 from elmo_transformers.runtime import threads
@@ -117,16 +117,7 @@ def interrupted(monkeypatch, tmp_path, model_dir):
     source = tmp_path / "input.txt"
     source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 13)), encoding="utf-8")
     args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model_dir), "--top", "--batch-size", "2"]
-    original = embed_file_module.PartialRun.add_batch
-    calls = []
-
-    def add_batch(self, arrays):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(arrays)
-        return original(self, arrays)
-
-    monkeypatch.setattr(embed_file_module.PartialRun, "add_batch", add_batch)
+    interrupt_after(monkeypatch, "add_batch", 1)
     assert main(args) == 130
     monkeypatch.undo()
     return args
