@@ -5,7 +5,7 @@ config). The folder itself is found, checked and read once by `model_folder.open
 once and passes the `ModelFolder` down. Imports torch only for a model that runs in PyTorch."""
 
 from .errors import ModelError, UserError
-from .model_folder import ModelFolder, loading, open_model, resolve_model  # noqa: F401  (their old import path)
+from .model_folder import loading, open_model
 from .runtime import RUNTIMES, process_state
 
 

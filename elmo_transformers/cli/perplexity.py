@@ -36,7 +36,8 @@ def main(argv=None):
     for name in ("max_words", "batch_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    from ..model_source import load_model, open_model  # (after parsing: huggingface_hub is slow)
+    from ..model_folder import open_model  # (after parsing: huggingface_hub is slow)
+    from ..model_source import load_model
     from ..output_paths import check_file_output, check_output_apart, write_file_atomically
 
     with option("--model", args.model):

@@ -164,7 +164,7 @@ def token_metrics(labels):
 
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
-    (`head_args.model_name_or_path`, as `model_source.resolve_model` gives it); returns the Trainer."""
+    (`head_args.model_name_or_path`, as `model_folder.resolve_model` gives it); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
@@ -201,7 +201,7 @@ def sequence_metrics(prediction):
 
 def sequence_classification(head_args, data_args, training_args):
     """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
-    (`head_args.model_name_or_path`, as `model_source.resolve_model` gives it); returns the Trainer."""
+    (`head_args.model_name_or_path`, as `model_folder.resolve_model` gives it); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     require_column(raw, text_column, "text_column")

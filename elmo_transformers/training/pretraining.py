@@ -204,7 +204,7 @@ def write_run_vocabulary(training_args, write):
 
 def pretrain(model_args, data_args, training_args):
     """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`, as
-    `model_source.resolve_model` gives it), into `training_args.output_dir` (the command has checked that it is
+    `model_folder.resolve_model` gives it), into `training_args.output_dir` (the command has checked that it is
     apart from the inputs and empty, or to be written into): every check first, then data, vocabulary, model and the
     Trainer run. Returns the Trainer."""
     if data_args.max_words < 1:

@@ -127,6 +127,21 @@ def finished_lines(partial):
             for i in entry.split()]
 
 
+def kill_embed_when(args, ready, event):
+    """Run `embed ARGS` in a process of its own on one thread and kill -9 it, without warning, as soon as `ready()`
+    holds; it must get there (`event`) within 300 s."""
+    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not ready():
+        assert process.poll() is None, f"embed ended before {event}:\n{process.stderr.read().decode()}"
+        assert time.monotonic() < deadline, f"embed did not get to {event} in 300 s"
+        time.sleep(0.001)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stderr.close()
+
+
 @pytest.mark.slow
 def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model_dir, one_thread):
     rng = np.random.default_rng(0)
@@ -138,17 +153,9 @@ def test_killed_run_leaves_no_output_and_resume_finishes_it(tmp_path, tiny_model
     partial = tmp_path / "killed.hdf5.partial"
     args = [str(source), str(output), "--model", str(tiny_model_dir), "--all", "--batch-size", "2"]
 
-    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while len(finished_lines(partial)) < 6:  # wait until some batches are safely written, then kill without warning
-        assert process.poll() is None, f"embed_file ended before it could be killed:\n{process.stderr.read().decode()}"
-        assert time.monotonic() < deadline, "embed_file wrote no batch in 300 s"
-        time.sleep(0.005)
+    # wait until some batches are safely written, then kill without warning
+    kill_embed_when(args, lambda: len(finished_lines(partial)) >= 6, "it wrote 6 lines")
     written_in_place = (partial / "output.hdf5").stat().st_ino
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    process.stderr.close()
 
     assert not output.exists(), "a killed run must not leave a complete-looking output"
     assert 6 <= len(finished_lines(partial)) < 600
@@ -180,14 +187,7 @@ def test_killed_while_the_output_file_is_made_a_rerun_finishes_it(tmp_path, tiny
     output = tmp_path / "out.hdf5"
     partial = tmp_path / "out.hdf5.partial"
     args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "8"]
-    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not partial.exists():
-        assert process.poll() is None and time.monotonic() < deadline, "embed ended before it made its folder"
-        time.sleep(0.001)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_embed_when(args, partial.exists, "it made its folder")
     assert not output.exists() and not finished_lines(partial)
     assert main([*args, "--quiet", *(["--resume"] if (partial / "run.json").exists() else [])]) == 0
     assert not partial.exists() and not list(tmp_path.glob("*.tmp"))
