@@ -148,53 +148,63 @@ class OneDnnGemms:
     def __init__(self, layer):
         self.layer = layer
         self.plain = FloatGemms(layer)
-        # (input, state, projection) weights prepacked, each a list over directions, then the bias per direction
-        self._packed, self._packed_from = None, None
+        self._packed = None  # (PackedGemms, what they were made from), kept between calls
 
     def __getstate__(self):
         """Copies and pickles leave the prepacked weights out (oneDNN's opaque tensors have no storage to copy);
         they are made again at first use."""
-        return dict(self.__dict__, _packed=None, _packed_from=None)
+        return dict(self.__dict__, _packed=None)
 
     def for_call(self, fast):
-        """The GEMMs a layer call runs: these where `fast` kernels may run, else `FloatGemms`. The prepacked weights
-        are made again unless they were made from the very same weight tensors (weak references: a new tensor at a
-        freed one's address is not taken for it) with the same storage and in-place version, and no call that may
-        train ran since and no weight held a gradient then: an optimizer step can change weights in place without
-        bumping their version (fused AdamW does), so weights that may be trained are packed for one call only."""
+        """The GEMMs a layer call runs: prepacked ones where `fast` kernels may run, else `FloatGemms`. The prepacked
+        weights are made again unless they were made from the very same weight tensors (weak references: a new
+        tensor at a freed one's address is not taken for it) with the same storage and in-place version, and no call
+        that may train ran since and no weight held a gradient then: an optimizer step can change weights in place
+        without bumping their version (fused AdamW does), so weights that may be trained are packed for one call
+        only. Each call gets whole prepacked weights of its own and the cache is replaced in one assignment, so
+        threads sharing a model (a web server's) never see weights half made."""
         if not fast:
-            self._packed_from = None
+            self._packed = None
             return self.plain
         layer = self.layer
         sources = (layer.input_weight, layer.state_weight, layer.projection_weight, layer.bias)
         key = [(w.data_ptr(), w._version) for w in sources]
-        made_from = self._packed_from
-        if made_from is None or key != made_from[0] or any(ref() is not w for ref, w in zip(made_from[1], sources)):
-            with torch.no_grad():
-                self._packed = [[torch.ops.mkldnn._reorder_linear_weight(w[d].t().contiguous()) for d in range(2)]
-                                for w in sources[:3]]
-                self._packed.append([layer.bias[d, 0].detach() for d in range(2)])
+        cached = self._packed
+        if cached is not None and key == cached[1][0] and all(ref() is w for ref, w in zip(cached[1][1], sources)):
+            gemms = cached[0]
+        else:
+            gemms = PackedGemms(layer)
         trainable = any(w.grad is not None for w in sources)
-        self._packed_from = None if trainable else (key, [weakref.ref(w) for w in sources])
-        return self
+        self._packed = None if trainable else (gemms, (key, [weakref.ref(w) for w in sources]))
+        return gemms
+
+
+class PackedGemms:
+    """A layer's float weights prepacked for oneDNN's linear on this CPU, made by `OneDnnGemms.for_call`, never
+    changed after."""
+
+    def __init__(self, layer):
+        with torch.no_grad():
+            self.input_weights, self.state_weights, self.projection_weights = (
+                [torch.ops.mkldnn._reorder_linear_weight(w[d].t().contiguous()) for d in range(2)]
+                for w in (layer.input_weight, layer.state_weight, layer.projection_weight))
+            self.biases = [layer.bias[d, 0].detach() for d in range(2)]
 
     def input_gates(self, x):
         """Per direction (not stacked: that would copy the whole block) and time-major, [steps, n, 4H] each, so
         that the gates of one step are contiguous rows."""
-        weights, _, _, bias = self._packed
-        return [torch.ops.mkldnn._linear_pointwise(x[d].transpose(0, 1).contiguous(), weights[d], bias[d], "none",
-                                                   [], "") for d in range(2)]
+        return [torch.ops.mkldnn._linear_pointwise(x[d].transpose(0, 1).contiguous(), self.input_weights[d],
+                                                   self.biases[d], "none", [], "") for d in range(2)]
 
     def gates(self, input_gates, step, h):
-        _, weights, _, _ = self._packed
         n = h.shape[1]
-        return torch.stack([torch.ops.mkldnn._linear_pointwise.binary(h[d], input_gates[d][step, :n], weights[d],
-                                                                      None, "add") for d in range(2)])
+        return torch.stack([torch.ops.mkldnn._linear_pointwise.binary(h[d], input_gates[d][step, :n],
+                                                                      self.state_weights[d], None, "add")
+                            for d in range(2)])
 
     def project(self, cell_output):
-        _, _, weights, _ = self._packed
-        return torch.stack([torch.ops.mkldnn._linear_pointwise(cell_output[d], weights[d], None, "none", [], "")
-                            for d in range(2)])
+        return torch.stack([torch.ops.mkldnn._linear_pointwise(cell_output[d], self.projection_weights[d], None,
+                                                               "none", [], "") for d in range(2)])
 
 
 # ----- int8 GEMMs: torch's dynamic quantization (fbgemm on x86, qnnpack on ARM) -----------------------------------

@@ -85,6 +85,37 @@ def test_prepacked_weights_follow_the_parameters():
         assert_close_to_reference(layer(inputs, [3, 3, 2, 1])[0], plain(inputs, [3, 3, 2, 1])[0], "after a step")
 
 
+def test_threads_sharing_a_model_get_allennlps_numbers(forced):
+    """Threads sharing one model (a web server's requests) each get AllenNLP's numbers, also while the prepacked
+    weights are being remade: the weights are bumped in place before every call, so every call repacks them.
+    A thread once ran a half-made set of prepacked weights (ValueError) when another remade them."""
+    import threading
+
+    kernel, model, tokenizer = forced
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    results, errors = [], []
+
+    def requests():
+        for _ in range(30):
+            try:
+                with torch.no_grad():
+                    for weight in model.bilm.layers.parameters():
+                        weight.mul_(1)  # a new version, the same values
+                    results.append(model(**enc).last_hidden_state)
+            except Exception as e:  # reported below, with the thread's error
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=requests) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(results) == 90, errors[:3]
+    for result in results:
+        assert_close_to_reference(result, expected["elmo_representation"], f"{kernel} in a thread")
+
+
 def test_auto_follows_the_rule_and_a_folder_saved_with_a_kernel_that_cannot_run_here_loads(
         monkeypatch, tiny_model_dir, tmp_path, caplog):
     """float_kernel is a performance setting saved in config.json: a folder saved with "onednn" on an x86 machine
