@@ -237,6 +237,11 @@ class ElmoConfig(PretrainedConfig):
         """Size of an ELMo vector: forward and backward halves of `projection_dim` each."""
         return 2 * self.projection_dim
 
+    def validate_token_ids(self):
+        """transformers warns of a special token id outside `[0, vocab_size)`. ELMo's ids name words of the
+        tokenizer's vocabulary, which holds `<pad>` and `<mask>` after the `vocab_size` words of the LM softmax
+        (they are never predicted), so that rule would warn on every model with a pad token; ELMo has no rule here."""
+
     def validate_elmo(self):
         """The ranges and the rules between fields (`@strict` checked the types): fail early, naming the field,
         instead of deep inside the model."""

@@ -88,6 +88,16 @@ def test_the_names_transformers_configs_share_map_to_elmo_fields():
     assert config.lm_vocab_size == 50
 
 
+def test_a_pad_token_after_the_softmax_words_loads_without_a_warning(tmp_path, caplog):
+    """`vocab_size` is the LM softmax's; `<pad>` and `<mask>` come after its words in the tokenizer's vocabulary,
+    as in the shipped model. transformers' rule (a special id below `vocab_size`) warned on every load of it."""
+    ElmoConfig(lstm_dim=12, projection_dim=5, lm_vocab_size=40, pad_token_id=40).save_pretrained(tmp_path)
+    with caplog.at_level("WARNING"):
+        config = ElmoConfig.from_pretrained(tmp_path)
+    assert (config.pad_token_id, config.vocab_size) == (40, 40)
+    assert "pad_token_id" not in caplog.text
+
+
 @pytest.mark.parametrize("fields, message", [
     (dict(char_vocab_size=10, sentence_boundary_ids=[[1] * 49 + [11], [2] * 50]), "holds the id 11, beyond its "
      "vocabulary (ids 1 to 10"),
