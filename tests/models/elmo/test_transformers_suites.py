@@ -8,7 +8,9 @@ required; a local run without them skips this module, saying how to fetch them (
 A test is turned off only where it cannot apply to a char-level biLM, each with its reason in one line.
 """
 
+import copy
 import importlib
+import itertools
 import os
 import sys
 import tempfile
@@ -151,11 +153,33 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
                       "check_config_can_be_init_without_params"):
             getattr(tester, check)()
 
-    # ElmoModelOutput.mask (which positions are words) is a bool tensor, as AllenNLP's Elmo gives it, and the test's
-    # message subtracts the outputs, which torch refuses for bools; tests/models/elmo/test_common_api.py compares the
-    # tuple and dict outputs of every class.
-    test_model_outputs_equivalence = unittest.skip("a bool output (mask), which the test's message cannot subtract")(
-        lambda self: None)
+    def test_model_outputs_equivalence(self):
+        """The suite's test, comparing the same outputs, except that a bool tensor is compared by equality:
+        ElmoModelOutput.mask (which positions are words) is bool, as AllenNLP's Elmo gives it, and the suite's own
+        failure message subtracts the two outputs before anything is compared, which torch refuses for bools."""
+        config, inputs_dict = self.model_tester.prepare_config_and_inputs_for_common()
+
+        def check(as_tuple, as_dict):
+            if isinstance(as_tuple, (list, tuple)):
+                self.assertEqual(len(as_tuple), len(as_dict))
+                for one, other in zip(as_tuple, as_dict):
+                    check(one, other)
+            elif as_tuple is None:
+                self.assertIsNone(as_dict)
+            elif as_tuple.dtype == torch.bool:
+                self.assertTrue(torch.equal(as_tuple, as_dict))
+            else:
+                torch.testing.assert_close(as_tuple, as_dict, atol=1e-5, rtol=0, equal_nan=True)
+
+        for model_class in self.all_model_classes:
+            model = model_class(copy.deepcopy(config)).eval()
+            for return_labels, options in itertools.product((False, True), ({}, {"output_hidden_states": True})):
+                inputs = self._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
+                with torch.no_grad():
+                    as_tuple = model(**inputs, return_dict=False, **options)
+                    as_dict = model(**inputs, return_dict=True, **options)
+                self.assertIsInstance(as_tuple, tuple)
+                check(as_tuple, as_dict.to_tuple())
 
     # It shrinks the input vocabulary by setting vocab_size and feeds word ids [batch, words]; ELMo reads char ids.
     test_load_with_mismatched_shapes = unittest.skip("vocab_size as the input vocabulary: ELMo's input_ids are char "
