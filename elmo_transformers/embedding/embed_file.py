@@ -387,9 +387,14 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
             run.start(settings, lines, [dataset_shape(n, output_format, embedder.model.config) for n in counts])
         state.wait_for_everyone()
         run.open(state.process_index, lambda i: list(line_words(lines[i], embedder.tokenizer)))
+        done = run.progress()
+        # Every process shares out the work left by what was done before any process adds to it: a process that read
+        # the journals after another had written its first batch would share out a shorter list, and lines be lost.
+        state.wait_for_everyone()
         report.load = time.perf_counter() - started_at
         units = work_units(counts, batch_size, max_sentence_words, batch_words)
-        _embed_lines(embedder, run, state, lines, counts, units, output_format, max_sentence_words, progress, report)
+        _embed_lines(embedder, run, state, done, lines, counts, units, output_format, max_sentence_words, progress,
+                     report)
         run.close()
         state.wait_for_everyone()
         if state.is_main_process:
@@ -463,11 +468,11 @@ def to_host(output):
     return host, event.synchronize
 
 
-def _embed_lines(embedder, run, state, lines, counts, units, mode, max_sentence_words, progress, report):
-    """The work of `embed_file` once OUTPUT's file is open: this process's share of the batches not yet done,
-    prepared (tokenized, padded, pinned) in one thread, computed here, written in another; then its long lines,
-    window by window."""
-    batches, windows = run.progress()
+def _embed_lines(embedder, run, state, done, lines, counts, units, mode, max_sentence_words, progress, report):
+    """The work of `embed_file` once OUTPUT's file is open: this process's share of the batches not yet `done`
+    (`run.progress()` as every process read it before any wrote), prepared (tokenized, padded, pinned) in one thread,
+    computed here, written in another; then its long lines, window by window."""
+    batches, windows = done
     pending = [
         unit for unit in units
         if (unit not in batches and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)

@@ -494,6 +494,62 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
         assert_close_to_reference(got[key], want[key], what=f"line {key}")
 
 
+def test_processes_share_out_the_same_work_whichever_reads_the_journals_last(tmp_path, tiny, monkeypatch):
+    """Two processes (threads here, each with its own rank; their barrier is accelerate's) share out the batches
+    left to do. The second reads the journals late (a busy machine): it once shared out the shorter list left after
+    the first had written batches, lines went to no process, and the run ended "lacks lines". Now every process
+    reads the journals before any writes, and the output equals one process's."""
+    import threading
+
+    lines = lines_for_assembly()[:120]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n")
+    embedder = embedder_module.ElmoEmbedder(*tiny)
+    reference = tmp_path / "one.hdf5"
+    embed_file_module.embed_file(embedder, str(source), str(reference), batch_size=8, progress=False)
+    barrier = threading.Barrier(2, timeout=120)
+
+    class Rank:  # what embed_file uses of accelerate's PartialState
+        def __init__(self, index):
+            self.process_index, self.num_processes, self.is_main_process = index, 2, index == 0
+
+        def wait_for_everyone(self):
+            barrier.wait()
+
+    ranks = threading.local()
+    monkeypatch.setattr(embed_file_module, "process_state", lambda model=None: ranks.state)
+    progress = partial_run.PartialRun.progress
+
+    def late_for_rank_1(run):
+        if ranks.state.process_index == 1:
+            time.sleep(3)  # the other process runs on meanwhile, as far as it may
+        return progress(run)
+
+    monkeypatch.setattr(partial_run.PartialRun, "progress", late_for_rank_1)
+    errors = []
+
+    def process(index):
+        ranks.state = Rank(index)
+        try:
+            embed_file_module.embed_file(embedder, str(source), str(tmp_path / "two.hdf5"), batch_size=8,
+                                         progress=False)
+        except Exception as e:  # reported below
+            errors.append(f"rank {index}: {e}")
+            barrier.abort()
+
+    threads = [threading.Thread(target=process, args=(index,)) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    got, got_index, _ = read_hdf5(tmp_path / "two.hdf5")
+    want, want_index, _ = read_hdf5(reference)
+    assert got_index == want_index and got.keys() == want.keys() and len(got) == 120
+    for key in want:
+        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
 def test_the_command_says_how_fast_it_went_unless_quiet(tmp_path, tiny_model_dir, capsys):
     """One closing line: the words/s of the whole command and where the time went; --quiet prints nothing."""
     lines = lines_for_assembly()[:50]
