@@ -27,6 +27,9 @@ pytestmark = pytest.mark.slow  # a browser and web servers: seconds
 gr = pytest.importorskip("gradio", reason="the web page needs Gradio (pip install '.[demo]')")
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (pip install .[test])")
 expect = sync_api.expect
+# A request waits in the page's one queue behind the others and the machine runs other tests beside these:
+# Playwright's default of 5 s for a page to show what is expected is too short for that.
+expect.set_options(timeout=60_000)
 
 SENTENCES = ["The river bank was muddy .", "He sat on the bank of the river .", "The bank lends money .",
              "A bank is a bank ."]  # "bank" twice in the last: five uses
@@ -98,7 +101,7 @@ def open_page(browser, url, wait=True):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(url)
     if wait:
-        expect(page.locator("#senses-message")).to_contain_text("uses", timeout=60_000)  # the example, on load
+        expect(page.locator("#senses-message")).to_contain_text("uses")  # the example, on load
     return page
 
 
@@ -113,7 +116,7 @@ def table(page, element, rows):
     read = """id => Array.from(document.querySelectorAll(`#${id} [role=row]`))
         .map(row => Array.from(row.querySelectorAll('[role=gridcell]')).map(cell => cell.innerText.trim()))
         .filter(cells => cells.length && cells.some(c => c))"""
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while len(cells := page.evaluate(read, element)) != rows and time.monotonic() < deadline:
         time.sleep(0.1)
     return cells
@@ -240,7 +243,7 @@ def test_several_users_at_once(browser, lm_server, lm_dir):
     for uses, page in pages.items():
         page.wait_for_selector("#compare")
         compare(page, requests[uses], "bank")
-    for uses, page in pages.items():
+    for uses, page in pages.items():  # one queue: each page's example, then its request, one after another
         expect(page.locator("#senses-message")).to_contain_text(f'"bank", {uses} uses')
         assert_table_is_cosines(table(page, "similarity", uses), word_vectors(lm_dir, requests[uses], "bank"))
 
@@ -258,7 +261,7 @@ def test_the_shipped_model_page(browser, shipped_server, tmp_path):
 
     page = browser.new_page(viewport={"width": 1100, "height": 1200}, device_scale_factor=0.75)
     page.goto(shipped_server)
-    expect(page.locator("#senses-message")).to_contain_text('"bank", 4 uses', timeout=60_000)
+    expect(page.locator("#senses-message")).to_contain_text('"bank", 4 uses')
     assert_table_is_cosines(table(page, "similarity", 4), word_vectors(SHIPPED, EXAMPLES, "bank"))
     expect(page.locator("#fill-result textarea")).not_to_have_value("")
     for element in ("similarity-plot", "projection-plot", "fill-plot", "surprisal"):
@@ -312,7 +315,7 @@ def test_a_request_over_the_limits_is_refused_and_the_next_one_served(browser, l
     page = open_page(browser, url)
     compare(page, ["the bank " + "word " * 9_797] + ["bank"] * 199, "bank")
     expect(page.locator("#senses-message")).to_contain_text(
-        "a sentence of 9,799 words (line 1): the limit is 500 words a sentence", timeout=20_000)
+        "a sentence of 9,799 words (line 1): the limit is 500 words a sentence")
     compare(page, SENTENCES, "bank")
     expect(page.locator("#senses-message")).to_contain_text('"bank", 5 uses')
     assert process.poll() is None
