@@ -148,7 +148,7 @@ class OneDnnGemms:
     def __init__(self, layer):
         self.layer = layer
         self.plain = FloatGemms(layer)
-        self._packed = None  # (PackedGemms, what they were made from), kept between calls
+        self._packed = None  # (PackedGemms, the key and weak references of the weights they were made from)
 
     def __getstate__(self):
         """Copies and pickles leave the prepacked weights out (oneDNN's opaque tensors have no storage to copy);
@@ -170,12 +170,12 @@ class OneDnnGemms:
         sources = (layer.input_weight, layer.state_weight, layer.projection_weight, layer.bias)
         key = [(w.data_ptr(), w._version) for w in sources]
         cached = self._packed
-        if cached is not None and key == cached[1][0] and all(ref() is w for ref, w in zip(cached[1][1], sources)):
+        if cached is not None and key == cached[1] and all(ref() is w for ref, w in zip(cached[2], sources)):
             gemms = cached[0]
         else:
             gemms = PackedGemms(layer)
         trainable = any(w.grad is not None for w in sources)
-        self._packed = None if trainable else (gemms, (key, [weakref.ref(w) for w in sources]))
+        self._packed = None if trainable else (gemms, key, [weakref.ref(w) for w in sources])
         return gemms
 
 
