@@ -1,6 +1,6 @@
 """Absurd sizes are refused before anything is allocated: options, model configs and config.json files that ask
 for huge models, and weight files that claim more than they hold, give a short error within a second, with the
-process's peak memory grown by less than 100 MB (measured in a fresh process, each case after the imports)."""
+process's peak memory grown by less than 100 MB (measured in a process of its own, each case after the imports)."""
 
 import json
 import shutil
@@ -14,39 +14,67 @@ from conftest import FIXTURES, REPO
 
 from configuration_elmo import ElmoConfig
 
-pytestmark = pytest.mark.slow  # each case runs in a fresh process
+pytestmark = pytest.mark.slow  # each case runs in a process of its own
 
-# Run in a fresh process: `case` is the body of a function returning the error message; the peak RSS (ru_maxrss, KiB
-# on Linux) is read before and after it.
-MEASURE = """
-import contextlib, io, json, resource, sys, time
+# One process imports torch, transformers and the package once, then forks a child for each case it reads (JSON, a
+# line each: the body of a function `case` returning the error message). The child starts where a fresh process
+# would be after the imports, with its peak RSS (ru_maxrss, KiB on Linux) reset to what it holds; it runs the case
+# and sends back its seconds, the peak grown and the message.
+MEASURER = """
+import contextlib, io, json, os, resource, sys, time
 sys.path[:0] = [{repo!r}]
 import torch, transformers, h5py
 import modeling_elmo, tokenization_elmo
 from elmo_transformers.cli import main as cli
-def case():
-{body}
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-start = time.perf_counter()
-err = io.StringIO()
-with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-    try:
-        message = case()
-    except Exception as e:
-        message = f"{{type(e).__name__}}: {{e}}"
-seconds = time.perf_counter() - start
-grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-print(json.dumps({{"seconds": seconds, "grown_mb": grown, "message": message, "stderr": err.getvalue()}}))
+for request in sys.stdin:
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the answer is the one line the parent prints
+        err = io.StringIO()
+        scope = dict(cli=cli, modeling_elmo=modeling_elmo, err=err)
+        exec("def case():\\n" + json.loads(request), scope)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        start = time.perf_counter()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                message = scope["case"]()
+            except Exception as e:
+                message = f"{{type(e).__name__}}: {{e}}"
+        seconds = time.perf_counter() - start
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        os.write(write, json.dumps({{"seconds": seconds, "grown_mb": grown, "message": message,
+                                    "stderr": err.getvalue()}}).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        result = f.read()
+    os.wait()
+    print(result.decode() or json.dumps({{"message": "the case's process died"}}), flush=True)
 """
 
 
-def measure(body):
-    code = MEASURE.format(repo=str(REPO), body=textwrap.indent(body, "    "))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["seconds"] < 1.0 and result["grown_mb"] < 100, result
-    return result
+@pytest.fixture(scope="module")
+def measurer():
+    process = subprocess.Popen([sys.executable, "-c", MEASURER.format(repo=str(REPO))], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    yield process
+    process.stdin.close()
+    process.wait(timeout=60)
+
+
+@pytest.fixture
+def measure(measurer):
+    def measure(body):
+        measurer.stdin.write(json.dumps(textwrap.indent(body, "    ")) + "\n")
+        measurer.stdin.flush()
+        line = measurer.stdout.readline()
+        assert line, f"the measuring process ended (exit code {measurer.poll()})"
+        result = json.loads(line)
+        assert result.get("seconds", 9) < 1.0 and result.get("grown_mb", 999) < 100, result
+        return result
+
+    return measure
 
 
 def allennlp_options(tmp_path, edit):
@@ -71,14 +99,14 @@ def convert_allennlp(options, weights, output):
         (lambda o: o["lstm"].update(dim=8192, projection_dim=4096), "does not match the options"),  # 470M params
     ],
 )
-def test_allennlp_converter_refuses_absurd_options_before_allocating(tmp_path, edit, fragment):
+def test_allennlp_converter_refuses_absurd_options_before_allocating(tmp_path, measure, edit, fragment):
     options = allennlp_options(tmp_path, edit)
     result = measure(convert_allennlp(options, FIXTURES / "allennlp-tiny" / "weights.hdf5", tmp_path / "out"))
     assert fragment in result["message"] and len(result["message"].splitlines()) <= 12, result["message"]
     assert not (tmp_path / "out").exists()
 
 
-def test_weight_file_that_claims_more_than_it_stores_is_refused(tmp_path):
+def test_weight_file_that_claims_more_than_it_stores_is_refused(tmp_path, measure):
     """Datasets of the Original model's shapes, never written: the file is a few KB but reads as 374 MB of zeros."""
     from elmo_transformers.conversion.allennlp import config_from_options, expected_shapes, options_from_config
 
@@ -92,7 +120,7 @@ def test_weight_file_that_claims_more_than_it_stores_is_refused(tmp_path):
     assert "truncated or sparse file" in result["message"], result["message"]
 
 
-def test_config_json_with_a_million_layers_is_refused_at_load(tmp_path, tiny_model_dir):
+def test_config_json_with_a_million_layers_is_refused_at_load(tmp_path, tiny_model_dir, measure):
     folder = tmp_path / "model"
     shutil.copytree(tiny_model_dir, folder)
     config = json.loads((folder / "config.json").read_text())
@@ -110,7 +138,7 @@ def test_config_json_with_a_million_layers_is_refused_at_load(tmp_path, tiny_mod
         (lambda c: c["encoder"].update(n_layers=64), "... and 486 more"),  # in bounds: 62 x 8 missing
     ],
 )
-def test_elmoformanylangs_converter_refuses_absurd_configs_in_a_few_lines(tmp_path, edit, fragment):
+def test_elmoformanylangs_converter_refuses_absurd_configs_in_a_few_lines(tmp_path, measure, edit, fragment):
     model = tmp_path / "model"
     shutil.copytree(FIXTURES / "efml-charword" / "model", model)
     config = json.loads((model / "tiny_config.json").read_text())
