@@ -466,6 +466,15 @@ def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_tempor
         assert_close_to_reference(got[0][key], want[0][key], what=f"line {key}")
 
 
+def assert_same_output(output, reference, lines):
+    """OUTPUT (HDF5) holds `lines` lines, indexed as in `reference`, each with the reference's vectors."""
+    got, got_index, _ = read_hdf5(output)
+    want, want_index, _ = read_hdf5(reference)
+    assert got_index == want_index and got.keys() == want.keys() and len(got) == lines
+    for key in want:
+        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+
+
 @pytest.mark.slow
 def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch,
                                                                         one_thread):
@@ -487,11 +496,7 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
     done = subprocess.run(torchrun, env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shared by 2 processes" in done.stderr
-    got, got_index, _ = read_hdf5(output)
-    want, want_index, _ = read_hdf5(reference)
-    assert got_index == want_index and got.keys() == want.keys() and len(got) == 300
-    for key in want:
-        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+    assert_same_output(output, reference, 300)
 
 
 def test_processes_share_out_the_same_work_whichever_reads_the_journals_last(tmp_path, tiny, monkeypatch):
@@ -543,11 +548,7 @@ def test_processes_share_out_the_same_work_whichever_reads_the_journals_last(tmp
     for thread in threads:
         thread.join()
     assert errors == []
-    got, got_index, _ = read_hdf5(tmp_path / "two.hdf5")
-    want, want_index, _ = read_hdf5(reference)
-    assert got_index == want_index and got.keys() == want.keys() and len(got) == 120
-    for key in want:
-        assert_close_to_reference(got[key], want[key], what=f"line {key}")
+    assert_same_output(tmp_path / "two.hdf5", reference, 120)
 
 
 def test_the_command_says_how_fast_it_went_unless_quiet(tmp_path, tiny_model_dir, capsys):
