@@ -22,7 +22,8 @@ from transformers.utils import logging
 
 from configuration_elmo import ElmoConfig
 from modeling_elmo import ElmoForLanguageModeling, ElmoModel
-from tokenization_elmo import BOS_WORD, EOS_WORD, ElmoTokenizer, read_vocabulary
+from basic_tokenization_elmo import BOS_WORD, EOS_WORD, read_vocabulary
+from tokenization_elmo import ElmoTokenizer
 
 from ..errors import ConversionError, Notice, first_line
 from ..text_input import check_text_file

@@ -29,7 +29,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
-from tokenization_elmo import read_vocabulary
+from basic_tokenization_elmo import read_vocabulary
 
 from ..errors import ConversionError, first_line
 from ..text_input import check_text_file

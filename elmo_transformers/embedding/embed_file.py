@@ -241,9 +241,7 @@ def tokenizer_settings(tokenizer):
     """Everything of `tokenizer` that decides the words of a line and their ids: its byte or vocabulary rules, its
     segmenter and OpenCC conversion (white space included: every key is recorded whatever its value) and the
     versions of the packages that segment or convert (another version may split otherwise)."""
-    rules = sys.modules[type(tokenizer).__module__]  # tokenization_elmo, or a folder's copy of it
-    packages = [*((rules.SEGMENTERS.get(tokenizer.segmenter) or ("",))[0].split()),
-                *(rules.OPENCC[0].split() if tokenizer.opencc_config is not None else [])]
+    packages = tokenizer.basic.segmenter.packages()
     return {"max_characters_per_token": tokenizer.max_characters_per_token,
             "char_vocab_sha256": mapping_sha256(tokenizer.char_vocab),
             "word_vocab_sha256": mapping_sha256(tokenizer.word_vocab),

@@ -14,7 +14,8 @@ from datasets.exceptions import DatasetGenerationError
 import fsspec
 import torch
 
-from tokenization_elmo import BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, ElmoTokenizer
+from basic_tokenization_elmo import BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD
+from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError, first_line
 from ..text_input import checked_lines

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from conftest import one_line, run
 
-import tokenization_elmo
+import basic_tokenization_elmo
 from elmo_transformers import ElmoFillMaskPipeline, output_paths
 
 
@@ -116,7 +116,7 @@ def test_perplexity_splits_raw_text_with_the_models_tokenizer(lm_dir, tmp_path, 
     assert code == 0, err
     assert json.loads((tmp_path / "jieba.json").read_text())[str(corpus)]["words"] == 5  # 我/喜欢/自然语言/处理/。
     assert "white space" not in err + caplog.text
-    monkeypatch.setattr(tokenization_elmo, "_warned", set())  # each warning is shown once a process
+    monkeypatch.setattr(basic_tokenization_elmo, "_warned", set())  # each warning is shown once a process
     code, err = run(["perplexity", corpus, "--model", lm_dir, "--output", tmp_path / "whitespace.json"], capsys)
     assert code == 0, err
     assert json.loads((tmp_path / "whitespace.json").read_text())[str(corpus)]["words"] == 1

@@ -13,7 +13,8 @@ from conftest import FIXTURES, run_isolated
 from tolerance import assert_close_to_reference
 
 from configuration_elmo import ELMO_MODULES
-from tokenization_elmo import ElmoTokenizer, read_dic
+from basic_tokenization_elmo import read_dic
+from tokenization_elmo import ElmoTokenizer
 
 NAMES = ["efml-charword", "efml-word"]
 

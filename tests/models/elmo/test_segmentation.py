@@ -15,7 +15,7 @@ import torch
 from conftest import FIXTURES, command, command_env
 from tolerance import assert_close_to_reference
 
-import tokenization_elmo
+import basic_tokenization_elmo
 from configuration_elmo import ELMO_MODULES
 from tokenization_elmo import ElmoTokenizer
 
@@ -93,7 +93,7 @@ def test_the_setting_is_saved_and_refused_when_unknown(tmp_path):
 @pytest.fixture
 def said(monkeypatch, caplog, capfd):
     """What the tokenizer warned (each warning shown once a process: the record is reset here)."""
-    monkeypatch.setattr(tokenization_elmo, "_warned", set())
+    monkeypatch.setattr(basic_tokenization_elmo, "_warned", set())
     capfd.readouterr()
 
     def read():
@@ -132,7 +132,7 @@ def test_text_in_a_script_written_without_spaces_warns_whatever_its_length(said,
 
 def test_the_byte_cut_says_how_many_characters_it_kept(said):
     word = "中华人民共和国全国人民代表大会常务委员会"  # 20 characters, 60 bytes
-    tokenization_elmo.word_to_char_ids.cache_clear()
+    basic_tokenization_elmo.word_to_char_ids.cache_clear()
     ElmoTokenizer()([word], is_split_into_words=True)
     message = said()
     assert "keeps 16 of its 20 characters ('中华人民共和国全国人民代表大会常')" in message, message
@@ -336,7 +336,7 @@ def test_sudachipy_takes_a_text_longer_than_its_input_limit():
     assert tokenizer.split_words(sentence * 3000 + "\n" * 60000) == tokenizer.split_words(sentence) * 3000
 
 
-# -- what the analysers cannot take: one rule for the three segmenters (tokenization_elmo.NOT_TEXT) ---------------
+# -- what the analysers cannot take: one rule for the three segmenters (basic_tokenization_elmo.NOT_TEXT) ---------------
 
 SEGMENTERS = ("jieba", "fugashi", "sudachipy")
 

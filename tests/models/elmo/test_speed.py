@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-import modeling_elmo
+import bilm_elmo
 from kernels_elmo import runnable_float_kernels
-from tokenization_elmo import BOS_WORD, EOS_WORD, word_to_char_ids
+from basic_tokenization_elmo import BOS_WORD, EOS_WORD, word_to_char_ids
 
 from conftest import FIXTURES, load_fixture
 from reference_elmo import load_hdf5, reference_sentence
@@ -54,7 +54,7 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch, kernel)
     steps = lengths[0]
     gemm_rows, cell_calls = [], []
     gemms = type(model.bilm.layers[0].gemms.for_call(True))  # the class whose GEMMs an inference call runs
-    real_input_gates, real_gates, real_cell = gemms.input_gates, gemms.gates, modeling_elmo.inplace_lstm_cell
+    real_input_gates, real_gates, real_cell = gemms.input_gates, gemms.gates, bilm_elmo.inplace_lstm_cell
 
     def input_gates(self, x):  # records the rows of each gates GEMM (input and state)
         gemm_rows.append(x.shape[1] * x.shape[2])
@@ -66,7 +66,7 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch, kernel)
 
     monkeypatch.setattr(gemms, "input_gates", input_gates)
     monkeypatch.setattr(gemms, "gates", state_gates)
-    monkeypatch.setattr(modeling_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
+    monkeypatch.setattr(bilm_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
     with torch.no_grad(), char_cnn_rows_counted(model) as char_cnn_rows:
         out = model(**enc, output_hidden_states=True)
     assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what="fast path")
@@ -85,10 +85,10 @@ def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch, kernel)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("cell_clip", [None, 0.5])
 def test_inplace_cell_gives_the_papers_numbers(dtype, cell_clip):
-    """Inference's in-place cell against the cell training runs (modeling_elmo.lstm_cell), on random gates over a
+    """Inference's in-place cell against the cell training runs (bilm_elmo.lstm_cell), on random gates over a
     range that saturates the activations and crosses the clip value; bf16 gates with a float32 cell state."""
     from kernels_elmo import inplace_lstm_cell
-    from modeling_elmo import lstm_cell
+    from bilm_elmo import lstm_cell
 
     generator = torch.Generator().manual_seed(0)
     gates = (torch.randn(2, 5, 4 * 16, generator=generator) * 4).to(dtype)

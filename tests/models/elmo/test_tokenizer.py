@@ -6,7 +6,8 @@ import torch
 from conftest import SHIPPED
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
-from tokenization_elmo import ElmoTokenizer, char_ids_to_word, word_to_char_ids
+from basic_tokenization_elmo import char_ids_to_word, word_to_char_ids
+from tokenization_elmo import ElmoTokenizer
 
 
 @pytest.fixture(scope="module")

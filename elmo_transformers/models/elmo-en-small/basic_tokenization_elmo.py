@@ -1,0 +1,1 @@
+../../../basic_tokenization_elmo.py

@@ -1,0 +1,1 @@
+../../../options_elmo.py
