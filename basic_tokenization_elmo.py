@@ -61,6 +61,10 @@ UNK_WORD = "<UNK>"
 MASK_WORD = "<mask>"
 PAD_WORD = "<pad>"  # the padding token transformers' collators ask for; ELMo pads with zero rows
 
+# The vocabulary files of a model folder, by the argument that takes each: the language model's words (bilm-tf's
+# vocab.txt) and ELMoForManyLangs' character and word vocabularies.
+VOCABULARY_FILES = {"vocab_file": "vocab.txt", "char_vocab_file": "char.dic", "word_vocab_file": "word.dic"}
+
 # The symbols of an ELMoForManyLangs char.dic / word.dic (the word vocabulary needs only <oov> and <pad>).
 VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW = "<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
 CHAR_VOCAB_SYMBOLS = (VOCAB_BOS, VOCAB_EOS, VOCAB_OOV, VOCAB_PAD, VOCAB_BOW, VOCAB_EOW)
@@ -383,6 +387,23 @@ class ElmoBasicTokenizer:
         return cls.from_files(settings.get("max_characters_per_token", 50), segmenter,
                               settings.get("do_lower_case", False),
                               {token for token in [*kept, mask] if isinstance(token, str)}, **files)
+
+    def settings(self):
+        """What decides the rows of a word besides the vocabularies (what a model's identity records)."""
+        segmenter = self.segmenter
+        return {"max_characters_per_token": self.max_characters_per_token, "segmenter": segmenter.segmenter,
+                "opencc_config": segmenter.opencc_config, "mask_token": segmenter.mask_token,
+                "do_lower_case": self.do_lower_case}
+
+    @property
+    def mask_token(self):
+        """The word the fill-mask pipeline fills (a segmenter keeps it whole)."""
+        return self.segmenter.mask_token
+
+    @property
+    def splits_on_whitespace(self):
+        """Whether raw text becomes words by `str.split()` alone (no segmenter, no OpenCC conversion)."""
+        return self.segmenter.splits_on_whitespace
 
     def split_words(self, text):
         """The words of raw `text` as its segmenter splits it (not lower-cased: `cased`)."""

@@ -14,6 +14,7 @@ inference loads (`elmo_transformers.model_source.load_model`), so that it starts
 """
 
 import contextlib
+import math
 from dataclasses import dataclass
 
 import torch
@@ -358,8 +359,16 @@ class ElmoScalarMix(nn.Module):
         self.do_layer_norm = do_layer_norm
         self.fixed_parameters = fixed_parameters
         if fixed_parameters is None:
-            self.scalar_parameters = nn.Parameter(torch.zeros(num_layers))
-            self.gamma = nn.Parameter(torch.ones(1))
+            self.scalar_parameters = nn.Parameter(torch.empty(num_layers))
+            self.gamma = nn.Parameter(torch.empty(1))
+            self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self):
+        """AllenNLP's start: weights 0 (the plain average of the layers), gamma 1."""
+        if self.fixed_parameters is None:
+            self.scalar_parameters.zero_()
+            self.gamma.fill_(1.0)
 
     def forward(self, layers, mask):
         if self.fixed_parameters is None:
@@ -678,9 +687,49 @@ class ElmoLanguageModelMixin:
         return 0.5 * (forward + self.lm_log_probs(backward_states[rows, positions + 1]))
 
 
-class ElmoModelCore(ElmoModelMixin, nn.Module):
+    def masked_word_scores(self, input_ids, attention_mask=None, positions=None):
+        """The fill-mask scores (LAMA's rule): the log of each word's exp(`masked_word_log_probs`) normalised over the
+        vocabulary, so that the scores of all words sum to 1, [B, lm_vocab_size]."""
+        mean = self.masked_word_log_probs(input_ids, attention_mask, positions)
+        return mean - mean.logsumexp(dim=-1, keepdim=True)
+
+    @staticmethod
+    def best_words(log_scores, top_k, excluded=(), candidates=None):
+        """[(word id, probability)] of the `top_k` best words of one text's `log_scores` [lm_vocab_size], best first:
+        among `candidates` (word ids; default: every word but those of `excluded`)."""
+        if candidates is None:
+            log_scores = log_scores.clone()
+            log_scores[list(excluded)] = float("-inf")
+            candidates = torch.arange(len(log_scores))
+            top_k = min(top_k, len(log_scores) - len(set(excluded)))
+        else:
+            candidates = torch.as_tensor(candidates)
+            log_scores, top_k = log_scores[candidates], min(top_k, len(candidates))
+        values, order = log_scores.topk(top_k)
+        return [(int(candidates[index]), math.exp(value)) for value, index in zip(values.tolist(), order.tolist())]
+
+
+class ElmoCore(nn.Module):
+    """What a core answers as transformers' models do: its `device` and `dtype` (those of its weights), and whether
+    its LSTM runs on int8 weights (`is_quantized`)."""
+
+    @property
+    def device(self):
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self):
+        return next(p for p in self.parameters() if p.is_floating_point()).dtype
+
+    @property
+    def is_quantized(self):
+        layers = [module for module in self.modules() if isinstance(module, ElmoLstmLayer)]
+        return any(isinstance(layer.gemms, Int8Gemms) for layer in layers)
+
+
+class ElmoModelCore(ElmoModelMixin, ElmoCore):
     """`ElmoModel` without transformers: the same weights (`bilm.*`, `scalar_mixes.*`), inputs and outputs
-    (`ElmoOutput`), for inference (`model_source.load_model` loads it)."""
+    (`ElmoOutput`), for inference (`model_source.load_model` loads it; `config` is an `options_elmo.ElmoOptions`)."""
 
     def __init__(self, config):
         super().__init__()
@@ -688,7 +737,7 @@ class ElmoModelCore(ElmoModelMixin, nn.Module):
         self.add_elmo(config)
 
 
-class ElmoLanguageModelCore(ElmoLanguageModelMixin, nn.Module):
+class ElmoLanguageModelCore(ElmoLanguageModelMixin, ElmoCore):
     """`ElmoForLanguageModeling` without transformers, for scoring words (`lm_log_probs`, `masked_word_log_probs`):
     the same weights (`elmo.*`, `lm_softmax.*`)."""
 

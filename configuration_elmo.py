@@ -10,9 +10,9 @@ from huggingface_hub.dataclasses import strict
 from transformers import PretrainedConfig
 
 try:  # loaded as remote code, the modules are one package
-    from .options_elmo import FLOAT_DTYPES, ElmoOptions, check_range
+    from .options_elmo import ElmoOptions, check_dtype_names, check_range
 except ImportError:  # installed with pip, they are top-level modules
-    from options_elmo import FLOAT_DTYPES, ElmoOptions, check_range
+    from options_elmo import ElmoOptions, check_dtype_names, check_range
 
 if TYPE_CHECKING:  # never run; transformers' remote-code loader copies the relative imports it finds in the source
     from .pipeline_elmo import ElmoFeatureExtractionPipeline  # noqa: F401
@@ -70,11 +70,7 @@ class ElmoConfig(PretrainedConfig, ElmoOptions):
 
     def __post_init__(self, **kwargs):
         self.store_lists()
-        # transformers would fail with AttributeError: module 'torch' has no attribute 'banana'
-        for key, value in (("dtype", self.dtype), ("torch_dtype", kwargs.get("torch_dtype"))):
-            if isinstance(value, str) and value not in ("auto", *FLOAT_DTYPES):
-                raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype of floats (e.g. 'float32', "
-                                 "'bfloat16')")
+        check_dtype_names({"dtype": self.dtype, "torch_dtype": kwargs.get("torch_dtype")})
         kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
         kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
         super().__post_init__(**kwargs)

@@ -17,6 +17,7 @@ Nothing here is compiled at run time, so no result depends on a compile cache or
 """
 
 import functools
+import logging
 import platform
 import warnings
 import weakref
@@ -24,9 +25,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from transformers.utils import logging
-
-logger = logging.get_logger(__name__)
+logger = logging.getLogger(__name__)
 
 # ----- Which float kernel: chosen once per process -------------------------------------------------------------------
 
@@ -64,11 +63,16 @@ def float_kernel(requested):
     if requested == "auto":
         return best_float_kernel()
     if requested == "onednn" and onednn_error() is not None:
-        logger.warning_once(f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's own matmuls ('aten') "
+        warn_once(f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's own matmuls ('aten') "
                             "run instead, the same numbers but for float rounding; set float_kernel='auto' to choose "
                             "the fastest kernel that runs")
         return "aten"
     return requested
+
+
+@functools.cache
+def warn_once(message):
+    logger.warning(message)
 
 
 def float_linear(kernel):

@@ -23,6 +23,10 @@ TASK_ENCODERS, FLOAT_KERNELS = get_args(TaskEncoder), get_args(FloatKernel)
 # config loads without torch (serving an exported model).
 FLOAT_DTYPES = ("float32", "float", "bfloat16", "float16", "half", "float64", "double")
 
+# The fields only training reads: the vectors do not depend on them (a resumed `embed` run may differ there).
+TRAINING_FIELDS = ("dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "mix_l2_lambda", "lm_vocab_size",
+                   "lm_n_negative_samples", "lm_dropout")
+
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
@@ -154,12 +158,18 @@ class ElmoOptions:
     @classmethod
     def from_config_json(cls, values):
         """The fields of `values` (a config.json, as a dict; its other keys are transformers' own), checked as at
-        construction: huggingface_hub's StrictDataclassError names a field that is refused."""
+        construction: huggingface_hub's StrictDataclassError names a field that is refused (ValueError: a weights'
+        dtype that is none, `check_dtype_names`)."""
+        check_dtype_names(values)
         names = {f.name for f in fields(cls)}
         return cls(**{name: value for name, value in values.items() if name in names})
 
     def __post_init__(self):
         self.store_lists()
+
+    def as_dict(self):
+        """The ELMo fields, {name: value}, as config.json holds them."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(ElmoOptions)}
 
     def store_lists(self):
         """Sequences as config.json holds them: callers may give tuples, JSON gives lists."""
@@ -282,6 +292,17 @@ class ElmoOptions:
                     "vocabularies give to the BOS and EOS words (set by the ELMoForManyLangs converter)"
                 )
 
+
+
+def check_dtype_names(values):
+    """Refuse a config's weights dtype (`dtype`, or transformers 4's `torch_dtype`, in `values`) that is not a torch
+    dtype of floats, by name, so that a config is checked without torch (transformers would fail with
+    AttributeError: module 'torch' has no attribute 'banana')."""
+    for key in ("dtype", "torch_dtype"):
+        value = values.get(key)
+        if isinstance(value, str) and value not in ("auto", *FLOAT_DTYPES):
+            raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype of floats (e.g. 'float32', "
+                             "'bfloat16')")
 
 
 def check_range(name, value):

@@ -190,27 +190,17 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
 
     def _forward(self, model_inputs):
         position = model_inputs.pop("position")
-        mean = self.model.masked_word_log_probs(**self._model_inputs(model_inputs), positions=position)
-        # log of exp(mean) / sum over the vocabulary of exp(mean)
-        return {"log_scores": mean - mean.logsumexp(dim=-1, keepdim=True), "text": model_inputs["text"],
-                "span": model_inputs["span"]}
+        log_scores = self.model.masked_word_scores(**self._model_inputs(model_inputs), positions=position)
+        return {"log_scores": log_scores, "text": model_inputs["text"], "span": model_inputs["span"]}
 
     def postprocess(self, model_outputs, top_k=5, target_ids=None):
-        log_scores = model_outputs["log_scores"][0]
-        if target_ids is None:
-            log_scores = log_scores.clone()
-            specials = [self.tokenizer.convert_tokens_to_ids(t) for t in
-                        (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)]
-            log_scores[specials] = float("-inf")
-            candidates = torch.arange(len(log_scores))
-        else:
-            candidates, log_scores = target_ids, log_scores[target_ids]
-        values, order = log_scores.topk(min(top_k, len(candidates) - (3 if target_ids is None else 0)))
+        specials = [self.tokenizer.convert_tokens_to_ids(t) for t in
+                    (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)]
+        best = self.model.best_words(model_outputs["log_scores"][0], top_k, specials, target_ids)
         text, (start, end) = model_outputs["text"], model_outputs["span"]
         result = []
-        for value, index in zip(values.tolist(), order.tolist()):
-            word_id = int(candidates[index])
+        for word_id, score in best:
             word = self.tokenizer.convert_ids_to_tokens(word_id)
-            result.append({"score": float(np.exp(value)), "token": word_id, "token_str": word,
+            result.append({"score": score, "token": word_id, "token_str": word,
                            "sequence": text[:start] + word + text[end:]})
         return result

@@ -14,10 +14,10 @@ from transformers.tokenization_utils_base import PaddingStrategy, TruncationStra
 
 try:  # loaded as remote code, the modules are one package
     from .basic_tokenization_elmo import (BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, VOCAB_BOS, VOCAB_EOS,
-                                          ElmoBasicTokenizer, ElmoSegmenter, warn_once, write_dic)
+                                          VOCABULARY_FILES, ElmoBasicTokenizer, ElmoSegmenter, warn_once, write_dic)
 except ImportError:  # installed with pip, they are top-level modules
     from basic_tokenization_elmo import (BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, VOCAB_BOS, VOCAB_EOS,
-                                         ElmoBasicTokenizer, ElmoSegmenter, warn_once, write_dic)
+                                         VOCABULARY_FILES, ElmoBasicTokenizer, ElmoSegmenter, warn_once, write_dic)
 
 # What transformers' loading passes to __init__ besides options (from_pretrained's bookkeeping, saved configs).
 LOADING_KEYS = frozenset({"name_or_path", "added_tokens_decoder", "auto_map", "backend", "files_loaded", "is_local",
@@ -75,7 +75,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     every word but the special and added tokens (for a model trained on lower-cased text).
     """
 
-    vocab_files_names = {"vocab_file": "vocab.txt", "char_vocab_file": "char.dic", "word_vocab_file": "word.dic"}
+    vocab_files_names = VOCABULARY_FILES
     model_input_names = ["input_ids", "attention_mask"]
     # What `register_for_auto_class()` sets (save_pretrained then writes the auto_map of remote code); calling it would
     # import transformers' Auto modules, and with them torch, into a process that serves an exported model.
@@ -226,7 +226,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     @property
     def splits_on_whitespace(self):
         """Whether raw text becomes words by `str.split()` alone (no segmenter, no OpenCC conversion)."""
-        return self.basic.segmenter.splits_on_whitespace
+        return self.basic.splits_on_whitespace
 
     def split_words(self, text):
         """The words of raw `text`, as the segmenter splits it."""

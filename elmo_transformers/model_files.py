@@ -9,8 +9,8 @@ import os
 GRAPH_FILES = ("model.onnx", "model.onnx.data")  # `export onnx`: the graph, and its weights where ONNX keeps them apart
 # The files a model's numbers depend on: its config, every weight file the loader reads (safetensors, PyTorch's
 # pickles, their shard indexes, the graph) and the tokenizer's files (its vocabularies; its segmenter and conversion
-# settings are in tokenizer_config.json). What a cache or a resumed run of the model is keyed by; the card, the
-# licence and the module files are not among them (the installed classes run the model).
+# settings are in tokenizer_config.json). What a conversion writes, with the card, the licence and the module files
+# (`model_files`).
 RESULT_FILES = (
     "config.json",
     "*.safetensors",
@@ -25,13 +25,6 @@ RESULT_FILES = (
     "char.dic",  # ELMoForManyLangs character and word vocabularies
     "word.dic",
 )
-
-
-def result_files(folder):
-    """The paths of `folder`'s RESULT_FILES that exist, sorted by name."""
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    return [os.path.join(folder, name) for name in sorted(names)
-            if any(fnmatch.fnmatchcase(name, pattern) for pattern in RESULT_FILES)]
 
 
 @functools.cache

@@ -1,13 +1,14 @@
 """A model folder, read in one place: `open_model` finds a model (a local folder, the shipped model's names, or a Hub
 repo id that is in the local cache or on a reachable Hub), checks that it holds an ELMo config.json and readable JSON
-files, and reads config.json once into the `ModelFolder` that every later step is given: the loader
-(`model_source.load_model`), the ONNX runner, the export cache, the card writers, push, the page and training. What a
-folder is (PyTorch weights or an exported graph; a biLM or a language model), what it is called, its config and the
-hash of the files its numbers depend on are answered here and nowhere else. A name that is none of these is one line
-(`ModelError`) at once, instead of transformers' offline retries, a traceback, or another architecture's weights run
-as ELMo.
+files, and reads those once into the `ModelFolder` that every later step is given: the loader
+(`model_source.load_model`, the one way a model loads), the export cache, the card writers, push, the page and
+training. What a folder is (PyTorch weights or an exported graph; a biLM or a language model), what it is called, its
+config, its identity (`identity`, `fingerprint`) and its files (weights, tokenizer, results) are answered here and
+nowhere else. A name that is none of these is one line (`ModelError`) at once, instead of transformers' offline
+retries, a traceback, or another architecture's weights run as ELMo.
 
-Imports neither torch nor transformers: an exported folder is opened in a process without them."""
+Imports neither torch nor transformers (an exported folder is opened in a process without them): the methods that
+load weights import torch when called."""
 
 import contextlib
 import functools
@@ -24,7 +25,7 @@ from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 
 from .errors import ModelError, UserError, first_line
-from .model_files import is_onnx_export, result_files
+from .model_files import GRAPH_FILES, is_onnx_export
 from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
 
 GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
@@ -47,10 +48,10 @@ def shipped_model(name):
 
 
 def check_elmo_folder(folder, name):
-    """The config.json of `folder` (the files of model `name`), as a dict, when it is a JSON object of model_type
-    "elmo" and the folder's other JSON files are JSON objects; else one ModelError line naming the file. Read as
-    plain JSON, before transformers is imported: a BERT folder is refused at once, not loaded into ELMo's classes,
-    and a cut tokenizer_config.json is named (transformers gives a bare JSON message or a traceback)."""
+    """The JSON files of `folder` (the files of model `name`), {file name: its object}, when config.json is a JSON
+    object of model_type "elmo" and the other JSON files are JSON objects; else one ModelError line naming the file.
+    Read as plain JSON, before transformers is imported: a BERT folder is refused at once, not loaded into ELMo's
+    classes, and a cut tokenizer_config.json is named (transformers gives a bare JSON message or a traceback)."""
     path = os.path.join(folder, "config.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -64,6 +65,7 @@ def check_elmo_folder(folder, name):
     if model_type != "elmo":
         raise ModelError(f"{name} is not an ELMo model: its config.json has model_type {model_type!r}, not "
                          f"'elmo'; {GIVE}", name)
+    documents = {"config.json": config}
     for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))):  # tokenizer_config.json...
         if os.path.basename(path) == "config.json":
             continue
@@ -74,11 +76,12 @@ def check_elmo_folder(folder, name):
             problem = f"is not valid JSON ({first_line(e)})"
         else:
             if isinstance(value, dict):
+                documents[os.path.basename(path)] = value
                 continue
             problem = f"holds a JSON {type(value).__name__}, not an object"
         raise ModelError(f"{name}: {path} {problem}: the folder is damaged (a cut download or copy?); restore that "
                          "file", name)
-    return config
+    return documents
 
 
 @contextlib.contextmanager
@@ -111,14 +114,29 @@ def files_sha256(paths):
     return digest.hexdigest()
 
 
+def package_version(name):
+    """The installed version of the distribution `name`, or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 @dataclass(frozen=True)
 class ModelFolder:
-    """A found and checked model: `path`, its folder; `name`, how the user named it (what errors say); `config`,
-    its config.json as plain JSON (read once, before torch or transformers load)."""
+    """A found and checked model: `path`, its folder; `name`, how the user named it (what errors say); `documents`,
+    its JSON files as plain JSON ({file name: object}, read once, before torch or transformers load)."""
 
     name: str
     path: str
-    config: dict
+    documents: dict
+
+    @property
+    def config(self):
+        """config.json, as a dict."""
+        return self.documents["config.json"]
 
     @functools.cached_property
     def is_export(self):
@@ -135,7 +153,7 @@ class ModelFolder:
         """What pages and cards call the model: its model card's title (README.md's first `# ` heading: a Space
         holds the model as `model/`), else the name of the folder given, or the Hub repo id given."""
         try:
-            with open(os.path.join(self.path, "README.md"), encoding="utf-8") as f:
+            with open(self.file("README.md"), encoding="utf-8") as f:
                 for line in f:
                     if line.startswith("# "):
                         return line[2:].strip()
@@ -145,11 +163,30 @@ class ModelFolder:
             return self.name
         return os.path.basename(os.path.normpath(os.path.abspath(self.path)))  # (a name for `.` too)
 
-    def fingerprint(self):
-        """SHA-256 of every file the model's numbers depend on (`model_files.result_files`: config.json, each weight
-        file the loader reads, the graph, the tokenizer's files with its segmenter and conversion settings): what
-        keys a cache or a resumed run of this model."""
-        return files_sha256(result_files(self.path))
+    def card_metadata(self, remedy="fix it"):
+        """The metadata of the folder's model card (README.md's YAML header), {} without a card; a header that cannot
+        be read is one UserError line (`remedy`: what else to do)."""
+        path = self.file("README.md")
+        if not os.path.isfile(path):
+            return {}
+        from huggingface_hub import ModelCard
+
+        try:
+            return ModelCard.load(path).data.to_dict()
+        except Exception as e:  # noqa: BLE001  (huggingface_hub reports bad YAML with several error types)
+            raise UserError(f"{path}: its metadata cannot be read ({first_line(e)}): fix the model card's header, or "
+                            f"{remedy}", path) from None
+
+    def file(self, name):
+        """The path of the folder's file `name`."""
+        return os.path.join(self.path, name)
+
+    def options(self):
+        """config.json's ELMo fields (`options_elmo.ElmoOptions`: checked, without transformers). A value it refuses
+        raises huggingface_hub's StrictDataclassError (`loading` makes it one line)."""
+        from options_elmo import ElmoOptions
+
+        return ElmoOptions.from_config_json(self.config)
 
     def elmo_config(self, **updates):
         """This folder's `ElmoConfig` with `updates` (as `from_pretrained(folder, **updates)` makes it), from the
@@ -158,6 +195,104 @@ class ModelFolder:
         from configuration_elmo import ElmoConfig
 
         return ElmoConfig.from_dict(self.config, **updates)
+
+    @property
+    def tokenizer_settings(self):
+        """tokenizer_config.json with special_tokens_map.json's tokens, as transformers reads them."""
+        return {**self.documents.get("special_tokens_map.json", {}), **self.documents.get("tokenizer_config.json", {})}
+
+    def basic_tokenizer(self):
+        """The tokenizer's rules without transformers (`basic_tokenization_elmo.ElmoBasicTokenizer`): what inference
+        and an exported model read words with."""
+        from basic_tokenization_elmo import VOCABULARY_FILES, ElmoBasicTokenizer
+
+        files = {argument: self.file(name) for argument, name in VOCABULARY_FILES.items()
+                 if os.path.isfile(self.file(name))}
+        return ElmoBasicTokenizer.from_settings(self.tokenizer_settings, **files)
+
+    def tokenizer(self):
+        """transformers' `ElmoTokenizer` of the folder (training, pipelines)."""
+        from tokenization_elmo import ElmoTokenizer
+
+        return ElmoTokenizer.from_pretrained(self.path)
+
+    def pretrained(self, model_class, config, **kwargs):
+        """`model_class.from_pretrained` of the folder with `config` (an ElmoConfig): the model and its loading info."""
+        return model_class.from_pretrained(self.path, config=config, output_loading_info=True, **kwargs)
+
+    def weight_files(self):
+        """The paths of the files the model's weights are read from: the shards model.safetensors.index.json names,
+        or model.safetensors; else PyTorch's pickles (pytorch_model.bin, or its index's shards); else the graph of an
+        export. Raises ModelError for an index that is not one."""
+        for index, single in [("model.safetensors.index.json", "model.safetensors"),
+                              ("pytorch_model.bin.index.json", "pytorch_model.bin")]:
+            if index in self.documents:
+                shards = self.documents[index].get("weight_map")
+                if not isinstance(shards, dict) or not all(isinstance(name, str) for name in shards.values()):
+                    raise ModelError(f"{self.name}: its {index} is not a weight index (a JSON weight_map): restore "
+                                     "it", self.name)
+                return [self.file(name) for name in sorted(set(shards.values()))]
+            if os.path.isfile(self.file(single)):
+                return [self.file(single)]
+        return [self.file(name) for name in GRAPH_FILES if os.path.isfile(self.file(name))]
+
+    def check_weights(self):
+        """Raise ModelError naming a safetensors weight file whose header does not parse (a cut or foreign file)."""
+        from safetensors import safe_open
+
+        for path in self.weight_files():
+            if path.endswith(".safetensors"):
+                try:
+                    with safe_open(path, framework="numpy"):
+                        pass
+                except Exception:  # noqa: BLE001 - safetensors reports a bad header with its own error type
+                    raise ModelError(f"{path} is not a safetensors file (its header does not parse): save the model "
+                                     "again", self.name) from None
+
+    def results(self, name):
+        """The metrics Trainer wrote into the folder's results file `name` (eval_results.json...), or None."""
+        return self.documents.get(name)
+
+    def state_dict(self):
+        """The weights of a PyTorch folder, {name: tensor} as saved: its safetensors files (one, or the shards its
+        index lists), else PyTorch's pickles (read with `weights_only`)."""
+        import torch
+        from safetensors.torch import load_file
+
+        files = self.weight_files()
+        if not files:
+            raise OSError(f"it holds no weights (no model.safetensors in {self.path}): restore the weight files saved "
+                          "with its config.json")
+        weights = {}
+        for path in files:
+            if path.endswith(".safetensors"):
+                weights.update(load_file(path))
+            elif path.endswith(".bin"):
+                weights.update(torch.load(path, map_location="cpu", weights_only=True))
+        return weights
+
+    def identity(self, dtype):
+        """What decides the numbers this model computes in `dtype`: for an exported graph its runtime; the dtype; a
+        SHA-256 of its weight files (the graph's, for an export); the config's fields but those only training reads;
+        the tokenizer's rules, its vocabularies and the versions of the packages that segment its text. The order
+        says what a comparison names first: the dtype before the weights, and the weights before the config (another
+        model at the same path is named by its weights, not by a config field it happens to differ in)."""
+        from options_elmo import TRAINING_FIELDS
+
+        tokenizer = self.basic_tokenizer()
+        vocabularies = [self.file(name) for name in ("char.dic", "word.dic") if os.path.isfile(self.file(name))]
+        return {
+            **({"runtime": "onnxruntime"} if self.is_export else {}),
+            "dtype": dtype,
+            "weights_sha256": files_sha256(self.weight_files()),
+            "config": {name: value for name, value in self.options().as_dict().items() if name not in TRAINING_FIELDS},
+            "tokenizer": {**tokenizer.settings(), "vocabularies_sha256": files_sha256(vocabularies),
+                          "packages": {name: package_version(name) for name in tokenizer.segmenter.packages()}},
+        }
+
+    def fingerprint(self, dtype):
+        """SHA-256 of `identity(dtype)`: what keys the export cache and identifies the model in a resumed run."""
+        return hashlib.sha256(json.dumps(self.identity(dtype), sort_keys=True).encode()).hexdigest()
 
 
 def open_model(name, local=False):
@@ -201,8 +336,3 @@ def open_model(name, local=False):
     with loading(name):
         return opened(snapshot_download(name))
 
-
-def resolve_model(name):
-    """The folder holding `name`'s files (`open_model`'s path): `name` itself when it is a folder, else the cached
-    snapshot of the Hub repo `name`. Raises ModelError in one line when it is not an ELMo model."""
-    return open_model(name).path

@@ -67,20 +67,23 @@ def check_file_output(output, overwrite=False):
 
 
 def write_file_atomically(path, data):
-    """Write `data` (str) to `path` through a temporary file in the same folder and a rename: `path` is either its
-    old self or the whole new file. A failure (a full disk) is OutputError in one line and leaves no temporary
-    file."""
+    """Write `data` (a str, or a function that writes into a binary file) to `path` through a temporary file in the
+    same folder, on the disk (fsync), then a rename: `path` is either its old self or the whole new file. A failure (a
+    full disk) leaves no temporary file and is an OSError of the same errno naming `path`."""
     parent = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(dir=parent, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
+        with os.fdopen(fd, "wb") as f:
+            data(f) if callable(data) else f.write(data.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)
-    except OSError as e:
-        os.unlink(temporary)
-        raise OutputError(f"{path}: cannot write it: {e.strerror or e}", path) from None
+    except BaseException as e:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        if isinstance(e, OSError):
+            raise OSError(e.errno, f"{path}: cannot write it: {e.strerror or e}") from None
+        raise
 
 
 def hold_lock(path, wait=0):

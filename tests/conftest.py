@@ -235,12 +235,11 @@ def read_hdf5(path):
     return arrays, index, dtypes
 
 
-def interrupt_after(monkeypatch, method, calls, run_class=None):
-    """Make `run_class.<method>` (default: the HDF5 run, PartialRun) raise KeyboardInterrupt (Ctrl-C) once it has
+def interrupt_after(monkeypatch, method, calls):
+    """Make `PartialRun.<method>` (the run of either output format) raise KeyboardInterrupt (Ctrl-C) once it has
     stored `calls` results."""
-    from elmo_transformers.embedding import embed_file as embed_file_module
+    from elmo_transformers.embedding.partial_run import PartialRun as run_class
 
-    run_class = run_class or embed_file_module.PartialRun
     original = getattr(run_class, method)
     stored = []
 

@@ -72,7 +72,7 @@ def test_an_exported_folder_is_opened_without_torch(tiny_model_dir, tmp_path):
     """Opening a folder (and fingerprinting it) imports neither torch nor transformers: an export runs without them."""
     folder = shutil.copytree(tiny_model_dir, tmp_path / "m", symlinks=True)
     code = ("import json, sys\nfrom elmo_transformers.model_folder import open_model\n"
-            "source = open_model(sys.argv[1])\nsource.fingerprint()\n"
+            "source = open_model(sys.argv[1])\nsource.fingerprint(\"float32\")\n"
             "print(json.dumps([source.title, 'torch' in sys.modules, 'transformers' in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout) == ["m", False, False], done.stderr[-2000:]

@@ -95,7 +95,12 @@ def one_line(error):
     value in front, and the arguments it names worded as the command's flags (--overwrite, --vocab-file)."""
     from ..errors import UserError
 
-    message = error.worded(flag_of) if isinstance(error, UserError) else str(error)
+    if isinstance(error, UserError):
+        message = error.worded(flag_of)
+    elif isinstance(error, OSError) and error.strerror and error.filename is None:  # OSError(errno, "what failed")
+        message = error.strerror
+    else:
+        message = str(error)
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     flag = getattr(error, "option", None)
     return " ".join([*([flag] if flag else []), *lines]) or type(error).__name__
@@ -120,24 +125,6 @@ def flags_in_log_messages():
         yield
     finally:
         logging.setLogRecordFactory(make_record)
-
-
-def torch_device(name, option="--device"):
-    """`name` as a torch device this torch can use (a tensor is put there), else a one-line UserError: a name torch
-    does not know ("banana"), or an accelerator this build or machine lacks ("cuda" with a CPU-only torch)."""
-    import torch
-
-    from ..errors import UserError, first_line
-
-    try:
-        device = torch.device(name)
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError, ValueError) as e:
-        accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
-        available = ["cpu", *([accelerator.type] if accelerator else [])]
-        raise UserError(f"{option} {name}: not usable here ({first_line(e)}); devices available: "
-                        f"{', '.join(available)}") from None
-    return device
 
 
 def print_traceback_when_debugging():

@@ -22,7 +22,7 @@ import sys
 
 from ..errors import UserError
 from ..models import DEFAULT_MODEL
-from . import import_package, option, sigterm_as_interrupt
+from . import option, sigterm_as_interrupt
 
 
 def main(argv=None):
@@ -45,9 +45,6 @@ def main(argv=None):
         parser.error(f"--port {args.port}: a port is a number from 1 to 65535")
     if args.web:
         return serve(args)
-    import_package()  # registers ELMo with the Auto classes
-    from transformers.utils import logging
-
     from ..demo import model as demo_model
     from ..demo.senses import EXAMPLES, MIN_LETTERS, most_repeated, sense_groups, word_uses
 
@@ -55,13 +52,12 @@ def main(argv=None):
     if most_repeated(sentences) is None:
         print(f"No word of {MIN_LETTERS}+ letters occurs twice in your sentences; adding the built-in examples.\n")
         sentences = sentences + [s for s in EXAMPLES if s not in sentences]
-    logging.disable_progress_bar()
     with option("--model", args.model):
         loaded = demo_model.load(args.model, language_model=False)
-    uses = word_uses(loaded.elmo, loaded.tokenizer, sentences, most_repeated(sentences))
+    uses = word_uses(loaded.embedder, sentences, most_repeated(sentences))
     n = len(uses.places)
     elmo = uses.similarities["mix"]
-    print(f"ELMo gives every word a {loaded.elmo.config.projection_dim * 2}-d vector computed from its whole "
+    print(f"ELMo gives every word a {loaded.embedder.model.config.hidden_size}-d vector computed from its whole "
           "sentence.")
     print(f'The word "{uses.word}" in {n} places:')
     for use in range(n):

@@ -2,14 +2,13 @@
 `elmo_transformers.embedding.embed_file`)."""
 
 import argparse
-import contextlib
 import os
 import sys
 import time
 
-from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, RUNTIMES
+from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, OUTPUT_DTYPES, RUNTIMES
 from ..models import DEFAULT_MODEL
-from . import module_doc, option, torch_device
+from . import module_doc, option
 
 
 def main(argv=None):
@@ -59,64 +58,43 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     parser.add_argument("--quiet", action="store_true",
                         help="print nothing but errors (no progress bar, no closing line of words/s)")
+    parser.add_argument("--output-dtype", choices=OUTPUT_DTYPES, default="float32",
+                        help="dtype of the vectors written: float32 (default, AllenNLP's) or float16 (half the disk)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    for name in ("batch_size", "batch_words", "max_sentence_words", "threads"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.batch_size is not None and args.batch_words is not None:
-        parser.error("give --batch-size or --batch-words, not both")
-    from ..model_folder import open_model
-
-    with option("--model", args.model):
-        folder = open_model(args.model)
-    from ..embedding.partial_run import PartialRun, check_paths  # imports no torch: the paths fail fast
+    from ..embedding.embed_file import embed_file  # (after parsing: --help answers before anything loads)
+    from ..embedding.partial_run import PartialRun
 
     try:
-        output = check_paths(args.input, args.output, args.overwrite, args.resume, folder.path, args.format)
-        from ..embedding.embed_file import embed_file
-        from ..embedding.embedder import ElmoEmbedder
-        from ..runtime import process_state
-        from ..runtime.threads import free_cpus
-
-        device = torch_device(args.device) if args.device else None
-        with contextlib.ExitStack() as settings:
-            if args.runtime != "onnxruntime" and not folder.is_export and (
-                    args.threads is not None or "OMP_NUM_THREADS" not in os.environ):
-                import torch
-
-                settings.callback(torch.set_num_threads, torch.get_num_threads())
-                torch.set_num_threads(args.threads or free_cpus())
-            if args.quiet:
-                from transformers.utils import logging as transformers_logging
-
-                transformers_logging.disable_progress_bar()  # "Loading weights"
-                settings.callback(transformers_logging.enable_progress_bar)
-            with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
-                    option("--runtime", args.runtime):
-                embedder = ElmoEmbedder(folder, device=device, dtype=args.dtype, runtime=args.runtime)
-            with option("--max-sentence-words", args.max_sentence_words), option("--text-column", args.text_column):
-                report = embed_file(embedder, args.input, output, args.mode, args.batch_size,
-                                    batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
-                                    resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
-                                    file_format=args.format, text_column=args.text_column)
+        with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
+                option("--runtime", args.runtime), option("--max-sentence-words", args.max_sentence_words), \
+                option("--text-column", args.text_column):
+            report = embed_file(args.model, args.input, args.output, args.mode, args.batch_size,
+                                batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
+                                resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
+                                file_format=args.format, text_column=args.text_column,
+                                output_dtype=args.output_dtype, dtype=args.dtype, device=args.device,
+                                runtime=args.runtime, threads=args.threads)
     except KeyboardInterrupt:
-        run = PartialRun(os.path.abspath(args.output))
+        run = PartialRun(os.path.abspath(args.output), args.format)
         kept = run.finished_lines()
         print(f"\ninterrupted: the {kept:,} finished lines are kept in {run.folder}; rerun with --resume" if kept
               else "\ninterrupted before any line was finished: nothing is kept", file=sys.stderr)
         return 130
-    if process_state(embedder.model).is_main_process and not args.quiet:
-        print(f"wrote {args.mode} vectors of {args.input} -> {output}", file=sys.stderr)
+    if report.main_process and not args.quiet:
+        print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
         print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     return 0
 
 
 def speed_line(report, seconds):
-    """One line: the words/s of the whole command and where its `seconds` went (tokenizing and writing run in
-    threads beside the model: a part near the model's time, or a long wait for batches, is the bound)."""
+    """One line: where the command's `seconds` went, start-up (imports, loading the model, reading the input, making
+    the output) apart from the work, whose words/s it gives (tokenizing and writing run in threads beside the model:
+    a part near the model's time, or a long wait for batches, is the bound), and how the model ran."""
     start_up = seconds - report.total + report.load
-    return (f"{report.words:,} words ({report.lines:,} lines) in {seconds:.1f} s: {report.words / seconds:,.0f} "
-            f"words/s; start-up and load {start_up:.1f} s, model {report.model:.1f} s, tokenizing "
-            f"{report.tokenizing:.1f} s and writing {report.writing:.1f} s beside it, waiting for batches "
-            f"{report.waiting:.1f} s")
+    work = max(seconds - start_up, 1e-9)
+    threads = f"{report.threads} threads, " if report.threads else ""
+    return (f"{report.words:,} words ({report.lines:,} lines) in {seconds:.1f} s: start-up and load {start_up:.1f} s, "
+            f"then {report.words / work:,.0f} words/s (model {report.model:.1f} s, tokenizing {report.tokenizing:.1f} "
+            f"s and writing {report.writing:.1f} s beside it, waiting for batches {report.waiting:.1f} s); "
+            f"{threads}{report.dtype}, {report.runtime} on {report.device}")

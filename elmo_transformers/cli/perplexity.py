@@ -14,7 +14,7 @@ import json
 
 from ..errors import ModelError
 from ..models import DEFAULT_MODEL
-from . import option, torch_device
+from . import option
 
 NOT_AN_LM = ("it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
              "model, e.g. the shipped model (omit --model), a conversion given --softmax-weights and --vocab, or the "
@@ -46,13 +46,15 @@ def main(argv=None):
         with option("--output", args.output):
             check_output_apart(args.output, [*args.files, source.path])
             check_file_output(args.output, args.overwrite)
+    from modeling_elmo import ElmoForLanguageModeling
+
     from ..training.perplexity import file_perplexities
 
-    device = torch_device(args.device)
-    with option("--model", args.model):  # the model before the data: reading and windowing a corpus takes a while
-        if not source.is_language_model:
+    with option("--model", args.model), option("--device", args.device):  # the model before the data: reading and
+        if not source.is_language_model:  # windowing a corpus takes a while
             raise ModelError(f"{args.model}: {NOT_AN_LM}", args.model)
-        model, tokenizer = load_model(source, language_model=True, device=device)
+        model, tokenizer = load_model(source, ElmoForLanguageModeling, device=args.device)
+    device = model.device
     results = {}
     for path, figures in file_perplexities(model, tokenizer, args.files, args.max_words, args.batch_size, device):
         results[path] = figures

@@ -87,7 +87,7 @@ def parse_arguments(argument_classes, argv=None, prog=None, description=None):
         sys.exit(0)
     from transformers import HfArgumentParser, TrainingArguments, set_seed
 
-    from ..model_folder import resolve_model
+    from ..model_folder import open_model
     from . import option
 
     if HELP_TRAINER in argv:
@@ -102,14 +102,14 @@ def parse_arguments(argument_classes, argv=None, prog=None, description=None):
     folder = None
     if known.model_name_or_path:
         with option("--model-name-or-path", known.model_name_or_path):
-            folder = resolve_model(known.model_name_or_path)
+            folder = open_model(known.model_name_or_path)
     check_output_dir(known)
     try:
         *parsed, _, training_args = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
         raise UserError(first_line(e)) from None
     if folder is not None:
-        parsed[0].model_name_or_path = folder  # resolved once: the code after this loads the folder
+        parsed[0].model_name_or_path = folder  # opened once: the ModelFolder is what the training code loads
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     set_seed(training_args.seed)

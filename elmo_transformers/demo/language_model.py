@@ -1,9 +1,12 @@
-"""What a biLM language model says about a text: the words it would put at a `<mask>` (the fill-mask pipeline) and
-how expected each word is, forward (from its left), backward (from its right) and the mean of the two."""
+"""What a biLM language model says about a text: the words it would put at a `<mask>` (LAMA's rule, as the fill-mask
+pipeline gives them) and how expected each word is, forward (from its left), backward (from its right) and the mean of
+the two. The model is `bilm_elmo.ElmoLanguageModelCore` with its `ElmoBasicTokenizer`."""
 
 from dataclasses import dataclass
 
 import torch
+
+from basic_tokenization_elmo import BOS_WORD, EOS_WORD, UNK_WORD
 
 from ..errors import DataError
 from .senses import check_text
@@ -21,14 +24,19 @@ def text_words(text, tokenizer, max_words=MAX_TEXT_WORDS):
     return words
 
 
-def fill_mask(fill, text, top_k=TOP_WORDS):
-    """[(word, probability)] of the fill-mask pipeline `fill` for `text`, best first: the pipeline's own numbers."""
-    mask = fill.tokenizer.mask_token
-    count = text_words(text, fill.tokenizer).count(mask)
-    if count != 1:
-        raise DataError(f"the text has {count} {mask} words: put exactly one {mask}, as a word of its own, where a "
-                        "word should be guessed")
-    return [(r["token_str"], r["score"]) for r in fill(text, top_k=top_k)]
+def fill_mask(lm, tokenizer, text, top_k=TOP_WORDS):
+    """[(word, probability)] for the one mask of `text`, best first: the numbers of the fill-mask pipeline
+    (`ElmoLanguageModelMixin.masked_word_scores` and `best_words`; `<S>`, `</S>` and `<UNK>` never given)."""
+    mask = tokenizer.mask_token
+    words = text_words(text, tokenizer)
+    if words.count(mask) != 1:
+        raise DataError(f"the text has {words.count(mask)} {mask} words: put exactly one {mask}, as a word of its own, "
+                        "where a word should be guessed")
+    encoding = {name: torch.from_numpy(array) for name, array in tokenizer.encode([words]).items()}
+    with torch.no_grad():
+        scores = lm.masked_word_scores(**encoding, positions=words.index(mask))[0]
+    specials = [tokenizer.word_id(word) for word in (BOS_WORD, EOS_WORD, UNK_WORD)]
+    return [(tokenizer.words[i], p) for i, p in lm.best_words(scores, top_k, specials)]
 
 
 @dataclass
@@ -50,13 +58,13 @@ def word_scores(lm, tokenizer, text):
     words = text_words(text, tokenizer)
     # A word the softmax has no row of its own for is unknown: one outside the vocabulary (its id is <UNK>'s) and
     # the tokenizer's added words (`<mask>`, whose id is past the softmax); it is looked up as <UNK>, never shown.
-    unk, rows = tokenizer.unk_token_id, lm.config.lm_vocab_size
-    found = tokenizer.convert_tokens_to_ids(words)
-    unknown = [i >= rows or (i == unk and w != tokenizer.unk_token) for w, i in zip(words, found)]
+    unk, rows = tokenizer.word_id(UNK_WORD), lm.config.lm_vocab_size
+    found = [tokenizer.word_id(word) for word in words]
+    unknown = [i >= rows or (i == unk and w != UNK_WORD) for w, i in zip(words, found)]
     ids = torch.tensor([unk if u else i for i, u in zip(found, unknown)])
     forward, backward = [], []
     with torch.no_grad():
-        encoding = tokenizer([words], is_split_into_words=True, return_tensors="pt")
+        encoding = {name: torch.from_numpy(array) for name, array in tokenizer.encode([words]).items()}
         forward_states, backward_states, _ = lm.lm_states(encoding["input_ids"], encoding["attention_mask"])
         for positions in torch.arange(len(words)).split(SCORED_ROWS):
             # Forward state j (after <S>, w_0 .. w_{j-1}) and backward state j + 1 (before w_{j+1} .. </S>) predict

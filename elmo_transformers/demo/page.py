@@ -39,8 +39,8 @@ def build(model_name):
     one ModelError line, before anything is served."""
     source = open_model(model_name)
     loaded = demo_model.load(source)
-    layers = [f"layer {n}" for n in range(loaded.elmo.config.n_layers + 1)] + [MIX]
-    segmenter = loaded.tokenizer.segmenter
+    layers = [f"layer {n}" for n in range(loaded.embedder.model.config.n_layers + 1)] + [MIX]
+    segmenter = loaded.tokenizer.segmenter.segmenter
     splitting = "words split on white space" if segmenter == "whitespace" else f"words found by {segmenter}"
     with gr.Blocks(title="ELMo demo", analytics_enabled=False) as page:
         gr.Markdown(INTRO.format(model=plain(source.title)))
@@ -64,7 +64,7 @@ def build(model_name):
         uses_state = gr.State()
 
         gr.Markdown("## Fill the `<mask>`")
-        if loaded.fill is None:
+        if loaded.lm is None:
             gr.Markdown(f"Off: {loaded.no_lm}.", elem_id="fill-off")
         else:
             with gr.Row():
@@ -94,7 +94,7 @@ def build(model_name):
         def on_compare(text, the_word, the_layer):
             try:
                 check_characters([text, the_word])  # before the text is split into lines
-                uses = word_uses(loaded.elmo, loaded.tokenizer, text.splitlines(), the_word)
+                uses = word_uses(loaded.embedder, text.splitlines(), the_word)
             except UserError as e:  # the table hidden (no header left without its rows), the pictures cleared
                 return f"**{plain(str(e))}**", gr.Dataframe(None, visible=False), None, None, None
             listed = "\n".join(f"- {plain(uses.label(i))}" for i in range(len(uses.places)))
@@ -113,10 +113,10 @@ def build(model_name):
         page.load(**compare_event)  # the first visit shows the example
         layer.change(draw, inputs=[uses_state, layer], outputs=[heatmap, projection])
 
-        if loaded.fill is not None:
+        if loaded.lm is not None:
             def on_fill(text):
                 try:
-                    best = fill_mask(loaded.fill, text)
+                    best = fill_mask(loaded.lm, loaded.tokenizer, text)
                 except UserError as e:
                     return str(e), None
                 return "\n".join(f"{w}  {p:.4f}" for w, p in best), plots.probability_bars(best)

@@ -130,15 +130,16 @@ def projection(vectors):
     return np.pad(coordinates, ((0, 0), (0, 2 - coordinates.shape[1])))
 
 
-def word_uses(model, tokenizer, sentences, word):
-    """Embed `sentences` (split into words by the tokenizer) and compare the uses of `word` (case ignored) in every
-    layer. Raises DataError when the text is empty or too long, or the word is unusable or has fewer than two uses."""
+def word_uses(embedder, sentences, word):
+    """Embed `sentences` with `embedder` (an ElmoEmbedder; split into words by its tokenizer) and compare the uses of
+    `word` (case ignored) in every layer. Raises DataError when the text is empty or too long, or the word is unusable
+    or has fewer than two uses."""
     check_characters(sentences)  # before blank lines are dropped: they count too
     sentences = [s.strip() for s in sentences if s.strip()]
     if not sentences:
         raise DataError("no sentences given: type sentences that use the word, one a line")
-    words = check_text(sentences, tokenizer)
-    word = check_word(word, model.config.max_characters_per_token - 2)
+    words = check_text(sentences, embedder.tokenizer)
+    word = check_word(word, embedder.model.config.max_characters_per_token - 2)
     places = [(i, j) for i, s in enumerate(words) for j, w in enumerate(s) if w.lower() == word.lower()]
     if len(places) < 2:
         where = "in no sentence" if not places else "only once"
@@ -147,12 +148,12 @@ def word_uses(model, tokenizer, sentences, word):
     if len(places) > MAX_USES:
         raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
                         "sentences")
-    uses = use_vectors(model, tokenizer, words, places)
+    uses = use_vectors(embedder, words, places)
     return WordUses(word, sentences, places, {name: cosine_matrix(v) for name, v in uses.items()},
                     {name: projection(v) for name, v in uses.items()})
 
 
-def use_vectors(model, tokenizer, words, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
+def use_vectors(embedder, words, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
     """{layer name: [uses, dim] float32} at `places` of the sentences `words` (each a list of words). ELMo reads
     each sentence alone, so only the sentences holding a use are run, shortest first, in batches of at most
     `batch_words` padded positions (a sentence longer than that alone), and only the uses' vectors are kept: one
@@ -172,10 +173,7 @@ def use_vectors(model, tokenizer, words, places, batch_words=BATCH_WORDS, time_b
         if time.monotonic() - start >= time_budget:
             raise DataError(f"the request ran past its time budget ({time_budget:.0f} s on this machine): give "
                             "fewer or shorter sentences that use the word")
-        with torch.no_grad():
-            encoding = tokenizer([words[i] for i in batch], is_split_into_words=True, padding=True,
-                                 return_tensors="pt")
-            out = model(**encoding, output_hidden_states=True)
+        out = embedder.forward(embedder.encode([words[i] for i in batch]))
         layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
         layers[MIX] = out.last_hidden_state
         for row, i in enumerate(batch):

@@ -28,9 +28,10 @@ def work_units(counts, batch_size, max_words, batch_words):
 
 
 class WordRows:
-    """The `input_ids` rows of a tokenizer's words, each computed once per run (`tokenizer.token_row`) and kept in
-    one array, so that a batch is one NumPy gather: `encode` pads with all-zero rows, as the tokenizer's `pad` does
-    (row 0 here)."""
+    """The `input_ids` rows of a tokenizer's words (an ElmoBasicTokenizer's), each computed once per run
+    (`tokenizer.token_row` of the word as the model reads it, `tokenizer.cased`) and kept in one array, so that a
+    batch is one NumPy gather: `encode` gives what `tokenizer.encode` gives, padding with all-zero rows (row 0
+    here)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -53,7 +54,7 @@ class WordRows:
         positions = np.zeros((len(sentences), longest), np.int64)
         index, add = self.index, self._add
         for i, words in enumerate(sentences):
-            positions[i, : len(words)] = [index.get(word) or add(word) for word in words]
+            positions[i, : len(words)] = [index.get(word) or add(word) for word in self.tokenizer.cased(words)]
         return {"input_ids": self.rows[positions], "attention_mask": (positions > 0).astype(np.int64)}
 
 

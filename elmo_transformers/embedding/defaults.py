@@ -12,3 +12,6 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16", "int8")  # torch dtypes, and in
 # past it the gain is small and the memory keeps growing.
 BATCH_WORDS = {"cpu": 4096, "accelerator": 16384}
 FILE_FORMATS = ("hdf5", "parquet")  # what embed writes: one HDF5 file (AllenNLP's layout), or a folder of Parquet files
+# The dtype of the vectors written (--output-dtype): float32 (AllenNLP's), or float16 at half the disk. Neither HDF5
+# nor Parquet (Arrow) has a bfloat16 type.
+OUTPUT_DTYPES = ("float32", "float16")

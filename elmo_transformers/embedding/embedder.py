@@ -5,13 +5,18 @@ TF-Hub's `google/elmo` module keeps its method names, output names and array lay
 AllenNLP's within float32 rounding, except that every call starts from a zero LSTM state (AllenNLP's first call
 after loading; AllenNLP carries each batch's final state into the next one).
 
-An exported folder (`export onnx`) runs in onnxruntime without importing torch: `embed_batch`, `embed_sentence`,
-`embed_sentences`, `embed_file` and `tf_hub_outputs` (NumPy arrays then) never load it.
+`ElmoEmbedder` owns inference: a model loaded without transformers (`model_source.load_model`: the biLM as plain
+torch, or an exported graph in onnxruntime) and its tokenizer's rules, and the device step every user of the vectors
+runs (`layers`: pre-encoded batches in, the selected layers out), called by `embed` (`embed_file`), the demo page and
+the methods here alike. An exported folder (`export onnx`) runs in onnxruntime without importing torch:
+`embed_batch`, `embed_sentence`, `embed_sentences`, `embed_file` and `tf_hub_outputs` (NumPy arrays then) never load
+it.
 """
 
 import contextlib
 import numbers
 import os
+import sys
 from itertools import islice
 
 import numpy as np
@@ -21,12 +26,24 @@ from ..model_folder import ModelFolder, open_model
 from ..model_source import check_tokenizer, load_model
 from ..models import DEFAULT_MODEL
 from ..runtime import process_state, traits
-from .defaults import DEFAULT_BATCH_SIZE
+from .defaults import DEFAULT_BATCH_SIZE, MODES, OUTPUT_DTYPES
 
 
 def as_numpy(array):
     """A float32 NumPy array of a torch tensor (any dtype or device) or of a NumPy array."""
     return array if isinstance(array, np.ndarray) else array.float().cpu().numpy()
+
+
+def select_layers(hidden_states, mode):
+    """The layers of `mode` ("all", "top" or "average"; MODES) of a batch's biLM layers (each [batch, words, 2P],
+    torch tensors or NumPy arrays): [batch, n_layers + 1, words, 2P] (all) or [batch, words, 2P]."""
+    if mode not in MODES:
+        raise UserError(f"{{output_format}} {mode!r:.50}: one of {', '.join(MODES)}", mode, arguments=["output_format"])
+    if mode == "top":
+        return hidden_states[-1]
+    stack = np.stack if isinstance(hidden_states[0], np.ndarray) else sys.modules["torch"].stack
+    layers = stack(hidden_states, 1)
+    return layers if mode == "all" else layers.mean(1)
 
 
 def no_grad(model):
@@ -83,7 +100,8 @@ class ElmoEmbedder:
     defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded here, and to where a
     given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay float32.
     `quantization_config=ElmoInt8Config()` loads the model with int8 LSTM weights, as `from_pretrained` does (CPU,
-    float32 activations; the fastest way on a CPU, within the int8 rule of docs/speed.md). The model is put in eval
+    float32 activations; the fastest way on a CPU, within the int8 rule of docs/speed.md). `threads`: an exported
+    model's onnxruntime threads (a PyTorch model's are torch's, `torch.set_num_threads`). The model is put in eval
     mode (no dropout).
 
     AllenNLP 0.x's call runs as written: `ElmoEmbedder(options_file, weight_file, cuda_device=-1)` (or the same as
@@ -92,7 +110,7 @@ class ElmoEmbedder:
     """
 
     def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None, *,
-                 runtime=None, options_file=None, weight_file=None, cuda_device=None):
+                 runtime=None, threads=None, options_file=None, weight_file=None, cuda_device=None):
         if cuda_device is not None:
             if device is not None:
                 raise TypeError("ElmoEmbedder: give device or AllenNLP's cuda_device, not both")
@@ -101,7 +119,7 @@ class ElmoEmbedder:
             if options_file is None or weight_file is None:
                 raise TypeError("ElmoEmbedder(options_file=..., weight_file=...): give both files")
             model, tokenizer = options_file, weight_file
-        source = None
+        source, self.folder = None, None
         if isinstance(tokenizer, (str, os.PathLike)):  # AllenNLP's ElmoEmbedder(options_file, weight_file)
             if quantization_config is not None:
                 raise TypeError("ElmoEmbedder(options_file, weight_file, quantization_config=...): convert the files "
@@ -110,10 +128,11 @@ class ElmoEmbedder:
             model, tokenizer = convert_original(model, tokenizer)
             device = device or process_state().device
         if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
-            folder = open_model(model)
-            self.source = os.path.abspath(folder.path) if os.path.isdir(folder.name) else folder.name
-            model, loaded_tokenizer = load_model(folder, dtype=dtype, quantization_config=quantization_config,
-                                                 device="auto" if device is None else device, runtime=runtime)
+            self.folder = open_model(model)
+            self.source = os.path.abspath(self.folder.path) if os.path.isdir(self.folder.name) else self.folder.name
+            model, loaded_tokenizer = load_model(self.folder, dtype=dtype, quantization_config=quantization_config,
+                                                 device="auto" if device is None else device, runtime=runtime,
+                                                 threads=threads)
             tokenizer = tokenizer or loaded_tokenizer
         else:
             if tokenizer is None:
@@ -122,20 +141,69 @@ class ElmoEmbedder:
                 raise TypeError("ElmoEmbedder(model, quantization_config=...): quantization happens when a model "
                                 "loads; pass its folder or repo id, or load it with from_pretrained(..., "
                                 "quantization_config=...) yourself")
-            self.source = source or model.name_or_path
+            self.source = source or getattr(model, "name_or_path", None)
             model = model.to(device=device, dtype=dtype).eval()
-        check_tokenizer(model.config, tokenizer)
+            check_tokenizer(model.config, tokenizer)  # (load_model checks what it loads)
+        tokenizer = getattr(tokenizer, "basic", tokenizer)  # transformers' ElmoTokenizer: its rules
         self.model = model
         self.tokenizer = tokenizer
         self.traits = traits(model)
 
-    def _run(self, sentences, **kwargs):
-        enc = self.tokenizer(list(sentences), is_split_into_words=True, padding=True,
-                             return_tensors=self.traits.tensors)
+    def identity(self):
+        """What decides the numbers this embedder computes (`ModelFolder.identity`: the model's weights, config,
+        tokenizer and dtype; for runtime onnxruntime, its export's), which a resumed run compares; None for a model
+        given already loaded, which has no folder to identify it."""
+        folder = getattr(self.model, "source", None) or self.folder  # an exported model's own folder
+        return None if folder is None else folder.identity(self.traits.dtype)
+
+    def encode(self, sentences):
+        """The model's inputs for word lists: {"input_ids", "attention_mask"} as NumPy arrays."""
+        return self.tokenizer.encode(list(sentences))
+
+    def pinned(self, encoded):
+        """`encoded` in page-locked memory where the model runs on a CUDA device (its copy in then overlaps the
+        model's work), else as it is."""
+        if self.traits.runtime != "torch" or self.model.device.type != "cuda":
+            return encoded
+        import torch
+
+        return {name: torch.from_numpy(array).pin_memory() for name, array in encoded.items()}
+
+    def forward(self, encoded, **kwargs):
+        """The model on one pre-encoded batch (`encode`, or `pinned`), without gradients: its output, with the
+        hidden states, as torch tensors on the model's device (NumPy arrays for an exported model)."""
         if self.traits.runtime == "torch":
-            enc = enc.to(self.model.device)
+            import torch
+
+            device = self.model.device
+            encoded = {name: torch.as_tensor(array).to(device, non_blocking=device.type == "cuda")
+                       for name, array in encoded.items()}
         with no_grad(self.model):
-            return self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
+            return self.model(**encoded, output_hidden_states=True, return_dict=True, **kwargs)
+
+    def layers(self, encoded, mode="all", output_dtype="float32"):
+        """The device step: the layers of `mode` (`select_layers`) of one pre-encoded batch in `output_dtype`
+        (OUTPUT_DTYPES), on their way to the host: (a NumPy array, or a CPU tensor being copied in; a function that
+        waits for it). On a CUDA device the copy back is started here and waited for by the caller (a writer
+        thread), so that the device goes on with the next batch; elsewhere it is made here."""
+        if output_dtype not in OUTPUT_DTYPES:
+            raise UserError(f"{{output_dtype}} {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
+                            arguments=["output_dtype"])
+        selected = select_layers(self.forward(encoded).hidden_states, mode)
+        if isinstance(selected, np.ndarray):
+            return selected.astype(output_dtype, copy=False), lambda: None
+        import torch
+
+        selected = selected.to(getattr(torch, output_dtype))
+        if selected.device.type != "cuda":
+            return selected.cpu().numpy(), lambda: None
+        host = selected.to("cpu", non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        return host, event.synchronize
+
+    def _run(self, sentences, **kwargs):
+        return self.forward(self.pinned(self.encode(sentences)), **kwargs)
 
     def batch_to_embeddings(self, batch):
         """AllenNLP's layout: (activations [batch, n_layers + 1, longest, 2P] float32, mask [batch, longest] bool),
@@ -155,10 +223,9 @@ class ElmoEmbedder:
         check_word_lists(batch, "embed_batch")
         if not batch:
             return []
-        out = self._run(batch)
-        activations = np.stack([as_numpy(layer) for layer in out.hidden_states], axis=1)
-        lengths = as_numpy(out.mask).sum(axis=1).astype(int).tolist()
-        return [activations[i, :, :n].copy() for i, n in enumerate(lengths)]
+        activations, wait = self.layers(self.encode(batch), "all")
+        wait()
+        return [np.asarray(activations[i, :, : len(words)]).copy() for i, words in enumerate(batch)]
 
     def embed_sentence(self, sentence):
         """`[n_layers + 1, n, 2P]` for one sentence given as a list of n words."""
@@ -173,7 +240,7 @@ class ElmoEmbedder:
             yield from self.embed_batch(batch)
 
     def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, **options):
-        """AllenNLP's `embed_file`: the work of `elmo-transformers embed` (see
+        """AllenNLP's `embed_file`: the work of `elmo-transformers embed` with this embedder's model (see
         `elmo_transformers.embedding.embed_file`, which also documents `options`); `input_file` is a path, "-" (stdin)
         or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded words.
         Returns the run's `Report` (what was done, where the time went)."""
@@ -181,13 +248,15 @@ class ElmoEmbedder:
 
         return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 
-    def embed_window(self, words, lstm_state=None):
+    def embed_window(self, words, lstm_state=None, mode="all", output_dtype="float32"):
         """One window of a long text in the stateful mode of `ElmoModel.forward_windows`: the window is a sentence
         of its own and the biLM starts from `lstm_state`, the state this returns for the previous window (None for
-        the first). Returns (`[n_layers + 1, len(words), 2P]` float32, the state after this window)."""
+        the first). Returns (its layers of `mode`, `[n_layers + 1, len(words), 2P]` for "all", in `output_dtype`;
+        the state after this window)."""
         check_word_lists([words], "embed_window")
         out = self._run([words], lstm_state=lstm_state, return_lstm_state=True)
-        return np.stack([as_numpy(layer[0]) for layer in out.hidden_states]), out.lstm_state
+        selected = select_layers(out.hidden_states, mode)[0]
+        return as_numpy(selected).astype(output_dtype, copy=False), out.lstm_state
 
     def tf_hub_outputs(self, inputs, sequence_len=None):
         """TF-Hub `google/elmo`'s output dict, as torch float32 tensors on the model's device (float32 NumPy arrays

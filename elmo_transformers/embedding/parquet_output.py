@@ -1,12 +1,15 @@
 """`embed INPUT OUTPUT_DIR --format parquet`: a folder of Parquet files that `datasets.load_dataset("parquet",
 data_dir=OUTPUT_DIR, split="train")` reads, one row a line: `line` (its number from 0), `words` (as the tokenizer
-split it) and `vectors` (the array the HDF5 layout holds for that line and mode, as nested lists).
+split it) and `vectors` (the array the HDF5 layout holds for that line and mode).
 
-Each finished batch is one file, `lines-FIRST.parquet` (written to a temporary name, on the disk, renamed, then
-journaled as the HDF5 output's batches are), in OUTPUT_DIR.partial/data/, by whichever process computed it: the
-processes of a multi-process run write side by side, with no assembly step, and the folder is renamed into
-OUTPUT_DIR once every line is done. A long line (in windows) is one file of its own, written when its last window
-is done: an interrupted run starts that line again. Imports no torch."""
+The vectors go to Arrow from the NumPy buffers themselves (no Python lists), with their shape declared as `datasets`
+declares arrays (`Array2D((None, 2P))` for --top and --average, a list of them for --all: one a layer), so that
+`with_format("numpy")` or `("torch")` gives each line's array back. Each finished batch is one file,
+`lines-FIRST.parquet` (written to a temporary name, on the disk, renamed, then journaled), in
+OUTPUT_DIR.partial/data/, by whichever process computed it: the processes of a multi-process run write side by side,
+with no assembly step, and the folder is renamed into OUTPUT_DIR once every line is done. A long line (in windows)
+is one file of its own, written when its last window is done: an interrupted run starts that line again. Imports no
+torch."""
 
 import json
 import os
@@ -14,73 +17,107 @@ import shutil
 
 import numpy as np
 
-from .partial_run import PartialRun, UnfinishedRunError, _write_atomically, covered
+from ..errors import OutputError, OutputExistsError
+from ..output_paths import write_file_atomically
 
 
-def nested(arrays):
-    """A pyarrow list array holding each of the float32 `arrays` (all of one rank) as one nested list."""
+def check_folder_output(output, overwrite):
+    """Refuse, before any work, an OUTPUT_DIR that cannot be written: a file, a missing parent folder, or an existing
+    folder (with `overwrite`, only one that holds nothing but Parquet files: an earlier output)."""
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
+    if os.path.lexists(output) and not os.path.isdir(output):
+        raise OutputError(f"{output} is a file: give the path of a folder for the Parquet files", output)
+    if os.path.isdir(output):
+        if not overwrite:
+            raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
+        others = [name for name in os.listdir(output) if not name.endswith(".parquet")]
+        if others:
+            raise OutputError(f"{output} holds {others[0]!r}, not only Parquet files: it is not an earlier output, "
+                              "so it is not replaced; choose another folder", output)
+
+
+def nested(values, arrays, axis):
+    """`values` (an Arrow array) grouped into one list per index of `arrays`' leading axes up to `axis`: a list
+    array whose offsets come from the arrays' shapes."""
     import pyarrow as pa
 
-    column = pa.array(np.concatenate([a.reshape(-1) for a in arrays]))
-    for axis in range(arrays[0].ndim - 1, -1, -1):  # innermost first: each array has prod(shape[:axis]) such lists
-        sizes = np.concatenate([np.full(int(np.prod(a.shape[:axis])), a.shape[axis], np.int64) for a in arrays])
-        column = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(sizes)]), pa.int32()), column)
-    return column
+    sizes = np.concatenate([np.full(int(np.prod(a.shape[:axis])), a.shape[axis], np.int64) for a in arrays])
+    return pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(sizes)]), pa.int32()), values)
 
 
-class ParquetRun(PartialRun):
-    """OUTPUT_DIR.partial/: run.json, the journals and data/ (the Parquet files), renamed into OUTPUT_DIR at the
-    end (see the module docstring)."""
+def vectors_column(arrays):
+    """The `vectors` column of arrays of one rank, [words, 2P] or [layers, words, 2P]: `datasets`' Array2D of each
+    [words, 2P] (its Arrow extension type), in a list for the layers."""
+    import pyarrow as pa
+    from datasets.features.features import Array2DExtensionType
 
-    def __init__(self, output):
-        super().__init__(output)
-        self.data = os.path.join(self.folder, "data")
-        self.words_of, self.windows = None, {}
+    width, dtype = arrays[0].shape[-1], arrays[0].dtype
+    values = pa.array(np.concatenate([a.reshape(-1) for a in arrays]))
+    rows = nested(values, arrays, arrays[0].ndim - 1)
+    matrices = pa.ExtensionArray.from_storage(Array2DExtensionType((None, width), dtype.name),
+                                              nested(rows, arrays, arrays[0].ndim - 2))
+    return matrices if arrays[0].ndim == 2 else nested(matrices, arrays, 0)
 
-    def start(self, settings, lines, shapes):
+
+def features(arrays):
+    """The `datasets` features of a table of these arrays, as its schema's metadata records them."""
+    from datasets import Array2D, Features, List, Value
+
+    matrix = Array2D((None, arrays[0].shape[-1]), arrays[0].dtype.name)
+    return Features({"line": Value("int64"), "words": List(Value("string")),
+                     "vectors": matrix if arrays[0].ndim == 2 else List(matrix)})
+
+
+class ParquetOutput:
+    """OUTPUT_DIR while the run makes it: data/ in the run's folder (`partial_run.PartialRun`), renamed into
+    OUTPUT_DIR by `finish`. A long line is written whole, once its last window is done (`windows` False)."""
+
+    windows = False
+    check_output = staticmethod(check_folder_output)
+
+    def __init__(self, folder, output):
+        self.output = output
+        self.data = os.path.join(folder, "data")
+        self.words_of, self.pieces = None, {}
+
+    def create(self, lines, shapes, dtype):
         os.makedirs(self.data, exist_ok=True)
-        try:
-            _write_atomically(os.path.join(self.folder, "run.json"),
-                              lambda f: f.write(json.dumps(settings, indent=1).encode()))
-        except BaseException:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            raise
 
-    def open(self, rank, words_of=None):
+    def open(self, words_of):
+        """`words_of(line)`: the words of a line, stored beside its vectors."""
         self.words_of = words_of
-        self.open_journal(rank)
 
     def close(self):
-        if self.journal is not None:
-            os.close(self.journal)
-        self.journal = None
+        pass
 
     def add_batch(self, arrays):
-        """One Parquet file of the finished batch ({line number: float32 array}), then its journal entry."""
+        """One Parquet file of the finished batch ({line number: array}); on the disk when it returns."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         lines = list(arrays)
+        vectors = [np.ascontiguousarray(arrays[i]) for i in lines]
         table = pa.table({"line": pa.array(lines, pa.int64()),
                           "words": pa.array([self.words_of(i) for i in lines], pa.list_(pa.string())),
-                          "vectors": nested([np.ascontiguousarray(arrays[i]) for i in lines])})
-        _write_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"), lambda f: pq.write_table(table, f))
-        self.note_done(lines)
+                          "vectors": vectors_column(vectors)})
+        table = table.replace_schema_metadata(
+            {"huggingface": json.dumps({"info": {"features": features(vectors).to_dict()}})})
+        write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"),
+                         lambda f: pq.write_table(table, f, compression="none", use_dictionary=False,
+                                                  write_statistics=False))
 
-    def add_window(self, line, start, vectors, lstm_state):
-        """Keep a long line's window until the line is whole, then write it as a batch of one line."""
-        pieces = self.windows.setdefault(line, [])
+    def add_window(self, line, start, vectors):
+        """Keep a long line's window; once the line is whole, its array (which the run stores as a batch of one
+        line), else None."""
+        pieces = self.pieces.setdefault(line, [])
         pieces.append(vectors)
-        words = self.words_of(line)
-        if sum(piece.shape[-2] for piece in pieces) == len(words):
-            self.add_batch({line: np.concatenate(self.windows.pop(line), axis=-2)})
+        if sum(piece.shape[-2] for piece in pieces) < len(self.words_of(line)):
+            return None
+        return np.concatenate(self.pieces.pop(line), axis=-2)
 
-    def finish(self, counts):
-        batches, windows = self.progress()
-        missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
-        if missing:
-            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with {{resume}}", self.folder)
+    def finish(self):
         if os.path.isdir(self.output):  # checked before the run: an earlier output, nothing but Parquet files
             shutil.rmtree(self.output)
         os.replace(self.data, self.output)
-        shutil.rmtree(self.folder)

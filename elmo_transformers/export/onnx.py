@@ -27,6 +27,8 @@ def export_onnx(folder, output, dtype="float32", overwrite=False, source=None):
     if source is not None:
         named = dataclasses.replace(named, name=str(source))  # errors name the model as given
     output = check_output(output, overwrite, [named.path])
-    model, tokenizer = load_model(named, dtype="float32", runtime="torch")
+    from modeling_elmo import ElmoModel
+
+    model, tokenizer = load_model(named, ElmoModel, dtype="float32")
     return write_folder_atomically(lambda staging: write_export(model, tokenizer, staging, dtype, named.name), output,
                                    overwrite)

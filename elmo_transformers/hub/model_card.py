@@ -6,7 +6,6 @@ metadata. Used by push.py (`model_card(folder, repo_id, ...).save(path)`).
 """
 
 import json
-import os
 import re
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
@@ -177,14 +176,10 @@ def architecture(config):
 
 
 def evaluation_results(folder, task, dataset):
-    """EvalResults from Trainer's `*_results.json` in `folder` (Trainer's bookkeeping left out)."""
+    """EvalResults from Trainer's `*_results.json` in `folder` (a ModelFolder; Trainer's bookkeeping left out)."""
     results = []
     for file_name, (prefix, split) in RESULT_FILES.items():
-        path = os.path.join(folder, file_name)
-        if not os.path.exists(path):
-            continue
-        with open(path, encoding="utf-8") as f:
-            metrics = json.load(f)
+        metrics = folder.results(file_name) or {}
         for key, value in sorted(metrics.items()):
             metric = key.removeprefix(prefix)
             if key.startswith(prefix) and metric not in NOT_METRICS and isinstance(value, (int, float)):
@@ -205,7 +200,7 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
     n_layers, projection = config["n_layers"], config["projection_dim"]
     id2label = config.get("id2label", {}) if task != "feature-extraction" else {}
     labels = [id2label[k] for k in sorted(id2label, key=int)]
-    results = evaluation_results(folder.path, task, eval_dataset or (datasets[0] if datasets else None))
+    results = evaluation_results(folder, task, eval_dataset or (datasets[0] if datasets else None))
     data = ModelCardData(
         library_name="transformers",
         pipeline_tag=task,

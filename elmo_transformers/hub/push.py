@@ -20,7 +20,6 @@
 """
 
 import importlib.util
-import json
 import logging
 import os
 import shutil
@@ -29,13 +28,12 @@ import sys
 import tempfile
 
 from huggingface_hub import HfApi, constants
-from safetensors import safe_open
 
 from configuration_elmo import ELMO_MODULES
 
 from ..errors import UserError, first_line
-from ..model_files import GRAPH_FILES, is_model_file, is_onnx_export
-from ..model_folder import ModelFolder, open_model
+from ..model_files import GRAPH_FILES, is_model_file
+from ..model_folder import open_model
 from .model_card import architecture, model_card
 
 logger = logging.getLogger(__name__)
@@ -84,55 +82,41 @@ def installed_module(name):
     return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
 
 
-def weight_files(model_dir):
-    """The safetensors files the model loads: model.safetensors, or the shards its index names."""
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    if not os.path.isfile(index):
-        return {"model.safetensors"}
-    try:
-        with open(index, encoding="utf-8") as f:
-            return set(json.load(f)["weight_map"].values())
-    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
-        raise UserError(f"{index} is not a weight index (a JSON weight_map): {e}") from None
+def refuse_links_out(model_dir):
+    """Refuse by name a model file of DIR that is a symbolic link leaving DIR, but for a model module linked to this
+    installation's own copy of that module (the shipped default model links its code to the package's): a file from
+    elsewhere (a token, a key) never reaches the Hub. Checked before any file of DIR is read."""
+    root = os.path.realpath(model_dir)
+    for name in sorted(os.listdir(model_dir)):
+        path = os.path.join(model_dir, name)
+        if name.startswith(".") or not is_model_file(name) or not os.path.islink(path):
+            continue
+        target = os.path.realpath(path)
+        if os.path.commonpath([root, target]) != root and target != installed_module(name):
+            raise UserError(f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
+                            "folder are uploaded (copy the file in, or remove the link)")
 
 
-def is_safetensors(path):
-    """True when `path` opens as a safetensors file (its header parses)."""
-    try:
-        with safe_open(path, framework="pt"):
-            return True
-    except Exception:  # safetensors reports a bad header with its own error type
-        return False
-
-
-def upload_files(model_dir):
-    """(names to upload, names left out) of DIR. Uploaded: regular, not hidden files with a model-file name (or
-    README.md) inside DIR, and of the safetensors files only those the model loads, each checked to be one. A
-    symbolic link is followed only when it stays inside DIR, or when it is a model module linked to this
-    installation's own copy of that module (the shipped default model links its code to the package's); any other
-    link is refused by name, so that a file from elsewhere (a token, a key) never reaches the Hub."""
-    if is_onnx_export(model_dir):
+def upload_files(source):
+    """(names to upload, names left out) of DIR (`source`, its ModelFolder; its links checked by `refuse_links_out`).
+    Uploaded: regular, not hidden files with a model-file name (or README.md) inside DIR, and of the safetensors files
+    only those the model loads, each checked to be one (`ModelFolder.check_weights`)."""
+    model_dir = source.path
+    if source.is_export:
         raise UserError(f"{model_dir} is an exported ONNX folder (model.onnx, no PyTorch weights): push uploads and "
                         "checks PyTorch models; push the folder it was exported from")
-    root = os.path.realpath(model_dir)
-    weights = weight_files(model_dir)
+    weights = {os.path.basename(path) for path in source.weight_files()}
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
         wanted = not name.startswith(".") and is_model_file(name)
         if name.endswith(".safetensors") and name not in weights or name in GRAPH_FILES:
             wanted = False  # not a file the model loads (a graph beside PyTorch weights is not what is checked)
-        if wanted and os.path.islink(path):
-            target = os.path.realpath(path)
-            if os.path.commonpath([root, target]) != root and target != installed_module(name):
-                raise UserError(f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
-                                "folder are uploaded (copy the file in, or remove the link)")
-        if wanted and name in weights and os.path.isfile(path) and not is_safetensors(path):
-            raise UserError(f"{path} is not a safetensors file (its header does not parse): save the model again")
         if wanted and os.path.isfile(path):
             kept.append(name)
         else:
             left_out.append(name + "/" if os.path.isdir(path) else name)
+    source.check_weights()
     return kept, left_out
 
 
@@ -140,9 +124,9 @@ def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
     """Copy DIR's (a folder or `open_model`'s ModelFolder) model files (`upload_files`) into `staging` (links copied
     as the files they point to) and add the model card; returns the sorted file names of `staging`. What is left out
     is logged (a warning)."""
-    path = model_dir.path if isinstance(model_dir, ModelFolder) else os.fspath(model_dir)
-    kept, left_out = upload_files(path)  # first: a link leaving the folder is refused by name, before it is read
+    refuse_links_out(getattr(model_dir, "path", model_dir))
     source = open_model(model_dir, local=True)
+    kept, left_out = upload_files(source)
     model_dir = source.path
     if left_out:
         logger.warning(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}")

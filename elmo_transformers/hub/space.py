@@ -23,15 +23,15 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from huggingface_hub import ModelCard, SpaceCard, SpaceCardData
+from huggingface_hub import SpaceCard, SpaceCardData
 from packaging.requirements import Requirement
 
 from configuration_elmo import ELMO_MODULES
 
-from ..errors import UserError, first_line
+from ..errors import UserError
 from ..model_folder import open_model
 from .model_card import model_card
-from .push import installed_module, upload_files
+from .push import installed_module, refuse_links_out, upload_files
 
 PACKAGE = "elmo-transformers"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -90,20 +90,13 @@ def code_licence():
     raise UserError(f"{PACKAGE}'s LICENSE file is not installed: reinstall the package (pip install \".[demo]\")")
 
 
-def card_licence(model_dir):
-    """{field: value} of the licence in `model_dir`'s model card (README.md metadata), a `license_link` to a file
-    of the folder pointing into the Space's model/; {} without a card or a licence."""
-    path = os.path.join(model_dir, "README.md")
-    if not os.path.isfile(path):
-        return {}
-    try:
-        data = ModelCard.load(path).data.to_dict()
-    except Exception as e:  # noqa: BLE001  (huggingface_hub reports bad YAML with several error types)
-        raise UserError(f"{path}: its metadata cannot be read ({first_line(e)}): fix the model card's header, or "
-                        "give --license") from None
+def card_licence(source):
+    """{field: value} of the licence in the model card of `source` (a ModelFolder; README.md's metadata), a
+    `license_link` to a file of the folder pointing into the Space's model/; {} without a card or a licence."""
+    data = source.card_metadata("give --license")
     licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)}
     link = licence.get("license_link")
-    if isinstance(link, str) and os.path.isfile(os.path.join(model_dir, link)):
+    if isinstance(link, str) and os.path.isfile(source.file(link)):
         licence["license_link"] = f"model/{link}"
     return licence
 
@@ -114,8 +107,8 @@ def space_card(model_dir, repo_id, license=None):
     import gradio
 
     source = open_model(model_dir, local=True)
-    model_dir, config, name, language_model = source.path, source.config, source.title, source.is_language_model
-    licence = {"license": license} if license else card_licence(model_dir) or {"license": "apache-2.0"}
+    config, name, language_model = source.config, source.title, source.is_language_model
+    licence = {"license": license} if license else card_licence(source) or {"license": "apache-2.0"}
     data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
                          app_file="app.py", emoji="🔤", colorFrom="blue", colorTo="green",
                          short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"],
@@ -135,9 +128,10 @@ def space_card(model_dir, repo_id, license=None):
 def build_space_folder(model_dir, staging, repo_id, license=None):
     """Write the Space folder for DIR into `staging`; returns (its files, relative and sorted; the names of DIR
     left out of model/)."""
+    refuse_links_out(getattr(model_dir, "path", model_dir))
     source = open_model(model_dir, local=True)
     model_dir = source.path
-    kept, left_out = upload_files(model_dir)
+    kept, left_out = upload_files(source)
     app = PACKAGE_ROOT / "demo" / "app.py"  # the repository's app.py
     files = {"app.py": app, **package_files(), **{f"model/{name}": Path(model_dir) / name for name in kept}}
     for relative, path in files.items():

@@ -31,22 +31,30 @@ def traits(model):
     return ModelTraits("torch", dtype, stateful=True, tensors="pt")
 
 
+@dataclass(frozen=True)
 class SingleProcess:
-    """accelerate's PartialState for one process on the CPU, without importing torch (an exported model's run)."""
+    """accelerate's PartialState for a process that no launcher started, without importing accelerate: on `device`."""
 
-    device, process_index, num_processes, is_main_process = "cpu", 0, 1, True
+    device: object = "cpu"
+    process_index, num_processes, is_main_process = 0, 1, True
 
     def wait_for_everyone(self):
         pass
 
 
 def process_state(model=None):
-    """accelerate's state of this process (rank, world size, device). Without an accelerator accelerate must be
-    told `cpu=True` to see the other processes of torchrun / accelerate launch (gloo); otherwise it picks the
-    process's accelerator. For a `model` that does not run in torch, in a process not started by a launcher
-    (WORLD_SIZE unset or 1): one process on the CPU, without importing torch."""
-    if model is not None and traits(model).runtime != "torch" and os.environ.get("WORLD_SIZE", "1") == "1":
-        return SingleProcess()
+    """accelerate's state of this process (rank, world size, device). In a process not started by a launcher
+    (WORLD_SIZE unset or 1), one process on the accelerator torch finds (cuda, mps, ...), else the CPU, without
+    importing accelerate; the CPU, without importing torch either, for a `model` that does not run in torch. Under
+    torchrun / accelerate launch, accelerate's PartialState; without an accelerator it must be told `cpu=True` to
+    see the other processes (gloo)."""
+    if os.environ.get("WORLD_SIZE", "1") == "1":
+        if model is not None and traits(model).runtime != "torch":
+            return SingleProcess()
+        import torch
+
+        accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+        return SingleProcess(accelerator or torch.device("cpu"))
     import torch
     from accelerate import PartialState
 

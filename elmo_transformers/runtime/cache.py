@@ -2,11 +2,11 @@
 `ORTModel.from_pretrained(..., export=True)` does, kept in the Hugging Face cache (HF_HOME/elmo-transformers/onnx/).
 
 The rules:
-- An entry is keyed by the model's fingerprint (`ModelFolder.fingerprint`: config.json, every weight file, the
-  tokenizer's files with its segmenter and conversion settings) and the dtype: a changed model, or another
+- An entry is keyed by the model's fingerprint in the dtype (`ModelFolder.fingerprint`: its weight files, its config,
+  its tokenizer's rules and vocabularies, the dtype; what `embed --resume` compares too): a changed model, or another
   tokenization of the same weights, never reuses a stale graph.
-- An entry records its key and the fingerprint of its own files (KEY_FILE), and is checked against both before use:
-  an entry that another model's export replaced, or that was cut or edited, is exported again (with a warning).
+- An entry records its key and its own fingerprint (KEY_FILE), and is checked against both before use: an entry
+  that another model's export replaced, or that was cut or edited, is exported again (with a warning).
 - An entry that checks out is used without a lock, so a read-only cache that holds it works.
 - Exporting takes a file lock (filelock), so that two processes starting at once export once; a process that finds
   another exporting says so and waits at most LOCK_WAIT_SECONDS. The staging folders of killed exports, which no
@@ -25,7 +25,7 @@ from ..model_folder import ModelFolder, open_model
 
 logger = logging.getLogger(__name__)
 
-KEY_FILE = "elmo-export-key.json"  # in each entry: its key and the fingerprint of its files
+KEY_FILE = "elmo-export-key.json"  # in each entry: its key and its own fingerprint
 LOCK_WAIT_SECONDS = 600  # another process's export: longer than exporting the largest published ELMo takes
 
 
@@ -37,20 +37,20 @@ def cache_root():
 
 def export_folder(source, dtype):
     """Where the cache keeps `source`'s (a ModelFolder) export in `dtype`, and the key that names it."""
-    key = f"{source.fingerprint()}-{dtype}"
+    key = f"{source.fingerprint(dtype)}-{dtype}"
     return os.path.join(cache_root(), key), key
 
 
-def checked_entry(folder, key):
-    """The ModelFolder of the entry `folder` when it holds an export recorded under `key` whose files are those it
-    recorded; None when there is no entry; a string saying what is wrong with a damaged one."""
+def checked_entry(folder, key, dtype):
+    """The ModelFolder of the entry `folder` (an export in `dtype`) when it holds an export recorded under `key`
+    whose fingerprint is the one it recorded; None when there is no entry; a string saying what is wrong with a
+    damaged one."""
     if not os.path.isdir(folder):
         return None
     try:
-        with open(os.path.join(folder, KEY_FILE), encoding="utf-8") as f:
-            recorded = json.load(f)
         entry = open_model(folder, local=True)
-        fingerprint = entry.fingerprint()
+        recorded = entry.documents.get(KEY_FILE)
+        fingerprint = entry.fingerprint(dtype)
     except (OSError, ValueError, UserError) as e:
         return f"it cannot be read ({type(e).__name__})"
     if not isinstance(recorded, dict) or recorded.get("key") != key:
@@ -64,7 +64,7 @@ def cached_export(source, dtype, load_float32):
     """The ModelFolder of `source`'s (a ModelFolder) export in `dtype` (float32 or int8), exported on first use from
     the float32 model `load_float32()` gives (model, tokenizer)."""
     folder, key = export_folder(source, dtype)
-    entry = checked_entry(folder, key)
+    entry = checked_entry(folder, key, dtype)
     if isinstance(entry, ModelFolder):
         return entry
     from filelock import FileLock, Timeout
@@ -99,7 +99,7 @@ def _export_locked(source, dtype, load_float32, folder, key):
     from ..conversion.output import remove_stale_staging, write_folder_atomically
     from .onnx_export import write_export
 
-    entry = checked_entry(folder, key)
+    entry = checked_entry(folder, key, dtype)
     if isinstance(entry, ModelFolder):
         return entry
     remove_stale_staging(cache_root())  # killed exports of any model
@@ -113,7 +113,7 @@ def _export_locked(source, dtype, load_float32, folder, key):
 
     def write(staging):
         write_export(model, tokenizer, staging, dtype, source.name)
-        record = {"key": key, "fingerprint": open_model(staging, local=True).fingerprint()}
+        record = {"key": key, "fingerprint": open_model(staging, local=True).fingerprint(dtype)}
         with open(os.path.join(staging, KEY_FILE), "w", encoding="utf-8") as f:
             json.dump(record, f)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ModelError, UserError, first_line
 from ..model_files import GRAPH_FILES
-from ..model_folder import files_sha256, open_model
+from ..model_folder import loading, open_model
 from . import ModelTraits, threads
 from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
 
@@ -43,24 +43,6 @@ def intra_op_threads():
     return int(value) if value.isdigit() else threads.free_cpus()
 
 
-class ExportedConfig:
-    """An exported folder's config.json, read as plain JSON (ElmoConfig would import torch): its fields as
-    attributes, and what the callers of ElmoModel's config read (`input_width`, `hidden_size`)."""
-
-    def __init__(self, values):
-        self.__dict__.update(values)
-        self.fields = sorted(values)
-        self.output_hidden_states = values.get("output_hidden_states", False)
-
-    @property
-    def input_width(self):
-        return ElmoOnnxConfig(self.__dict__).input_width
-
-    @property
-    def hidden_size(self):
-        return 2 * self.projection_dim
-
-
 @dataclass
 class OnnxElmoOutput:
     """ElmoModelOutput's fields, as NumPy arrays."""
@@ -71,9 +53,9 @@ class OnnxElmoOutput:
 
 
 def check_graph(folder, session, config):
-    """Refuse, in one line, a folder whose model.onnx does not fit its config.json: an input or output of another
-    name or fixed size (a graph swapped for another model's export), or recorded config fields that differ (a
-    config.json edited after the export)."""
+    """Refuse, in one line, a folder whose model.onnx does not fit its config.json (`config`, its ElmoOptions): an
+    input or output of another name or fixed size (a graph swapped for another model's export), or recorded config
+    fields that differ (a config.json edited after the export)."""
     contract = ElmoOnnxConfig(config)
     again = "restore the files written together by `export onnx`, or export the model again"
     for kind, found, expected in [("input", session.get_inputs(), contract.inputs),
@@ -94,9 +76,9 @@ def check_graph(folder, session, config):
     if recorded is not None:  # (exports made before the graph recorded its config are checked by shape only)
         recorded = json.loads(recorded)
         for name in GRAPH_FIELDS:
-            if recorded.get(name) != config.get(name):
+            if recorded.get(name) != getattr(config, name):
                 raise ModelError(
-                    f"{folder}: its config.json does not fit its model.onnx: {name} is {config.get(name)!r} in "
+                    f"{folder}: its config.json does not fit its model.onnx: {name} is {getattr(config, name)!r} in "
                     f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
 
 
@@ -107,11 +89,12 @@ class OnnxElmoModel:
     `return_lstm_state` are refused. onnxruntime runs on as many threads as torch (`intra_op_threads`). A batch of
     more than MAX_RUN_WORDS word positions runs in slices of whole sentences."""
 
-    def __init__(self, folder, dtype=None, device=None):
+    def __init__(self, folder, dtype=None, device=None, threads=None):
         """`folder`: an exported folder, or `model_folder.open_model`'s ModelFolder of one (whose config.json was
         read there). `dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are
-        checked against the folder: a dtype other than the one it was exported in is refused, naming it."""
-        source = open_model(folder, local=True)
+        checked against the folder: a dtype other than the one it was exported in is refused, naming it. `threads`:
+        onnxruntime's intra-op threads (default: `intra_op_threads`)."""
+        self.source = source = open_model(folder, local=True)
         self.folder = source.path
         check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
         import onnxruntime
@@ -121,11 +104,11 @@ class OnnxElmoModel:
         if device is not None and str(device).split(":")[0] != "cpu":
             raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
                             "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
-        values = source.config
-        self.config = ExportedConfig(values)
+        with loading(self.folder):
+            self.config = source.options()
         self.device = "cpu"
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = intra_op_threads(), 1
+        options.intra_op_num_threads, options.inter_op_num_threads = threads or intra_op_threads(), 1
         path = os.path.join(self.folder, GRAPH_FILES[0])
         try:
             self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -136,9 +119,8 @@ class OnnxElmoModel:
         if self.dtype not in DTYPES:
             raise ModelError(f"{self.folder}: its model.onnx does not name its dtype (float32 or int8) in its "
                              "metadata, as `export onnx` writes it: export the model again", self.folder)
-        check_graph(self.folder, self.session, values)
+        check_graph(self.folder, self.session, self.config)
         self.traits = ModelTraits("onnxruntime", self.dtype, stateful=False, tensors="np")
-        self.files = [path for name in GRAPH_FILES if os.path.isfile(path := os.path.join(self.folder, name))]
         if dtype not in (None, self.dtype):
             other = f"export the model again in {dtype}" if dtype in DTYPES else "use the PyTorch model"
             raise UserError(f"{dtype}: {self.folder} is an ONNX model exported in {self.dtype}, the one dtype it runs "
@@ -166,15 +148,8 @@ class OnnxElmoModel:
             vectors[piece], layers[:, piece] = self.session.run(
                 ["last_hidden_state", "hidden_states"],
                 {"input_ids": input_ids[piece], "attention_mask": attention_mask[piece]})
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
         return OnnxElmoOutput(
             last_hidden_state=vectors,
             hidden_states=tuple(layers) if output_hidden_states else None,
             mask=(input_ids > 0).any(axis=-1) & attention_mask.astype(bool),  # modeling_elmo.word_mask, in NumPy
         )
-
-    def weights_sha256(self):
-        """SHA-256 over the name, size and bytes of model.onnx and its external data: what identifies the numbers
-        this model computes (the same folder path may hold another export tomorrow)."""
-        return files_sha256(self.files)

@@ -19,30 +19,24 @@ GRAPH_FIELDS = ("activation", "cell_clip", "char_embedding_dim", "char_vocab_siz
 
 
 class ElmoOnnxConfig:
-    """The graph of the ELMo model whose config.json holds `config` (a dict): names, dtypes and shapes of its inputs
-    and outputs (an int is fixed by the config, a str a dynamic axis)."""
+    """The graph of the ELMo model of `config` (its `options_elmo.ElmoOptions`, or transformers' ElmoConfig, which
+    holds the same fields): names, dtypes and shapes of its inputs and outputs (an int is fixed by the config, a str
+    a dynamic axis)."""
 
     def __init__(self, config):
-        self.config = dict(config)
-
-    @property
-    def input_width(self):
-        """Ids per word: the word id (with a word embedding), then the char ids (with a char CNN); as ElmoConfig."""
-        c = self.config
-        return (1 if c.get("word_embedding_dim") else 0) + (
-            c.get("max_characters_per_token", 50) if c.get("char_embedding_dim", 16) else 0)
+        self.config = config
 
     @property
     def inputs(self):
         return {
-            "input_ids": ("int64", ("batch", "words", self.input_width),
+            "input_ids": ("int64", ("batch", "words", self.config.input_width),
                           "the char ids of this folder's tokenizer (`tokenization_elmo.py`)"),
             "attention_mask": ("int64", ("batch", "words"), "1 for words and 0 for padding (padding on the right)"),
         }
 
     @property
     def outputs(self):
-        width, layers = 2 * self.config["projection_dim"], self.config["n_layers"] + 1
+        width, layers = self.config.hidden_size, self.config.n_layers + 1
         return {
             "last_hidden_state": ("float32", ("batch", "words", width), "the ELMo vectors (the scalar mix)"),
             "hidden_states": ("float32", (layers, "batch", "words", width),
@@ -58,7 +52,7 @@ class ElmoOnnxConfig:
 
     def graph_fields(self):
         """The recorded metadata CONFIG_KEY: the config's GRAPH_FIELDS, as JSON."""
-        return json.dumps({name: self.config.get(name) for name in GRAPH_FIELDS}, sort_keys=True)
+        return json.dumps({name: getattr(self.config, name) for name in GRAPH_FIELDS}, sort_keys=True)
 
     def describe(self):
         """The card's Inputs and Outputs sections (Markdown), from the same specs the export uses."""

@@ -35,7 +35,7 @@ def write_export(model, tokenizer, staging, dtype, source):
     """Write the export of `model` (a loaded float32 ElmoModel or ElmoForLanguageModeling, with its `tokenizer`)
     in `dtype` (float32 or int8) into the folder `staging`; `source` is how the card names the model."""
     path = os.path.join(staging, "model.onnx")
-    contract = ElmoOnnxConfig(model.config.to_dict())
+    contract = ElmoOnnxConfig(model.config)
     opset = export_graph(model, tokenizer, path, contract)
     if dtype == "int8":
         quantize_int8(path)

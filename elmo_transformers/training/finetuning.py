@@ -6,10 +6,10 @@ import datasets
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError, first_line
 from ..model_folder import loading, open_model
+from ..model_source import load_model
 from .data import load_splits
 from .runner import check_splits, json_argument, limit_samples, model_options, run
 
@@ -109,10 +109,10 @@ def label_encoder(raw, column, nested, labels):
 
 
 def load_head(head_class, source, head_args, labels, default_encoder):
-    """The head from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label mapping and the
-    ELMo-recipe settings."""
+    """(the head, its tokenizer) from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label
+    mapping and the ELMo-recipe settings."""
     with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
-        config = source.elmo_config(
+        updates = dict(
             num_labels=len(labels),
             id2label={i: str(label) for i, label in enumerate(labels)},
             label2id={str(label): i for i, label in enumerate(labels)},
@@ -124,7 +124,8 @@ def load_head(head_class, source, head_args, labels, default_encoder):
             scalar_mix_parameters=json_argument(head_args.scalar_mix_parameters, "scalar_mix_parameters",
                                                 "'[0, -1e4, -1e4]'"),
         )
-        return head_class.from_pretrained(source.path, config=config)
+        source.elmo_config(**updates)  # refused here, naming the argument
+    return load_model(source, head_class, config=updates)
 
 
 def tokenize_splits(raw, encode, training_args):
@@ -164,14 +165,14 @@ def token_metrics(labels):
 
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
-    (`head_args.model_name_or_path`, as `model_folder.resolve_model` gives it); returns the Trainer."""
+    (`head_args.model_name_or_path`, the ModelFolder the command opened); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
     labels = label_mapping(raw, tags_column, True, config, ElmoForTokenClassification)
     label_ids = label_encoder(raw, tags_column, True, labels)
-    tokenizer = ElmoTokenizer.from_pretrained(source.path)
+    model, tokenizer = load_head(ElmoForTokenClassification, source, head_args, labels, default_encoder="lstm")
 
     def encode(batch, indices, split):
         encoded = tokenizer(batch[words_column], is_split_into_words=True, truncation=data_args.max_words is not None,
@@ -186,7 +187,6 @@ def token_classification(head_args, data_args, training_args):
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
-    model = load_head(ElmoForTokenClassification, source, head_args, labels, default_encoder="lstm")
     collator = DataCollatorForTokenClassification(tokenizer)
     return run(model, tokenizer, training_args, splits, collator, token_metrics(labels))
 
@@ -201,13 +201,13 @@ def sequence_metrics(prediction):
 
 def sequence_classification(head_args, data_args, training_args):
     """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
-    (`head_args.model_name_or_path`, as `model_folder.resolve_model` gives it); returns the Trainer."""
+    (`head_args.model_name_or_path`, the ModelFolder the command opened); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     require_column(raw, text_column, "text_column")
     labels = label_mapping(raw, label_column, False, config, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
-    tokenizer = ElmoTokenizer.from_pretrained(source.path)
+    model, tokenizer = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear")
 
     def encode(batch, indices, split):
         encoded = tokenizer(batch[text_column], truncation=data_args.max_words is not None,
@@ -217,5 +217,4 @@ def sequence_classification(head_args, data_args, training_args):
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
-    model = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear")
     return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), sequence_metrics)

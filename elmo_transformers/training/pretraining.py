@@ -14,6 +14,7 @@ from tokenization_elmo import ElmoTokenizer
 
 from ..errors import DataError, first_line
 from ..model_folder import loading, open_model
+from ..model_source import load_model
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
 from .runner import json_argument, limit_samples, model_options, run
@@ -100,7 +101,7 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start, s
     its ModelFolder, and `start_tokenizer`, if it has an LM softmax of that size), else built from the text."""
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
-        tokenizer = ElmoTokenizer.from_pretrained(checkpoint)
+        tokenizer = open_model(checkpoint, local=True).tokenizer()
         if data_args.vocab_file and vocab_file_tokenizer(data_args).get_vocab() != tokenizer.get_vocab():
             raise DataError(f"{{vocab_file}} {data_args.vocab_file} differs from the vocabulary of the checkpoint "
                             f"{checkpoint}: its softmax rows follow the checkpoint's words "
@@ -148,9 +149,9 @@ def build_language_model(model_args, vocab_size, keep_softmax, start):
             negatives = start.config.get("lm_n_negative_samples")
             lm_fields["lm_n_negative_samples"] = negatives or BILM_TF_NEGATIVE_SAMPLES
     if start is not None and keep_softmax:
-        return ElmoForLanguageModeling.from_pretrained(start.path, config=start.elmo_config(**lm_fields))
+        return load_model(start, ElmoForLanguageModeling, config=lm_fields)[0]
     if start is not None:
-        bilm = ElmoModel.from_pretrained(start.path, config=start.elmo_config())
+        bilm = load_model(start, ElmoModel)[0]
         for name, value in lm_fields.items():
             setattr(bilm.config, name, value)
         bilm.config.validate()
@@ -204,7 +205,7 @@ def write_run_vocabulary(training_args, write):
 
 def pretrain(model_args, data_args, training_args):
     """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`, as
-    `model_folder.resolve_model` gives it), into `training_args.output_dir` (the command has checked that it is
+    the ModelFolder the command opened), into `training_args.output_dir` (the command has checked that it is
     apart from the inputs and empty, or to be written into): every check first, then data, vocabulary, model and the
     Trainer run. Returns the Trainer."""
     if data_args.max_words < 1:
@@ -237,7 +238,7 @@ def pretrain(model_args, data_args, training_args):
     start_tokenizer = None
     if start is not None:
         with loading(start.name):
-            start_tokenizer = ElmoTokenizer.from_pretrained(start.path)
+            start_tokenizer = start.tokenizer()
     windows = load_windows(data_args, training_args, start_tokenizer.split_words if start_tokenizer else None)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start,
                                              start_tokenizer)

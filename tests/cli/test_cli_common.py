@@ -76,7 +76,7 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
     monkeypatch.setattr(model_folder.HfApi, "model_info", unreachable)
     with pytest.raises(ModelError, match=r"^me/nosuch: no such folder, and the Hub cannot be reached "
                                          r"\(\[Errno -2\] Name or service not known\): give a local folder$") as error:
-        model_folder.resolve_model("me/nosuch")
+        model_folder.open_model("me/nosuch")
     assert asked == ["me/nosuch"] and error.value.value == "me/nosuch"  # one request, no retries; the value carried
 
     def missing(self, name, **kwargs):
@@ -86,7 +86,7 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
 
     monkeypatch.setattr(model_folder.HfApi, "model_info", missing)
     with pytest.raises(ModelError, match="the Hub has no model me/nosuch that this token may read"):
-        model_folder.resolve_model("me/nosuch")
+        model_folder.open_model("me/nosuch")
 
 
 def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatch):
@@ -96,7 +96,7 @@ def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatc
     (tmp_path / "models--me--tiny" / "refs").mkdir()
     (tmp_path / "models--me--tiny" / "refs" / "main").write_text("0123abcd")
     monkeypatch.setattr(model_folder.constants, "HF_HUB_CACHE", str(tmp_path))
-    assert model_folder.resolve_model("me/tiny") == str(snapshot)
+    assert model_folder.open_model("me/tiny").path == str(snapshot)
 
 
 def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, capsys):

@@ -9,6 +9,7 @@ import torch
 from conftest import SHIPPED
 from tolerance import ATOL, RTOL
 
+from elmo_transformers import ElmoEmbedder
 from elmo_transformers.demo import senses
 from elmo_transformers.demo.language_model import MAX_TEXT_WORDS, text_words
 from elmo_transformers.errors import DataError
@@ -18,11 +19,13 @@ from tokenization_elmo import ElmoTokenizer
 
 @pytest.fixture(scope="module")
 def shipped():
-    return ElmoModel.from_pretrained(SHIPPED).eval(), ElmoTokenizer.from_pretrained(SHIPPED)
+    """transformers' model and tokenizer of the shipped model, and the page's embedder on them."""
+    model, tokenizer = ElmoModel.from_pretrained(SHIPPED).eval(), ElmoTokenizer.from_pretrained(SHIPPED)
+    return model, tokenizer, ElmoEmbedder(model, tokenizer)
 
 
 def test_limits_are_refused_before_any_work(shipped):
-    model, tokenizer = shipped
+    _, tokenizer, embedder = shipped
     cases = [
         (["the bank " + "word " * 9_797] + ["bank"] * 199,
          "a sentence of 9,799 words (line 1): the limit is 500 words a sentence"),
@@ -31,7 +34,7 @@ def test_limits_are_refused_before_any_work(shipped):
     ]
     for sentences, message in cases:
         with pytest.raises(DataError, match=re.escape(message)):
-            senses.word_uses(model, tokenizer, sentences, "bank")
+            senses.word_uses(embedder, sentences, "bank")
     with pytest.raises(DataError, match="1,001 words: the limit is 1,000"):
         text_words("word " * (MAX_TEXT_WORDS + 1), tokenizer)
     assert len(text_words("word " * MAX_TEXT_WORDS, tokenizer)) == MAX_TEXT_WORDS  # one text may be one long sentence
@@ -40,7 +43,7 @@ def test_limits_are_refused_before_any_work(shipped):
 def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(shipped):
     """Sentences of very different lengths, in batches of at most 40 padded words: each use's vector is the one
     of its sentence run alone; the sentences without the word are not run."""
-    model, tokenizer = shipped
+    model, tokenizer, embedder = shipped
     sentences = ["The bank of the river was muddy after the rain .", "The bank lends money .",
                  "A long line " + "about money and water " * 20 + "near the bank .", "No use of the word here ."]
     places = [(i, j) for i, s in enumerate(sentences) for j, w in enumerate(s.split()) if w == "bank"]
@@ -53,7 +56,7 @@ def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(sh
 
     model.forward = counted
     try:
-        vectors = senses.use_vectors(model, tokenizer, [s.split() for s in sentences], places, batch_words=40)
+        vectors = senses.use_vectors(embedder, [s.split() for s in sentences], places, batch_words=40)
     finally:
         del model.forward
     assert [tuple(c) for c in calls] == [(2, 11), (1, 87)]  # shortest first; sentence 3 alone, sentence 4 not run
@@ -66,21 +69,21 @@ def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(sh
 
 
 def test_a_request_past_its_time_budget_is_refused(shipped):
-    model, tokenizer = shipped
+    embedder = shipped[2]
     with pytest.raises(DataError, match=r"ran past its time budget \(0 s on this machine\)"):
-        senses.use_vectors(model, tokenizer, [["a", "bank", "."], ["the", "bank", "."]], [(0, 1), (1, 1)],
+        senses.use_vectors(embedder, [["a", "bank", "."], ["the", "bank", "."]], [(0, 1), (1, 1)],
                            time_budget=0)
 
 
 def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
     """A model whose tokenizer segments (jieba, for Chinese written without spaces) has its words counted as it
     splits them: a line of 520 words holds no white space, and str.split() would count it as one word."""
-    model, _ = shipped
+    model = shipped[0]
     tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, segmenter="jieba")
     sentence = "我来到北京清华大学" * 130  # jieba's README example (我 / 来到 / 北京 / 清华大学), 130 times: 520 words
     assert " " not in sentence and len(sentence.split()) == 1
     with pytest.raises(DataError, match=re.escape("a sentence of 520 words (line 1): the limit is 500 words")):
-        senses.word_uses(model, tokenizer, [sentence, "北京 北京"], "北京")
+        senses.word_uses(ElmoEmbedder(model, tokenizer), [sentence, "北京 北京"], "北京")
     with pytest.raises(DataError, match="1,040 words: the limit is 1,000"):
         text_words(sentence * 2, tokenizer)
     assert len(text_words(sentence, tokenizer)) == 520
@@ -88,19 +91,19 @@ def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
 
 def test_blank_lines_count_toward_the_limit(shipped):
     """A body of blank lines was accepted whatever its size: they were dropped before anything was counted."""
-    model, tokenizer = shipped
+    _, tokenizer, embedder = shipped
     with pytest.raises(DataError, match=re.escape("100,019 characters: the limit is 100,000 a request (blank lines "
                                                   "included)")):
-        senses.word_uses(model, tokenizer, ["The bank .", *[""] * 100_000, "A bank ."], "bank")
+        senses.word_uses(embedder, ["The bank .", *[""] * 100_000, "A bank ."], "bank")
     with pytest.raises(DataError, match="characters: the limit is 100,000 a request"):
         text_words("a" + "\n" * 100_000 + "b", tokenizer)
 
 
 def test_a_lone_surrogate_is_one_line(shipped):
-    model, tokenizer = shipped
+    _, tokenizer, embedder = shipped
     message = "line 2 holds a lone surrogate (U+D800, character 5), which is not Unicode text: remove it"
     with pytest.raises(DataError, match=re.escape(message)):
-        senses.word_uses(model, tokenizer, ["The bank .", "The \ud800 bank ."], "bank")
+        senses.word_uses(embedder, ["The bank .", "The \ud800 bank ."], "bank")
     with pytest.raises(DataError, match="line 1 holds a lone surrogate"):
         text_words("He sat \udfff .", tokenizer)
 

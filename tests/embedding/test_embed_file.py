@@ -327,7 +327,7 @@ def no_model_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the bad path was found")
 
-    monkeypatch.setattr(embedder_module, "ElmoEmbedder", refuse)
+    monkeypatch.setattr(embedder_module, "load_model", refuse)
 
 
 
@@ -552,14 +552,15 @@ def test_processes_share_out_the_same_work_whichever_reads_the_journals_last(tmp
 
 
 def test_the_command_says_how_fast_it_went_unless_quiet(tmp_path, tiny_model_dir, capsys):
-    """One closing line: the words/s of the whole command and where the time went; --quiet prints nothing."""
+    """One closing line: where the time went, start-up apart from the work and its words/s, and how the model ran
+    (its threads, dtype and runtime); --quiet prints nothing."""
     lines = lines_for_assembly()[:50]
-    embed(tmp_path, tiny_model_dir, lines, "--top")
+    embed(tmp_path, tiny_model_dir, lines, "--top", "--threads", "1")
     last = capsys.readouterr().err.strip().splitlines()[-1]
     words = sum(len(line.split()) for line in lines)
-    assert re.fullmatch(rf"{words:,} words \(50 lines\) in [0-9.]+ s: [0-9,]+ words/s; start-up and load [0-9.]+ s, "
-                        r"model [0-9.]+ s, tokenizing [0-9.]+ s and writing [0-9.]+ s beside it, waiting for batches "
-                        r"[0-9.]+ s", last), last
+    assert re.fullmatch(rf"{words:,} words \(50 lines\) in [0-9.]+ s: start-up and load [0-9.]+ s, then [0-9,]+ "
+                        r"words/s \(model [0-9.]+ s, tokenizing [0-9.]+ s and writing [0-9.]+ s beside it, waiting for "
+                        r"batches [0-9.]+ s\); 1 threads, float32, torch on cpu", last), last
     embed(tmp_path, tiny_model_dir, lines, "--top", "--quiet", name="quiet.hdf5")
     assert capsys.readouterr().err == ""
 
@@ -697,19 +698,19 @@ def test_a_run_that_fails_before_its_first_line_leaves_nothing(tmp_path, tiny_mo
     source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 5)), encoding="utf-8")
     args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--batch-size", "2"]
     calls = []
-    original = embed_file_module.forward
+    original = embedder_module.ElmoEmbedder.layers
 
-    def fail_at_second(embedder, batch, mode):
+    def fail_at_second(embedder, batch, *args):
         calls.append(len(batch))
         if len(calls) == 2:
             raise ValueError("the second batch fails")
-        return original(embedder, batch, mode)
+        return original(embedder, batch, *args)
 
-    monkeypatch.setattr(embed_file_module, "forward", lambda *args: 1 / 0)
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "layers", lambda *args: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(args)
     assert not list(tmp_path.glob("out.hdf5*"))
-    monkeypatch.setattr(embed_file_module, "forward", fail_at_second)
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "layers", fail_at_second)
     with pytest.raises(ValueError, match="second batch"):
         main(args)
     assert finished_lines(tmp_path / "out.hdf5.partial") == [0, 1]
@@ -725,7 +726,7 @@ def test_ctrl_c_before_the_first_batch_keeps_nothing_and_says_so(tmp_path, tiny_
     def ctrl_c(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(embed_file_module, "forward", ctrl_c)
+    monkeypatch.setattr(embedder_module.ElmoEmbedder, "layers", ctrl_c)
     assert main(args) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "interrupted before any line was finished: nothing " \
                                                                "is kept"

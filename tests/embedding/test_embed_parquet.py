@@ -16,7 +16,6 @@ from conftest import command_env, interrupt_after
 from tolerance import assert_close_to_reference
 
 from elmo_transformers.cli.embed import main
-from elmo_transformers.embedding import embed_file as embed_file_module
 from elmo_transformers.errors import OutputError, UserError
 
 LINES = [" ".join(["the", "cat", "sat", "on", "a", "mat"][: 1 + i % 6] + ["w"] * (i % 9)) for i in range(40)] + \
@@ -68,7 +67,7 @@ def test_two_processes_write_their_own_parquet_files_and_resume_any_run(tmp_path
     output = tmp_path / "vectors"
     args = [str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--all", *FLAGS, "--format",
             "parquet"]
-    interrupt_after(monkeypatch, "add_batch", 2, embed_file_module.ParquetRun)
+    interrupt_after(monkeypatch, "add_batch", 2)
     assert main(args) == 130
     monkeypatch.undo()
     assert len(list((tmp_path / "vectors.partial" / "data").glob("*.parquet"))) == 2 and not output.exists()

@@ -1,4 +1,4 @@
-"""`elmo-transformers embed -` from a stream (a pipe, a FIFO): read up to embed_file.MAX_STREAM_CHARS characters,
+"""`elmo-transformers embed -` from a stream (a pipe, a FIFO): read up to inputs.MAX_STREAM_CHARS characters,
 then refused in one line, so a stream that never ends cannot fill the memory (issue 39); a file redirected to stdin
 has no such bound."""
 
@@ -11,8 +11,8 @@ from conftest import command_env
 LIMIT = 20_000  # the bound, lowered for the test: the real one (2**28 characters) takes a minute to reach
 CHILD = f"""
 import runpy, sys
-from elmo_transformers.embedding import embed_file
-embed_file.MAX_STREAM_CHARS = {LIMIT}
+from elmo_transformers.embedding import inputs
+inputs.MAX_STREAM_CHARS = {LIMIT}
 sys.argv = sys.argv[1:]
 runpy.run_module("elmo_transformers", run_name="__main__")
 """

@@ -134,8 +134,8 @@ def test_export_folder_card_and_graph(exported_tiny):
     import onnx
 
     names = sorted(p.name for p in exported_tiny.iterdir())
-    assert names == ["README.md", "added_tokens.json", "config.json", "model.onnx", "tokenization_elmo.py",
-                     "tokenizer_config.json", "vocab.txt"]
+    assert names == ["README.md", "added_tokens.json", "basic_tokenization_elmo.py", "config.json", "model.onnx",
+                     "tokenization_elmo.py", "tokenizer_config.json", "vocab.txt"]
     graph = onnx.load(exported_tiny / "model.onnx")
     ops = [node.op_type for node in graph.graph.node]
     assert ops.count("Scan") == 2  # one loop per biLM layer

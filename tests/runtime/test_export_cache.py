@@ -3,6 +3,7 @@ numbers depend on, each entry checked against its key before use, a damaged entr
 that holds the export used without a lock, a bounded and announced wait for another process's export, and one line
 naming the cache when it cannot be written."""
 
+import json
 import logging
 import shutil
 
@@ -34,29 +35,32 @@ def model_copy(tiny_model_dir, tmp_path):
 
 
 def vectors(model, tokenizer):
-    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="np")
+    batch = tokenizer.encode(SENTENCES)
     out = model(batch["input_ids"], attention_mask=batch["attention_mask"])
     return np.asarray(out.last_hidden_state)
 
 
 def torch_vectors(folder):
     model, tokenizer = load_model(folder)
-    batch = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    batch = {name: torch.from_numpy(array) for name, array in tokenizer.encode(SENTENCES).items()}
     with torch.no_grad():
         return model(**batch).last_hidden_state.numpy()
 
 
 def test_the_key_covers_the_tokenizer_and_every_weight_file(model_copy):
-    """A changed tokenizer setting (tokenizer_config.json: its segmenter, its conversion) or vocabulary, or changed
-    PyTorch pickled weights (pytorch_model.bin, which the loader reads), is another model: another entry."""
+    """A changed tokenizer setting (tokenizer_config.json: its segmenter, its conversion, its casing) or vocabulary,
+    or other PyTorch pickled weights (pytorch_model.bin, which the loader reads where there is no safetensors file),
+    is another model: another entry. A pickle beside model.safetensors is not read, so it changes nothing."""
     key = cache.export_folder(open_model(model_copy), "float32")[1]
     config = (model_copy / "tokenizer_config.json").read_text(encoding="utf-8")
-    (model_copy / "tokenizer_config.json").write_text(config.replace("{", '{"do_lower_case": true, ', 1),
+    (model_copy / "tokenizer_config.json").write_text(json.dumps({**json.loads(config), "do_lower_case": True}),
                                                       encoding="utf-8")
     assert cache.export_folder(open_model(model_copy), "float32")[1] != key
     (model_copy / "tokenizer_config.json").write_text(config, encoding="utf-8")
     assert cache.export_folder(open_model(model_copy), "float32")[1] == key
     (model_copy / "pytorch_model.bin").write_bytes(b"weights")
+    assert cache.export_folder(open_model(model_copy), "float32")[1] == key
+    (model_copy / "model.safetensors").unlink()
     with_bin = cache.export_folder(open_model(model_copy), "float32")[1]
     (model_copy / "pytorch_model.bin").write_bytes(b"other weights")
     assert len({key, with_bin, cache.export_folder(open_model(model_copy), "float32")[1]}) == 3

@@ -95,12 +95,19 @@ def test_empty_and_big_batches_on_an_export(exported, tiny, monkeypatch):
 
 
 def test_one_loader_for_every_kind_of_folder(tiny_model_dir, lm_dir, exported):
-    from modeling_elmo import ElmoForLanguageModeling, ElmoModel
+    from bilm_elmo import ElmoLanguageModelCore, ElmoModelCore
+    from modeling_elmo import ElmoForLanguageModeling, ElmoForTokenClassification, ElmoModel
+    from tokenization_elmo import ElmoTokenizer
 
-    assert type(load_model(lm_dir)[0]) is ElmoModel  # the biLM of a language model
-    assert type(load_model(lm_dir, language_model=True)[0]) is ElmoForLanguageModeling
+    assert type(load_model(lm_dir)[0]) is ElmoModelCore  # the biLM of a language model, without transformers
+    assert type(load_model(lm_dir, language_model=True)[0]) is ElmoLanguageModelCore
     assert load_model(tiny_model_dir, dtype="bfloat16")[0].dtype.__str__() == "torch.bfloat16"
     assert load_model(tiny_model_dir, dtype="int8")[0].is_quantized
+    for model_class, folder in [(ElmoModel, tiny_model_dir), (ElmoForLanguageModeling, lm_dir)]:
+        model, tokenizer = load_model(folder, model_class)  # transformers' classes, for training and the Hub
+        assert type(model) is model_class and type(tokenizer) is ElmoTokenizer
+    head, _ = load_model(tiny_model_dir, ElmoForTokenClassification, config={"num_labels": 3})
+    assert head.config.num_labels == 3 and not head.training
     model, _ = load_model(exported)
     assert (model.traits.runtime, model.traits.dtype, model.traits.stateful) == ("onnxruntime", "float32", False)
     for kwargs, message in [
@@ -223,7 +230,7 @@ def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_p
         raise RuntimeError("the exporter failed")
 
     monkeypatch.setattr(torch.onnx, "export", fail)
-    contract = ElmoOnnxConfig(model.config.to_dict())
+    contract = ElmoOnnxConfig(model.config)
     with pytest.raises(RuntimeError, match="the exporter failed"):
         export.export_graph(model, tokenizer, str(tmp_path / "model.onnx"), contract)
     assert logger.level == logging.INFO and warnings.filters == filters
@@ -264,8 +271,8 @@ def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
 
 def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypatch):
     """Loading a folder reads its config.json once (`open_model`'s check) and hands it on: the ONNX runner checks the
-    graph against that same reading, and a PyTorch folder's ElmoConfig is made from it (transformers does not read
-    the file again)."""
+    graph against that same reading, and a PyTorch folder's config (ElmoOptions for the inference core, ElmoConfig
+    for transformers' classes) is made from it (transformers does not read the file again)."""
     import builtins
 
     real_open, opened = builtins.open, []
@@ -275,14 +282,18 @@ def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypat
             opened.append(os.fspath(file))
         return real_open(file, *args, **kwargs)
 
+    from modeling_elmo import ElmoModel
+
     monkeypatch.setattr(builtins, "open", counting_open)
     model, _ = load_model(exported)
-    torch_model, _ = load_model(tiny_model_dir)
+    core, _ = load_model(tiny_model_dir)
+    torch_model, _ = load_model(tiny_model_dir, ElmoModel)
     monkeypatch.undo()
-    assert opened == [str(exported / "config.json"), os.path.join(tiny_model_dir, "config.json")]
+    assert opened == [str(exported / "config.json"), *[os.path.join(tiny_model_dir, "config.json")] * 2]
     assert model.config.projection_dim == json.loads((exported / "config.json").read_text())["projection_dim"]
     with open(os.path.join(tiny_model_dir, "config.json"), encoding="utf-8") as f:
         saved = json.load(f)
+    assert core.config.as_dict() == {name: saved[name] for name in core.config.as_dict()}
     loaded = torch_model.config.to_dict()
     assert {name: loaded[name] for name in saved if name != "transformers_version"} == {
         name: value for name, value in saved.items() if name != "transformers_version"}

@@ -320,12 +320,10 @@ def test_embed_file_windows_a_long_line_by_the_segmenter_words(folders, tmp_path
 
 def test_the_demo_page_finds_a_word_in_raw_chinese_sentences(folders):
     """The page's sense comparison splits each sentence with the tokenizer, so a Chinese word is found."""
+    from elmo_transformers import ElmoEmbedder
     from elmo_transformers.demo.senses import word_uses
-    from modeling_elmo import ElmoModel
 
-    folder = folders["jieba"]
-    uses = word_uses(ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder),
-                     ["我来到北京清华大学", "他来到了网易杭研大厦"], "来到")
+    uses = word_uses(ElmoEmbedder(folders["jieba"]), ["我来到北京清华大学", "他来到了网易杭研大厦"], "来到")
     assert uses.places == [(0, 1), (1, 1)]
 
 
@@ -336,7 +334,7 @@ def test_sudachipy_takes_a_text_longer_than_its_input_limit():
     assert tokenizer.split_words(sentence * 3000 + "\n" * 60000) == tokenizer.split_words(sentence) * 3000
 
 
-# -- what the analysers cannot take: one rule for the three segmenters (basic_tokenization_elmo.NOT_TEXT) ---------------
+# -- what the analysers cannot take: one rule for the three segmenters (basic_tokenization_elmo.NOT_TEXT) ------------
 
 SEGMENTERS = ("jieba", "fugashi", "sudachipy")
 

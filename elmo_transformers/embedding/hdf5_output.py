@@ -1,0 +1,161 @@
+"""`embed INPUT OUTPUT.hdf5`: one HDF5 file in AllenNLP's layout, one dataset a line keyed by its number, and
+`sentence_to_index` (docs/embedding-files.md).
+
+The file is made whole in its structure before the first batch (`create_output`): every line's dataset is allocated
+contiguous in the file and `sentence_to_index` written, so that afterwards only the vectors' bytes change, written in
+place (`os.pwrite`) by any process of the run. No HDF5 metadata is written while vectors are, so a killed process
+cannot leave a file that HDF5 cannot open; when every line is done the file is renamed into OUTPUT: each vector is
+written once, never copied. Imports no torch."""
+
+import contextlib
+import errno
+import json
+import math
+import multiprocessing
+import os
+import shutil
+
+import h5py
+import numpy as np
+
+from ..errors import OutputError
+from ..output_paths import check_file_output
+
+
+class Hdf5Output:
+    """OUTPUT's file while the run makes it: `output.hdf5` in the run's folder (`partial_run.PartialRun`), renamed
+    into OUTPUT by `finish`. A long line's windows are written in place as each is done (`windows`)."""
+
+    windows = True
+
+    def __init__(self, folder, output):
+        self.output = output
+        self.file = os.path.join(folder, "output.hdf5")
+        self.fd = None
+        self.offsets = self.shapes = self.dtype = None
+
+    check_output = staticmethod(check_file_output)
+
+    def create(self, lines, shapes, dtype):
+        """The file (`create_output`): one dataset of shape `shapes[i]` and `dtype` for line i."""
+        create_output(self.file, lines, shapes, dtype)
+
+    def open(self, words_of=None):
+        """Open the file for writing vectors into it (`words_of`, the words of a line: not stored here)."""
+        with h5py.File(self.file, "r") as f:
+            datasets = [f[str(i)] for i in range(len(f) - 1)]
+            self.shapes = [d.shape for d in datasets]
+            self.offsets = [d.id.get_offset() for d in datasets]
+            self.dtype = datasets[0].dtype if datasets else None
+        self.fd = os.open(self.file, os.O_RDWR)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+
+    def put(self, line, vectors, start=0):
+        """Write `vectors` ([..., words, 2P], the file's dtype) into line `line`'s dataset from word `start` on."""
+        shape = self.shapes[line]
+        if vectors.shape[:-2] != shape[:-2] or vectors.shape[-1] != shape[-1] or \
+                start + vectors.shape[-2] > shape[-2] or vectors.dtype != self.dtype:
+            raise ValueError(f"line {line}: vectors {vectors.dtype} {vectors.shape} from word {start} do not fit "
+                             f"its dataset {self.dtype} {shape}")
+        if vectors.size == 0:
+            return
+        words, width = shape[-2], shape[-1]
+        planes = vectors.reshape(-1, vectors.shape[-2] * width)  # one contiguous run of the file per layer
+        for k, plane in enumerate(planes):
+            offset = self.offsets[line] + vectors.itemsize * (k * words * width + start * width)
+            data = memoryview(np.ascontiguousarray(plane)).cast("B")
+            while data:  # a regular file takes it whole, but a short write is not an error
+                written = os.pwrite(self.fd, data, offset)
+                data, offset = data[written:], offset + written
+
+    def add_batch(self, arrays):
+        """Store a finished batch ({line number: array}); on the disk when it returns."""
+        for line, vectors in arrays.items():
+            self.put(line, vectors)
+        os.fdatasync(self.fd)
+
+    def add_window(self, line, start, vectors):
+        """Store a window of long line `line` from word `start` on; on the disk when it returns."""
+        self.put(line, vectors, start)
+        os.fdatasync(self.fd)
+
+    def finish(self):
+        os.replace(self.file, self.output)
+
+
+def output_bytes(lines, shapes, dtype):
+    """About the size of OUTPUT: the vectors, the text twice (sentence_to_index) and ~1 KB of HDF5 a line."""
+    text = sum(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass")) for line in lines)
+    return np.dtype(dtype).itemsize * sum(math.prod(shape) for shape in shapes) + 2 * text + 1024 * len(lines)
+
+
+def create_output(path, lines, shapes, dtype):
+    """The HDF5 file of AllenNLP's layout, every line's dataset allocated (contiguous, never filled: its bytes come
+    later, in place) and `sentence_to_index` written, its blocks reserved on the disk (posix_fallocate): a disk
+    too small is found now, before any work, in one line, and leaves nothing.
+
+    HDF5 is written by a child process: a write that fails there (a full disk, a file-size limit) can crash h5py
+    (a segfault, not an exception), and this process must survive it to say so."""
+    needed, free = output_bytes(lines, shapes, dtype), shutil.disk_usage(os.path.dirname(path)).free
+    if needed > free:
+        raise OutputError(f"not enough disk space for {os.path.basename(path)} in {os.path.dirname(path)}: it needs "
+                          f"about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free: free space there and rerun",
+                          path)
+    temporary = path + ".tmp"
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_write_layout, args=(send, temporary, lines, shapes, np.dtype(dtype).str))
+    try:
+        child.start()
+        send.close()
+        try:
+            failure = receive.recv()  # None when done, else the error's first line
+        except EOFError:
+            failure = "it died"
+        child.join()
+        if failure is None and child.exitcode != 0:
+            failure = "it died"
+        if failure == "it died":
+            failure = f"the HDF5 writer died with exit code {child.exitcode}"
+        if failure is not None:
+            raise OutputError(f"cannot make {path}: {failure} (is the disk full?)", path)
+        fd = os.open(temporary, os.O_RDWR)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system that cannot reserve blocks
+                    raise
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError as e:
+        raise OutputError(f"cannot make {path}: {e.strerror or e} (is the disk full?)", path) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        if child.is_alive():
+            child.kill()
+
+
+def _write_layout(send, path, lines, shapes, dtype):
+    """`create_output`'s HDF5 part, in the child process: sends None when done, or the error's first line (h5py's
+    own noise is silenced)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    try:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        with h5py.File(path, "w") as f:
+            for i, shape in enumerate(shapes):
+                f.create_dataset(str(i), shape=shape, dtype=np.dtype(dtype), dcpl=dcpl)
+            index = json.dumps({line: str(i) for i, line in enumerate(lines)})
+            f.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())[0] = index
+        send.send(None)
+    except Exception as e:  # noqa: BLE001 - reported by the parent
+        send.send(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")

@@ -1,0 +1,114 @@
+"""The text `embed` reads (docs/embedding-files.md): one sentence a line of a text file, stdin or an open file, or one
+a row of a column of a JSON lines, CSV or Parquet file; each line's words as the model's tokenizer splits raw text;
+and the SHA-256 that identifies the text in a resumed run. Imports no torch."""
+
+import hashlib
+import os
+import re
+import stat
+import sys
+
+from ..errors import DataError
+from ..text_input import MAX_LINE_CHARS, checked_lines
+
+WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
+LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
+MAX_STREAM_CHARS = MAX_LINE_CHARS  # the most read from stdin or a pipe: what one line may hold, no more
+TABLE_READERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def count_words(line, tokenizer):
+    """How many words `tokenizer` (an ElmoBasicTokenizer) finds in `line` (`len(line.split())` in bounded memory for
+    a line of any length where it splits on white space)."""
+    if not tokenizer.splits_on_whitespace:
+        return len(tokenizer.split_words(line))
+    tokenizer.segmenter.check_segmented(line)
+    return len(line.split()) if len(line) < LONG_LINE_CHARS else sum(1 for _ in WORD.finditer(line))
+
+
+def line_words(line, tokenizer):
+    """The words of `line`, one at a time, as `tokenizer` splits raw text."""
+    if tokenizer.splits_on_whitespace:
+        return (m.group() for m in WORD.finditer(line))
+    return iter(tokenizer.split_words(line))
+
+
+def input_name(source):
+    return "stdin" if source == "-" else getattr(source, "name", source)
+
+
+def is_stream(file):
+    """True for an open file whose size is not known before it ends: stdin from a pipe or a terminal, a FIFO."""
+    try:
+        return not stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+    except (AttributeError, OSError):  # no file descriptor (StringIO): already in memory
+        return False
+
+
+def stripped_lines(file, name):
+    """The stripped lines of the open text file `file`; from a stream, at most MAX_STREAM_CHARS characters."""
+    limit = MAX_STREAM_CHARS if is_stream(file) else None
+    lines, read = [], 0
+    for line in checked_lines(file, name):
+        read += len(line)
+        if limit is not None and read > limit:
+            raise DataError(f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
+                            "stream (it holds the whole input in memory until the end): save the text to a file "
+                            "and embed the file")
+        lines.append(line.strip())
+    return lines
+
+
+def read_column(source, column):
+    """The stripped texts of column `column` of a JSON lines, CSV or Parquet file (pyarrow's readers, those of
+    `datasets`), a missing value as a blank line."""
+    kind = TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
+    if kind is None:
+        raise DataError(f"{source}: {{text_column}} reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
+                        "(.parquet) file; a text file is read one sentence a line without it", source,
+                        arguments=["text_column"])
+    import pyarrow as pa
+
+    reader = {"json": "pyarrow.json:read_json", "csv": "pyarrow.csv:read_csv",
+              "parquet": "pyarrow.parquet:read_table"}[kind].split(":")
+    try:
+        table = getattr(__import__(reader[0], fromlist=[reader[1]]), reader[1])(str(source))
+    except (pa.ArrowException, OSError) as e:
+        raise DataError(f"{source}: cannot read it as {kind}: {str(e).splitlines()[0]}", source) from None
+    if column not in table.column_names:
+        raise DataError(f"{column}: no such column in {source} (it has {', '.join(table.column_names)})", column,
+                        arguments=["text_column"])
+    values = table.column(column)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
+        raise DataError(f"{column}: the column of {source} holds {values.type}, not text", column,
+                        arguments=["text_column"])
+    return [(text or "").strip() for text in values.to_pylist()]
+
+
+def read_lines(source, text_column=None):
+    """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
+    byte-order mark (an editor's encoding mark, not part of the first word); with `text_column`, the texts of that
+    column of a JSON lines, CSV or Parquet file, one a line."""
+    if text_column is not None:
+        return read_column(source, text_column)
+    try:
+        if hasattr(source, "read"):
+            lines = stripped_lines(source, input_name(source))
+        else:
+            with open(sys.stdin.fileno() if source == "-" else source, encoding="utf-8", closefd=source != "-") as f:
+                lines = stripped_lines(f, input_name(source))
+    except OSError as e:
+        raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:].strip()
+    return lines
+
+
+def text_sha256(lines):
+    """SHA-256 of the lines, each followed by a line break: what identifies the text of a run."""
+    digest = hashlib.sha256()
+    for line in lines:
+        for start in range(0, len(line), LONG_LINE_CHARS):  # a piece at a time: no copy of a long line
+            digest.update(line[start : start + LONG_LINE_CHARS].encode("utf-8", "surrogatepass"))
+        digest.update(b"\n")
+    return digest.hexdigest()
