@@ -40,10 +40,11 @@ embedding a file (its `ElmoEmbedder.embed_file` rule: file order, batches of 64,
 dataset per sentence, run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with
 its default settings (ort-fp32 / ort-int8: `--model` the exported folder, which onnxruntime runs), alternating,
 `--repeats` times; medians, and the peak RSS of each process; the exported folders' files against fp32's (the same
-batches); and, for each of our runs, the closing line `embed` printed (words/s, and where its time went: start-up
-and load, model, tokenizing, writing). `--embed-flags` adds flags to every `embed` run (`--device cuda`, `--batch-size
-64`, `--format parquet`...); `--embed-default-threads` lets `embed` pick its own threads; `--background-load N`
-runs N busy processes beside every timed command (a shared machine).
+batches); for each of our runs the model alone on the same batches (`model_alone_worker`: the device step only, after
+the job, median of `--repeats`) and the job's share of that rate; and the closing line `embed` printed (words/s, and
+where its time went: start-up and load, model, tokenizing, writing). `--embed-flags` adds flags to every `embed` run
+(`--device cuda`, `--batch-size 64`, `--format parquet`...); `--embed-default-threads` lets `embed` pick its own
+threads; `--background-load N` runs N busy processes beside every timed command (a shared machine).
 
 Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
 sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
@@ -652,6 +653,31 @@ def allennlp_embed_file_worker(args):
         f.create_dataset("sentence_to_index", data=[json.dumps({line: str(i) for i, line in enumerate(lines)})])
 
 
+def model_alone_worker(args):
+    """The model alone on the job's own batches (`embed`'s default word budget, its length order), as `embed` loads
+    it (`--dtype` fp32 / bf16 / int8, or ort-*: the exported folder): every batch encoded first, then the device step
+    (`ElmoEmbedder.layers`, all layers, back on the host) timed batch by batch; prints the words/s."""
+    from elmo_transformers import ElmoEmbedder
+    from elmo_transformers.embedding.batches import WordRows, work_units
+    from elmo_transformers.embedding.embed_file import default_batch_words
+    from elmo_transformers.embedding.inputs import count_words, line_words
+
+    model = converted_model_dir(args.size, args.cache)
+    names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+    embedder = (ElmoEmbedder(exported_model_dir(model, ONNX_DTYPES[args.dtype])) if args.dtype in ONNX_DTYPES
+                else ElmoEmbedder(model, dtype=names[args.dtype], device=args.device))
+    lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
+    counts = [count_words(line, embedder.tokenizer) for line in lines]
+    rows = WordRows(embedder.tokenizer)
+    batches = [(unit, embedder.pinned(rows.encode([list(line_words(lines[i], embedder.tokenizer)) for i in unit])))
+               for unit in work_units(counts, None, 1000, default_batch_words(embedder))]
+    start = time.perf_counter()
+    for _, batch in batches:
+        embedder.layers(batch, "all")[1]()
+    seconds = time.perf_counter() - start
+    print(json.dumps({"words": sum(counts), "seconds": seconds, "words_per_s": sum(counts) / seconds}))
+
+
 # Starts a command and prints its wall seconds and peak RSS (ru_maxrss, KB, with its own child processes) to stdout.
 # Run as a small process of its own: Linux carries a parent's peak RSS into its child across fork and exec, so a child
 # of the (large) benchmark process would report at least the benchmark's peak.
@@ -706,16 +732,27 @@ def corpus_benchmark(args, out_dir):
             process.kill()
     seconds = {name: statistics.median(s for s, _, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m, _ in runs_) for name, runs_ in timings.items()}
+    alone = {}  # the model alone on the same batches, in the same environment (threads), once a run was timed
+    for dtype in [name for name in runs if name not in pythons]:
+        command = [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", dtype, "--size",
+                   args.size, "--cache", str(args.cache), "--corpus", str(corpus), "--device", args.device]
+        rates = []
+        for _ in range(args.repeats):
+            done = subprocess.run(command, capture_output=True, text=True, env=ours_env, check=True)
+            rates.append(json.loads(done.stdout.strip().splitlines()[-1])["words_per_s"])
+        alone[dtype] = statistics.median(rates)
     print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
           f"layers, whole process, median of {args.repeats}, {cpu_name()}, {os.cpu_count()} CPUs, "
           f"{args.background_load} busy processes beside each run:")
     base = [name for name in runs if name.startswith("allennlp")]
-    print("| run | seconds | words/s | peak RSS MB | " + " | ".join(f"x {b}" for b in base) + " |")
-    print("|---" * (4 + len(base)) + "|")
+    print("| run | seconds | words/s | model alone words/s | job / model | peak RSS MB | "
+          + " | ".join(f"x {b}" for b in base) + " |")
+    print("|---" * (6 + len(base)) + "|")
     for name in runs:
         ratios = " | ".join(f"{seconds[b] / seconds[name]:.2f}x" for b in base)
-        print(f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {rss[name]:.0f} | {ratios} |",
-              flush=True)
+        model_rate = f"{alone[name]:.0f} | {words / seconds[name] / alone[name]:.0%}" if name in alone else "- | -"
+        print(f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {model_rate} | {rss[name]:.0f} | "
+              f"{ratios} |", flush=True)
     for name in runs:  # where the time of our runs went, as each said (the run of the median time)
         said = sorted(timings[name])[len(timings[name]) // 2][2]
         if said:
@@ -777,10 +814,12 @@ def main():
                         help="run `embed` without OMP_NUM_THREADS: its own choice of threads (the CPUs free now)")
     parser.add_argument("--background-load", type=int, default=0,
                         help="corpus mode: this many busy processes run beside every timed command (a shared machine)")
+    parser.add_argument("--device", default="cpu", help="corpus mode: the device of the model alone (as --embed-flags "
+                        "gives embed's)")
     parser.add_argument("--corpus-split", choices=("test", "train"), default="test",
                         help="the OANC split the corpus job's sentences come from (test: 1,621 of 5-120 words)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    # speed, baseline, fast, train, windows, allennlp<i>, allennlp-file-<name>, tensorflow<i>
+    # speed, baseline, fast, train, windows, allennlp<i>, allennlp-file-<name>, tensorflow<i>, model-alone
     parser.add_argument("--impl", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -794,6 +833,8 @@ def main():
         args.batch_size = args.batch_sizes[0]  # the number of words for --impl windows
         if args.impl.startswith("allennlp-file"):
             return allennlp_embed_file_worker(args)
+        if args.impl == "model-alone":
+            return model_alone_worker(args)
         return allennlp_worker(args) if args.impl.startswith("allennlp") else worker(args)
 
     model_dir = converted_model_dir(args.size, args.cache)

@@ -736,3 +736,48 @@ def test_ctrl_c_before_the_first_batch_keeps_nothing_and_says_so(tmp_path, tiny_
     assert main(args) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"interrupted: the 2 finished lines are kept in {tmp_path / 'out.hdf5.partial'}; rerun with --resume")
+
+
+def test_float16_output_is_the_float32_vectors_rounded_once(tmp_path, tiny_model_dir):
+    """--output-dtype float16: every line's dataset is float16, each value the float32 one rounded to nearest (an
+    error of at most half a float16 step: |x| * 2**-11, 2**-25 below float16's normal range; docs/embedding-files.md),
+    the vectors in half the bytes."""
+    lines = lines_for_assembly()[:40] + [""]
+    full = read_hdf5(embed(tmp_path, tiny_model_dir, lines, "--all", "--quiet"))[0]
+    half, index, dtypes = read_hdf5(embed(tmp_path, tiny_model_dir, lines, "--all", "--quiet", "--output-dtype",
+                                          "float16", name="half.hdf5"))
+    assert dtypes == {np.dtype(np.float16)} and sorted(half) == sorted(full)
+    for key, vectors in half.items():
+        want = full[key]
+        assert vectors.shape == want.shape
+        error = np.abs(vectors.astype(np.float32) - want)
+        assert (error <= np.abs(want) * 2**-11 + 2**-25).all(), (key, float(error.max()))
+    assert sum(v.nbytes for v in half.values()) * 2 == sum(v.nbytes for v in full.values())
+
+
+@pytest.mark.slow
+def test_resume_refuses_another_output_dtype_or_tokenizer(tmp_path, tiny_model_dir, monkeypatch):
+    """The output dtype is part of what a run computes, and so is the tokenizer's casing (`do_lower_case`, in the
+    model's identity): either changed is refused by name."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top", "--output-dtype", "float16")
+    with pytest.raises(UserError, match="started with output_dtype='float16', now output_dtype='float32'"):
+        main([*args, "--resume", "--output-dtype", "float32"])
+    settings = model_dir / "tokenizer_config.json"
+    saved = settings.read_text()
+    settings.write_text(json.dumps({**json.loads(saved), "do_lower_case": True}))
+    with pytest.raises(UserError, match="started with tokenizer.do_lower_case=False, now tokenizer.do_lower_case=True"):
+        main([*args, "--resume", "--output-dtype", "float16"])
+    settings.write_text(saved)
+    assert main([*args, "--resume", "--output-dtype", "float16"]) == 0
+
+
+def test_bfloat16_output_is_refused_naming_the_formats(tmp_path, tiny_model_dir):
+    source = tmp_path / "input.txt"
+    source.write_text("a b\n")
+    with pytest.raises(SystemExit):  # argparse's choices
+        main([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--output-dtype",
+              "bfloat16"])
+    with pytest.raises(UserError, match="output_dtype 'bfloat16': neither HDF5 nor Parquet holds bfloat16"):
+        embed_file_module.embed_file(tiny_model_dir, str(source), str(tmp_path / "o.hdf5"), "top",
+                                     output_dtype="bfloat16")

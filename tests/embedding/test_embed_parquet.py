@@ -122,3 +122,30 @@ def test_an_existing_folder_is_replaced_only_when_it_is_an_earlier_output(tmp_pa
     with pytest.raises(OutputError, match="holds 'notes.txt', not only Parquet files"):
         main([*args, "--overwrite"])
     assert (output / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("mode", ["all", "top"])
+def test_the_vectors_come_back_as_arrays_of_their_declared_shape(tmp_path, tiny_model_dir, mode):
+    """The vectors' shape is declared as `datasets` declares arrays (Array2D of [words, 2P], a list of them for
+    --all, a layer each), so that `with_format("numpy")` gives each line's array back without a list of floats in
+    between; a blank line of --top is [0, 2P]. --output-dtype float16 is stored and declared as float16."""
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(LINES) + "\n")
+    output = tmp_path / "vectors"
+    assert main([str(source), str(output), "--model", str(tiny_model_dir), f"--{mode}", *FLAGS, "--format",
+                 "parquet", "--output-dtype", "float16", "--quiet"]) == 0
+    data = datasets.load_dataset("parquet", data_dir=str(output), split="train")
+    matrix = datasets.Array2D((None, 16), "float16")
+    assert data.features["vectors"] == (matrix if mode == "top" else datasets.List(matrix))
+    arrays = data.with_format("numpy")
+    for row in range(len(data)):
+        line, vectors = arrays[row]["line"], arrays[row]["vectors"]
+        words = len(LINES[line].split())
+        if mode == "top" or words:
+            shape = (words, 16) if mode == "top" else (3, words, 16)
+            assert isinstance(vectors, np.ndarray) and vectors.shape == shape, (line, vectors.shape)
+    table = pq.read_table(next(output.glob("*.parquet")))
+    leaf = table.schema.field("vectors").type
+    while hasattr(leaf, "value_type") or hasattr(leaf, "storage_type"):
+        leaf = getattr(leaf, "storage_type", None) or leaf.value_type
+    assert leaf == pa.float16()

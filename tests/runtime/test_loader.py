@@ -297,3 +297,50 @@ def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypat
     loaded = torch_model.config.to_dict()
     assert {name: loaded[name] for name in saved if name != "transformers_version"} == {
         name: value for name, value in saved.items() if name != "transformers_version"}
+
+
+@pytest.mark.fidelity
+def test_the_inference_core_gives_allennlps_and_transformers_numbers(tiny_model_dir, lm_dir):
+    """What inference loads (`bilm_elmo`'s cores, no transformers) and transformers' classes, from the same folder:
+    AllenNLP's numbers both, and the language model's scores of the one as of the other."""
+    import torch
+
+    from conftest import load_fixture
+    from modeling_elmo import ElmoForLanguageModeling, ElmoModel
+
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    for model_class in (None, ElmoModel):
+        model, tokenizer = load_model(tiny_model_dir, model_class)
+        encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt") if model_class \
+            else {name: torch.from_numpy(array) for name, array in tokenizer.encode(sentences).items()}
+        with torch.no_grad():
+            out = model(**encoded, output_hidden_states=True)
+        name = model_class.__name__ if model_class else "the core"
+        assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what=name)
+        assert_close_to_reference(out.last_hidden_state, expected["elmo_representation"], what=name)
+    scores = []
+    for model_class in (None, ElmoForLanguageModeling):
+        lm, tokenizer = load_model(lm_dir, model_class, language_model=model_class is None)
+        encoded = (tokenizer(["the cat sat".split()], is_split_into_words=True, return_tensors="pt") if model_class
+                   else {name: torch.from_numpy(array) for name, array in tokenizer.encode([["the", "cat", "sat"]])
+                         .items()})
+        with torch.no_grad():
+            scores.append(lm.masked_word_scores(encoded["input_ids"], encoded["attention_mask"], 1))
+    assert_close_to_reference(scores[0], scores[1], what="fill-mask scores")
+
+
+def test_the_inference_path_imports_no_transformers(tiny_model_dir, tmp_path):
+    """`ElmoEmbedder`, `embed` and the page's model load and run the biLM without transformers (whose model-loading
+    imports take seconds): not one of its modules is imported."""
+    text = tmp_path / "one.txt"
+    text.write_text("the cat sat on the mat .\n")
+    code = ("import json, sys\nfrom elmo_transformers import ElmoEmbedder\n"
+            "from elmo_transformers.cli import main\nfrom elmo_transformers.demo import model\n"
+            "ElmoEmbedder(sys.argv[1]).embed_sentence(['a', 'b'])\n"
+            "assert main(['embed', sys.argv[2], sys.argv[3], '--model', sys.argv[1], '--top', '--quiet']) == 0\n"
+            "loaded = model.load('default')\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'transformers')))")
+    done = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir), str(text), str(tmp_path / "o.hdf5")],
+                          capture_output=True, text=True, timeout=300, env=command_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
