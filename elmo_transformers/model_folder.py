@@ -18,10 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from huggingface_hub import HfApi, constants, snapshot_download
-from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
-                                    RepositoryNotFoundError, StrictDataclassError)
-from huggingface_hub.utils import validate_repo_id
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 
 from .errors import ModelError, UserError, first_line
@@ -34,6 +31,9 @@ GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
 def check_hub_id(value):
     """Refuse, in one line, a value that is not a Hub repo id (NAME or OWNER/NAME, huggingface_hub's rule): the
     repo to push to, or a repo named in a model card's metadata and links."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     try:
         validate_repo_id(value)
     except HFValidationError as e:
@@ -314,12 +314,23 @@ def open_model(name, local=False):
         raise ModelError(f"{name} is a file: {GIVE}", name)
     if local:
         raise ModelError(f"{name} is not a folder: give a saved ELMo folder, or `default` for the shipped model", name)
+    return opened(hub_snapshot(name))
+
+
+def hub_snapshot(name):
+    """The folder of the Hub repo `name`'s snapshot in the local cache, downloaded first when the Hub is reachable;
+    one ModelError line when there is none. (huggingface_hub's client is imported here, for a Hub name only.)"""
+    from huggingface_hub import HfApi, constants, snapshot_download
+    from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
+                                        RepositoryNotFoundError)
+    from huggingface_hub.utils import validate_repo_id
+
     try:
         validate_repo_id(name)
     except HFValidationError:
         raise ModelError(f"{name}: no such folder, and not a Hub repo id (NAME or OWNER/NAME)", name) from None
     try:
-        return opened(snapshot_download(name, local_files_only=True))
+        return snapshot_download(name, local_files_only=True)
     except LocalEntryNotFoundError:
         pass
     if constants.HF_HUB_OFFLINE:
@@ -334,5 +345,5 @@ def open_model(name, local=False):
         raise ModelError(f"{name}: no such folder, and the Hub cannot be reached ({first_line(e)}): give a local "
                          "folder", name) from None
     with loading(name):
-        return opened(snapshot_download(name))
+        return snapshot_download(name)
 

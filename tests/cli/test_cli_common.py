@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 
+import huggingface_hub
 import pytest
 import torch
 from conftest import FIXTURES, command_env, missing_model_commands, one_line, run
@@ -55,7 +56,7 @@ def test_a_missing_model_is_one_line_in_every_command(command, tmp_path, capsys,
     def no_network(*args, **kwargs):
         raise AssertionError("offline: the Hub must not be asked")
 
-    monkeypatch.setattr(model_folder.HfApi, "model_info", no_network)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", no_network)
     (tmp_path / "a-file").write_text("")
     option = "--model-name-or-path" if command in ("finetune", "pretrain") else "--model"
     for name, why in [("nosuch", "not in the local cache (HF_HUB_OFFLINE is set)"),
@@ -66,14 +67,14 @@ def test_a_missing_model_is_one_line_in_every_command(command, tmp_path, capsys,
 
 
 def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypatch):
-    monkeypatch.setattr(model_folder.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     asked = []
 
     def unreachable(self, name, **kwargs):
         asked.append(name)
         raise ConnectionError("[Errno -2] Name or service not known")  # what a machine without DNS answers
 
-    monkeypatch.setattr(model_folder.HfApi, "model_info", unreachable)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
     with pytest.raises(ModelError, match=r"^me/nosuch: no such folder, and the Hub cannot be reached "
                                          r"\(\[Errno -2\] Name or service not known\): give a local folder$") as error:
         model_folder.open_model("me/nosuch")
@@ -84,7 +85,7 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
         Exception.__init__(error, "404 Client Error: Repository Not Found")
         raise error
 
-    monkeypatch.setattr(model_folder.HfApi, "model_info", missing)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", missing)
     with pytest.raises(ModelError, match="the Hub has no model me/nosuch that this token may read"):
         model_folder.open_model("me/nosuch")
 
@@ -95,7 +96,7 @@ def test_a_cached_hub_repo_resolves_offline_to_its_snapshot(tmp_path, monkeypatc
     (snapshot / "config.json").write_text('{"model_type": "elmo"}')
     (tmp_path / "models--me--tiny" / "refs").mkdir()
     (tmp_path / "models--me--tiny" / "refs" / "main").write_text("0123abcd")
-    monkeypatch.setattr(model_folder.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     assert model_folder.open_model("me/tiny").path == str(snapshot)
 
 
