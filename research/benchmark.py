@@ -716,6 +716,9 @@ def corpus_benchmark(args, out_dir):
                else ["--model", model, "--dtype", names[dtype]])
         runs[dtype] = [sys.executable, "-m", "elmo_transformers", "embed", corpus, outputs[dtype], "--all",
                        "--overwrite", *how, *shlex.split(args.embed_flags)]
+        if args.parquet:  # the same run writing Parquet, beside the HDF5 one: what the folder of files costs
+            runs[f"{dtype}-parquet"] = [*runs[dtype][:5], str(out_dir / f"corpus-{dtype}-parquet"), *runs[dtype][6:],
+                                        "--format", "parquet"]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1")
     ours_env = dict(env)
     if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
@@ -733,7 +736,7 @@ def corpus_benchmark(args, out_dir):
     seconds = {name: statistics.median(s for s, _, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m, _ in runs_) for name, runs_ in timings.items()}
     alone = {}  # the model alone on the same batches, in the same environment (threads), once a run was timed
-    for dtype in [name for name in runs if name not in pythons]:
+    for dtype in [name for name in args.dtypes if name in runs]:
         command = [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", dtype, "--size",
                    args.size, "--cache", str(args.cache), "--corpus", str(corpus), "--device", args.device]
         rates = []
@@ -753,6 +756,8 @@ def corpus_benchmark(args, out_dir):
         model_rate = f"{alone[name]:.0f} | {words / seconds[name] / alone[name]:.0%}" if name in alone else "- | -"
         print(f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {model_rate} | {rss[name]:.0f} | "
               f"{ratios} |", flush=True)
+    for name in [name for name in runs if f"{name}-parquet" in runs]:
+        print(f"{name}: the Parquet job took {seconds[f'{name}-parquet'] / seconds[name]:.2f}x the HDF5 job's time")
     for name in runs:  # where the time of our runs went, as each said (the run of the median time)
         said = sorted(timings[name])[len(timings[name]) // 2][2]
         if said:
@@ -810,6 +815,8 @@ def main():
     parser.add_argument("--embed-flags", default="",
                         help="more flags for every `embed` run of the corpus job, e.g. '--batch-size 64', "
                         "'--device cuda', '--format parquet'")
+    parser.add_argument("--parquet", action="store_true",
+                        help="corpus mode: also run each dtype's job writing Parquet (--format parquet), beside HDF5")
     parser.add_argument("--embed-default-threads", action="store_true",
                         help="run `embed` without OMP_NUM_THREADS: its own choice of threads (the CPUs free now)")
     parser.add_argument("--background-load", type=int, default=0,
