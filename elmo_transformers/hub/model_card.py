@@ -56,7 +56,7 @@ Converted from: {{ source }}.
 ## Usage
 
 The code comes with the model (`trust_remote_code=True`). Where remote code is not allowed, `pip install` the
-elmo-transformers project, `import elmo_transformers` and leave out `trust_remote_code`.
+elmo-transformers project, call `elmo_transformers.register()` and leave out `trust_remote_code`.
 
 ```python
 {% if task == "feature-extraction" -%}

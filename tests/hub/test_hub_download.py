@@ -1,6 +1,6 @@
 """A model pulled from the Hub, as users get it: the files `push` uploads, laid out as huggingface_hub's cache holds a
 download (`models--ORG--NAME/snapshots/REV/`, `refs/main`), loaded offline by repo id, with `trust_remote_code=True`
-where this package is not installed, and natively after `import elmo_transformers`."""
+where this package is not installed, and natively after `elmo_transformers.register()`."""
 
 import json
 import os
@@ -25,7 +25,8 @@ CHILD = textwrap.dedent(
     import numpy as np, torch
     native = sys.argv[3] == "native"
     if native:
-        import elmo_transformers  # the installed package's classes, no remote code
+        import elmo_transformers
+        elmo_transformers.register()  # the installed package's classes, no remote code
     else:
         for name in (*ELMO_MODULES, "elmo_transformers"):
             sys.modules[name] = None  # an installed copy of this repo must not be what gets used

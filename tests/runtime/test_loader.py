@@ -10,8 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import command_env
-from conftest import one_line_error
+from conftest import SHIPPED, command_env, one_line_error
 from tolerance import assert_close_to_reference
 
 from elmo_transformers.cli import main
@@ -125,7 +124,7 @@ sys.modules["torch"] = None  # `import torch` fails from here on
 import json
 import os
 import elmo_transformers, elmo_transformers_cli
-from transformers import AutoTokenizer  # the Auto modules' import hook registers nothing without torch, and fails not
+from transformers import AutoTokenizer  # the Auto modules import where torch cannot be
 folder, text, output = sys.argv[1:4]
 status = elmo_transformers_cli.main(["embed", text, output, "--model", folder, "--top"])
 from elmo_transformers import ElmoEmbedder
@@ -147,8 +146,8 @@ def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
 @pytest.mark.slow
 def test_an_export_embeds_without_importing_torch_where_torch_is_installed(exported, tiny_model_dir, tmp_path,
                                                                           monkeypatch):
-    """The torch-free path is taken, not only survived: nothing (the tokenizer's Auto registration included) imports
-    torch, and `--runtime onnxruntime` on a PyTorch folder whose export is cached does not either."""
+    """The torch-free path is taken, not only survived: nothing imports torch, and `--runtime onnxruntime` on a
+    PyTorch folder whose export is cached does not either."""
     (tmp_path / "in.txt").write_text("a b\nc\n")
     code = ("import json, sys, elmo_transformers_cli\n"
             "folder, text, output = sys.argv[1:]\n"
@@ -174,17 +173,58 @@ def test_an_export_embeds_without_importing_torch_where_torch_is_installed(expor
 
 
 def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
-    """...and the Auto classes still know ELMo, also when they were first imported inside another import."""
-    code = ("import json, sys, elmo_transformers\n"
-            "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n"
-            "import elmo_transformers.training.perplexity\n"  # imports the Auto modules inside its own import
-            "from transformers import AutoConfig, AutoModel\n"
-            "config = AutoConfig.from_pretrained(elmo_transformers.DEFAULT_MODEL)\n"
-            "model = AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL)\n"
-            "print(json.dumps([loaded, type(config).__name__, type(model).__name__]))")
-    done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert json.loads(done.stdout.splitlines()[-1]) == [[], "ElmoConfig", "ElmoModel"], done.stderr[-3000:]
+    """The import is cheap and registers nothing; `register()` is explicit and works in either import order: before
+    transformers' Auto modules are imported, or after (also when they were first imported inside another import)."""
+    orders = {
+        "register first": ("elmo_transformers.register()\n"
+                           "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"),
+        "transformers first": ("import elmo_transformers.training.perplexity\n"  # the Auto modules inside an import
+                               "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"
+                               "elmo_transformers.register()\nelmo_transformers.register()\n"),
+    }
+    for order, body in orders.items():
+        code = ("import json, sys, elmo_transformers\n"
+                "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n" + body +
+                "folder = elmo_transformers.DEFAULT_MODEL\n"
+                "found = [AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder), "
+                "AutoModel.from_pretrained(folder)]\n"
+                "print(json.dumps([loaded, [type(x).__module__ + '.' + type(x).__name__ for x in found]]))")
+        done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300)
+        classes = ["configuration_elmo.ElmoConfig", "tokenization_elmo.ElmoTokenizer", "modeling_elmo.ElmoModel"]
+        assert json.loads(done.stdout.splitlines()[-1]) == [[], classes], (order, done.stderr[-3000:])
+
+
+SPAWNED = """
+import elmo_transformers
+
+elmo_transformers.register()  # where the Auto classes are used: in the process the work is spawned into too
+
+
+def load(folder):
+    from transformers import AutoModel
+
+    return type(AutoModel.from_pretrained(folder)).__module__
+"""
+
+
+def test_a_spawned_process_and_a_pickled_model_load_the_installed_classes(tmp_path):
+    """A process started with `spawn` (a DataLoader worker, a multiprocessing pool) imports the module of the work
+    it runs, whose `register()` runs there; a pickled model unpickles in a fresh process that imports nothing of
+    ELMo's first."""
+    (tmp_path / "work.py").write_text(SPAWNED)
+    code = ("import multiprocessing, pickle, subprocess, sys\n"
+            "import work\n"
+            "from transformers import AutoModel\n"
+            "with multiprocessing.get_context('spawn').Pool(1) as pool:\n"
+            "    spawned = pool.apply(work.load, (sys.argv[1],))\n"
+            "blob = pickle.dumps(AutoModel.from_pretrained(sys.argv[1]))\n"
+            "fresh = subprocess.run([sys.executable, '-c', 'import pickle, sys; "
+            "print(type(pickle.loads(sys.stdin.buffer.read())).__name__)'], input=blob, capture_output=True)\n"
+            "print(spawned, fresh.stdout.decode().strip())")
+    done = subprocess.run([sys.executable, "-c", code, str(SHIPPED)], env=command_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.stdout.split() == ["modeling_elmo", "ElmoModel"], done.stderr[-3000:]
 
 
 def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_path, monkeypatch):
@@ -240,8 +280,8 @@ def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_p
 
 
 def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
-    """What a command does (cli.import_package: register() before transformers' Auto modules are imported): it
-    finishes (it used to spin for ever in the import hook) and the Auto classes load ELMo."""
+    """What a command does (cli.import_package: register() before transformers' Auto modules are imported): the Auto
+    classes load ELMo."""
     code = ("import elmo_transformers\nelmo_transformers.register()\n"
             "from transformers import AutoModelForPreTraining, AutoTokenizer\n"
             "print(type(AutoModelForPreTraining.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__,"

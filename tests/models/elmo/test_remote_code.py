@@ -109,7 +109,8 @@ NATIVE_CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np, torch
-    import elmo_transformers  # registers model type "elmo" with the Auto classes
+    import elmo_transformers
+    elmo_transformers.register()  # model type "elmo" in the Auto classes, with the installed classes
     from transformers import (AutoConfig, AutoModel, AutoModelForPreTraining, AutoModelForSequenceClassification,
                               AutoModelForTokenClassification, AutoTokenizer)
 
@@ -131,7 +132,7 @@ NATIVE_CHILD = textwrap.dedent(
 
 @pytest.mark.slow
 def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
-    """After `pip install .`, `import elmo_transformers` makes every Auto class load ELMo folders without
+    """After `pip install .`, `elmo_transformers.register()` makes every Auto class load ELMo folders without
     trust_remote_code, with the installed classes (never the folder's copies of the code)."""
     result = run_isolated(NATIVE_CHILD, tiny_model_dir, SHIPPED, FIXTURES / "allennlp-tiny" / "sentences.json",
                           tmp_path / "out.npy", folder=tmp_path)

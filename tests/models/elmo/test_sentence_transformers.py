@@ -8,7 +8,9 @@ import sentence_transformers  # the test extra: pip install ".[test]"
 from conftest import load_fixture
 from tolerance import assert_close_to_reference
 
-import elmo_transformers  # noqa: F401  (registers ELMo: SentenceTransformer(folder) loads the installed code)
+import elmo_transformers
+
+elmo_transformers.register()  # SentenceTransformer(folder) then loads the installed code
 
 
 @pytest.mark.slow
