@@ -217,8 +217,18 @@ class ModelFolder:
         return ElmoTokenizer.from_pretrained(self.path)
 
     def pretrained(self, model_class, config, **kwargs):
-        """`model_class.from_pretrained` of the folder with `config` (an ElmoConfig): the model and its loading info."""
-        return model_class.from_pretrained(self.path, config=config, output_loading_info=True, **kwargs)
+        """`model_class.from_pretrained` of the folder with `config` (an ElmoConfig): the model and its loading info.
+        transformers' "Loading weights" bar is not shown: a folder of ELMo's loads in a moment, and a command's output
+        is its own."""
+        from transformers.utils import logging
+
+        enabled = logging.is_progress_bar_enabled()
+        logging.disable_progress_bar()
+        try:
+            return model_class.from_pretrained(self.path, config=config, output_loading_info=True, **kwargs)
+        finally:
+            if enabled:
+                logging.enable_progress_bar()
 
     def weight_files(self):
         """The paths of the files the model's weights are read from: the shards model.safetensors.index.json names,

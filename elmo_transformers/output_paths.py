@@ -12,7 +12,18 @@ new file, an existing file only with `overwrite`), and written whole or not at a
 temporary file beside it, renamed into place), so that a full disk or a kill never leaves a cut file where the old
 one was.
 
-3. Work in progress is announced by a lock file (`hold_lock`, filelock's), held while the work runs: the operating
+3. A folder output (a conversion, an export) is written whole or not at all (`write_folder_atomically`: a staging
+folder beside it, renamed into place), and an existing folder is replaced only with `overwrite`, and only if it holds
+an earlier conversion or export (`check_output`: a config.json of model_type "elmo" and no file but the model files,
+`model_files.py`); anything else, such as the folder holding the original weights, is refused with nothing touched,
+and an empty folder is simply used. Staging folders are named `.NAME.convert-PID-TOKEN` (and `-old`, where an
+earlier conversion waits to be replaced), announced by the lock `.NAME.convert-PID-TOKEN.lock`, taken before the
+folder exists and held while the conversion runs: the next conversion into the same NAME removes the staging folders
+of a killed one, whose lock it can take (`remove_stale_staging`). Every operating-system failure becomes an
+`OutputError` with one line naming the path and the cause; an interruption (Ctrl-C) removes the staging folder, as
+any failure does.
+
+4. Work in progress is announced by a lock file (`hold_lock`, filelock's), held while the work runs: the operating
 system releases it when its process ends, also on `kill -9`, so no process id is ever judged alive or not. A run that
 finds what another announced touches it only while holding that lock itself (`abandoned_work`): whether the work was
 abandoned is decided, and its leftovers removed, with the lock held, so no other process can take it up in between.
@@ -20,12 +31,16 @@ The lock file goes while still held (`release_lock`), by the run that created or
 """
 
 import contextlib
+import errno
+import glob
 import os
+import secrets
+import shutil
 import tempfile
 
 import filelock
 
-from .errors import OutputError, OutputExistsError
+from .errors import ModelError, OutputError, OutputExistsError
 
 
 def check_output_apart(output, inputs):
@@ -116,3 +131,114 @@ def abandoned_work(path, wait=0):
         yield True
     finally:
         release_lock(lock)
+
+
+def is_earlier_conversion(folder):
+    """True if `folder` holds only files a conversion writes, and is an ELMo model folder (`open_model`)."""
+    from .model_files import is_model_file  # imports huggingface_hub: not before `convert --help` has answered
+    from .model_folder import open_model
+
+    try:
+        names = os.listdir(folder)
+        open_model(folder, local=True)
+    except (OSError, ModelError):
+        return False
+    regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n))
+                  for n in names)
+    return regular and all(is_model_file(n) for n in names)
+
+
+def remove_stale_staging(parent, name=None):
+    """Remove, in the folder `parent`, the staging folders of killed conversions into its output `name` (None: into
+    any output there): those whose lock no process holds."""
+    pattern = f".{glob.escape(name) if name is not None else '*'}.convert-*.lock"
+    for lock_file in glob.glob(os.path.join(glob.escape(parent), pattern)):
+        with abandoned_work(lock_file) as abandoned:
+            if not abandoned:
+                continue
+            staging = lock_file[: -len(".lock")]
+            for folder in (staging, staging + "-old"):
+                if os.path.isdir(folder) and not os.path.islink(folder):
+                    shutil.rmtree(folder)
+
+
+def _check_output(output, overwrite):
+    """Refuse, before any work is done, an output path that must not or cannot be replaced."""
+    if os.path.islink(output):
+        raise OutputError(f"{output} is a symbolic link: give the real folder path (links are never replaced)",
+                          output)
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise OutputError(f"{output} exists and is not a folder: choose another output folder", output)
+    if os.path.isdir(output):
+        try:
+            empty = not os.listdir(output)
+        except OSError as e:
+            raise OutputError(f"{output}: cannot read the folder: {e.strerror or e}", output) from e
+        if empty:
+            return
+        if not overwrite:
+            raise OutputExistsError(f"{output} exists and is not empty (pass {{overwrite}} to replace it)", output)
+        if not is_earlier_conversion(output):
+            raise OutputError(
+                f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "
+                "conversion writes), so it is never replaced: choose another output folder", output
+            )
+
+
+def check_output(output, overwrite=False, inputs=()):
+    """Fail fast (before a long conversion) if `output` could not be written or overlaps one of the `inputs` (the
+    files and folders converted); returns its absolute path."""
+    check_output_apart(output, inputs)
+    output = os.path.abspath(output)
+    _check_output(output, overwrite)
+    parent = os.path.dirname(output)
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise OutputError(f"{output}: cannot write it: {parent} is a file, not a folder", output)
+    return output
+
+
+def write_folder_atomically(write, output, overwrite=False):
+    """Call `write(staging)` to fill a staging folder, then rename it to `output` (rules: the module docstring, 3)."""
+    output = check_output(output, overwrite)
+    parent, name = os.path.split(output)
+    staging = os.path.join(parent, f".{name}.convert-{os.getpid()}-{secrets.token_hex(4)}")
+    old = staging + "-old"  # where an earlier conversion waits until the new one is in place
+    lock, replaced = None, False
+    try:
+        try:
+            os.makedirs(parent, exist_ok=True)
+            remove_stale_staging(parent, name)
+            lock = hold_lock(staging + ".lock")
+            os.mkdir(staging)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(staging, 0o777 & ~umask)
+            write(staging)
+            _check_output(output, overwrite)  # again: the folder may have changed during the conversion
+            if os.path.isdir(output) and os.listdir(output):
+                os.rename(output, old)
+            elif os.path.isdir(output):
+                os.rmdir(output)  # empty: nothing is lost
+            try:
+                os.replace(staging, output)
+                replaced = True
+            except OSError:
+                if os.path.isdir(old):
+                    os.rename(old, output)
+                raise
+        except OSError as e:
+            hint = " (is the disk full?)" if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
+            raise OutputError(f"{output}: cannot write it: {e.strerror or e}{hint}", output) from e
+        except Exception as e:
+            if type(e).__name__ != "SafetensorError":  # safetensors reports failed writes (disk full) with its own type
+                raise
+            raise OutputError(f"{output}: cannot write it: {e}", output) from e
+    finally:
+        # The earlier conversion is removed only once the new one is in place; if even its way back failed, it
+        # stays (without its lock file, which no later run then finds) for the user to recover.
+        for folder in (staging, old) if replaced else (staging,):
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+        if lock is not None:
+            release_lock(lock)
+    return output

@@ -310,12 +310,14 @@ def export_model(model_dir, dtype):
     parses it."""
     import kernels_elmo
     import modeling_elmo
-    from elmo_transformers.export import onnx as export
+    from elmo_transformers.model_source import load_model as load
+    from elmo_transformers.runtime import onnx_export as export
 
     graph = exported_model_dir(model_dir, dtype) / "model.onnx"
     code = max(os.path.getmtime(module.__file__) for module in (export, modeling_elmo, kernels_elmo))
     if not graph.exists() or graph.stat().st_mtime < code:
-        export.export_onnx(str(model_dir), graph.parent, dtype, overwrite=True)
+        model, tokenizer = load(model_dir, modeling_elmo.ElmoModel, dtype="float32")
+        export.export_onnx(model, tokenizer, graph.parent, dtype, overwrite=True)
 
 
 def load_model(model_dir, dtype):
@@ -323,7 +325,7 @@ def load_model(model_dir, dtype):
     with `float_kernel="aten"` (torch's own matmuls, what ran before the float kernel was chosen per CPU);
     "ort-fp32" / "ort-int8": the graph `export onnx` makes, run by onnxruntime as `embed` runs it (as many threads as
     torch)."""
-    from elmo_transformers.export.onnx import OnnxElmoModel
+    from elmo_transformers.runtime.onnx import OnnxElmoModel
     from modeling_elmo import ElmoModel
     from quantization_elmo import ElmoInt8Config
 

@@ -44,7 +44,7 @@ def test_what_a_folder_is_is_answered_by_the_model_folder(tiny_model_dir, lm_dir
 
 def test_the_card_push_and_space_writers_read_no_config_json(tiny_model_dir, lm_dir, tmp_path, config_reads):
     """Given a ModelFolder, the writers ask it: config.json was read once, when the folder was opened."""
-    from elmo_transformers.conversion.output import is_earlier_conversion
+    from elmo_transformers.output_paths import is_earlier_conversion
     from elmo_transformers.hub import push, space
     from elmo_transformers.hub.model_card import model_card
 

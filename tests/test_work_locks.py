@@ -12,7 +12,7 @@ import filelock
 import pytest
 
 from elmo_transformers.cli import main as cli_main
-from elmo_transformers.conversion.output import remove_stale_staging
+from elmo_transformers.output_paths import remove_stale_staging
 from elmo_transformers.output_paths import hold_lock
 
 HOLDER = """

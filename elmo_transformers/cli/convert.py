@@ -31,7 +31,8 @@ fugashi + unidic-lite for Japanese, white space elsewhere); --segmenter chooses 
 import argparse
 import sys
 
-from ..conversion.output import check_output, save_atomically
+from ..conversion.output import save_atomically
+from ..output_paths import check_output
 from ..conversion.presets import (EFML_PRESETS, PRESETS, TRADITIONAL_NOTE, efml_preset_card, fetch_efml_preset,
                                   fetch_preset, preset_card)
 from . import import_package, option

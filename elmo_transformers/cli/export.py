@@ -13,9 +13,9 @@ conversion. Needs onnx, onnxscript and onnxruntime: pip install "elmo-transforme
 import argparse
 
 from ..models import DEFAULT_MODEL
-from . import import_package, option
+from . import option
 
-DTYPES = ("float32", "int8")  # elmo_transformers.export.onnx.DTYPES, named here before torch loads
+DTYPES = ("float32", "int8")  # runtime.onnx_config.DTYPES, named here before anything loads
 
 
 def main(argv=None):
@@ -33,13 +33,15 @@ def main(argv=None):
     onnx.add_argument("--overwrite", action="store_true", help="replace an earlier export or conversion in --output")
     args = parser.parse_args(argv)
     from ..model_folder import open_model  # (after parsing: huggingface_hub takes a while to import)
+    from ..model_source import load_model
+    from ..runtime.onnx_export import export_onnx
 
     with option("--model", args.model):
-        model = open_model(args.model)
-    import_package()
-    from ..export.onnx import export_onnx
+        source = open_model(args.model)
+        from modeling_elmo import ElmoModel
 
+        model, tokenizer = load_model(source, ElmoModel, dtype="float32")
     with option("--output", args.output):
-        output = export_onnx(model, args.output, args.dtype, args.overwrite)
+        output = export_onnx(model, tokenizer, args.output, args.dtype, args.overwrite, source.name)
     print(f"exported {args.model} ({args.dtype}) -> {output}")
     return 0

@@ -96,7 +96,7 @@ def cached_export(source, dtype, load_float32):
 def _export_locked(source, dtype, load_float32, folder, key):
     """`cached_export` once the lock is held: the entry as another process may have just made it, else exported
     now (a damaged entry removed first: the cache made it)."""
-    from ..conversion.output import remove_stale_staging, write_folder_atomically
+    from ..output_paths import remove_stale_staging, write_folder_atomically
     from .onnx_export import write_export
 
     entry = checked_entry(folder, key, dtype)

@@ -1,6 +1,7 @@
-"""An ELMo model as the ONNX graph onnxruntime serves without PyTorch: a loaded float32 model traced into a folder
-(`write_export`), for `elmo-transformers export onnx` (`export.onnx`) and for the exports made on first use
-(`runtime.cache`).
+"""The exporter: an ELMo model as the ONNX graph onnxruntime serves without PyTorch. A loaded float32 model is traced
+into a folder, written whole or not at all (`export_onnx`, what `elmo-transformers export onnx` runs, as optimum's
+`onnx_export_from_model` takes a loaded model), and the exports made on first use for runtime="onnxruntime"
+(`runtime.cache`) write theirs the same way (`write_export`).
 
 The folder holds `model.onnx`, `config.json`, the tokenizer's files with `tokenization_elmo.py` (which needs no torch)
 and a README.md card. The graph is what `ElmoModel` computes, traced by `torch.onnx.export(..., dynamo=True)`; its
@@ -22,13 +23,32 @@ import warnings
 
 import torch
 
-from .onnx_config import CONFIG_KEY, DTYPE_KEY, ElmoOnnxConfig
+from ..errors import UserError
+from ..output_paths import check_output, write_folder_atomically
+from .onnx import check_onnx_installed
+from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, ElmoOnnxConfig
 
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 # Weights above this many bytes go to model.onnx.data beside the graph: one ONNX (protobuf) file cannot exceed 2 GiB.
 EXTERNAL_DATA_BYTES = 1 << 30
 # The example the graph is traced on: two sentences of different lengths (batch and words are then dynamic).
 EXAMPLE = [["ELMo", "leaves", "PyTorch", "."], ["Hello"]]
+
+
+def export_onnx(model, tokenizer, output, dtype="float32", overwrite=False, source=None):
+    """Export `model` (a float32 ElmoModel or ElmoForLanguageModeling, e.g. `model_source.load_model(folder,
+    ElmoModel, dtype="float32")`, with its `tokenizer`) in `dtype` (float32, or int8 LSTM weights) into the folder
+    `output`, written whole or not at all (`--overwrite` replaces only an earlier export or conversion:
+    `output_paths.check_output`); returns its absolute path. `source` is how the card names the model (default: its
+    `name_or_path`)."""
+    if dtype not in DTYPES:
+        raise UserError(f"{{dtype}} {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", dtype,
+                        arguments=["dtype"])
+    check_onnx_installed(PACKAGES, "exporting to ONNX")
+    source = str(source or getattr(model, "name_or_path", "") or "an ELMo model")
+    output = check_output(output, overwrite, [getattr(model, "name_or_path", None)])
+    return write_folder_atomically(lambda staging: write_export(model, tokenizer, staging, dtype, source), output,
+                                   overwrite)
 
 
 def write_export(model, tokenizer, staging, dtype, source):

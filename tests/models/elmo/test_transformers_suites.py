@@ -41,7 +41,7 @@ def load_suites():
     package.__path__ = [str(SUITES)]
     sys.modules["transformers_suites"] = package
     stand_ins = {
-        # transformers' export tests are not in the source distribution; tests/export/test_onnx_export.py exports ELMo
+        # transformers' export tests are not in the source distribution; tests/runtime/test_onnx_export.py exports ELMo
         # through transformers' exporter instead.
         "exporters.test_export": {"ExportTesterMixin": type("ExportTesterMixin", (), {})},
         # ELMo does not generate; the suite only asks whether a test class inherits this mixin.

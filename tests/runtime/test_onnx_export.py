@@ -154,7 +154,7 @@ def test_export_folder_card_and_graph(exported_tiny):
     assert f"opset {opset}" in card and "`input_ids`: int64" in card and "`hidden_states`: float32 `[3," in card
     assert "softmax" not in card  # not a language model
     assert "auto_map" not in json.loads((exported_tiny / "config.json").read_text())
-    from elmo_transformers.conversion.output import is_earlier_conversion
+    from elmo_transformers.output_paths import is_earlier_conversion
 
     assert is_earlier_conversion(exported_tiny)  # so that --overwrite may replace it
 
@@ -176,10 +176,10 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
         main(["export", "onnx", "--output", str(tmp_path / "b"), "--dtype", "bfloat16"])
     assert exit_code.value.code == 2 and "invalid choice: 'bfloat16'" in capsys.readouterr().err
     from elmo_transformers.errors import UserError
-    from elmo_transformers.export import onnx as export
+    from elmo_transformers.runtime.onnx_export import export_onnx
 
     with pytest.raises(UserError, match="^dtype .float16.: the ONNX export offers float32, int8"):
-        export.export_onnx(str(bert), tmp_path / "c", dtype="float16")
+        export_onnx(None, None, tmp_path / "c", dtype="float16")
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
