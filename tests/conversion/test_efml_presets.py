@@ -19,7 +19,7 @@ from huggingface_hub import constants
 from safetensors.numpy import load_file
 
 from elmo_transformers.cli import main
-from elmo_transformers.conversion import presets
+from elmo_transformers.conversion import download, presets
 from elmo_transformers.conversion.presets import EFML_PRESETS
 
 MODEL = FIXTURES / "efml-cjk" / "model"
@@ -61,7 +61,7 @@ def mirror(tmp_path, monkeypatch):
     monkeypatch.setenv(presets.HITSCIR_URL_VARIABLE, url)
     monkeypatch.setattr("huggingface_hub.utils._cache_assets.HF_ASSETS_CACHE", str(tmp_path / "hf-home" / "assets"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     monkeypatch.setitem(sys.modules["huggingface_hub.utils.tqdm"].progress_bar_states, "_global", False)
     yield handler
     server.shutdown()
@@ -229,13 +229,13 @@ def test_a_model_that_does_not_convert_is_not_kept_and_a_fixed_mirror_is_downloa
 def test_an_archive_must_fit_in_the_space_free(mirror, tmp_path, monkeypatch):
     usage = shutil.disk_usage(tmp_path)
     small = usage._replace(free=1000)
-    monkeypatch.setattr(presets.shutil, "disk_usage", lambda path: small)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: small)
     code, err = convert("--preset", "ja", "--output", tmp_path / "out")
     assert code == 1 and "bytes do not fit in the 1,000 free on the cache's disk" in err, err
     assert kept(tmp_path, "ja") == []
     # Downloaded, then unpacking does not fit: the archive is kept (it is the published one) for after the room made.
     sizes = iter([usage, small])
-    monkeypatch.setattr(presets.shutil, "disk_usage", lambda path: next(sizes, usage))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: next(sizes, usage))
     code, err = convert("--preset", "ja", "--output", tmp_path / "out")
     assert code == 1 and "bytes and its disk has 1,000 free: make room, or set HF_HOME" in err, err
     assert kept(tmp_path, "ja") == ["160.zip", "160.zip.source"]
