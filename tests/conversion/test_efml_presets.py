@@ -19,7 +19,7 @@ from huggingface_hub import constants
 from safetensors.numpy import load_file
 
 from elmo_transformers.cli import main
-from elmo_transformers.conversion import download, presets
+from elmo_transformers.conversion import archives, download, presets
 from elmo_transformers.conversion.presets import EFML_PRESETS
 
 MODEL = FIXTURES / "efml-cjk" / "model"
@@ -132,10 +132,10 @@ def test_a_missing_file_on_the_mirror_is_named(mirror, tmp_path):
 
 
 def test_archive_layouts(tmp_path):
-    assert presets.model_folder(["config.json", "char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"]) == ""
-    assert presets.model_folder([f"zht.model/{n}" for n in presets.MODEL_FILES]) == "zht.model"
-    with pytest.raises(presets.ConversionError, match="no ELMoForManyLangs model in it"):
-        presets.model_folder(["a/b/config.json", "a/b/encoder.pkl"])
+    assert archives.model_folder(["config.json", "char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"]) == ""
+    assert archives.model_folder([f"zht.model/{n}" for n in archives.MODEL_FILES]) == "zht.model"
+    with pytest.raises(archives.ConversionError, match="no ELMoForManyLangs model in it"):
+        archives.model_folder(["a/b/config.json", "a/b/encoder.pkl"])
 
 
 def test_a_folder_or_a_preset(tmp_path, capsys):
@@ -182,7 +182,7 @@ def test_an_archive_that_expands_past_what_model_files_do_is_refused_unpacked(mi
     """A 20 MB member deflated to about 20 KB (a 1.6 MB archive held 1.5 GB): refused before anything is unpacked."""
     serve_zip(tmp_path, 136, {"136/encoder.pkl": bytes(20_000_000)})
     line = refused_in_one_line(tmp_path, "ar", "its member '136/encoder.pkl' expands")
-    assert f"over the {presets.MAX_EXPANSION} times a model file can" in line
+    assert f"over the {archives.MAX_EXPANSION} times a model file can" in line
 
 
 @pytest.mark.parametrize("member", ["../escaped.txt", "136/../../escaped.txt", "/tmp/escaped.txt", "C:/escaped.txt"])
@@ -277,4 +277,4 @@ def test_a_tar_that_expands_past_what_model_files_do_is_refused_unpacked(mirror,
         member = tarfile.TarInfo("zhs.model/padding.bin")
         member.size = 20_000_000
         archive.addfile(member, io.BytesIO(bytes(member.size)))
-    refused_in_one_line(tmp_path, "zh-hans", f"over {presets.MAX_EXPANSION} times its size")
+    refused_in_one_line(tmp_path, "zh-hans", f"over {archives.MAX_EXPANSION} times its size")
