@@ -22,7 +22,6 @@ BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 BUCKET_URLS = (BASE_URL, "https://allennlp.s3.amazonaws.com/models/elmo")  # AllenNLP 0.x's and 1.x/2.x's spellings
 URL_VARIABLE = "ELMO_TRANSFORMERS_ALLENNLP_URL"
 LICENSE = "apache-2.0"  # AllenNLP publishes its code and these ELMo weights under the Apache License 2.0
-FILE_KEYS = ("options", "weights", "softmax", "vocab")
 # The argument of conversion.allennlp.convert (the command's flag) that takes each file when it is given by hand.
 ARGUMENTS = {"options": "options_path", "weights": "weights_path", "softmax": "softmax_path", "vocab": "vocab_path"}
 
