@@ -19,7 +19,7 @@ from huggingface_hub import constants
 from safetensors.numpy import load_file
 
 from elmo_transformers.cli import main
-from elmo_transformers.conversion import presets
+from elmo_transformers.conversion import archives, download, presets
 from elmo_transformers.conversion.presets import EFML_PRESETS
 
 MODEL = FIXTURES / "efml-cjk" / "model"
@@ -61,7 +61,7 @@ def mirror(tmp_path, monkeypatch):
     monkeypatch.setenv(presets.HITSCIR_URL_VARIABLE, url)
     monkeypatch.setattr("huggingface_hub.utils._cache_assets.HF_ASSETS_CACHE", str(tmp_path / "hf-home" / "assets"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     monkeypatch.setitem(sys.modules["huggingface_hub.utils.tqdm"].progress_bar_states, "_global", False)
     yield handler
     server.shutdown()
@@ -132,10 +132,10 @@ def test_a_missing_file_on_the_mirror_is_named(mirror, tmp_path):
 
 
 def test_archive_layouts(tmp_path):
-    assert presets.model_folder(["config.json", "char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"]) == ""
-    assert presets.model_folder([f"zht.model/{n}" for n in presets.MODEL_FILES]) == "zht.model"
-    with pytest.raises(presets.ConversionError, match="no ELMoForManyLangs model in it"):
-        presets.model_folder(["a/b/config.json", "a/b/encoder.pkl"])
+    assert archives.model_folder(["config.json", "char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"]) == ""
+    assert archives.model_folder([f"zht.model/{n}" for n in archives.MODEL_FILES]) == "zht.model"
+    with pytest.raises(archives.ConversionError, match="no ELMoForManyLangs model in it"):
+        archives.model_folder(["a/b/config.json", "a/b/encoder.pkl"])
 
 
 def test_a_folder_or_a_preset(tmp_path, capsys):
@@ -182,7 +182,7 @@ def test_an_archive_that_expands_past_what_model_files_do_is_refused_unpacked(mi
     """A 20 MB member deflated to about 20 KB (a 1.6 MB archive held 1.5 GB): refused before anything is unpacked."""
     serve_zip(tmp_path, 136, {"136/encoder.pkl": bytes(20_000_000)})
     line = refused_in_one_line(tmp_path, "ar", "its member '136/encoder.pkl' expands")
-    assert f"over the {presets.MAX_EXPANSION} times a model file can" in line
+    assert f"over the {archives.MAX_EXPANSION} times a model file can" in line
 
 
 @pytest.mark.parametrize("member", ["../escaped.txt", "136/../../escaped.txt", "/tmp/escaped.txt", "C:/escaped.txt"])
@@ -229,13 +229,13 @@ def test_a_model_that_does_not_convert_is_not_kept_and_a_fixed_mirror_is_downloa
 def test_an_archive_must_fit_in_the_space_free(mirror, tmp_path, monkeypatch):
     usage = shutil.disk_usage(tmp_path)
     small = usage._replace(free=1000)
-    monkeypatch.setattr(presets.shutil, "disk_usage", lambda path: small)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: small)
     code, err = convert("--preset", "ja", "--output", tmp_path / "out")
     assert code == 1 and "bytes do not fit in the 1,000 free on the cache's disk" in err, err
     assert kept(tmp_path, "ja") == []
     # Downloaded, then unpacking does not fit: the archive is kept (it is the published one) for after the room made.
     sizes = iter([usage, small])
-    monkeypatch.setattr(presets.shutil, "disk_usage", lambda path: next(sizes, usage))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: next(sizes, usage))
     code, err = convert("--preset", "ja", "--output", tmp_path / "out")
     assert code == 1 and "bytes and its disk has 1,000 free: make room, or set HF_HOME" in err, err
     assert kept(tmp_path, "ja") == ["160.zip", "160.zip.source"]
@@ -277,4 +277,4 @@ def test_a_tar_that_expands_past_what_model_files_do_is_refused_unpacked(mirror,
         member = tarfile.TarInfo("zhs.model/padding.bin")
         member.size = 20_000_000
         archive.addfile(member, io.BytesIO(bytes(member.size)))
-    refused_in_one_line(tmp_path, "zh-hans", f"over {presets.MAX_EXPANSION} times its size")
+    refused_in_one_line(tmp_path, "zh-hans", f"over {archives.MAX_EXPANSION} times its size")

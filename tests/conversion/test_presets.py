@@ -29,7 +29,7 @@ from tolerance import assert_close_to_reference
 
 from elmo_transformers import ElmoEmbedder
 from elmo_transformers.cli import main
-from elmo_transformers.conversion import presets
+from elmo_transformers.conversion import download, presets
 from elmo_transformers.conversion.presets import BASE_URL, PRESETS
 from elmo_transformers.errors import ConversionError
 
@@ -120,7 +120,7 @@ def bucket(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 0.5)
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.5)
-    monkeypatch.setattr(presets, "RETRY_WAIT", 0.0)
+    monkeypatch.setattr(download, "RETRY_WAIT", 0.0)
     monkeypatch.setitem(sys.modules["huggingface_hub.utils.tqdm"].progress_bar_states, "_global", False)  # no bars
     yield url, handler
     handler.closing.set()
@@ -305,10 +305,10 @@ def test_a_server_that_hangs_trickles_or_cuts_ends_in_one_line(bucket, publish_f
         file = PRESETS["medium"].files(with_lm=False)["weights"]
     assert line.startswith(f"error: cannot download {url}/{file} ({reason}")
     flag = "--options" if file.endswith(".json") else "--weights"
-    assert line.endswith(f"{presets.ATTEMPTS} attempts in a row brought no new data): download it yourself and give "
+    assert line.endswith(f"{download.ATTEMPTS} attempts in a row brought no new data): download it yourself and give "
                          f"its path as {flag}, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
     tries = [request for request in handler.requests if request[1] == f"/elmo/{file}"]
-    assert len(tries) <= 2 * (presets.ATTEMPTS + 1), tries
+    assert len(tries) <= 2 * (download.ATTEMPTS + 1), tries
     assert not (tmp_path / "out").exists()
     assert not [f for f in cache_files(tmp_path) if f.endswith((".hdf5", ".incomplete"))], cache_files(tmp_path)
     handler.serve = {}  # the server mended: a rerun downloads again and succeeds
