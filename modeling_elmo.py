@@ -463,14 +463,14 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
                     self.config.problem_type = "multi_label_classification"
             batch = (logits.shape[0],)
             if self.config.problem_type == "regression":
-                if not torch.is_tensor(labels) or labels.is_complex() or labels.numel() != logits.shape[0]:
+                if labels.is_complex() or labels.numel() != logits.shape[0]:
                     raise ValueError(f"regression labels must be a tensor of one number per text {list(batch)}")
                 loss = F.mse_loss(logits.squeeze(-1).float(), labels.float().view(-1))
             elif self.config.problem_type == "single_label_classification":
                 check_class_ids(labels, self.num_labels, batch, "[batch]")
                 loss = F.cross_entropy(logits.float(), labels.view(-1).long())
             else:
-                if not (torch.is_tensor(labels) and labels.shape == logits.shape and not labels.is_complex()
+                if not (labels.shape == logits.shape and not labels.is_complex()
                         and ((labels >= 0) & (labels <= 1)).all()):
                     raise ValueError(f"multi-label labels must be a tensor {list(logits.shape)} of values in [0, 1]")
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
