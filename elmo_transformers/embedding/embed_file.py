@@ -100,9 +100,9 @@ def dataset_shape(words, mode, config):
 def cpu_threads(threads, runtime):
     """Around a run of a PyTorch model: torch's threads set to `threads` (default: the CPUs free to this process
     now, `runtime.threads.free_cpus`, unless OMP_NUM_THREADS is set), and back afterwards. Yields the count the
-    model runs with (an exported graph's is onnxruntime's, set when it loads)."""
+    model runs with (None for an exported graph, whose onnxruntime threads are set when it loads)."""
     if runtime != "torch":
-        yield threads
+        yield None
         return
     import torch
 
@@ -160,7 +160,8 @@ def embed_file(model, input_file, output_file_path, output_format="all", batch_s
                         "resume by: save it (save_pretrained) and embed with its folder", arguments=["resume"])
     embedder = given or ElmoEmbedder(model, device=device, dtype=dtype, runtime=runtime, threads=threads)
     run_traits = traits(embedder.model)
-    with cpu_threads(threads, run_traits.runtime) as report.threads:
+    with cpu_threads(threads, run_traits.runtime) as torch_threads:
+        report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
         report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
         report.device = str(getattr(embedder.model, "device", "cpu"))
         _run(embedder, report, started_at, input_file, output, output_format, batch_size, batch_words,

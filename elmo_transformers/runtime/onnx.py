@@ -108,7 +108,9 @@ class OnnxElmoModel:
             self.config = source.options()
         self.device = "cpu"
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads or intra_op_threads(), 1
+        self.threads = threads or intra_op_threads()
+        options.intra_op_num_threads, options.inter_op_num_threads = self.threads, 1
+        options.log_severity_level = 3  # errors only: its graph optimiser's notes ("Removing initializer") are not ours
         path = os.path.join(self.folder, GRAPH_FILES[0])
         try:
             self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
