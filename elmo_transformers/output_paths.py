@@ -43,6 +43,13 @@ import filelock
 from .errors import ModelError, OutputError, OutputExistsError
 
 
+def disk_hint(number):
+    """What a write's errno says of the disk, for its one-line message."""
+    return {errno.ENOSPC: " (the disk is full)", errno.EDQUOT: " (the disk quota is reached)",
+            errno.EFBIG: " (a file-size limit is reached: ulimit -f)", errno.EROFS: " (a read-only file system)"}.get(
+        number, "")
+
+
 def check_output_apart(output, inputs):
     """Raise OutputError naming the overlap if `output` is, contains or sits inside one of `inputs` (paths; None,
     "-" and paths that do not exist are skipped)."""
@@ -227,8 +234,7 @@ def write_folder_atomically(write, output, overwrite=False):
                     os.rename(old, output)
                 raise
         except OSError as e:
-            hint = " (is the disk full?)" if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
-            raise OutputError(f"{output}: cannot write it: {e.strerror or e}{hint}", output) from e
+            raise OutputError(f"{output}: cannot write it: {e.strerror or e}{disk_hint(e.errno)}", output) from e
         except Exception as e:
             if type(e).__name__ != "SafetensorError":  # safetensors reports failed writes (disk full) with its own type
                 raise

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import signal
 import sys
+import threading
 import traceback
 
 DEBUG_VARIABLE = "ELMO_TRANSFORMERS_DEBUG"  # set to 1: a one-line error also prints the traceback behind it
@@ -64,19 +65,46 @@ def option(flag, value):
         raise
 
 
+STOPPING_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")  # what stops a command as Ctrl+C does
+
+
+class Interrupted(KeyboardInterrupt):
+    """The signal `signum` stopped the command (Ctrl+C is SIGINT; a `kill` or a job scheduler's stop, SIGTERM; a
+    closed terminal, SIGHUP); its message names it, so that a user can tell which."""
+
+    def __init__(self, signum):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def name(self):
+        return "Ctrl+C (SIGINT)" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+
+
 @contextlib.contextmanager
-def sigterm_as_interrupt():
-    """Inside, SIGTERM stops the command as Ctrl+C does (KeyboardInterrupt), so that what it made is cleaned up
-    (`finally`, atexit) instead of the process dying where it stands."""
+def signals_as_interrupts():
+    """Inside, each of STOPPING_SIGNALS stops the command as Ctrl+C does (an `Interrupted`, a KeyboardInterrupt), so
+    that what it made is cleaned up (`finally`, atexit) instead of the process dying where it stands. (Only the main
+    thread may set signal handlers: elsewhere nothing changes.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
     def interrupted(signum, frame):
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupted)
+    previous = {number: signal.signal(number, interrupted)
+                for number in (getattr(signal, name, None) for name in STOPPING_SIGNALS) if number is not None}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def interruption(error):
+    """How `error` (a KeyboardInterrupt) stopped the command, for its message: the signal's name."""
+    return error.name if isinstance(error, Interrupted) else "Ctrl+C (SIGINT)"
 
 
 # The library arguments whose flag is not their name (convert's files).
@@ -155,14 +183,15 @@ def main(argv=None):
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     use_deadlines()  # no Hub call of a command waits for ever
     try:
-        with flags_in_log_messages():
+        with flags_in_log_messages(), signals_as_interrupts():
             result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
         print_traceback_when_debugging()
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C; a command that keeps partial work for a rerun says so itself (embed)
+    except KeyboardInterrupt as e:  # a command that keeps partial work for a rerun says so itself (embed)
         print_traceback_when_debugging()
-        print(f"\ninterrupted: elmo-transformers {argv[0]} stopped before it finished", file=sys.stderr)
+        print(f"\ninterrupted by {interruption(e)}: elmo-transformers {argv[0]} stopped before it finished",
+              file=sys.stderr)
         return 130
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

@@ -22,7 +22,7 @@ import sys
 
 from ..errors import UserError
 from ..models import DEFAULT_MODEL
-from . import option, sigterm_as_interrupt
+from . import option
 
 
 def main(argv=None):
@@ -118,5 +118,4 @@ def launch(page, host, port, options):
     except OSError as e:  # taken between check_port and here
         raise UserError(f"cannot serve on {host}:{port} ({e}): give another --port") from None
     print(f"ELMo demo page: {page.local_url} (Ctrl+C stops it)", flush=True)
-    with sigterm_as_interrupt():  # Gradio closes the server on either; then its temporary folder is removed
-        page.block_thread()
+    page.block_thread()  # SIGTERM stops it as Ctrl+C does (cli.main): Gradio closes the server, its folder goes

@@ -1,5 +1,5 @@
-"""`elmo-transformers embed`: a text file's ELMo vectors into HDF5 (the rules:
-`elmo_transformers.embedding.embed_file`)."""
+"""`elmo-transformers embed`: a text file's ELMo vectors into HDF5 or Parquet (`embedding.embed_file` runs it; its
+rules are docs/embedding-files.md's)."""
 
 import argparse
 import os
@@ -8,12 +8,24 @@ import time
 
 from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, OUTPUT_DTYPES, RUNTIMES
 from ..models import DEFAULT_MODEL
-from . import module_doc, option
+from . import interruption, option
+
+
+DESCRIPTION = """Write the ELMo vectors of a text file, one sentence a line (or a column of a JSON lines, CSV
+or Parquet file: --text-column), as AllenNLP's `allennlp elmo` writes them: an HDF5 file with one dataset a line,
+keyed by the line's number from 0, and `sentence_to_index`; or, with --format parquet, a folder of Parquet files
+that `datasets.load_dataset("parquet", data_dir=OUTPUT)` reads, one row a line. --all keeps every biLM layer,
+--top the top one, --average their mean.
+
+A run that is interrupted (Ctrl+C, a kill, a full disk) keeps its finished lines in OUTPUT.partial: run the same
+command again with --resume. A line longer than --max-sentence-words is embedded in windows that carry the LSTM's
+state. Under torchrun or accelerate launch (-m elmo_transformers embed ...) the processes share the work.
+
+The rules, limits and figures: docs/embedding-files.md in the project."""
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers embed",
-                                     description=module_doc("elmo_transformers.embedding.embed_file"),
+    parser = argparse.ArgumentParser(prog="elmo-transformers embed", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", help="text file, one sentence per line, split into words as the model's tokenizer "
                         "splits raw text (white space, or its segmenter: jieba, fugashi...) (- for stdin)")
@@ -39,21 +51,22 @@ def main(argv=None):
                         help="padded words per forward pass (lines x the longest line's words; lines go in length "
                         f"order): default {BATCH_WORDS['cpu']} on the CPU, {BATCH_WORDS['accelerator']} on a GPU")
     parser.add_argument("--threads", type=int,
-                        help="CPU threads of the model (default: the CPUs free to this process now, from its "
-                        "affinity, its cgroup quota and the load average; OMP_NUM_THREADS where set)")
+                        help="CPU threads of the model (default: the CPUs free to this process now, as the machine's "
+                        "load and this process's CPU limits allow; OMP_NUM_THREADS where set); at most this machine's "
+                        "CPUs")
     parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
                         help="longer lines are embedded in stateful windows of this many words (default 1000)")
     parser.add_argument("--dtype", choices=DTYPE_NAMES,
-                        help="compute dtype (default float32; an exported ONNX folder's is the one it was exported "
-                        "in); outputs are float32. int8: int8 LSTM weights on the CPU, the fastest there; its vectors "
-                        "stay within the int8 rule (cosine to float32 on the default model: median >= 0.999, 1st "
-                        "percentile >= 0.99; docs/speed.md). bfloat16 pays on CPUs with native bf16 and on GPUs")
+                        help="compute dtype (default: the model's, float32; an exported ONNX folder's is the one it "
+                        "was exported in); the vectors are written in --output-dtype. int8: int8 LSTM weights on the "
+                        "CPU, the fastest there, its vectors within the int8 rule (docs/speed.md). bfloat16 pays on "
+                        "CPUs with native bf16 and on GPUs")
     parser.add_argument("--runtime", choices=RUNTIMES,
                         help="torch (the default for a PyTorch folder), or onnxruntime: the model's ONNX export, made "
                         "on first use in the Hugging Face cache and reused (--dtype float32 or int8); an exported "
                         "folder always runs in onnxruntime")
     parser.add_argument("--device",
-                        help="torch device (default: the process's accelerator as accelerate picks it, else cpu)")
+                        help="torch device (default: the process's accelerator, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     parser.add_argument("--quiet", action="store_true",
@@ -75,11 +88,12 @@ def main(argv=None):
                                 file_format=args.format, text_column=args.text_column,
                                 output_dtype=args.output_dtype, dtype=args.dtype, device=args.device,
                                 runtime=args.runtime, threads=args.threads)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         run = PartialRun(os.path.abspath(args.output), args.format)
         kept = run.finished_lines()
-        print(f"\ninterrupted: the {kept:,} finished lines are kept in {run.folder}; rerun with --resume" if kept
-              else "\ninterrupted before any line was finished: nothing is kept", file=sys.stderr)
+        by = f"interrupted by {interruption(e)}"
+        print(f"\n{by}: the {kept:,} finished lines are kept in {run.folder}; rerun with --resume" if kept
+              else f"\n{by} before any line was finished: nothing is kept", file=sys.stderr)
         return 130
     if report.main_process and not args.quiet:
         print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)

@@ -12,7 +12,7 @@ from huggingface_hub import get_token
 from ..errors import UserError
 from ..model_folder import check_hub_id, open_model
 from ..output_paths import check_output_apart
-from . import import_package, module_doc, option, sigterm_as_interrupt
+from . import import_package, module_doc, option
 
 
 def main(argv=None):
@@ -67,31 +67,31 @@ def main(argv=None):
     import_package()
     from ..hub import push as hub
 
-    with sigterm_as_interrupt():  # SIGTERM, like Ctrl+C, removes the temporary folder
-        staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
-        kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
-        try:
-            if args.space:
-                result = push_space(args, staging)
-                kept = args.dry_run
-                return result
-            files = hub.build_upload_folder(
-                args.model_dir, staging, args.repo_id, license=args.license or "apache-2.0", language=args.language,
-                datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
-                eval_dataset=args.eval_dataset,
-            )
-            print(hub.check_loads(staging), file=sys.stderr)
-            if args.dry_run:
-                print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
-                print("\n".join(f"  {name}" for name in files))
-                kept = True
-                return 0
-            url = hub.upload(staging, args.repo_id, args.private)
-            print(f"uploaded {len(files)} files to {url}")
+    # SIGTERM, like Ctrl+C, removes the temporary folder (cli.main turns it into KeyboardInterrupt)
+    staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
+    try:
+        if args.space:
+            result = push_space(args, staging)
+            kept = args.dry_run
+            return result
+        files = hub.build_upload_folder(
+            args.model_dir, staging, args.repo_id, license=args.license or "apache-2.0", language=args.language,
+            datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
+            eval_dataset=args.eval_dataset,
+        )
+        print(hub.check_loads(staging), file=sys.stderr)
+        if args.dry_run:
+            print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
+            print("\n".join(f"  {name}" for name in files))
+            kept = True
             return 0
-        finally:
-            if not kept and not args.staging_dir:  # only the temporary folder push made itself
-                shutil.rmtree(staging, ignore_errors=True)
+        url = hub.upload(staging, args.repo_id, args.private)
+        print(f"uploaded {len(files)} files to {url}")
+        return 0
+    finally:
+        if not kept and not args.staging_dir:  # only the temporary folder push made itself
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def push_space(args, staging):

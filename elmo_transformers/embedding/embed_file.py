@@ -11,6 +11,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 
 import numpy as np
@@ -19,11 +20,12 @@ from tqdm import tqdm
 from ..errors import DataError, UnfinishedRunError, UserError
 from ..runtime import process_state, traits
 from .batches import WordRows, Writer, in_background, work_units
-from .defaults import BATCH_WORDS, FILE_FORMATS, MAX_SENTENCE_WORDS, MODES, OUTPUT_DTYPES
+from .defaults import BATCH_WORDS, FILE_FORMATS, MAX_BATCH_WORDS, MAX_SENTENCE_WORDS, MODES, OUTPUT_DTYPES
 from .inputs import count_words, input_name, line_words, read_lines, text_sha256
 from .partial_run import FORMAT, PartialRun, check_paths, covered
 
 FULL_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a disk, a quota or a file-size limit that is full
+MANY_LINES = 100_000  # from here on, making the HDF5 layout takes long enough to say so
 
 
 @dataclass
@@ -62,14 +64,23 @@ class timed:
 
 
 def check_settings(output_format, batch_size, batch_words, max_sentence_words, file_format, output_dtype, threads):
-    """Refuse, before any work, a setting that cannot be used, naming it."""
+    """Refuse, before any work, a setting that cannot be used, naming it: each number within its bound (a batch's
+    memory grows with its padded words: MAX_BATCH_WORDS; more threads than CPUs only slow the LSTM's steps, and
+    tens of thousands crash the threading libraries)."""
     if output_format not in MODES:
         raise DataError(f"{{output_format}} {output_format!r:.50}: one of {', '.join(MODES)}", output_format,
                         arguments=["output_format"])
-    for name, value in [("batch_size", batch_size), ("batch_words", batch_words), ("threads", threads),
-                        ("max_sentence_words", max_sentence_words)]:
+    cpus = os.cpu_count() or 1
+    for name, value, most, why in [
+        ("batch_size", batch_size, MAX_BATCH_WORDS, f"a batch holds at most {MAX_BATCH_WORDS:,} padded words"),
+        ("batch_words", batch_words, MAX_BATCH_WORDS, "the most a batch may hold (its memory grows with it)"),
+        ("threads", threads, cpus, f"this machine has {cpus} CPUs, and more threads only slow the LSTM"),
+        ("max_sentence_words", max_sentence_words, MAX_BATCH_WORDS, "the longest window a batch may hold"),
+    ]:
         if value is not None and (isinstance(value, bool) or not (isinstance(value, int) and value > 0)):
             raise DataError(f"{{{name}}} {value!r:.50}: must be a positive int", value, arguments=[name])
+        if value is not None and value > most:
+            raise DataError(f"{{{name}}} {value:,}: at most {most:,} ({why})", value, arguments=[name])
     if max_sentence_words is None:
         raise DataError("{max_sentence_words} None: must be a positive int", arguments=["max_sentence_words"])
     if batch_size is not None and batch_words is not None:
@@ -153,8 +164,11 @@ def embed_file(model, input_file, output_file_path, output_format="all", batch_s
         from ..model_folder import open_model
 
         model = open_model(model)
-    output = check_paths(input_file, output_file_path, overwrite, resume,
-                         given.source if given is not None else model.path, file_format)
+    output, finished = check_paths(input_file, output_file_path, overwrite, resume,
+                                   given.source if given is not None else model.path, file_format)
+    if finished:  # the interrupted run had computed every line: its OUTPUT is now in place
+        report.total = time.perf_counter() - started_at
+        return report
     if resume and given is not None and given.identity() is None:
         raise UserError("{resume}: this embedder's model was given already loaded, so nothing identifies it to "
                         "resume by: save it (save_pretrained) and embed with its folder", arguments=["resume"])
@@ -165,18 +179,21 @@ def embed_file(model, input_file, output_file_path, output_format="all", batch_s
         report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
         report.device = str(getattr(embedder.model, "device", "cpu"))
         _run(embedder, report, started_at, input_file, output, output_format, batch_size, batch_words,
-             max_sentence_words, resume, progress, file_format, text_column, output_dtype)
+             max_sentence_words, overwrite, progress, file_format, text_column, output_dtype)
     report.total = time.perf_counter() - started_at
     return report
 
 
-def _run(embedder, report, started_at, input_file, output, mode, batch_size, batch_words, max_sentence_words, resume,
-         progress, file_format, text_column, output_dtype):
+def _run(embedder, report, started_at, input_file, output, mode, batch_size, batch_words, max_sentence_words,
+         overwrite, progress, file_format, text_column, output_dtype):
     """`embed_file` once its settings, paths and model are checked."""
     if batch_size is None and batch_words is None:
         batch_words = default_batch_words(embedder)
     run = PartialRun(output, file_format)
     lines = read_lines(input_file, text_column)
+    if not lines and file_format == "parquet":
+        raise DataError(f"{input_name(input_file)} has no lines: nothing to embed (`datasets` cannot read a Parquet "
+                        "folder of no rows)", input_file)
     counts = [count_words(line, embedder.tokenizer) for line in lines]
     check_windows(embedder, counts, max_sentence_words, input_file)
     settings = {
@@ -191,7 +208,8 @@ def _run(embedder, report, started_at, input_file, output, mode, batch_size, bat
         "max_sentence_words": max_sentence_words,
         **(embedder.identity() or {"identity": None}),
     }
-    if run.exists():
+    resumed = run.exists()
+    if resumed:
         run.check(settings)
     state = process_state(embedder.model)
     report.main_process = state.is_main_process
@@ -201,21 +219,27 @@ def _run(embedder, report, started_at, input_file, output, mode, batch_size, bat
         run.claim()
     try:
         if state.is_main_process and not run.exists():
+            if progress and file_format == "hdf5" and len(lines) >= MANY_LINES:
+                print(f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
+                      "first batch; --format parquet has no such step", file=sys.stderr)
             run.start(settings, lines, [dataset_shape(n, mode, embedder.model.config) for n in counts], output_dtype)
         state.wait_for_everyone()
-        run.open(state.process_index, lambda i: list(line_words(lines[i], embedder.tokenizer)))
+        words_of = partial(words_of_line, lines, embedder.tokenizer)
+        run.open(state.process_index, words_of)
+        units = work_units(counts, batch_size, max_sentence_words, batch_words)
+        if resumed:
+            run.check_progress(units, lines, words_of)
         done = run.progress()
         # Every process shares out the work left by what was done before any process adds to it: a process that read
         # the journals after another had written its first batch would share out a shorter list, and lines be lost.
         state.wait_for_everyone()
         report.load = time.perf_counter() - started_at
-        units = work_units(counts, batch_size, max_sentence_words, batch_words)
         _embed_lines(embedder, run, state, done, lines, counts, units, mode, max_sentence_words, progress, report,
                      output_dtype)
         run.close()
         state.wait_for_everyone()
         if state.is_main_process:
-            run.finish(counts)
+            run.finish(counts, overwrite)
         state.wait_for_everyone()
     except BaseException as error:
         run.close()
@@ -231,6 +255,11 @@ def _run(embedder, report, started_at, input_file, output, mode, batch_size, bat
     finally:
         if state.is_main_process:
             run.release()
+
+
+def words_of_line(lines, tokenizer, i):
+    """The words of line `i`, as `tokenizer` splits raw text (what the Parquet output stores beside its vectors)."""
+    return list(line_words(lines[i], tokenizer))
 
 
 def embed_long_line(embedder, run, line_number, line, window, mode, output_dtype, done):
@@ -252,11 +281,15 @@ def load_lstm_state(path, model):
     import torch
 
     like = next(model.parameters())
-    with np.load(path) as saved:
-        return tuple(
-            tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
-            for k in range(model.config.n_layers)
-        )
+    try:
+        with np.load(path) as saved:
+            return tuple(
+                tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
+                for k in range(model.config.n_layers)
+            )
+    except (OSError, ValueError, KeyError, EOFError):  # (np.load's errors for a cut or foreign file)
+        raise DataError(f"cannot resume: the window state {path} cannot be read: delete {os.path.dirname(path)} to "
+                        "start over") from None
 
 
 def _embed_lines(embedder, run, state, done, lines, counts, units, mode, max_sentence_words, progress, report,

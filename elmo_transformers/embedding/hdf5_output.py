@@ -14,12 +14,13 @@ import math
 import multiprocessing
 import os
 import shutil
+import signal
 
 import h5py
 import numpy as np
 
-from ..errors import OutputError
-from ..output_paths import check_file_output
+from ..errors import OutputError, OutputExistsError
+from ..output_paths import check_file_output, disk_hint
 
 
 class Hdf5Output:
@@ -83,8 +84,38 @@ class Hdf5Output:
         self.put(line, vectors, start)
         os.fdatasync(self.fd)
 
-    def finish(self):
-        os.replace(self.file, self.output)
+    def check_text(self, lines, words_of, damaged):
+        """Raise `damaged(what)` unless the file was made for `lines` (its `sentence_to_index`)."""
+        try:
+            with h5py.File(self.file, "r") as f:
+                index = f["sentence_to_index"][0]
+        except (OSError, KeyError, ValueError):
+            raise damaged(f"its {self.file} cannot be read") from None
+        index = index.decode("utf-8", "surrogatepass") if isinstance(index, bytes) else index
+        if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
+            raise damaged(f"its {self.file} holds the lines of another text than the input")
+
+    def pending(self):
+        """Whether the finished file is still here, not yet put in place."""
+        return os.path.exists(self.file)
+
+    def finish(self, overwrite):
+        """Put the file in place as OUTPUT: replacing it with `overwrite`, else only where nothing is there (a hard
+        link, which fails where a file appeared since the check, then the file's own name removed)."""
+        if overwrite:
+            os.replace(self.file, self.output)
+            return
+        try:
+            os.link(self.file, self.output)
+        except FileExistsError:
+            raise OutputExistsError(f"{self.output} exists (pass {{overwrite}} to replace it)", self.output) from None
+        except OSError:  # a file system without hard links
+            if os.path.lexists(self.output):
+                raise OutputExistsError(f"{self.output} exists (pass {{overwrite}} to replace it)",
+                                        self.output) from None
+            os.replace(self.file, self.output)
+            return
+        os.unlink(self.file)
 
 
 def output_bytes(lines, shapes, dtype):
@@ -122,7 +153,7 @@ def create_output(path, lines, shapes, dtype):
         if failure == "it died":
             failure = f"the HDF5 writer died with exit code {child.exitcode}"
         if failure is not None:
-            raise OutputError(f"cannot make {path}: {failure} (is the disk full?)", path)
+            raise OutputError(f"cannot make {path}: {failure} (is the disk full, or a file-size limit reached?)", path)
         fd = os.open(temporary, os.O_RDWR)
         try:
             try:
@@ -135,7 +166,7 @@ def create_output(path, lines, shapes, dtype):
             os.close(fd)
         os.replace(temporary, path)
     except OSError as e:
-        raise OutputError(f"cannot make {path}: {e.strerror or e} (is the disk full?)", path) from None
+        raise OutputError(f"cannot make {path}: {e.strerror or e}{disk_hint(e.errno)}", path) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
@@ -143,9 +174,21 @@ def create_output(path, lines, shapes, dtype):
             child.kill()
 
 
+def die_with_parent():
+    """Have the kernel kill this (child) process when its parent dies (Linux's PR_SET_PDEATHSIG), so that a parent
+    killed with `kill -9` leaves no child writing a file the next run would meet."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
 def _write_layout(send, path, lines, shapes, dtype):
     """`create_output`'s HDF5 part, in the child process: sends None when done, or the error's first line (h5py's
     own noise is silenced)."""
+    die_with_parent()
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     try:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)

@@ -59,26 +59,55 @@ def stripped_lines(file, name):
     return lines
 
 
+def table_kind(source):
+    """"json", "csv" or "parquet" for a path whose name says it is such a table, else None."""
+    if not isinstance(source, (str, os.PathLike)) or source == "-":
+        return None
+    return TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
+
+
+def read_table(source, kind):
+    """The pyarrow table of the file `source` of `kind` (pyarrow's readers, those of `datasets`): a JSON line of any
+    length, quoted line breaks in CSV values; one line naming what cannot be read."""
+    import pyarrow as pa
+    import pyarrow.csv
+    import pyarrow.json
+    import pyarrow.parquet
+
+    try:
+        if kind == "json":  # a block must hold the longest line (pyarrow's default is 1 MB)
+            block = max(1 << 20, min(os.path.getsize(source) + 1, 1 << 30))
+            return pyarrow.json.read_json(str(source), read_options=pyarrow.json.ReadOptions(block_size=block))
+        if kind == "csv":
+            return pyarrow.csv.read_csv(str(source), parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True))
+        return pyarrow.parquet.read_table(str(source))
+    except (pa.ArrowException, OSError) as e:
+        reason = str(e).splitlines()[0]
+        if "UTF8" in reason or "UTF-8" in reason:
+            reason = "it is not UTF-8 text: convert it, e.g. with `iconv -f ENCODING -t UTF-8`"
+        raise DataError(f"{source}: cannot read it as {kind}: {reason}", source) from None
+
+
 def read_column(source, column):
-    """The stripped texts of column `column` of a JSON lines, CSV or Parquet file (pyarrow's readers, those of
-    `datasets`), a missing value as a blank line."""
-    kind = TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
+    """The stripped texts of column `column` of a JSON lines, CSV or Parquet file, a missing value as a blank line
+    (a categorical column, dictionary-encoded, by its values)."""
+    kind = table_kind(source)
     if kind is None:
         raise DataError(f"{source}: {{text_column}} reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
                         "(.parquet) file; a text file is read one sentence a line without it", source,
                         arguments=["text_column"])
     import pyarrow as pa
 
-    reader = {"json": "pyarrow.json:read_json", "csv": "pyarrow.csv:read_csv",
-              "parquet": "pyarrow.parquet:read_table"}[kind].split(":")
-    try:
-        table = getattr(__import__(reader[0], fromlist=[reader[1]]), reader[1])(str(source))
-    except (pa.ArrowException, OSError) as e:
-        raise DataError(f"{source}: cannot read it as {kind}: {str(e).splitlines()[0]}", source) from None
+    table = read_table(source, kind)
     if column not in table.column_names:
         raise DataError(f"{column}: no such column in {source} (it has {', '.join(table.column_names)})", column,
                         arguments=["text_column"])
     values = table.column(column)
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):  # pyarrow's CSV reader, not UTF-8
+        raise DataError(f"{column}: the column of {source} is not UTF-8 text: convert the file, e.g. with `iconv -f "
+                        "ENCODING -t UTF-8`", column, arguments=["text_column"])
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
         raise DataError(f"{column}: the column of {source} holds {values.type}, not text", column,
                         arguments=["text_column"])
@@ -91,6 +120,15 @@ def read_lines(source, text_column=None):
     column of a JSON lines, CSV or Parquet file, one a line."""
     if text_column is not None:
         return read_column(source, text_column)
+    kind = table_kind(source)
+    if kind is not None:  # a table read as text would embed its markup (`{"id":`, commas) as words
+        try:
+            columns = read_table(source, kind).column_names
+        except DataError:
+            columns = None  # not such a table after all: text with that name
+        if columns is not None:
+            raise DataError(f"{source} is a {kind} file (its columns: {', '.join(columns)}): give {{text_column}} "
+                            "to embed one of them, one row a line", source, arguments=["text_column"])
     try:
         if hasattr(source, "read"):
             lines = stripped_lines(source, input_name(source))

@@ -11,6 +11,7 @@ with no assembly step, and the folder is renamed into OUTPUT_DIR once every line
 is one file of its own, written when its last window is done: an interrupted run starts that line again. Imports no
 torch."""
 
+import errno
 import json
 import os
 import shutil
@@ -22,20 +23,29 @@ from ..output_paths import write_file_atomically
 
 
 def check_folder_output(output, overwrite):
-    """Refuse, before any work, an OUTPUT_DIR that cannot be written: a file, a missing parent folder, or an existing
-    folder (with `overwrite`, only one that holds nothing but Parquet files: an earlier output)."""
+    """Refuse, before any work, an OUTPUT_DIR that cannot be written: a file, a symbolic link (never replaced), a
+    missing parent folder, or an existing folder (with `overwrite`, only one that holds nothing but Parquet files, as
+    regular files: an earlier output; a folder named `*.parquet`, Spark's and Dask's layout, is not one)."""
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
+    if os.path.islink(output):
+        raise OutputError(f"{output} is a symbolic link: give the real folder (links are never replaced)", output)
     if os.path.lexists(output) and not os.path.isdir(output):
         raise OutputError(f"{output} is a file: give the path of a folder for the Parquet files", output)
     if os.path.isdir(output):
         if not overwrite:
             raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
-        others = [name for name in os.listdir(output) if not name.endswith(".parquet")]
+        others = [name for name in os.listdir(output) if not (name.endswith(".parquet") and is_regular(output, name))]
         if others:
             raise OutputError(f"{output} holds {others[0]!r}, not only Parquet files: it is not an earlier output, "
                               "so it is not replaced; choose another folder", output)
+
+
+def is_regular(folder, name):
+    """Whether `name` in `folder` is a regular file (not a folder, not a link)."""
+    path = os.path.join(folder, name)
+    return os.path.isfile(path) and not os.path.islink(path)
 
 
 def nested(values, arrays, axis):
@@ -105,8 +115,8 @@ class ParquetOutput:
         table = table.replace_schema_metadata(
             {"huggingface": json.dumps({"info": {"features": features(vectors).to_dict()}})})
         write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"),
-                         lambda f: pq.write_table(table, f, compression="none", use_dictionary=False,
-                                                  write_statistics=False))
+                              lambda f: pq.write_table(table, f, compression="none", use_dictionary=False,
+                                                       write_statistics=False))
 
     def add_window(self, line, start, vectors):
         """Keep a long line's window; once the line is whole, its array (which the run stores as a batch of one
@@ -117,7 +127,32 @@ class ParquetOutput:
             return None
         return np.concatenate(self.pieces.pop(line), axis=-2)
 
-    def finish(self):
-        if os.path.isdir(self.output):  # checked before the run: an earlier output, nothing but Parquet files
+    def check_text(self, lines, words_of, damaged):
+        """Raise `damaged(what)` unless every file written so far holds the words of `lines` for its lines."""
+        import pyarrow.parquet as pq
+
+        for name in sorted(os.listdir(self.data)):
+            try:
+                table = pq.read_table(os.path.join(self.data, name), columns=["line", "words"]).to_pydict()
+            except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types
+                raise damaged(f"its {name} cannot be read as Parquet") from None
+            for line, words in zip(table["line"], table["words"]):
+                if not 0 <= line < len(lines) or words != words_of(line):
+                    raise damaged(f"its {name} holds line {line} of another text than the input")
+
+    def pending(self):
+        """Whether the finished files are still here, not yet put in place."""
+        return os.path.isdir(self.data)
+
+    def finish(self, overwrite):
+        """Put data/ in place as OUTPUT_DIR: an earlier output there is removed first (with `overwrite`, checked
+        again just before: nothing but Parquet files); the rename fails where a folder with files appeared since."""
+        if os.path.isdir(self.output) and overwrite:
             shutil.rmtree(self.output)
-        os.replace(self.data, self.output)
+        try:
+            os.rename(self.data, self.output)
+        except OSError as e:
+            if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                raise OutputExistsError(f"{self.output} exists (pass {{overwrite}} to replace it)",
+                                        self.output) from None
+            raise

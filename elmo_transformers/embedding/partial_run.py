@@ -2,43 +2,64 @@
 `parquet_output`), and the checks of INPUT and OUTPUT made before any work. It imports no torch, so that a run's
 paths are checked before the model and torch load."""
 
+import errno
 import json
 import os
 import shutil
+import stat
 
 import filelock
 import numpy as np
 
-from ..errors import DataError, UnfinishedRunError
+from ..errors import DataError, OutputExistsError, UnfinishedRunError
 from ..output_paths import abandoned_work, check_output_apart, hold_lock, release_lock, write_file_atomically
 from .hdf5_output import Hdf5Output
 from .parquet_output import ParquetOutput
 
 CHECK_WAIT = 1  # seconds: longer than another process's check holds the lock, far shorter than a run
+FINISHED = "finished.json"  # in OUTPUT.partial/: every line is done; left: putting OUTPUT in place, removing the folder
 FORMAT = 2  # run.json's "format": OUTPUT written in place (1, unnamed: batches in .npz files, assembled at the end)
 OUTPUTS = {"hdf5": Hdf5Output, "parquet": ParquetOutput}  # what `embed --format` writes
 
 
 def check_paths(source, output, overwrite, resume, model=None, file_format="hdf5"):
     """Everything about INPUT and OUTPUT (a file, or a folder for `file_format` "parquet") that can be wrong, found
-    before any work is done; `model` (its folder) is an input too. Returns the absolute path of OUTPUT."""
+    before any work is done; `model` (its folder) is an input too. Returns (the absolute path of OUTPUT, whether
+    `resume` found the run finished and completed it: nothing is left to do)."""
     if os.fspath(output) == "-":
         raise DataError("the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path "
                         "of the file to write, ./- for a file of that name")
     output = os.path.abspath(output)
     if isinstance(source, (str, os.PathLike)) and source != "-":
-        try:
-            open(source, "rb").close()
-        except OSError as e:
-            raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
+        check_readable(source)
     check_output_apart(output, [source, model])
-    OUTPUTS[file_format].check_output(output, overwrite)
     run = PartialRun(output, file_format)
+    if run.finished():  # a run killed after it finished: completed first, then OUTPUT is what it made
+        run.check_not_running()
+        run.complete_finished(overwrite)
+        if resume:
+            return output, True
+    OUTPUTS[file_format].check_output(output, overwrite)
     run.check_not_running()
     if run.exists() and not resume:
         raise UnfinishedRunError(f"{run.folder} holds an interrupted run: pass {{resume}} to continue it, or delete it",
                                  run.folder)
-    return output
+    return output, False
+
+
+def check_readable(source):
+    """Refuse an input path that cannot be read, without opening a stream (a FIFO): opening and closing one ends what
+    writes into it (SIGPIPE), and the run's own open would then wait for ever."""
+    try:
+        mode = os.stat(source).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(mode):
+            open(source, "rb").close()
+        elif not os.access(source, os.R_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as e:
+        raise OSError(f"cannot read the input {source}: {e.strerror or e}") from None
 
 
 class PartialRun:
@@ -49,7 +70,9 @@ class PartialRun:
     - `done-RANK.txt`: the journal of the process of rank RANK, one line of line numbers per batch, appended once
       the batch is on the disk (fsync): a line is finished when a journal names it;
     - `window-LINE-START-STOP.npz` (HDF5): the LSTM state after a window of a long line (whose vectors are in the
-      output), written to a temporary name and renamed once the window's vectors are on the disk.
+      output), written to a temporary name and renamed once the window's vectors are on the disk;
+    - `finished.json`: every line is done (written before OUTPUT is put in place): a run killed between that and
+      removing the folder is completed by the next command on the same OUTPUT (`complete_finished`).
     """
 
     def __init__(self, output, file_format="hdf5"):
@@ -105,8 +128,8 @@ class PartialRun:
         try:
             with open(path, encoding="utf-8") as f:
                 saved = json.load(f)
-        except ValueError as e:  # not JSON, not UTF-8
-            saved = e
+        except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested too deep
+            saved = ValueError(str(e).splitlines()[0] if str(e) else type(e).__name__)
         if not isinstance(saved, dict):
             reason = f"not valid JSON ({saved})" if isinstance(saved, ValueError) else "not a JSON object"
             raise DataError(f"cannot resume {self.folder}: its {path} is {reason}, so what it computed is unknown: "
@@ -126,20 +149,45 @@ class PartialRun:
                         f"{name}={new!r:.200} (use the first run's settings, or delete the folder to start over)"
                     )
 
+    def damaged(self, what):
+        return DataError(f"cannot resume {self.folder}: {what}, so what it computed is unknown: delete the folder to "
+                         "start over")
+
+    def journal_entries(self):
+        """The lines of each journaled batch, [[line, ...], ...], of every process's journal."""
+        entries = []
+        for name in sorted(os.listdir(self.folder)):
+            if name.startswith("done-") and name.endswith(".txt"):
+                with open(os.path.join(self.folder, name), "rb") as f:
+                    text = f.read()
+                for entry in text.split(b"\n")[:-1]:  # a last entry without its line break is not done
+                    try:
+                        entries.append([int(line) for line in entry.decode("ascii").split()])
+                    except ValueError:
+                        raise self.damaged(f"its journal {name} holds {entry[:40]!r}, not line numbers") from None
+        return entries
+
     def progress(self):
         """(set of the lines of finished batches, line -> sorted [(start, stop, path)] of long-line windows)."""
-        batches, windows = set(), {}
+        batches, windows = {line for entry in self.journal_entries() for line in entry}, {}
         for name in sorted(os.listdir(self.folder)):
-            path = os.path.join(self.folder, name)
-            if name.startswith("done-") and name.endswith(".txt"):
-                with open(path, encoding="ascii") as f:
-                    for entry in f.read().split("\n")[:-1]:  # a last entry without its line break is not done
-                        batches.update(map(int, entry.split()))
-            elif name.startswith("window-") and name.endswith(".npz"):
-                line, start, stop = (int(part) for part in name[len("window-") : -len(".npz")].split("-"))
-                windows.setdefault(line, []).append((start, stop, path))
+            if name.startswith("window-") and name.endswith(".npz"):
+                try:
+                    line, start, stop = (int(part) for part in name[len("window-") : -len(".npz")].split("-"))
+                except ValueError:
+                    raise self.damaged(f"it holds {name}, which is not the name of a window") from None
+                windows.setdefault(line, []).append((start, stop, os.path.join(self.folder, name)))
         return batches, windows
 
+    def check_progress(self, units, lines, words_of):
+        """Refuse to resume a folder whose journals name a batch this run does not make (`units`: its batches and
+        long lines), or whose output holds another text than `lines`: an edited or foreign folder would finish with
+        vectors never computed, or mix two texts' vectors in one output."""
+        made = {tuple(sorted(unit)) if isinstance(unit, list) else (unit,) for unit in units}
+        for entry in self.journal_entries():
+            if tuple(sorted(entry)) not in made:
+                raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
+        self.writer.check_text(lines, words_of, self.damaged)
     def finished_lines(self):
         """How many lines (and long lines begun) this folder keeps: 0 where there is none."""
         if not self.exists():
@@ -157,7 +205,7 @@ class PartialRun:
         """This process's journal, for appending; an entry cut short (a crash mid-write) is cut off first, so that
         the next entry does not run on from it."""
         path = os.path.join(self.folder, f"done-{rank}.txt")
-        self.journal = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        self.journal = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)  # (less the umask, as open's)
         with open(path, "rb") as f:
             entries = f.read()
         if entries and not entries.endswith(b"\n"):
@@ -194,16 +242,44 @@ class PartialRun:
         name = f"window-{line:09d}-{start:012d}-{start + vectors.shape[-2]:012d}.npz"
         write_file_atomically(os.path.join(self.folder, name), lambda f: np.savez(f, **state))
 
-    def finish(self, counts):
-        """OUTPUT, complete: the output renamed into place once every line is done, then the folder removed."""
+    def finish(self, counts, overwrite):
+        """OUTPUT, complete: once every line is done, marked finished (FINISHED), put in place and the folder removed;
+        OUTPUT is checked again first (something may have appeared there while the run worked: it is replaced only
+        under the rules of `overwrite`, as before the run)."""
         batches, windows = self.progress()
         missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
         if missing:
             raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with {{resume}}", self.folder)
-        self.writer.finish()
+        write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": bool(overwrite)}))
+        self._complete(overwrite)
+
+    def _complete(self, overwrite):
+        """Put the finished output in place (unless it is there already), then remove the folder."""
+        if self.writer.pending():
+            try:
+                self.writer.check_output(self.output, overwrite)
+                self.writer.finish(overwrite)
+            except OutputExistsError:
+                raise UnfinishedRunError(
+                    f"{self.output} appeared while the run worked: it is not replaced (pass {{overwrite}}); every "
+                    f"line is done and kept in {self.folder}: move {self.output} away and run again", self.folder
+                ) from None
         shutil.rmtree(self.folder)
 
+    def finished(self):
+        """Whether every line of this folder's run is done (FINISHED): what is left is putting OUTPUT in place."""
+        return os.path.isfile(os.path.join(self.folder, FINISHED))
 
+    def complete_finished(self, overwrite=False):
+        """Complete a run that was killed after it finished (FINISHED written, OUTPUT put in place or not, the folder
+        not removed), before a new command on the same OUTPUT checks it: that run's OUTPUT is put in place (by its
+        own `overwrite` rule, or this command's) and its folder removed."""
+        try:
+            with open(os.path.join(self.folder, FINISHED), encoding="utf-8") as f:
+                recorded = json.load(f).get("overwrite") is True
+        except (OSError, ValueError, AttributeError):
+            recorded = False
+        self._complete(overwrite or recorded)
 def covered(windows):
     """Words covered by a long line's windows, counting only an unbroken run from word 0."""
     end = 0

@@ -51,7 +51,8 @@ def test_ctrl_c_during_convert_is_one_line_and_leaves_nothing(tmp_path, capsys, 
     out = tmp_path / "converted" / "out"
     code, err = run(["convert", "allennlp", "--options", tiny / "options.json", "--weights", tiny / "weights.hdf5",
                      "--output", out], capsys)
-    assert (code, err.strip()) == (130, "interrupted: elmo-transformers convert stopped before it finished"), err
+    assert (code, err.strip()) == (
+        130, "interrupted by Ctrl+C (SIGINT): elmo-transformers convert stopped before it finished"), err
     assert os.listdir(tmp_path / "converted") == []
 
 

@@ -354,7 +354,8 @@ def test_the_timeout_variables_and_ctrl_c_in_a_command(bucket, tmp_path):
     interrupted.send_signal(signal.SIGINT)
     assert interrupted.wait(timeout=60) == 130
     last_line = interrupted.stderr.read().strip().splitlines()[-1]
-    assert last_line == "interrupted: elmo-transformers convert stopped before it finished"
+    assert last_line == "interrupted by Ctrl+C (SIGINT): elmo-transformers convert stopped before it " \
+                        "finished"
     options = SMALL["options"].split("/")[-1]
     assert cache_files(tmp_path) == [options, f"{options}.source"]  # the weights neither cached nor left half-done
 

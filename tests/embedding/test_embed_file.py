@@ -415,7 +415,7 @@ def test_a_file_size_limit_at_the_start_is_one_line_not_a_crash(tmp_path, tiny_m
     assert done.returncode == 1, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: cannot make {tmp_path / 'out.hdf5.partial' / 'output.hdf5'}: ") and \
-        last.endswith("(is the disk full?)"), last
+        last.endswith("(is the disk full, or a file-size limit reached?)"), last
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
 
@@ -728,14 +728,15 @@ def test_ctrl_c_before_the_first_batch_keeps_nothing_and_says_so(tmp_path, tiny_
 
     monkeypatch.setattr(embedder_module.ElmoEmbedder, "layers", ctrl_c)
     assert main(args) == 130
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "interrupted before any line was finished: nothing " \
-                                                               "is kept"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == ("interrupted by Ctrl+C (SIGINT) before any line was "
+                                                                "finished: nothing is kept")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
     monkeypatch.undo()
     interrupt_after(monkeypatch, "add_batch", 1)
     assert main(args) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"interrupted: the 2 finished lines are kept in {tmp_path / 'out.hdf5.partial'}; rerun with --resume")
+        f"interrupted by Ctrl+C (SIGINT): the 2 finished lines are kept in {tmp_path / 'out.hdf5.partial'}; rerun with "
+        "--resume")
 
 
 def test_float16_output_is_the_float32_vectors_rounded_once(tmp_path, tiny_model_dir):

@@ -1,0 +1,277 @@
+"""What a hostile round found in `embed` (issue 51): a FIFO as INPUT, a run killed after it finished, an OUTPUT that
+appears while a run works, folders that are not an earlier output, bounds on the numbers, hand-forged run state,
+tables given as text, the signal that stopped a run. Each test fails on the code before its fix."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import h5py
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import command, command_env, interrupt_after, one_line_error
+
+from elmo_transformers.cli.embed import main
+from elmo_transformers.embedding import partial_run
+
+LINES = [" ".join(["w"] * n) for n in range(1, 13)]
+
+
+def write_input(tmp_path, lines=LINES, name="input.txt"):
+    source = tmp_path / name
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return source
+
+
+def args_of(tmp_path, model_dir, output="out.hdf5", *flags):
+    return [str(write_input(tmp_path)), str(tmp_path / output), "--model", str(model_dir), "--top",
+            "--batch-size", "2", "--quiet", *flags]
+
+
+def test_a_fifo_as_input_is_read_not_closed_under_its_writer(tmp_path, tiny_model_dir):
+    """The path check opened the FIFO and closed it: the writer died of SIGPIPE and the real open waited for ever."""
+    fifo = tmp_path / "lines"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("the cat sat\non the mat\n"), daemon=True)
+    writer.start()
+    done = subprocess.run(command("embed", fifo, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top", "--quiet"),
+                          env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with h5py.File(tmp_path / "o.hdf5") as f:
+        assert f["0"].shape == (3, 16) and f["1"].shape == (3, 16)
+
+
+@pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
+def test_a_run_killed_after_it_finished_is_completed_not_lost(tmp_path, tiny_model_dir, monkeypatch, file_format):
+    """Killed between putting OUTPUT in place and removing OUTPUT.partial: the next command completes it (the folder
+    goes, OUTPUT stays whole) instead of the recovery the messages pointed to deleting the complete output."""
+    output = "out" if file_format == "parquet" else "out.hdf5"
+    args = [*args_of(tmp_path, tiny_model_dir, output), "--format", file_format]
+    real_rmtree = shutil.rmtree
+
+    def killed(path, *a, **k):
+        if str(path).endswith(".partial"):
+            raise KeyboardInterrupt  # as a kill would stop it, between the rename and the removal
+        return real_rmtree(path, *a, **k)
+
+    monkeypatch.setattr(partial_run.shutil, "rmtree", killed)
+    assert main(args) == 130
+    monkeypatch.undo()
+    out = tmp_path / output
+    assert out.exists() and (tmp_path / f"{output}.partial" / partial_run.FINISHED).exists()
+    before = sorted((p.name, p.read_bytes()) for p in (out.iterdir() if out.is_dir() else [out]))
+    message = one_line_error(args)  # completed, then the usual rule: an existing OUTPUT needs --overwrite
+    assert message.endswith("exists (pass --overwrite to replace it)"), message
+    assert not (tmp_path / f"{output}.partial").exists()
+    assert sorted((p.name, p.read_bytes()) for p in (out.iterdir() if out.is_dir() else [out])) == before
+    assert main([*args, "--resume", "--overwrite"]) == 0 and out.exists()
+
+
+@pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
+def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_model_dir, monkeypatch, file_format):
+    """A folder (or file) made at OUTPUT while the run worked was deleted at the end without --overwrite (Parquet) or
+    silently replaced (HDF5, two runs on one OUTPUT): now the run stops there, keeps every line for --resume, and
+    touches nothing it did not make."""
+    output = tmp_path / ("out" if file_format == "parquet" else "out.hdf5")
+    args = [*args_of(tmp_path, tiny_model_dir, output.name), "--format", file_format]
+    real_add = partial_run.PartialRun.add_batch
+
+    def someone_else_writes(self, arrays):
+        if not output.exists():
+            if file_format == "parquet":
+                (output / "sub").mkdir(parents=True)
+                (output / "notes.txt").write_text("mine")
+            else:
+                output.write_text("another run's file")
+        return real_add(self, arrays)
+
+    monkeypatch.setattr(partial_run.PartialRun, "add_batch", someone_else_writes)
+    message = one_line_error(args)
+    monkeypatch.undo()
+    assert "appeared while the run worked: it is not replaced" in message, message
+    if file_format == "parquet":
+        assert (output / "notes.txt").read_text() == "mine" and (output / "sub").is_dir()
+        shutil.rmtree(output)
+    else:
+        assert output.read_text() == "another run's file"
+        output.unlink()
+    assert main([*args, "--resume"]) == 0 and output.exists()
+
+
+def test_overwrite_never_deletes_a_folder_of_folders_named_parquet(tmp_path, tiny_model_dir):
+    """Spark's and Dask's layout: `part.parquet/` folders. --overwrite looked at top-level names only."""
+    output = tmp_path / "tables"
+    (output / "part-0.parquet").mkdir(parents=True)
+    (output / "part-0.parquet" / "data.bin").write_text("x")
+    message = one_line_error([*args_of(tmp_path, tiny_model_dir, "tables"), "--format", "parquet", "--overwrite"])
+    assert "holds 'part-0.parquet', not only Parquet files" in message
+    assert (output / "part-0.parquet" / "data.bin").read_text() == "x"
+    link = tmp_path / "link"
+    link.symlink_to(output)
+    message = one_line_error([*args_of(tmp_path, tiny_model_dir, "link"), "--format", "parquet", "--overwrite"])
+    assert "is a symbolic link: give the real folder" in message
+
+
+@pytest.mark.parametrize("flag, value, fragment", [
+    ("--threads", "100000", "--threads 100,000: at most"),
+    ("--threads", str(10**12), "at most"),
+    ("--batch-words", str(10**9), "--batch-words 1,000,000,000: at most 1,048,576"),
+    ("--batch-size", str(10**9), "--batch-size 1,000,000,000: at most 1,048,576"),
+])
+def test_numbers_beyond_their_bound_are_one_line(tmp_path, tiny_model_dir, flag, value, fragment):
+    """--threads 100000 crashed the interpreter (MemoryError, SIGSEGV); --batch-words 10**9 a 37 GiB MemoryError."""
+    message = one_line_error([*args_of(tmp_path, tiny_model_dir)[:-3], flag, value, "--quiet"])
+    assert fragment in message, message
+
+
+def interrupted(monkeypatch, args):
+    interrupt_after(monkeypatch, "add_batch", 2)
+    assert main(args) == 130
+    monkeypatch.undo()
+
+
+@pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
+def test_hand_forged_run_state_is_refused(tmp_path, tiny_model_dir, monkeypatch, file_format):
+    """A journal naming lines never computed finished with all-zero vectors for them; a run.json whose input hash
+    was edited mixed two texts' vectors in one output; damaged journals, window files and run.json gave tracebacks
+    (a deeply nested run.json, a RecursionError)."""
+    output = "out" if file_format == "parquet" else "out.hdf5"
+    args = [*args_of(tmp_path, tiny_model_dir, output), "--format", file_format]
+    folder = tmp_path / f"{output}.partial"
+    interrupted(monkeypatch, args)
+    journal = folder / "done-0.txt"
+    saved = journal.read_text()
+    journal.write_text(saved + "5 11\n")  # not a batch of this run
+    assert "its journals name lines [5, 11] as one batch" in one_line_error([*args, "--resume"])
+    journal.write_text(saved + "5 x\n")
+    assert "its journal done-0.txt holds" in one_line_error([*args, "--resume"])
+    journal.write_text(saved)
+    settings = json.loads((folder / "run.json").read_text())
+    other = write_input(tmp_path, [line + " more" for line in LINES], "other.txt")
+    settings["input_sha256"] = __import__("hashlib").sha256(
+        "".join(line + " more\n" for line in LINES).encode()).hexdigest()
+    (folder / "run.json").write_text(json.dumps(settings))
+    forged = [str(other), *args[1:], "--resume"]
+    assert "of another text than the input" in one_line_error(forged)
+    (folder / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert "its " in one_line_error([*args, "--resume"])
+
+
+def test_a_damaged_window_file_is_one_line(tmp_path, tiny_model_dir, monkeypatch):
+    source = write_input(tmp_path, ["w " * 30])
+    args = [str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--max-sentence-words", "8",
+            "--quiet"]
+    interrupt_after(monkeypatch, "add_window", 2)
+    assert main(args) == 130
+    monkeypatch.undo()
+    (window,) = sorted((tmp_path / "o.hdf5.partial").glob("window-*.npz"))[-1:]
+    window.write_bytes(b"not an npz")
+    assert "cannot be read" in one_line_error([*args, "--resume"])
+
+
+def test_journals_are_files_of_the_umask_not_executable(tmp_path, tiny_model_dir, monkeypatch):
+    previous = os.umask(0o022)
+    try:
+        interrupted(monkeypatch, args_of(tmp_path, tiny_model_dir))
+    finally:
+        os.umask(previous)
+    assert oct((tmp_path / "out.hdf5.partial" / "done-0.txt").stat().st_mode & 0o777) == "0o644"
+
+
+def test_the_signal_that_stopped_a_run_is_named(tmp_path, tiny_model_dir):
+    """Two runs printed "interrupted: ... stopped" with no Ctrl-C given: the message now says which signal."""
+    source = write_input(tmp_path, LINES * 400)
+    process = subprocess.Popen(command("embed", source, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top",
+                                       "--batch-size", "1"),
+                               env=command_env(OMP_NUM_THREADS="1"), stderr=subprocess.PIPE, text=True)
+    journal, deadline = tmp_path / "o.hdf5.partial" / "done-0.txt", time.monotonic() + 300
+    while not (journal.exists() and journal.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1].startswith("interrupted by SIGTERM: the "), stderr[-500:]
+
+
+def test_a_table_given_as_text_is_refused_naming_its_columns(tmp_path, tiny_model_dir):
+    """A JSON lines file without --text-column was embedded as raw JSON: line 0 became `{"id":`, `0,`, `"text":`."""
+    table = tmp_path / "reviews.jsonl"
+    table.write_text('{"id": 0, "text": "a fine film"}\n{"id": 1, "text": "dull"}\n')
+    message = one_line_error([str(table), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
+    assert message == (f"error: {table} is a json file (its columns: id, text): give --text-column to embed one of "
+                       "them, one row a line")
+
+
+def test_tables_pyarrow_reads_only_with_options(tmp_path, tiny_model_dir):
+    """A JSON line over pyarrow's 1 MB block, a CSV value with a line break, a categorical (dictionary-encoded)
+    Parquet column: read; a CSV that is not UTF-8: one line naming the cause."""
+    long_words = " ".join(["word"] * 250_000)  # about 1.25 MB
+    (tmp_path / "long.jsonl").write_text(json.dumps({"text": long_words}) + "\n" + json.dumps({"text": "b"}) + "\n")
+    (tmp_path / "quoted.csv").write_text('text,label\n"a line\nthat goes on",1\nb,0\n')
+    pq.write_table(pa.table({"text": pa.array(["a b", "c", "a b"]).dictionary_encode()}), tmp_path / "cat.parquet")
+    for name, lines in [("long.jsonl", 2), ("quoted.csv", 2), ("cat.parquet", 3)]:
+        assert main([str(tmp_path / name), str(tmp_path / f"{name}.hdf5"), "--model", str(tiny_model_dir), "--top",
+                     "--text-column", "text", "--max-sentence-words", "300000", "--quiet"]) == 0, name
+        with h5py.File(tmp_path / f"{name}.hdf5") as f:
+            assert len(f) - 1 == lines
+    (tmp_path / "latin1.csv").write_bytes("text\ncaf\xe9\n".encode("latin-1"))
+    message = one_line_error([str(tmp_path / "latin1.csv"), str(tmp_path / "l.hdf5"), "--model", str(tiny_model_dir),
+                              "--top", "--text-column", "text"])
+    assert "is not UTF-8 text: convert" in message, message
+
+
+def test_an_empty_input_is_refused_for_parquet(tmp_path, tiny_model_dir):
+    """A 0-line input gave an empty folder that `load_dataset` refuses: `datasets` cannot read a Parquet folder of
+    no rows, so there is none to write (HDF5 takes it: a file of `sentence_to_index` alone)."""
+    source = tmp_path / "empty.txt"
+    source.write_text("")
+    message = one_line_error([str(source), str(tmp_path / "out"), "--model", str(tiny_model_dir), "--top",
+                              "--format", "parquet"])
+    assert message == (f"error: {source} has no lines: nothing to embed (`datasets` cannot read a Parquet folder of "
+                       "no rows)")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+    assert main([str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--quiet"]) == 0
+
+
+def test_the_layout_writer_dies_with_its_parent():
+    """A parent killed with kill -9 while the HDF5 layout was made left its child writing: the child asks the kernel
+    to kill it with its parent (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import multiprocessing
+
+    from elmo_transformers.embedding.hdf5_output import die_with_parent
+
+    def child(send):
+        die_with_parent()
+        value = ctypes.c_int()
+        ctypes.CDLL(None).prctl(2, ctypes.byref(value))  # PR_GET_PDEATHSIG
+        send.send(value.value)
+
+    receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(target=child, args=(send,))
+    process.start()
+    assert receive.recv() == signal.SIGKILL
+    process.join()
+
+
+def test_a_signal_turns_into_an_interruption_only_in_the_main_thread():
+    from elmo_transformers.cli import Interrupted, interruption, signals_as_interrupts
+
+    assert interruption(Interrupted(signal.SIGTERM)) == "SIGTERM"
+    assert interruption(KeyboardInterrupt()) == "Ctrl+C (SIGINT)"
+    handlers = []
+
+    def in_a_thread():
+        with signals_as_interrupts():
+            handlers.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert handlers == [before]  # (only the main thread may set signal handlers)
