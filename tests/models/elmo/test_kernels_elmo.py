@@ -1,13 +1,33 @@
-"""The float GEMM kernels (`config.float_kernel`, kernels_elmo.float_kernel): each one this CPU runs gives AllenNLP's
-numbers (tolerance rule of tests/tolerance.py) in inference and trains like torch's own matmuls; "auto" picks by the
-documented rule; a kernel that cannot run here gives way to torch's own, with a warning."""
+"""kernels_elmo: how the biLM's LSTM layers run fast on a CPU, and that every way gives the same numbers.
 
+- The float GEMM kernels (`config.float_kernel`, kernels_elmo.float_kernel): each one this CPU runs gives AllenNLP's
+  numbers (tolerance rule of tests/tolerance.py) in inference and trains like torch's own matmuls; "auto" picks by
+  the documented rule; a kernel that cannot run here gives way to torch's own, with a warning.
+- The fast path: which GEMMs an inference call runs (one input GEMM per layer and block of steps, state GEMMs at the
+  shrinking batch size), and the in-place LSTM cell (`inplace_lstm_cell`) against the cell training runs.
+- Right on every CPU kernel set and cache state: processes that share a torch.compile cache folder, run one after the
+  other under the CPU's best kernels, `ATEN_CPU_CAPABILITY=avx2` and `default` (with oneDNN's `ONEDNN_MAX_CPU_ISA=AVX2`
+  and `SSE41`; the order .ci/run uses, and what the nodes of a cluster sharing a home folder do), all give the
+  reference numbers, never NaN; the model compiles nothing, so no cache made on another CPU or kernel set can change
+  its results.
+
+int8 (Int8Gemms, made by quantization_elmo's quantizer) is tested in test_quantization_elmo.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
 import pytest
 import torch
-from conftest import FIXTURE_NAMES, load_fixture
+from conftest import FIXTURE_NAMES, FIXTURES, REPO, SHIPPED, char_cnn_rows_counted, load_fixture
 from huggingface_hub.errors import StrictDataclassError
 from tolerance import assert_close_to_reference
 
+import bilm_elmo
 import kernels_elmo
 from configuration_elmo import ElmoConfig
 from kernels_elmo import (
@@ -15,6 +35,10 @@ from kernels_elmo import (
 )
 from modeling_elmo import ElmoLstmLayer, ElmoModel
 from tokenization_elmo import ElmoTokenizer
+
+
+def encode(tokenizer, sentences):
+    return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
 
 
 @pytest.fixture(scope="module", params=runnable_float_kernels())
@@ -154,3 +178,136 @@ def test_a_copied_or_pickled_model_repacks_its_weights(forced):
         expected = model(**enc).last_hidden_state
         for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
             assert_close_to_reference(copied(**enc).last_hidden_state, expected, f"{kernel} copy")
+
+
+# -- the fast path: the GEMMs an inference call runs, the in-place cell -----------------------------------------------
+
+
+@pytest.mark.fidelity
+@pytest.mark.parametrize("kernel", runnable_float_kernels())
+def test_fixture_runs_through_the_fast_path(tiny_model_dir, monkeypatch, kernel):
+    """The fidelity fixture goes through one input GEMM per layer and block, state GEMMs at the shrinking batch size
+    (padded steps never computed), the in-place LSTM cell, and one char CNN call over distinct words only; with each
+    float kernel this CPU runs (config.float_kernel)."""
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
+    gates = 4 * ElmoConfig.from_pretrained(tiny_model_dir).lstm_dim
+    # Gate blocks of 4 steps, set through from_pretrained (a config field).
+    model = ElmoModel.from_pretrained(
+        tiny_model_dir, lstm_gates_block_elements=2 * len(sentences) * gates * 4, float_kernel=kernel
+    ).eval()
+    enc = encode(tokenizer, sentences)
+    lengths = sorted((len(s) + 2 for s in sentences), reverse=True)
+    steps = lengths[0]
+    gemm_rows, cell_calls = [], []
+    gemms = type(model.bilm.layers[0].gemms.for_call(True))  # the class whose GEMMs an inference call runs
+    real_input_gates, real_gates, real_cell = gemms.input_gates, gemms.gates, bilm_elmo.inplace_lstm_cell
+
+    def input_gates(self, x):  # records the rows of each gates GEMM (input and state)
+        gemm_rows.append(x.shape[1] * x.shape[2])
+        return real_input_gates(self, x)
+
+    def state_gates(self, input_gates, step, h):
+        gemm_rows.append(h.shape[1])
+        return real_gates(self, input_gates, step, h)
+
+    monkeypatch.setattr(gemms, "input_gates", input_gates)
+    monkeypatch.setattr(gemms, "gates", state_gates)
+    monkeypatch.setattr(bilm_elmo, "inplace_lstm_cell", lambda *a: cell_calls.append(1) or real_cell(*a))
+    with torch.no_grad(), char_cnn_rows_counted(model) as char_cnn_rows:
+        out = model(**enc, output_hidden_states=True)
+    assert_close_to_reference(torch.stack(out.hidden_states), expected["bilm_activations"], what="fast path")
+
+    running = [sum(n > t for n in lengths) for t in range(steps)]
+    per_layer = []
+    for start in range(0, steps, 4):  # an input GEMM over each block of 4 steps, then that block's state GEMMs
+        per_layer += [running[start] * len(running[start : start + 4])] + running[start : start + 4]
+    assert gemm_rows == per_layer * model.config.n_layers
+    assert len(cell_calls) == steps * model.config.n_layers
+    distinct = {tuple(row) for s, n in zip(enc["input_ids"].tolist(), map(len, sentences)) for row in s[:n]}
+    assert char_cnn_rows == [len(distinct) + 2]  # + BOS and EOS
+
+
+@pytest.mark.fidelity
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cell_clip", [None, 0.5])
+def test_inplace_cell_gives_the_papers_numbers(dtype, cell_clip):
+    """Inference's in-place cell against the cell training runs (bilm_elmo.lstm_cell), on random gates over a
+    range that saturates the activations and crosses the clip value; bf16 gates with a float32 cell state."""
+    from kernels_elmo import inplace_lstm_cell
+    from bilm_elmo import lstm_cell
+
+    generator = torch.Generator().manual_seed(0)
+    gates = (torch.randn(2, 5, 4 * 16, generator=generator) * 4).to(dtype)
+    c = torch.randn(2, 5, 16, generator=generator)[:, :3]  # a view of a larger batch, as when sentences end
+    expected_c, expected_out = lstm_cell(gates[:, :3], c, cell_clip)
+    got_c, got_out = inplace_lstm_cell(gates[:, :3].clone(), c, cell_clip)
+    assert got_c.dtype == torch.float32 and got_out.dtype == dtype
+    assert_close_to_reference(got_c, expected_c, what="cell state")
+    if dtype == torch.float32:
+        assert_close_to_reference(got_out, expected_out, what="cell output")
+    else:  # one bf16 rounding of the same float32 value
+        torch.testing.assert_close(got_out, expected_out, atol=0, rtol=2**-8)
+
+
+# -- every CPU kernel set, one shared compile cache -------------------------------------------------------------------
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, torch
+    from modeling_elmo import ElmoModel
+    from tokenization_elmo import ElmoTokenizer
+
+    tiny, shipped, sentences_path, out_path = sys.argv[1:5]
+    sentences = json.load(open(sentences_path, encoding="utf-8"))
+    layers = {}
+    for name, folder in (("tiny", tiny), ("shipped", shipped)):
+        model, tokenizer = ElmoModel.from_pretrained(folder).eval(), ElmoTokenizer.from_pretrained(folder)
+        enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            layers[name] = torch.stack(model(**enc, output_hidden_states=True).hidden_states).numpy()
+    np.savez(out_path, capability=torch.backends.cpu.get_cpu_capability(), **layers)
+    """
+)
+
+
+def shipped_in_float64():
+    """The shipped model has no AllenNLP reference; its layers in float64 are one (the port in float64 computes the
+    NumPy reference's numbers, test_fidelity.py), whatever kernels sum them."""
+    sentences = json.loads((FIXTURES / "allennlp-tiny" / "sentences.json").read_text(encoding="utf-8"))
+    model, tokenizer = ElmoModel.from_pretrained(SHIPPED).double().eval(), ElmoTokenizer.from_pretrained(SHIPPED)
+    enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return torch.stack(model(**enc, output_hidden_states=True).hidden_states).numpy()
+
+
+def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    cache = tmp_path / "inductor-cache"
+    runs = []
+    for index, capability in enumerate([None, "avx2", "default"]):
+        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")}
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+        if capability:  # and oneDNN's kernels (float_kernel "onednn", "auto" on x86) by its own variable
+            onednn_isa = {"avx2": "AVX2", "default": "SSE41"}[capability]
+            env.update(ATEN_CPU_CAPABILITY=capability, ONEDNN_MAX_CPU_ISA=onednn_isa)
+        out = tmp_path / f"run{index}.npz"
+        result = subprocess.run(
+            [sys.executable, str(script), str(tiny_model_dir), str(SHIPPED),
+             str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(out)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs.append(np.load(out))
+    capabilities = [str(run["capability"]) for run in runs]
+    assert capabilities[1:] == ["AVX2", "DEFAULT"], capabilities
+    expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["bilm_activations"]
+    shipped = shipped_in_float64()
+    for run, capability in zip(runs, capabilities):
+        assert np.isfinite(run["shipped"]).all(), f"NaN or inf from the shipped model under {capability}"
+        assert_close_to_reference(run["tiny"], expected, what=f"fixture under {capability}")
+        assert_close_to_reference(run["shipped"], shipped, what=f"shipped model under {capability}")
+    # Nothing was compiled, so nothing was cached that a later process on another kernel set could pick up.
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(map(str, cache.rglob("*")))[:10]
