@@ -3,10 +3,12 @@ input, bad input, loading); the arguments every transformers encoder takes, for 
 language model (output_attentions=False is accepted and changes nothing, True is a clear error: ELMo has no
 attention; output_hidden_states and return_dict as in transformers, the hidden states on the gradient path; the input
 embeddings); and the fast paths outside the kernels (the char-CNN token cache, bf16, the stateful (windowed) mode).
-The kernels' own tests are in test_kernels_elmo.py; transformers' ModelTesterMixin on these classes in
-test_transformers_suites.py."""
+ElmoModelTester (a tiny config and random char ids) checks what each class returns and in which shapes, as
+transformers' BertModelTester does; test_transformers_suites.py runs transformers' ModelTesterMixin with it. The
+kernels' own tests are in test_kernels_elmo.py."""
 
 import copy
+import unittest
 
 import numpy as np
 import pytest
@@ -17,7 +19,9 @@ from tolerance import assert_close_to_reference
 
 from basic_tokenization_elmo import BOS_WORD, EOS_WORD, word_to_char_ids
 from configuration_elmo import ElmoConfig
-from modeling_elmo import ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel
+from modeling_elmo import (
+    DEFAULT_BOS_ID, ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel,
+)
 from tokenization_elmo import ElmoTokenizer
 
 WORDS = "the cat sat on the mat and the dog sat on the cat".split()
@@ -26,6 +30,207 @@ SENTENCES = [["The", "cat", "sat", "."], ["ELMo"], ["A", "much", "longer", "sent
 
 def encode(tokenizer, sentences):
     return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+
+class ElmoModelTester:
+    """A tiny ElmoConfig and random char ids, as transformers' model testers make them (BertModelTester in its
+    tests/models/bert/test_modeling_bert.py), and a `create_and_check_*` method per model class: what each returns
+    and in which shapes. test_transformers_suites.py runs transformers' ModelTesterMixin with this tester."""
+
+    def __init__(self, parent, batch_size=3, seq_length=6, max_characters_per_token=10, projection_dim=8,
+                 lstm_dim=16, num_hidden_layers=2, lm_vocab_size=99, num_labels=3, is_training=True):
+        self.parent = parent
+        self.batch_size, self.seq_length = batch_size, seq_length
+        self.max_characters_per_token = max_characters_per_token
+        self.projection_dim, self.lstm_dim, self.num_hidden_layers = projection_dim, lstm_dim, num_hidden_layers
+        self.hidden_size = 2 * projection_dim  # an ELMo vector: forward and backward halves
+        self.lm_vocab_size, self.num_labels, self.is_training = lm_vocab_size, num_labels, is_training
+        self.vocab_size = 262  # the char ids
+
+    def get_config(self):
+        return ElmoConfig(
+            char_embedding_dim=4, filters=[[1, 4], [2, 4], [3, 8]], n_highway=1,
+            max_characters_per_token=self.max_characters_per_token, lstm_dim=self.lstm_dim,
+            projection_dim=self.projection_dim, n_layers=self.num_hidden_layers, lm_vocab_size=self.lm_vocab_size,
+            num_labels=self.num_labels, freeze_bilm=False,
+        )
+
+    def prepare_config_and_inputs(self):
+        """(config, input_ids, attention_mask, sequence_labels, token_labels, lm_labels)."""
+        # Every word is a real word (no all-zero row); the last sentence ends two words early (padding on the right).
+        input_ids = torch.randint(1, self.vocab_size, (self.batch_size, self.seq_length, self.max_characters_per_token))
+        attention_mask = torch.ones(self.batch_size, self.seq_length, dtype=torch.long)
+        attention_mask[-1, -2:] = 0
+        sequence_labels = torch.randint(0, self.num_labels, (self.batch_size,))
+        token_labels = torch.randint(0, self.num_labels, (self.batch_size, self.seq_length))
+        token_labels = token_labels.masked_fill(attention_mask == 0, -100)
+        return (self.get_config(), input_ids, attention_mask, sequence_labels, token_labels,
+                self.prepare_lm_labels(attention_mask))
+
+    def prepare_lm_labels(self, attention_mask):
+        """ElmoForLanguageModeling's labels [batch, words + 1]: each sentence's word ids then </S>, -100 after."""
+        labels = torch.randint(0, self.lm_vocab_size, (self.batch_size, self.seq_length + 1))
+        lengths = attention_mask.sum(dim=1)
+        return labels.masked_fill(torch.arange(self.seq_length + 1) > lengths[:, None], -100)
+
+    def prepare_config_and_inputs_for_common(self):
+        config, input_ids, attention_mask, *_ = self.prepare_config_and_inputs()
+        return config, {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def check_same_outputs(self, as_tuple, as_dict):
+        """A call's tuple (return_dict=False) and its ModelOutput's to_tuple() hold the same outputs; a bool tensor
+        (ElmoModelOutput.mask: which positions are words, bool as AllenNLP's Elmo gives it) is compared by
+        equality."""
+        if isinstance(as_tuple, (list, tuple)):
+            self.parent.assertEqual(len(as_tuple), len(as_dict))
+            for one, other in zip(as_tuple, as_dict):
+                self.check_same_outputs(one, other)
+        elif as_tuple is None:
+            self.parent.assertIsNone(as_dict)
+        elif as_tuple.dtype == torch.bool:
+            self.parent.assertTrue(torch.equal(as_tuple, as_dict))
+        else:
+            torch.testing.assert_close(as_tuple, as_dict, atol=1e-5, rtol=0, equal_nan=True)
+
+    def check_hidden_states(self, hidden_states, attention_mask):
+        """The n_layers + 1 biLM layers [batch, words, 2P], zeros at padded positions."""
+        self.parent.assertEqual(len(hidden_states), self.num_hidden_layers + 1)
+        for layer in hidden_states:
+            self.parent.assertEqual(layer.shape, (self.batch_size, self.seq_length, self.hidden_size))
+            self.parent.assertFalse(layer[attention_mask == 0].any())
+
+    def create_and_check_model(self, config, input_ids, attention_mask, sequence_labels, token_labels, lm_labels):
+        model = ElmoModel(config).eval()
+        with torch.no_grad():
+            result = model(input_ids, attention_mask=attention_mask)
+            as_tuple = model(input_ids, attention_mask=attention_mask, return_dict=False)
+            with_layers = model(input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                                return_lstm_state=True)
+            without_mask = model(input_ids)
+        self.parent.assertEqual(set(result.keys()), {"last_hidden_state", "elmo_representations", "mask"})
+        self.parent.assertEqual(result.last_hidden_state.shape, (self.batch_size, self.seq_length, self.hidden_size))
+        self.parent.assertFalse(result.last_hidden_state[attention_mask == 0].any())
+        self.parent.assertEqual(len(result.elmo_representations), config.num_output_representations)
+        for representation in result.elmo_representations:
+            self.parent.assertEqual(representation.shape, result.last_hidden_state.shape)
+        self.parent.assertTrue(torch.equal(result.elmo_representations[0], result.last_hidden_state))
+        self.parent.assertEqual(result.mask.dtype, torch.bool)
+        self.parent.assertTrue(torch.equal(result.mask, attention_mask.bool()))
+        self.parent.assertTrue(without_mask.mask.all())  # every row of char ids is a word
+        self.parent.assertIsInstance(as_tuple, tuple)
+        self.check_same_outputs(as_tuple, result.to_tuple())
+        self.check_hidden_states(with_layers.hidden_states, attention_mask)
+        # Per biLM layer the final (h [2, batch, P], c [2, batch, lstm_dim]), dim 0 forward and backward.
+        self.parent.assertEqual(len(with_layers.lstm_state), self.num_hidden_layers)
+        for h, c in with_layers.lstm_state:
+            self.parent.assertEqual(h.shape, (2, self.batch_size, self.projection_dim))
+            self.parent.assertEqual(c.shape, (2, self.batch_size, self.lstm_dim))
+
+    def create_and_check_for_language_modeling(self, config, input_ids, attention_mask, sequence_labels, token_labels,
+                                               lm_labels):
+        model = ElmoForLanguageModeling(config).eval()
+        with torch.no_grad():
+            scores = model(input_ids, attention_mask=attention_mask)
+            result = model(input_ids, attention_mask=attention_mask, labels=lm_labels, output_hidden_states=True)
+            as_tuple = model(input_ids, attention_mask=attention_mask, labels=lm_labels, return_dict=False)
+        # Without labels, the full softmax's logits at every position: <S> and the words (forward), the words and
+        # </S> (backward).
+        for logits in (scores.forward_logits, scores.backward_logits):
+            self.parent.assertEqual(logits.shape, (self.batch_size, self.seq_length + 1, self.lm_vocab_size))
+        self.parent.assertIsNone(scores.loss)
+        self.parent.assertEqual(result.loss.shape, ())
+        for nll in (result.forward_nll, result.backward_nll):
+            self.parent.assertEqual(nll.shape, (self.batch_size,))
+        self.parent.assertEqual(result.num_predictions.tolist(), (attention_mask.sum(dim=1) + 1).tolist())
+        for perplexity in (result.forward_perplexity, result.backward_perplexity, result.perplexity):
+            self.parent.assertEqual(perplexity.shape, ())
+        self.parent.assertIsNone(result.forward_logits)
+        self.check_hidden_states(result.hidden_states, attention_mask)
+        # The logits are aligned with the targets: forward position j predicts label j, backward position j label
+        # j - 1 (<S> before the first word).
+        bos = getattr(config, "bos_token_id", None)
+        bos = DEFAULT_BOS_ID if bos is None else bos
+        for i, n in enumerate(result.num_predictions.tolist()):
+            forward = torch.nn.functional.cross_entropy(scores.forward_logits[i, :n], lm_labels[i, :n],
+                                                        reduction="sum")
+            backward_targets = torch.tensor([bos, *lm_labels[i, : n - 1].tolist()])
+            backward = torch.nn.functional.cross_entropy(scores.backward_logits[i, :n], backward_targets,
+                                                         reduction="sum")
+            torch.testing.assert_close(result.forward_nll[i], forward)
+            torch.testing.assert_close(result.backward_nll[i], backward)
+        self.check_same_outputs(as_tuple, model(input_ids, attention_mask=attention_mask, labels=lm_labels).to_tuple())
+
+    def create_and_check_for_token_classification(self, config, input_ids, attention_mask, sequence_labels,
+                                                  token_labels, lm_labels):
+        config.num_labels = self.num_labels
+        model = ElmoForTokenClassification(config).eval()
+        with torch.no_grad():
+            result = model(input_ids, attention_mask=attention_mask, labels=token_labels, output_hidden_states=True)
+            unlabelled = model(input_ids, attention_mask=attention_mask)
+            as_tuple = model(input_ids, attention_mask=attention_mask, labels=token_labels, return_dict=False)
+        self.parent.assertEqual(result.logits.shape, (self.batch_size, self.seq_length, self.num_labels))
+        self.parent.assertEqual(result.loss.shape, ())
+        self.parent.assertIsNone(unlabelled.loss)
+        self.parent.assertIsNone(unlabelled.hidden_states)
+        self.parent.assertTrue(torch.equal(unlabelled.logits, result.logits))
+        self.check_hidden_states(result.hidden_states, attention_mask)
+        self.check_same_outputs(as_tuple, (result.loss, result.logits))
+
+    def create_and_check_for_sequence_classification(self, config, input_ids, attention_mask, sequence_labels,
+                                                     token_labels, lm_labels):
+        config.num_labels = self.num_labels
+        model = ElmoForSequenceClassification(config).eval()
+        with torch.no_grad():
+            result = model(input_ids, attention_mask=attention_mask, labels=sequence_labels, output_hidden_states=True)
+            unlabelled = model(input_ids, attention_mask=attention_mask)
+            as_tuple = model(input_ids, attention_mask=attention_mask, labels=sequence_labels, return_dict=False)
+        self.parent.assertEqual(result.logits.shape, (self.batch_size, self.num_labels))
+        self.parent.assertEqual(result.loss.shape, ())
+        self.parent.assertIsNone(unlabelled.loss)
+        self.parent.assertIsNone(unlabelled.hidden_states)
+        self.parent.assertTrue(torch.equal(unlabelled.logits, result.logits))
+        self.check_hidden_states(result.hidden_states, attention_mask)
+        self.check_same_outputs(as_tuple, (result.loss, result.logits))
+
+
+class ElmoModelTest(unittest.TestCase):
+    """The tester's checks of each class, as transformers' BertModelTest runs them (without transformers' suites,
+    which test_transformers_suites.py adds)."""
+
+    def setUp(self):
+        self.model_tester = ElmoModelTester(self)
+
+    def test_model(self):
+        config_and_inputs = self.model_tester.prepare_config_and_inputs()
+        self.model_tester.create_and_check_model(*config_and_inputs)
+
+    def test_model_with_several_representations(self):
+        config_and_inputs = self.model_tester.prepare_config_and_inputs()
+        config_and_inputs[0].num_output_representations = 2
+        self.model_tester.create_and_check_model(*config_and_inputs)
+
+    def test_for_language_modeling(self):
+        config_and_inputs = self.model_tester.prepare_config_and_inputs()
+        self.model_tester.create_and_check_for_language_modeling(*config_and_inputs)
+
+    def test_for_token_classification(self):
+        config_and_inputs = self.model_tester.prepare_config_and_inputs()
+        self.model_tester.create_and_check_for_token_classification(*config_and_inputs)
+
+    def test_for_sequence_classification(self):
+        config_and_inputs = self.model_tester.prepare_config_and_inputs()
+        self.model_tester.create_and_check_for_sequence_classification(*config_and_inputs)
+
+    def test_heads_with_a_task_encoder(self):
+        """The "lstm" task encoder (a BiLSTM between the ELMo vectors and the classifier) changes no output shape."""
+        for create_and_check in (self.model_tester.create_and_check_for_token_classification,
+                                 self.model_tester.create_and_check_for_sequence_classification):
+            config_and_inputs = self.model_tester.prepare_config_and_inputs()
+            config_and_inputs[0].task_encoder, config_and_inputs[0].task_encoder_dim = "lstm", 5
+            create_and_check(*config_and_inputs)
+
+
+# -- ElmoModel beyond the reference numbers --------------------------------------------------------------------------
 
 
 @pytest.mark.slow
