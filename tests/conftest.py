@@ -76,6 +76,17 @@ def tiny(tiny_model_dir):
     return ElmoModel.from_pretrained(tiny_model_dir).eval(), ElmoTokenizer.from_pretrained(tiny_model_dir)
 
 
+@contextlib.contextmanager
+def char_cnn_rows_counted(model):
+    """The number of words the char CNN encodes in each call, while the block runs."""
+    rows = []
+    hook = model.bilm.char_cnn.register_forward_hook(lambda module, args, out: rows.append(args[0].shape[0]))
+    try:
+        yield rows
+    finally:
+        hook.remove()
+
+
 LM_FIXTURE = FIXTURES / "allennlp-lm-tiny"  # a biLM with AllenNLP's published softmax format, and AllenNLP's scores
 
 

@@ -1,6 +1,7 @@
 """transformers' own test suites on ELMo, as transformers tests one of its own models (its
 tests/models/bert/test_modeling_bert.py): `ModelTesterMixin` on the four model classes, `ConfigTester` on ElmoConfig
-and `TokenizerTesterMixin` on ElmoTokenizer.
+and `TokenizerTesterMixin` on ElmoTokenizer. The model tester is test_modeling_elmo.py's `ElmoModelTester`, whose own
+per-class checks run there without the suites.
 
 The suites are transformers' test files at the installed version, from its source distribution on PyPI (not kept
 here): .ci/run fetches them into `.transformers-suites/` and sets ELMO_TRANSFORMERS_SUITES, which makes them
@@ -73,38 +74,7 @@ from modeling_elmo import (  # noqa: E402
 )
 from tokenization_elmo import ElmoTokenizer  # noqa: E402
 
-
-class ElmoModelTester:
-    """A tiny ElmoConfig and random char ids, as transformers' model testers make them."""
-
-    def __init__(self, parent, batch_size=3, seq_length=6, max_characters_per_token=10, projection_dim=8,
-                 lstm_dim=16, num_hidden_layers=2, lm_vocab_size=99, num_labels=3, is_training=True):
-        self.parent = parent
-        self.batch_size, self.seq_length = batch_size, seq_length
-        self.max_characters_per_token = max_characters_per_token
-        self.projection_dim, self.lstm_dim, self.num_hidden_layers = projection_dim, lstm_dim, num_hidden_layers
-        self.hidden_size = 2 * projection_dim  # an ELMo vector: forward and backward halves
-        self.lm_vocab_size, self.num_labels, self.is_training = lm_vocab_size, num_labels, is_training
-        self.vocab_size = 262  # the char ids
-
-    def get_config(self):
-        return ElmoConfig(
-            char_embedding_dim=4, filters=[[1, 4], [2, 4], [3, 8]], n_highway=1,
-            max_characters_per_token=self.max_characters_per_token, lstm_dim=self.lstm_dim,
-            projection_dim=self.projection_dim, n_layers=self.num_hidden_layers, lm_vocab_size=self.lm_vocab_size,
-            num_labels=self.num_labels, freeze_bilm=False,
-        )
-
-    def prepare_config_and_inputs(self):
-        # Every word is a real word (no all-zero row); the last sentence ends two words early (padding on the right).
-        input_ids = torch.randint(1, self.vocab_size, (self.batch_size, self.seq_length, self.max_characters_per_token))
-        attention_mask = torch.ones(self.batch_size, self.seq_length, dtype=torch.long)
-        attention_mask[-1, -2:] = 0
-        return self.get_config(), input_ids, attention_mask
-
-    def prepare_config_and_inputs_for_common(self):
-        config, input_ids, attention_mask = self.prepare_config_and_inputs()
-        return config, {"input_ids": input_ids, "attention_mask": attention_mask}
+from test_modeling_elmo import ElmoModelTester  # noqa: E402  (one tester: test_modeling_elmo.py's fast tests use it)
 
 
 elmo_transformers.register()  # model type "elmo" in the Auto classes, as the package registers it for its users
@@ -137,10 +107,7 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
         word ids then </S>, -100 after."""
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
         if return_labels and model_class is ElmoForLanguageModeling:
-            tester = self.model_tester
-            labels = torch.randint(0, tester.lm_vocab_size, (tester.batch_size, tester.seq_length + 1))
-            lengths = inputs_dict["attention_mask"].sum(dim=1)
-            inputs_dict["labels"] = labels.masked_fill(torch.arange(tester.seq_length + 1) > lengths[:, None], -100)
+            inputs_dict["labels"] = self.model_tester.prepare_lm_labels(inputs_dict["attention_mask"])
         return inputs_dict
 
     def test_config(self):
@@ -158,19 +125,6 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
         ElmoModelOutput.mask (which positions are words) is bool, as AllenNLP's Elmo gives it, and the suite's own
         failure message subtracts the two outputs before anything is compared, which torch refuses for bools."""
         config, inputs_dict = self.model_tester.prepare_config_and_inputs_for_common()
-
-        def check(as_tuple, as_dict):
-            if isinstance(as_tuple, (list, tuple)):
-                self.assertEqual(len(as_tuple), len(as_dict))
-                for one, other in zip(as_tuple, as_dict):
-                    check(one, other)
-            elif as_tuple is None:
-                self.assertIsNone(as_dict)
-            elif as_tuple.dtype == torch.bool:
-                self.assertTrue(torch.equal(as_tuple, as_dict))
-            else:
-                torch.testing.assert_close(as_tuple, as_dict, atol=1e-5, rtol=0, equal_nan=True)
-
         for model_class in self.all_model_classes:
             model = model_class(copy.deepcopy(config)).eval()
             for return_labels, options in itertools.product((False, True), ({}, {"output_hidden_states": True})):
@@ -179,7 +133,7 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
                     as_tuple = model(**inputs, return_dict=False, **options)
                     as_dict = model(**inputs, return_dict=True, **options)
                 self.assertIsInstance(as_tuple, tuple)
-                check(as_tuple, as_dict.to_tuple())
+                self.model_tester.check_same_outputs(as_tuple, as_dict.to_tuple())
 
     # It shrinks the input vocabulary by setting vocab_size and feeds word ids [batch, words]; ELMo reads char ids.
     test_load_with_mismatched_shapes = unittest.skip("vocab_size as the input vocabulary: ELMo's input_ids are char "
