@@ -192,14 +192,9 @@ class ElmoLstmLayer(nn.Module):
 
     Both directions' weights are stacked on dim 0 (0 = forward, 1 = backward) and kept in `x @ W` orientation, so
     one batched matmul serves both directions. Gate blocks along 4H are ordered i, f, g, o (as `torch.nn.LSTM`);
-    `bias` already includes the +1 forget bias that TensorFlow adds at run time.
-
-    Activation checkpointing as transformers' `GradientCheckpointingLayer` does it: transformers'
-    `activation_checkpointing_enable` sets `gradient_checkpointing` and `_gradient_checkpointing_func` on every module
-    that has the attribute, and a layer in training then recomputes its forward pass in the backward one.
+    `bias` already includes the +1 forget bias that TensorFlow adds at run time. (transformers' models build it as
+    their GradientCheckpointingLayer, `modeling_elmo.ElmoLstmLayer`: `ElmoBiLm`'s `lstm_layer`.)
     """
-
-    gradient_checkpointing = False
 
     def __init__(self, config, input_size):
         super().__init__()
@@ -218,11 +213,6 @@ class ElmoLstmLayer(nn.Module):
         del self.input_weight, self.state_weight, self.bias, self.projection_weight
 
     def forward(self, inputs, batch_sizes, state=None):
-        if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
-            return self._gradient_checkpointing_func(self._forward, inputs, batch_sizes, state)
-        return self._forward(inputs, batch_sizes, state)
-
-    def _forward(self, inputs, batch_sizes, state=None):
         """
         inputs: [2, B, T, D], the forward stream and the per-sentence reversed backward stream, sentences sorted by
             length (longest first) and left-aligned.
@@ -278,12 +268,12 @@ class ElmoLstmLayer(nn.Module):
 
 
 class ElmoBiLm(nn.Module):
-    """The biLM: char CNN token embeddings, then `n_layers` bidirectional LSTM layers."""
+    """The biLM: char CNN token embeddings, then `n_layers` bidirectional LSTM layers (each a `lstm_layer`)."""
 
-    def __init__(self, config):
+    def __init__(self, config, lstm_layer=ElmoLstmLayer):
         super().__init__()
         self.char_cnn = ElmoCharacterEncoder(config)
-        self.layers = nn.ModuleList(ElmoLstmLayer(config, config.projection_dim) for _ in range(config.n_layers))
+        self.layers = nn.ModuleList(lstm_layer(config, config.projection_dim) for _ in range(config.n_layers))
         self.use_skip_connections = config.use_skip_connections
         self.token_cache = None  # (char-id row bytes -> index, embeddings [V, P]), see ElmoModel.cache_token_embeddings
 
@@ -400,12 +390,13 @@ def quantize_lstm_int8(model):
 class ElmoModelMixin:
     """The ELMo vectors of char ids, for a module holding `config`, the biLM `bilm`, the `scalar_mixes` and their
     `dropout` (`add_elmo`): `ElmoModelCore` here and transformers' `ElmoModel`. `output_class` is what `forward`
-    returns."""
+    returns, `lstm_layer` what the biLM's layers are."""
 
     output_class = ElmoOutput
+    lstm_layer = ElmoLstmLayer
 
     def add_elmo(self, config):
-        self.bilm = ElmoBiLm(config)
+        self.bilm = ElmoBiLm(config, self.lstm_layer)
         self.scalar_mixes = nn.ModuleList(
             ElmoScalarMix(config.n_layers + 1, config.do_layer_norm, config.scalar_mix_parameters)
             for _ in range(config.num_output_representations)

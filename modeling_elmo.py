@@ -15,21 +15,22 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput, can_return_tuple, logging
 
 try:  # loaded as remote code, the modules are one package
     from .bilm_elmo import (
-        ElmoHighway, ElmoLanguageModelMixin, ElmoLstmLayer, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean,
-        quantize_lstm_int8,
+        ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
     )
+    from .bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
     from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
 except ImportError:  # installed with pip, they are top-level modules
     from bilm_elmo import (
-        ElmoHighway, ElmoLanguageModelMixin, ElmoLstmLayer, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean,
-        quantize_lstm_int8,
+        ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
     )
+    from bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
     from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
     from quantization_elmo import ElmoInt8Config  # noqa: F401
 
@@ -39,6 +40,11 @@ logger = logging.get_logger(__name__)
 @dataclass
 class ElmoModelOutput(ModelOutput, ElmoOutput):
     """`bilm_elmo.ElmoOutput` (its fields are documented there) as transformers' ModelOutput."""
+
+
+class ElmoLstmLayer(GradientCheckpointingLayer, PlainElmoLstmLayer):
+    """`bilm_elmo.ElmoLstmLayer` as transformers' GradientCheckpointingLayer: with activation checkpointing on (a
+    Trainer's `activation_checkpointing`), a layer in training recomputes its forward pass in the backward one."""
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -121,6 +127,7 @@ class ElmoModel(ElmoModelMixin, ElmoPreTrainedModel):
     (`bilm_elmo.ElmoModelMixin`)."""
 
     output_class = ElmoModelOutput
+    lstm_layer = ElmoLstmLayer
 
     def __init__(self, config):
         super().__init__(config)
