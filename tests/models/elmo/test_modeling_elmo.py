@@ -89,8 +89,8 @@ class ElmoModelTester:
             self.parent.assertIsNone(as_dict)
         elif as_tuple.dtype == torch.bool:
             self.parent.assertTrue(torch.equal(as_tuple, as_dict))
-        else:
-            torch.testing.assert_close(as_tuple, as_dict, atol=1e-5, rtol=0, equal_nan=True)
+        else:  # transformers' own rule for this check: torch.allclose's, atol 1e-5 (and its default rtol 1e-5)
+            torch.testing.assert_close(as_tuple, as_dict, atol=1e-5, rtol=1e-5, equal_nan=True)
 
     def check_hidden_states(self, hidden_states, attention_mask):
         """The n_layers + 1 biLM layers [batch, words, 2P], zeros at padded positions."""
