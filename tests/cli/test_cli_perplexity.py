@@ -95,6 +95,7 @@ def test_a_cut_or_damaged_compressed_file_or_a_folder_is_one_line(lm_dir, tmp_pa
     one_line(*run(["perplexity", tmp_path, "--model", lm_dir], capsys), f"{tmp_path} is a folder: give the text files")
 
 
+@pytest.mark.slow
 def test_perplexity_refuses_an_export_of_a_language_model(text, lm_dir, tmp_path, capsys):
     """An exported language model keeps lm_vocab_size in its config.json, but its graph holds the biLM only: the
     loader's ModelFolder says it is no language model, and perplexity refuses it in one line."""

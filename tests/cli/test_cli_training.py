@@ -19,6 +19,7 @@ def test_training_commands_help_lists_the_elmo_options_without_importing_torch(a
 
 @pytest.mark.parametrize("argv", [["pretrain", "--help-trainer"], ["pretrain", "--no-such-option"],
                                   ["finetune", "sequence-classification", "--learning-rate", "abc"]], ids=" ".join)
+@pytest.mark.slow
 def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
     """--help-trainer lists Trainer's options, so it imports transformers' TrainingArguments (and torch with it),
     but not Trainer, datasets or the model code; an unknown option or a bad value is the error alone after a short
@@ -43,6 +44,7 @@ def test_training_commands_parse_before_the_model_and_data_code(argv, tmp_path):
     (["finetune", "token-classification", "--output-dir", "out", "--max-words", "x"],
      "argument --max_words/--max-words: invalid int value: 'x'"),  # the command's own
 ], ids=lambda value: " ".join(value) if isinstance(value, list) else "")
+@pytest.mark.slow
 def test_a_number_option_that_is_not_a_number_is_one_usage_error(argv, error, tmp_path):
     """HfArgumentParser's usage error (a short usage line, then the error), before any model or data code."""
     status, loaded, out, err = run_entry_point(argv, tmp_path, ["datasets", "modeling_elmo", "transformers.trainer"])

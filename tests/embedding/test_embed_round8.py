@@ -33,6 +33,7 @@ def args_of(tmp_path, model_dir, output="out.hdf5", *flags):
             "--batch-size", "2", "--quiet", *flags]
 
 
+@pytest.mark.slow
 def test_a_fifo_as_input_is_read_not_closed_under_its_writer(tmp_path, tiny_model_dir):
     """The path check opened the FIFO and closed it: the writer died of SIGPIPE and the real open waited for ever."""
     fifo = tmp_path / "lines"
@@ -183,6 +184,7 @@ def test_journals_are_files_of_the_umask_not_executable(tmp_path, tiny_model_dir
     assert oct((tmp_path / "out.hdf5.partial" / "done-0.txt").stat().st_mode & 0o777) == "0o644"
 
 
+@pytest.mark.slow
 def test_the_signal_that_stopped_a_run_is_named(tmp_path, tiny_model_dir):
     """Two runs printed "interrupted: ... stopped" with no Ctrl-C given: the message now says which signal."""
     source = write_input(tmp_path, LINES * 400)
@@ -207,6 +209,7 @@ def test_a_table_given_as_text_is_refused_naming_its_columns(tmp_path, tiny_mode
                        "them, one row a line")
 
 
+@pytest.mark.slow
 def test_tables_pyarrow_reads_only_with_options(tmp_path, tiny_model_dir):
     """A JSON line over pyarrow's 1 MB block, a CSV value with a line break, a categorical (dictionary-encoded)
     Parquet column: read; a CSV that is not UTF-8: one line naming the cause."""

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import h5py
+import pytest
 from conftest import command_env
 
 LIMIT = 20_000  # the bound, lowered for the test: the real one (2**28 characters) takes a minute to reach
@@ -31,6 +32,7 @@ def embed_stdin(tmp_path, tiny_model_dir, stdin, name):
     return done, output
 
 
+@pytest.mark.slow
 def test_an_endless_stream_is_refused_in_one_line_once_past_the_bound(tmp_path, tiny_model_dir):
     generator = subprocess.Popen([sys.executable, "-c", ENDLESS], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -47,6 +49,7 @@ def test_an_endless_stream_is_refused_in_one_line_once_past_the_bound(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["child.py"]  # no output, no OUTPUT.partial/
 
 
+@pytest.mark.slow
 def test_a_file_redirected_to_stdin_has_no_bound(tmp_path, tiny_model_dir):
     source = tmp_path / "in.txt"
     lines = 2 * LIMIT // len(LINE)

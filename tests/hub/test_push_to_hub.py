@@ -245,6 +245,7 @@ def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir,
         hub.build_upload_folder(model_dir, tmp_path / "stage2", "me/x")
 
 
+@pytest.mark.slow
 def test_repo_ids_and_card_texts_are_checked_before_any_work(tmp_path, tiny_model_dir, capsys):
     """A repo id that is not one fails at once, also in a dry run (it passed, then the real push failed with a
     traceback); --source and --check show in the card as the user wrote them, adding no Markdown or HTML; a failed
@@ -310,6 +311,7 @@ def test_push_of_language_models(tmp_path, lm_dir, capsys):
     assert got == [1, 8, json.loads((lm_dir / "config.json").read_text())["lm_vocab_size"]]
 
 
+@pytest.mark.slow
 def test_what_push_cannot_check_is_refused_or_left_out(tmp_path, tiny_model_dir, capsys, caplog):
     """A cut eval_results.json is one line naming it; an exported ONNX folder is refused (push checks PyTorch
     models); a model.onnx beside PyTorch weights is left out, not uploaded unchecked."""
@@ -336,6 +338,7 @@ def test_what_push_cannot_check_is_refused_or_left_out(tmp_path, tiny_model_dir,
                                        "exported from\n")
 
 
+@pytest.mark.slow
 def test_the_shipped_model_has_a_name_push_accepts(tmp_path, capsys):
     from elmo_transformers.cli import main
 

@@ -18,6 +18,8 @@ from elmo_transformers.model_folder import open_model
 from elmo_transformers.model_source import load_model
 from elmo_transformers.runtime import cache
 
+pytestmark = pytest.mark.slow  # every test exports a model to ONNX (a minute each on 2 cores)
+
 SENTENCES = [["The", "cat", "sat", "."], ["ELMo"]]
 
 

@@ -42,6 +42,7 @@ def other_export(tmp_path_factory):
     return output
 
 
+@pytest.mark.slow
 def test_a_swapped_graph_is_refused_at_load(exported, other_export, tmp_path):
     """model.onnx of another export in the folder (its vectors 8 values, the config says 16): embed and ElmoEmbedder
     refuse it in one line before any work (they used to write the other model's vectors)."""
@@ -59,6 +60,7 @@ def test_a_swapped_graph_is_refused_at_load(exported, other_export, tmp_path):
         ElmoEmbedder(swapped)
 
 
+@pytest.mark.slow
 def test_a_config_edited_after_export_is_refused_at_load(exported, tmp_path):
     """config.json edited after the export: a size the graph's shapes show (projection_dim), or a value only its
     recorded config shows (cell_clip)."""
@@ -76,6 +78,7 @@ def test_a_config_edited_after_export_is_refused_at_load(exported, tmp_path):
     load_model(changed)
 
 
+@pytest.mark.slow
 def test_empty_and_big_batches_on_an_export(exported, tiny, monkeypatch):
     """No sentences, or only empty ones: empty results without running the graph (it failed inside onnxruntime at
     a Reshape). A batch beyond MAX_RUN_WORDS runs in slices with the same numbers."""
@@ -93,6 +96,7 @@ def test_empty_and_big_batches_on_an_export(exported, tiny, monkeypatch):
         assert_close_to_reference(sliced, one, "sliced")
 
 
+@pytest.mark.slow
 def test_one_loader_for_every_kind_of_folder(tiny_model_dir, lm_dir, exported):
     from bilm_elmo import ElmoLanguageModelCore, ElmoModelCore
     from modeling_elmo import ElmoForLanguageModeling, ElmoForTokenClassification, ElmoModel
@@ -134,6 +138,7 @@ print(json.dumps({"status": status, "shape": list(vectors.shape), "tf_hub":
 """
 
 
+@pytest.mark.slow
 def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
     (tmp_path / "in.txt").write_text("a b\nc\n")
     done = subprocess.run([sys.executable, "-c", NO_TORCH, str(exported), str(tmp_path / "in.txt"),
@@ -172,6 +177,7 @@ def test_an_export_embeds_without_importing_torch_where_torch_is_installed(expor
     assert json.loads(done.stdout.splitlines()[-1]) == [0, False], done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
     """The import is cheap and registers nothing; `register()` is explicit and works in either import order: before
     transformers' Auto modules are imported, or after (also when they were first imported inside another import)."""
@@ -208,6 +214,7 @@ def load(folder):
 """
 
 
+@pytest.mark.slow
 def test_a_spawned_process_and_a_pickled_model_load_the_installed_classes(tmp_path):
     """A process started with `spawn` (a DataLoader worker, a multiprocessing pool) imports the module of the work
     it runs, whose `register()` runs there; a pickled model unpickles in a fresh process that imports nothing of
@@ -227,6 +234,7 @@ def test_a_spawned_process_and_a_pickled_model_load_the_installed_classes(tmp_pa
     assert done.stdout.split() == ["modeling_elmo", "ElmoModel"], done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_path, monkeypatch):
     """ElmoEmbedder(PYTORCH_FOLDER, runtime="onnxruntime"): exported on first use under HF_HOME, keyed by the
     weights' hash, reused the second time; changed weights get another export. The numbers are PyTorch's."""
@@ -279,6 +287,7 @@ def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_p
     assert "- `hidden_states`: float32 `[3, batch, words, 16]`" in card
 
 
+@pytest.mark.slow
 def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
     """What a command does (cli.import_package: register() before transformers' Auto modules are imported): the Auto
     classes load ELMo."""
@@ -291,6 +300,7 @@ def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
     assert done.stdout.split() == ["ElmoForLanguageModeling", "ElmoTokenizer"], done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
     """device="auto" (what ElmoEmbedder asks for when given no device): the device accelerate picks for this process
     for a float PyTorch model; the CPU for int8 and for an export. The process's device is faked as "meta" (a torch
@@ -309,6 +319,7 @@ def test_the_loader_routes_device_auto(tiny_model_dir, exported, monkeypatch):
     assert ElmoEmbedder(tiny_model_dir, device="cpu").model.device.type == "cpu"
 
 
+@pytest.mark.slow
 def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypatch):
     """Loading a folder reads its config.json once (`open_model`'s check) and hands it on: the ONNX runner checks the
     graph against that same reading, and a PyTorch folder's config (ElmoOptions for the inference core, ElmoConfig
@@ -369,6 +380,7 @@ def test_the_inference_core_gives_allennlps_and_transformers_numbers(tiny_model_
     assert_close_to_reference(scores[0], scores[1], what="fill-mask scores")
 
 
+@pytest.mark.slow
 def test_the_inference_path_imports_no_transformers(tiny_model_dir, tmp_path):
     """`ElmoEmbedder`, `embed` and the page's model load and run the biLM without transformers (whose model-loading
     imports take seconds): not one of its modules is imported."""

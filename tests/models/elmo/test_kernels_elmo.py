@@ -282,6 +282,7 @@ def shipped_in_float64():
         return torch.stack(model(**enc, output_hidden_states=True).hidden_states).numpy()
 
 
+@pytest.mark.slow
 def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)

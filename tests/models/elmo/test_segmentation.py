@@ -351,6 +351,7 @@ def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
     assert [text[s:e] for s, e in spans] == words  # the spans are the raw text's
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("segmenter", SEGMENTERS)
 def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
     """One line of 460,000 characters crashed the process in fugashi (MeCab: a segmentation fault, exit 139): it runs
