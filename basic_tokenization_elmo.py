@@ -1,35 +1,12 @@
-"""ELMo's words and their character ids, without transformers or torch: how raw text becomes words (`ElmoSegmenter`)
-and words become the model's input rows (`ElmoBasicTokenizer`), which transformers' `ElmoTokenizer` and the
-inference core (`bilm_elmo.py`, an exported graph) share.
+"""ELMo's words and their character ids, without transformers or torch: how raw text becomes words (`ElmoSegmenter`:
+white space, or jieba, fugashi, sudachipy, then OpenCC) and words become the model's input rows
+(`ElmoBasicTokenizer`), shared by transformers' `ElmoTokenizer` and the inference core (`bilm_elmo.py`, an exported
+graph).
 
-Rules (identical to AllenNLP's ELMoCharacterMapper and bilm-tf's UnicodeCharsVocabulary at inference):
-
-- Raw text is split into words by the tokenizer's `segmenter` (saved in tokenizer_config.json): "whitespace" (the
-  default) is Python's `str.split()` (runs of Unicode whitespace); "jieba" segments Chinese with jieba (its default
-  accurate mode); "fugashi" segments Japanese into UniDic short units with MeCab (fugashi + unidic-lite), the units
-  of UD Japanese on which ELMoForManyLangs' Japanese model was trained; "sudachipy" into SudachiPy's shortest units
-  (mode A, sudachidict-core). Segmenters drop white space and keep `mask_token` whole; control characters (NUL...)
-  and lone surrogates are white space to them, and a long text reaches their analysers in sentence-sized pieces
-  (NOT_TEXT, SEGMENTER_PIECE); they are imported on first use (the extras `[zh]`, `[ja]`). `opencc_config` (e.g.
-  "s2t") converts each word with OpenCC after the split (a simplified-Chinese text for the traditional-Chinese
-  model). Pre-tokenized input (`is_split_into_words=True`) is
-  used as given, and any `str`, even `""`, is a word.
-- A word becomes `[begin-of-word] + its UTF-8 bytes + [end-of-word]`, padded with the padding character to
-  `max_characters_per_token` (50), every id then shifted by +1 so that 0 means "no word".
-- **The 48-byte rule:** only the first `max_characters_per_token - 2` (48) UTF-8 bytes of a word are kept; the cut
-  is by bytes and may split a multi-byte character. Longer words are cut with a warning, never rejected.
-- Characters UTF-8 cannot encode (lone surrogates such as "\\ud800") are dropped, as `encode(errors="ignore")`.
-- The words `<S>` and `</S>` map to the sentence-boundary characters the model itself adds around every sentence.
-
-Character-vocabulary mode (ELMoForManyLangs models, given `char_vocab_file` and/or `word_vocab_file`, their char.dic
-and word.dic), following ELMoForManyLangs' `read_list` and `create_one_batch`:
-
-- A word keeps its first `max_characters_per_token - 2` characters (code points, not bytes); the cut word is also
-  what the word vocabulary looks up. Unknown characters and words get the `<oov>` id.
-- A row is `[word id]` (with a word vocabulary) followed by `[<eow>] + char ids + [<bow>]` padded with `<pad>`
-  (with a character vocabulary): ELMoForManyLangs puts the `<eow>` id first and the `<bow>` id last (its
-  `create_one_batch` swaps them, and its models were trained that way). Every id is shifted by +1 (0 = no word).
-- The words `<bos>` and `<eos>` are the sentence boundaries the model adds: `[<eow>, <bos>, <bow>, <pad>...]`.
+The rows are AllenNLP's `batch_to_ids` (its ELMoCharacterMapper, bilm-tf's UnicodeCharsVocabulary): a word's first
+48 UTF-8 bytes between begin- and end-of-word marks, every id shifted by +1 so that 0 is no word; an
+ELMoForManyLangs model's rows are its `create_one_batch`'s from its char.dic and word.dic. The rules in full:
+docs/behaviour.md (Inputs) and docs/coming-from-elmoformanylangs.md (the segmenters, character-vocabulary mode).
 """
 
 import functools

@@ -157,10 +157,10 @@ class ElmoCharacterEncoder(nn.Module):
             return self.projection(words[0])
         chars = self.char_embedding(char_ids)  # [words, chars, char dim]
         # Each convolution runs as one GEMM over all character windows, [words, positions, filters] (the layout
-        # in which the max over positions reads contiguous rows): 1.2x (fp32) to 2x (bf16) faster than Conv1d on
-        # CPU, same numbers. Max over positions first, then the activation (the bilm-tf order). A window is its
-        # characters one after another (width, then char dim), as they lie in `chars`: an exported graph then
-        # needs no transpose of the windows, and the weight is reordered to match.
+        # in which the max over positions reads contiguous rows): faster than Conv1d on CPU, same numbers. Max
+        # over positions first, then the activation (the bilm-tf order). A window is its characters one after
+        # another (width, then char dim), as they lie in `chars`: an exported graph then needs no transpose of the
+        # windows, and the weight is reordered to match.
         filters = []
         for conv in self.convolutions:
             n_filters, char_dim, width = conv.weight.shape
@@ -582,7 +582,7 @@ class ElmoModelMixin:
         )
 
     def forward_windows(self, input_ids, window_size, **kwargs):
-        """Stateful mode for one long text: yields one `ElmoModelOutput` per window of `window_size` words.
+        """Stateful mode for one long text: yields one `output_class` per window of `window_size` words.
 
         `input_ids` is `[words, C]` or `[1, words, C]`. Each window is a sentence of its own (with BOS/EOS), and
         every LSTM starts from the previous window's final state, as bilm-tf's and AllenNLP's stateful inference

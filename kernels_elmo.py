@@ -1,16 +1,16 @@
-"""How the biLM's LSTM layers run fast on a CPU, kept apart from the model so that modeling_elmo.py reads as the paper.
+"""How the biLM's LSTM layers run fast on a CPU, kept apart from the model so that bilm_elmo.py reads as the paper.
 
 - The GEMMs of one layer (input-to-gates, state-to-gates, projection) for both directions at once: batched float
   matmuls (`FloatGemms`), oneDNN's linear on prepacked float weights (`OneDnnGemms`), or torch's dynamic int8
-  linear on prepacked weights (`Int8Gemms`, made by the int8 quantizer in quantization_elmo.py, which then drops the
-  float weights it replaces). Which float kernel runs is `config.float_kernel`, "auto" by default: the rule of
+  linear on prepacked weights (`Int8Gemms`, made by `bilm_elmo`'s `quantize_lstm_int8`, which then drops the float
+  weights it replaces). Which float kernel runs is `config.float_kernel`, "auto" by default: the rule of
   `best_float_kernel`, resolved once per process (`float_kernel`); the char CNN's GEMMs follow the same choice
   (`float_linear`).
 - The input-to-gates products for a block of time steps at once (`config.lstm_gates_block_elements`).
 - An in-place LSTM cell for inference (`inplace_lstm_cell`): a handful of element-wise torch kernels on the gate
-  tensor the state GEMM has just written, no compiler. It gives the numbers of `modeling_elmo.lstm_cell`.
+  tensor the state GEMM has just written, no compiler. It gives the numbers of `bilm_elmo.lstm_cell`.
 - One time step (`lstm_step`: gates, cell, projection, clip), which both forms of the layer run: the eager loop over
-  a shrinking batch (`modeling_elmo.ElmoLstmLayer`) and `scan_lstm`, the same steps as one `scan` over the whole
+  a shrinking batch (`bilm_elmo.ElmoLstmLayer`) and `scan_lstm`, the same steps as one `scan` over the whole
   batch, which torch.export and ONNX keep as a loop in the graph for any batch and length.
 
 Nothing here is compiled at run time, so no result depends on a compile cache or on the CPU that made one.
@@ -45,9 +45,9 @@ def onednn_error():
 @functools.cache
 def best_float_kernel():
     """The rule behind `float_kernel="auto"`: oneDNN's linear on prepacked weights wherever it runs (x86-64 builds
-    of torch with oneDNN), torch's own matmuls (MKL on x86) elsewhere. On an AMD EPYC Zen 5 (docs/speed.md) oneDNN
-    ran the LSTM's GEMMs 2-3x faster than MKL, which takes a slow path on AMD CPUs, and the char CNN's 1.5-2x; it is
-    the library torch itself runs bf16 matmuls through, on Intel and AMD alike."""
+    of torch with oneDNN), torch's own matmuls (MKL on x86) elsewhere. oneDNN ran faster than MKL, which takes a slow
+    path on AMD CPUs, wherever it was measured (docs/speed.md); it is the library torch itself runs bf16 matmuls
+    through, on Intel and AMD alike."""
     return "onednn" if onednn_error() is None else "aten"
 
 
@@ -57,7 +57,7 @@ def runnable_float_kernels():
 
 
 def float_kernel(requested):
-    """The kernel that runs `requested` (`config.float_kernel`, one of configuration_elmo.FLOAT_KERNELS): "auto" is
+    """The kernel that runs `requested` (`config.float_kernel`, one of options_elmo.FLOAT_KERNELS): "auto" is
     `best_float_kernel()`. A kernel that cannot run here gives way to torch's own ("aten"), with a warning: it is a
     performance setting (the same numbers but for float rounding), and a folder saved with it loads anywhere."""
     if requested == "auto":
@@ -295,7 +295,7 @@ class Int8Gemms:
 
 
 def inplace_lstm_cell(gates, c, cell_clip):
-    """`modeling_elmo.lstm_cell` for inference: the activations overwrite the gate pre-activations [2, n, 4H] (which
+    """`bilm_elmo.lstm_cell` for inference: the activations overwrite the gate pre-activations [2, n, 4H] (which
     are in the GEMMs' dtype, made float32 first when they are not), so the step costs a few element-wise passes
     and two new tensors (c and the cell output). No autograd (in-place updates)."""
     output_dtype = gates.dtype

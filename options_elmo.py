@@ -3,7 +3,7 @@
 One declaration of every field, its range and the rules between fields, with what is derived from them
 (`input_width`, `n_filters`, `hidden_size`): transformers' `ElmoConfig` (configuration_elmo.py) is these fields in
 its config class, and a model that runs without transformers (the inference core, `bilm_elmo.py`; an exported graph
-in onnxruntime) reads config.json into `ElmoOptions` itself (`ElmoOptions.from_dict`).
+in onnxruntime) reads config.json into `ElmoOptions` itself (`ElmoOptions.from_config_json`).
 """
 
 import copy
@@ -44,7 +44,7 @@ INT_RANGES = {
     "n_layers": (1, MAX_LAYERS),
     "num_output_representations": (1, MAX_LAYERS),
     # begin-of-word, a byte, end-of-word; the tokenizer bounds the rows it makes by its own, smaller limit
-    # (tokenization_elmo.MAX_CHARACTERS_PER_TOKEN), which this module does not import
+    # (basic_tokenization_elmo.MAX_CHARACTERS_PER_TOKEN), which this module does not import
     "max_characters_per_token": (3, MAX_DIM),
     "task_encoder_dim": (1, MAX_DIM),
     "n_highway": (0, MAX_LAYERS),

@@ -1,27 +1,11 @@
-"""ELMo for transformers, as an installed package.
+"""ELMo for transformers, as an installed package: what installed users get on top of the model's own modules (the
+remote-code modules at the repository root, `configuration_elmo.ELMO_MODULES`, installed as top-level modules).
 
-The model itself lives in the Hub remote-code modules at the repository root (`configuration_elmo`, `modeling_elmo`,
-`tokenization_elmo`, `pipeline_elmo` and the modules they import, installed as top-level modules:
-`configuration_elmo.ELMO_MODULES`); this package holds what installed users get on top of them.
-
-`register()` registers model type "elmo" with transformers' Auto classes, explicitly, so that
-
-    import elmo_transformers
-    elmo_transformers.register()
-    model = AutoModelForTokenClassification.from_pretrained(folder)  # no trust_remote_code
-
-loads with these installed classes, never with the folder's copies of the code. It is called where it is first
-needed: touching a model class, the config or a pipeline through this package (`elmo_transformers.ElmoModel`), and
-the commands that load through the Auto classes. Pipelines, which transformers only takes from a folder's code, take
-`pipeline_class=` instead (e.g. `ElmoTokenClassificationPipeline`).
-
-The package is lazy (a module `__getattr__`, as transformers' own `__init__` defers its models): importing it loads
-neither torch nor transformers, so that a command's --help answers at once, and `embed` or `ElmoEmbedder` (which run
-without transformers) start as fast as torch.
-
-`DEFAULT_MODEL` is the folder of the model shipped inside the package (a small English ELMo, `elmo-en-small`), for
-work without the Hub: `AutoModel.from_pretrained(elmo_transformers.DEFAULT_MODEL)` after `register()`,
-`ElmoEmbedder()`.
+`register()` registers model type "elmo" with transformers' Auto classes, so that a folder loads with these installed
+classes (no `trust_remote_code`); it runs where first needed (a model class, the config or a pipeline touched through
+this package, the commands that load through the Auto classes) or by the user's call (docs/hub-and-pipelines.md).
+The package is lazy (a module `__getattr__`): importing it loads neither torch nor transformers. `DEFAULT_MODEL` is
+the folder of the small English ELMo shipped inside it.
 """
 
 import importlib

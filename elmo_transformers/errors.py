@@ -54,7 +54,7 @@ class DataError(UserError):
 
 
 class ConversionError(UserError):
-    """The input cannot be converted, or the output cannot be written."""
+    """The input cannot be converted (malformed or mismatched files)."""
 
 
 class ModelError(UserError):

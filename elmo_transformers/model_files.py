@@ -11,7 +11,7 @@ GRAPH_FILES = ("model.onnx", "model.onnx.data")  # `export onnx`: the graph, and
 # pickles, their shard indexes, the graph) and the tokenizer's files (its vocabularies; its segmenter and conversion
 # settings are in tokenizer_config.json). What a conversion writes, with the card, the licence and the module files
 # (`model_files`).
-RESULT_FILES = (
+NUMBERS_FILES = (
     "config.json",
     "*.safetensors",
     "model.safetensors.index.json",
@@ -34,7 +34,7 @@ def model_files():
     from configuration_elmo import ELMO_MODULES
 
     return (
-        *(pattern for pattern in RESULT_FILES if "pytorch_model" not in pattern),  # (a conversion writes safetensors)
+        *(pattern for pattern in NUMBERS_FILES if "pytorch_model" not in pattern),  # (a conversion writes safetensors)
         *(f"{module}.py" for module in ELMO_MODULES),
         "README.md",  # the model card (a preset conversion names its source and licence there)
         "LICENSE.md",  # the licences of what the weights were trained on, where the card points to them

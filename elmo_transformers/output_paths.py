@@ -1,33 +1,7 @@
-"""Output rules every tool that writes shares.
-
-1. Its output never overlaps one of its inputs (`check_output_apart`).
-
-An output that is an input (also through a symbolic or hard link), contains one (a folder around it) or sits inside
-one (a file or folder within an input folder) is refused with one line, so that a tool can never replace, fill or
-delete what it reads. Inputs that do not exist on this machine (Hub repo ids, stdin "-") cannot overlap and are
-skipped.
-
-2. A file output is checked before any work (`check_file_output`: not a folder, its folder exists and takes a
-new file, an existing file only with `overwrite`), and written whole or not at all (`write_file_atomically`: a
-temporary file beside it, renamed into place), so that a full disk or a kill never leaves a cut file where the old
-one was.
-
-3. A folder output (a conversion, an export) is written whole or not at all (`write_folder_atomically`: a staging
-folder beside it, renamed into place), and an existing folder is replaced only with `overwrite`, and only if it holds
-an earlier conversion or export (`check_output`: a config.json of model_type "elmo" and no file but the model files,
-`model_files.py`); anything else, such as the folder holding the original weights, is refused with nothing touched,
-and an empty folder is simply used. Staging folders are named `.NAME.convert-PID-TOKEN` (and `-old`, where an
-earlier conversion waits to be replaced), announced by the lock `.NAME.convert-PID-TOKEN.lock`, taken before the
-folder exists and held while the conversion runs: the next conversion into the same NAME removes the staging folders
-of a killed one, whose lock it can take (`remove_stale_staging`). Every operating-system failure becomes an
-`OutputError` with one line naming the path and the cause; an interruption (Ctrl-C) removes the staging folder, as
-any failure does.
-
-4. Work in progress is announced by a lock file (`hold_lock`, filelock's), held while the work runs: the operating
-system releases it when its process ends, also on `kill -9`, so no process id is ever judged alive or not. A run that
-finds what another announced touches it only while holding that lock itself (`abandoned_work`): whether the work was
-abandoned is decided, and its leftovers removed, with the lock held, so no other process can take it up in between.
-The lock file goes while still held (`release_lock`), by the run that created or took it over.
+"""The output rules every tool that writes shares: an output never overlaps an input (`check_output_apart`); a file
+or folder is checked before any work and written whole or not at all (`check_file_output`, `write_file_atomically`,
+`check_output`, `write_folder_atomically`); work in progress is announced by a lock held while it runs
+(`hold_lock`, `abandoned_work`). The rules in full: docs/code-layout.md (Output rules).
 """
 
 import contextlib

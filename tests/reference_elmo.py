@@ -1,8 +1,9 @@
 """An independent, deliberately plain NumPy (float64) implementation of the original ELMo forward pass.
 
-It reads the original HDF5 arrays in their TensorFlow layout and follows docs/original-format.md step by step, one
-sentence at a time, so it shares no code with modeling_elmo.py. It is checked against the AllenNLP fixtures and then
-serves as the reference for configurations AllenNLP cannot run (no skip connections, one layer, tanh char CNN).
+It reads the original HDF5 arrays in their TensorFlow layout and follows the original format's description (the
+project's shared original-format.md) step by step, one sentence at a time, so it shares no code with bilm_elmo.py.
+It is checked against the AllenNLP fixtures and then serves as the reference for configurations AllenNLP cannot run
+(no skip connections, one layer, tanh char CNN).
 """
 
 import numpy as np

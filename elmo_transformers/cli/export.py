@@ -13,9 +13,8 @@ conversion. Needs onnx, onnxscript and onnxruntime: pip install "elmo-transforme
 import argparse
 
 from ..models import DEFAULT_MODEL
+from ..runtime.onnx_config import DTYPES  # imports nothing heavy: --help answers before torch loads
 from . import option
-
-DTYPES = ("float32", "int8")  # runtime.onnx_config.DTYPES, named here before anything loads
 
 
 def main(argv=None):

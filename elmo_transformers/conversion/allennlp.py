@@ -2,9 +2,9 @@
 
     elmo-transformers convert allennlp --options OPTIONS.json --weights WEIGHTS.hdf5 --output DIR
 
-The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the three module files,
-so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works. Every dataset is checked against the options
-before anything is written; the folder appears only when the conversion succeeded.
+The folder holds config.json (with `auto_map`), model.safetensors, the tokenizer files and the model's code modules
+(`ELMO_MODULES`), so that `AutoModel.from_pretrained(DIR, trust_remote_code=True)` works. Every dataset is checked
+against the options before anything is written; the folder appears only when the conversion succeeded.
 
 With the published softmax (`NAME_softmax_weights.hdf5`: group `softmax` with `W` [V, P] and `b` [V], shared by both
 directions) and its vocabulary (one word a line, word id = line number), the folder holds the language model: it

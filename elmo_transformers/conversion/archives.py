@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import ConversionError, first_line
 
-MODEL_FILES = ("config.json", "token_embedder.pkl", "encoder.pkl", "word.dic")  # char.dic too where char_dim > 0
+EFML_MODEL_FILES = ("config.json", "token_embedder.pkl", "encoder.pkl", "word.dic")  # char.dic too where char_dim > 0
 
 # What an archive may hold before anything is unpacked: a member (zip) or the whole (tar) expands to at most this many
 # times its compressed size (published weights deflate to about 0.93 of their size, word lists to about 0.4), and
@@ -73,9 +73,9 @@ def model_folder(names):
     down; ConversionError naming what is missing otherwise."""
     names = {name.strip("/").removeprefix("./") for name in names}
     for folder in sorted({os.path.dirname(n) for n in names if os.path.basename(n) == "encoder.pkl"}, key=len):
-        if folder.count("/") <= 1 and all(os.path.join(folder, f) in names for f in MODEL_FILES):
+        if folder.count("/") <= 1 and all(os.path.join(folder, f) in names for f in EFML_MODEL_FILES):
             return folder
-    raise ConversionError(f"no ELMoForManyLangs model in it (a folder holding {', '.join(MODEL_FILES)})")
+    raise ConversionError(f"no ELMoForManyLangs model in it (a folder holding {', '.join(EFML_MODEL_FILES)})")
 
 
 def model_members(members):

@@ -1,6 +1,6 @@
 """The batches `embed_file` feeds the model: which lines go together (`work_units`), their `input_ids` made with
 NumPy from each word's row computed once per run (`WordRows`), and a thread that prepares the next batches while the
-model runs (`in_background`)."""
+model runs (`in_background`), and the thread that writes finished batches beside it (`Writer`)."""
 
 import queue
 import threading

@@ -1,5 +1,5 @@
-"""The embed command's defaults and choices, in a module that imports nothing: `elmo-transformers embed --help` shows
-them before torch is imported."""
+"""The embed command's defaults and choices, in a module that imports nothing heavy: `elmo-transformers embed --help`
+shows them before torch is imported."""
 
 from ..runtime import RUNTIMES  # noqa: F401  (a choice of the command; runtime/ imports nothing heavy)
 

@@ -2,7 +2,7 @@
 
 The card follows `config.architectures`: the pipeline tag, the Auto class of the usage snippet, the labels of a
 task head, and the evaluation results Trainer wrote (`eval_results.json`, `test_results.json`) as model-index
-metadata. Used by push.py (`model_card(folder, repo_id, ...).save(path)`).
+metadata. Used by push.py (`model_card(folder, repo_id, ...).save(path)`) and space.py.
 """
 
 import json
@@ -164,8 +164,8 @@ def markdown_code(text, table=False):
 
 def architecture(config):
     """(architecture name, Auto class, pipeline task) of a config dict, from the Auto map and the pipelines every
-    saved config carries; a folder without `architectures` is an ElmoModel, and a model no pipeline lists (the LM)
-    is served by feature extraction."""
+    saved config carries; a folder without `architectures` is an ElmoModel, and a model no pipeline lists is
+    served by feature extraction."""
     name = (config.get("architectures") or ["ElmoModel"])[0]
     auto_classes = {reference.split(".")[-1]: auto for auto, reference in ELMO_AUTO_MAP.items() if auto != "AutoConfig"}
     if name not in auto_classes:

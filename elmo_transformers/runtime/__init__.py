@@ -1,5 +1,6 @@
 """What runs a loaded model, and what a loaded model says it can do (`traits`), so that callers ask instead of
-testing its type: PyTorch's `ElmoModel` (in modeling_elmo.py) and an exported graph run by onnxruntime
+testing its type: a PyTorch model (the inference core `bilm_elmo.ElmoModelCore`, or transformers' `ElmoModel`) and
+an exported graph run by onnxruntime
 (`runtime.onnx.OnnxElmoModel`); and the process a model runs in (`process_state`: its rank and default device).
 Imports nothing heavy."""
 

@@ -111,7 +111,7 @@ class OnnxElmoModel:
         self.threads = threads or intra_op_threads()
         options.intra_op_num_threads, options.inter_op_num_threads = self.threads, 1
         options.log_severity_level = 3  # errors only: its graph optimiser's notes ("Removing initializer") are not ours
-        path = os.path.join(self.folder, GRAPH_FILES[0])
+        path = source.file(GRAPH_FILES[0])
         try:
             self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile) as e:  # missing, empty, cut...
@@ -153,5 +153,5 @@ class OnnxElmoModel:
         return OnnxElmoOutput(
             last_hidden_state=vectors,
             hidden_states=tuple(layers) if output_hidden_states else None,
-            mask=(input_ids > 0).any(axis=-1) & attention_mask.astype(bool),  # modeling_elmo.word_mask, in NumPy
+            mask=(input_ids > 0).any(axis=-1) & attention_mask.astype(bool),  # bilm_elmo.word_mask, in NumPy
         )

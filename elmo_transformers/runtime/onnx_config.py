@@ -1,9 +1,8 @@
 """The exported graph's contract, written once (as optimum's per-architecture `OnnxConfig`): its inputs and outputs
-with their dtypes and axes, which axes are dynamic, and the metadata it records (the opset is the
-exporter's, read from the graph). The exporter
-(`export.onnx`) traces and labels the graph from it, the card's Inputs/Outputs are written from it, and the runner
-(`runtime.onnx`) checks a folder's graph against it and the folder's config.json before it runs. Imports nothing
-heavy: the runner reads it where torch is not installed."""
+with their dtypes and axes, which axes are dynamic, and the metadata it records (the opset is the exporter's, read
+from the graph). The exporter (`runtime.onnx_export`) traces and labels the graph from it, the card's Inputs/Outputs
+are written from it, and the runner (`runtime.onnx`) checks a folder's graph against it and the folder's config.json
+before it runs. Imports nothing heavy: the runner reads it where torch is not installed."""
 
 import json
 

@@ -123,7 +123,7 @@ def export_graph(model, tokenizer, path, contract):
 
 # The LSTM's GEMM weights (input, state and projection, both directions stacked: [2, K, N]), most of the arithmetic.
 LSTM_WEIGHT = re.compile(r"bilm\.layers\.\d+\.(input|state|projection)_weight$")
-# Weights are int8 with 7 bits of magnitude (|q| <= 63), one scale per direction and output column: a uint8
+# Weights are 7-bit signed integers (|q| <= 63), one scale per direction and output column: a uint8
 # activation times such a weight, summed in pairs, fits the 16-bit intermediate sums of x86 int8 kernels without VNNI
 # (AVX2, AVX-512), so the numbers do not depend on the CPU. Activations are uint8, one scale per call.
 WEIGHT_LEVELS = 63

@@ -1,12 +1,12 @@
 """How many threads a run should use on a CPU it may share: the CPUs free to this process now.
 
 A recurrence runs thousands of small parallel steps; each waits for its slowest thread, so one thread that the
-machine gives to another process stalls every step (measured on a busy 2-core Zen 4: 25.7 s with torch's default
-threads, 7.5 s with one). The count is the CPUs this process may run on (its affinity mask) less the load the other
-processes put on them now (the tasks the kernel has runnable, /proc/loadavg's fourth field, less this one; taken as
-spread evenly over the machine's CPUs), at most its cgroup's CPU quota (cpu.max, as a container sets it), and at
-least one. Not the one-minute load average: it lags, so a run started right after another (a benchmark, a script
-that embeds file after file) would see that one's load and take one thread on an idle machine."""
+machine gives to another process stalls every step (docs/speed.md measures it). The count is the CPUs this process
+may run on (its affinity mask) less the load the other processes put on them now (the tasks the kernel has runnable,
+/proc/loadavg's fourth field, less this one; taken as spread evenly over the machine's CPUs), at most its cgroup's
+CPU quota (cpu.max, as a container sets it), and at least one. Not the one-minute load average (read only where
+there is no /proc): it lags, so a run started right after another (a benchmark, a script that embeds file after
+file) would see that one's load and take one thread on an idle machine."""
 
 import math
 import os

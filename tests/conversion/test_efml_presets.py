@@ -133,7 +133,7 @@ def test_a_missing_file_on_the_mirror_is_named(mirror, tmp_path):
 
 def test_archive_layouts(tmp_path):
     assert archives.model_folder(["config.json", "char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl"]) == ""
-    assert archives.model_folder([f"zht.model/{n}" for n in archives.MODEL_FILES]) == "zht.model"
+    assert archives.model_folder([f"zht.model/{n}" for n in archives.EFML_MODEL_FILES]) == "zht.model"
     with pytest.raises(archives.ConversionError, match="no ELMoForManyLangs model in it"):
         archives.model_folder(["a/b/config.json", "a/b/encoder.pkl"])
 
