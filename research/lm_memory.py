@@ -61,6 +61,7 @@ def measure(folder, sentences, words):
     from elmo_transformers.training.data import DataCollatorForElmoLanguageModeling
     from elmo_transformers.training.perplexity import bilm_perplexities
 
+    elmo_transformers.register()
     torch.set_grad_enabled(False)
     before = rss_mb("VmRSS")
     model = AutoModelForPreTraining.from_pretrained(folder).eval()
