@@ -213,13 +213,14 @@ def test_a_table_given_as_text_is_refused_naming_its_columns(tmp_path, tiny_mode
 def test_tables_pyarrow_reads_only_with_options(tmp_path, tiny_model_dir):
     """A JSON line over pyarrow's 1 MB block, a CSV value with a line break, a categorical (dictionary-encoded)
     Parquet column: read; a CSV that is not UTF-8: one line naming the cause."""
-    long_words = " ".join(["word"] * 250_000)  # about 1.25 MB
-    (tmp_path / "long.jsonl").write_text(json.dumps({"text": long_words}) + "\n" + json.dumps({"text": "b"}) + "\n")
+    note = "x" * 1_250_000  # a line of about 1.25 MB (its length, not its text's, is what pyarrow's block must hold)
+    (tmp_path / "long.jsonl").write_text(json.dumps({"text": "a b", "note": note}) + "\n" + json.dumps({"text": "b"})
+                                         + "\n")
     (tmp_path / "quoted.csv").write_text('text,label\n"a line\nthat goes on",1\nb,0\n')
     pq.write_table(pa.table({"text": pa.array(["a b", "c", "a b"]).dictionary_encode()}), tmp_path / "cat.parquet")
     for name, lines in [("long.jsonl", 2), ("quoted.csv", 2), ("cat.parquet", 3)]:
         assert main([str(tmp_path / name), str(tmp_path / f"{name}.hdf5"), "--model", str(tiny_model_dir), "--top",
-                     "--text-column", "text", "--max-sentence-words", "300000", "--quiet"]) == 0, name
+                     "--text-column", "text", "--quiet"]) == 0, name
         with h5py.File(tmp_path / f"{name}.hdf5") as f:
             assert len(f) - 1 == lines
     (tmp_path / "latin1.csv").write_bytes("text\ncaf\xe9\n".encode("latin-1"))
