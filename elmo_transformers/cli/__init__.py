@@ -9,6 +9,7 @@ too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
 
 import ast
 import contextlib
+import gc
 import importlib
 import importlib.util
 import os
@@ -168,9 +169,23 @@ def print_traceback_when_debugging():
     traceback.print_exc()
 
 
+def freeze_for_exit():
+    """Leave what the process made to the operating system at exit: Python's last garbage collection would walk every
+    object torch and transformers created (about a second on a small CPU) only to free memory the exit frees anyway.
+    atexit handlers still run; only a process about to end calls this (gc.freeze keeps the objects from any later
+    collection)."""
+    gc.freeze()
+
+
 def main(argv=None):
-    """Run a subcommand; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run a subcommand; returns the exit code. Without `argv` it runs the process's own command line, which ends
+    when this returns (`freeze_for_exit`)."""
+    if argv is None:
+        try:
+            return main(sys.argv[1:])
+        finally:
+            freeze_for_exit()
+    argv = list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
