@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 # Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files. Each
 # step names itself when it fails, so that a pipeline that fails is not reported as a folder that does not load.
 LOAD_CHECK = """
+import gc
 import sys
 import torch
 import transformers
@@ -72,6 +73,7 @@ result = step(f"running the {task} pipeline on {text!r}", lambda: pipe(text))
 if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
     sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
 print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
+gc.freeze()  # the check is done: no last garbage collection over everything transformers made (cli.freeze_for_exit)
 """
 
 
