@@ -2,6 +2,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,45 @@ def load_fixture(name):
     expected = dict(np.load(folder / "expected.npz", allow_pickle=False))
     options = json.loads((folder / "options.json").read_text())
     return sentences, expected, options
+
+
+@pytest.fixture(scope="session", autouse=True)
+def graphs_traced_once(tmp_path_factory):
+    """The tests export the same few small models to ONNX again and again (on first use, cached, damaged, exported
+    again, as a command); torch.export's trace of one is most of a minute's CPU on 2 cores. A model's graph is a
+    function of its weights and config (this run's code being fixed), so `onnx_export.export_graph` traces each model
+    once per test run, for every xdist worker (a file lock), and copies that graph afterwards; everything around the
+    trace (the folder, the int8 rewrite, the card, the export cache and its checks, onnxruntime) runs as for a user.
+    A test that replaces torch's exporter (to make it fail) gets no copy."""
+    import hashlib
+
+    import filelock
+    import torch
+
+    from elmo_transformers.runtime import onnx_export
+
+    trace, exporter = onnx_export.export_graph, torch.onnx.export
+    store = tmp_path_factory.getbasetemp().parent / "traced-graphs"
+    store.mkdir(exist_ok=True)
+
+    def export_graph(model, tokenizer, path, contract):
+        weights = model.state_dict()
+        if torch.onnx.export is not exporter or sum(t.numel() * t.element_size() for t in weights.values()) > 2**27:
+            return trace(model, tokenizer, path, contract)
+        config = {k: v for k, v in model.config.to_dict().items() if k != "_name_or_path"}  # (not the numbers)
+        key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+        for name, tensor in sorted(weights.items()):
+            key.update(name.encode() + tensor.detach().cpu().contiguous().numpy().tobytes())
+        graph, opset = store / f"{key.hexdigest()}.onnx", store / f"{key.hexdigest()}.opset"
+        with filelock.FileLock(f"{graph}.lock"):
+            if not opset.exists():
+                opset.write_text(str(trace(model, tokenizer, str(graph), contract)))
+        shutil.copyfile(graph, path)
+        return int(opset.read_text())
+
+    onnx_export.export_graph = export_graph
+    yield
+    onnx_export.export_graph = trace
 
 
 @pytest.fixture(scope="session")
