@@ -30,6 +30,9 @@ ELMO_MODULES = (
     "kernels_elmo",  # the LSTM's GEMMs (float and int8), in-place cell, gate blocks
     "quantization_elmo",  # int8 through from_pretrained(..., quantization_config=...)
 )
+# The licences of what a model's weights were trained on, where its card points to them: `save_pretrained` carries the
+# file into every folder of weights derived from them.
+LICENCE_FILE = "LICENSE.md"
 
 # Every class this repository ships, so that any saved folder loads with every Auto class.
 ELMO_AUTO_MAP = {

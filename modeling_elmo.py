@@ -8,6 +8,8 @@ what training needs (the language model's losses, the heads).
 """
 
 import math
+import os
+import shutil
 from dataclasses import dataclass
 
 import torch
@@ -17,21 +19,21 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput, can_return_tuple, logging
+from transformers.utils import ModelOutput, can_return_tuple, cached_file, logging
 
 try:  # loaded as remote code, the modules are one package
     from .bilm_elmo import (
         ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
     )
     from .bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
-    from .configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
+    from .configuration_elmo import ELMO_AUTO_MAP, LICENCE_FILE, ElmoConfig
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
 except ImportError:  # installed with pip, they are top-level modules
     from bilm_elmo import (
         ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
     )
     from bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
-    from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig
+    from configuration_elmo import ELMO_AUTO_MAP, LICENCE_FILE, ElmoConfig
     from quantization_elmo import ElmoInt8Config  # noqa: F401
 
 logger = logging.get_logger(__name__)
@@ -75,11 +77,25 @@ class ElmoPreTrainedModel(PreTrainedModel):
         quantize_lstm_int8(self)
 
     @classmethod
-    def from_pretrained(cls, *args, **kwargs):
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         # Loading replaces the parameters by new, trainable ones: re-apply the freezing.
-        loaded = super().from_pretrained(*args, **kwargs)
-        (loaded[0] if isinstance(loaded, tuple) else loaded).apply_freezing()
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        model.apply_freezing()
+        where = {name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only") if name in kwargs}
+        model.licence_file = cached_file(pretrained_model_name_or_path, LICENCE_FILE, **where,
+                                         _raise_exceptions_for_missing_entries=False,
+                                         _raise_exceptions_for_connection_errors=False)
         return loaded
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' `save_pretrained`, and the licence file (LICENCE_FILE) of the folder or repo the weights
+        were loaded from: the licences of the texts weights were trained on travel with every model derived from
+        them."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        source, target = getattr(self, "licence_file", None), os.path.join(save_directory, LICENCE_FILE)
+        if source and os.path.isfile(source) and not (os.path.exists(target) and os.path.samefile(source, target)):
+            shutil.copyfile(source, target)
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -31,13 +31,13 @@ NUMBERS_FILES = (
 def model_files():
     """MODEL_FILES, made on first use: the model's modules are configuration_elmo's list, and it imports torch (this
     module is also read where an exported folder runs without torch)."""
-    from configuration_elmo import ELMO_MODULES
+    from configuration_elmo import ELMO_MODULES, LICENCE_FILE
 
     return (
         *(pattern for pattern in NUMBERS_FILES if "pytorch_model" not in pattern),  # (a conversion writes safetensors)
         *(f"{module}.py" for module in ELMO_MODULES),
         "README.md",  # the model card (a preset conversion names its source and licence there)
-        "LICENSE.md",  # the licences of what the weights were trained on, where the card points to them
+        LICENCE_FILE,  # the licences of what the weights were trained on, where the card points to them
     )
 
 

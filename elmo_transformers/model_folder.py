@@ -16,6 +16,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 
 from huggingface_hub.errors import StrictDataclassError
@@ -176,6 +177,22 @@ class ModelFolder:
         except Exception as e:  # noqa: BLE001  (huggingface_hub reports bad YAML with several error types)
             raise UserError(f"{path}: its metadata cannot be read ({first_line(e)}): fix the model card's header, or "
                             f"{remedy}", path) from None
+
+    def licence(self):
+        """The card licence of a folder whose weights came with the licences of what they were trained on
+        (configuration_elmo.LICENCE_FILE, which `save_pretrained` carries into every model derived from them): the
+        Hub's `license: other` fields, named by the file's first heading; None without the file."""
+        from configuration_elmo import LICENCE_FILE
+
+        try:
+            with open(self.file(LICENCE_FILE), encoding="utf-8") as f:
+                heading = next((line[2:] for line in f if line.startswith("# ")), "")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ModelError(f"{self.file(LICENCE_FILE)} cannot be read ({e}): restore it", self.name) from None
+        name = "-".join(re.findall(r"[a-z0-9]+(?:[._][a-z0-9]+)*", heading.lower())) or "see-license-file"
+        return {"license": "other", "license_name": name, "license_link": LICENCE_FILE}
 
     def file(self, name):
         """The path of the folder's file `name`."""

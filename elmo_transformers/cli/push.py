@@ -28,8 +28,9 @@ def main(argv=None):
                         "(REPO_ID names the Space; the model card options do not apply): elmo_transformers.hub.space")
     parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
     card = parser.add_argument_group("model card")
-    card.add_argument("--license", help="license id (default apache-2.0, as AllenNLP's ELMo; with --space: the licence "
-                      "of DIR's model card where it has one)")
+    card.add_argument("--license", help="license id (default: 'other', pointing to DIR's LICENSE.md where DIR holds "
+                      "one, as every model derived from the default model does; else apache-2.0, as AllenNLP's ELMo; "
+                      "with --space: the licence of DIR's model card where it has one)")
     card.add_argument("--language", nargs="*", default=["en"], help="language codes (default en)")
     card.add_argument("--datasets", nargs="*", default=[], help="Hub ids of the training data sets")
     card.add_argument("--base-model", help="Hub id this model was fine-tuned from")
@@ -76,7 +77,7 @@ def main(argv=None):
             kept = args.dry_run
             return result
         files = hub.build_upload_folder(
-            args.model_dir, staging, args.repo_id, license=args.license or "apache-2.0", language=args.language,
+            args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
             datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
             eval_dataset=args.eval_dataset,
         )

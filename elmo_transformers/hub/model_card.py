@@ -189,11 +189,17 @@ def evaluation_results(folder, task, dataset):
     return results
 
 
-def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets=(), base_model=None, source=None,
+def card_licence(folder, license=None):
+    """The card's licence fields: `license` where given; else those of a folder holding the licences of its weights'
+    sources (`ModelFolder.licence`: a model derived from the default model); else apache-2.0, AllenNLP's ELMo's."""
+    return {"license": license} if license else folder.licence() or {"license": "apache-2.0"}
+
+
+def model_card(folder, repo_id, license=None, language=("en",), datasets=(), base_model=None, source=None,
                check=None, eval_dataset=None):
     """A ModelCard for the ELMo folder `folder` (a path or `open_model`'s ModelFolder: its config gives the
-    architecture, sizes and labels). `eval_dataset` names the data of the `*_results.json` (default: the first of
-    `datasets`)."""
+    architecture, sizes and labels; its licence `card_licence`). `eval_dataset` names the data of the
+    `*_results.json` (default: the first of `datasets`)."""
     folder = open_model(folder, local=True)
     config = folder.config
     _, auto_class, task = architecture(config)
@@ -205,7 +211,7 @@ def model_card(folder, repo_id, license="apache-2.0", language=("en",), datasets
         library_name="transformers",
         pipeline_tag=task,
         tags=["elmo", "custom_code"],
-        license=license,
+        **card_licence(folder, license),
         language=list(language) or None,
         datasets=list(datasets) or None,
         base_model=base_model,

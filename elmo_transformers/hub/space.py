@@ -90,11 +90,12 @@ def code_licence():
     raise UserError(f"{PACKAGE}'s LICENSE file is not installed: reinstall the package (pip install \".[demo]\")")
 
 
-def card_licence(source):
-    """{field: value} of the licence in the model card of `source` (a ModelFolder; README.md's metadata), a
-    `license_link` to a file of the folder pointing into the Space's model/; {} without a card or a licence."""
+def model_licence(source):
+    """{field: value} of the licence of the model `source` (a ModelFolder): its card's (README.md's metadata), else
+    that of the licence file it holds (`ModelFolder.licence`), a `license_link` to a file of the folder pointing into
+    the Space's model/; {} without either."""
     data = source.card_metadata("give --license")
-    licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)}
+    licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)} or source.licence() or {}
     link = licence.get("license_link")
     if isinstance(link, str) and os.path.isfile(source.file(link)):
         licence["license_link"] = f"model/{link}"
@@ -103,12 +104,12 @@ def card_licence(source):
 
 def space_card(model_dir, repo_id, license=None):
     """The Space's README.md: the Spaces header and a few lines on what the page shows. Its licence is `license`
-    where given, else that of the model's card (`card_licence`), else apache-2.0 (as `push` gives a model)."""
+    where given, else the model's (`model_licence`), else apache-2.0 (as `push` gives a model)."""
     import gradio
 
     source = open_model(model_dir, local=True)
     config, name, language_model = source.config, source.title, source.is_language_model
-    licence = {"license": license} if license else card_licence(source) or {"license": "apache-2.0"}
+    licence = {"license": license} if license else model_licence(source) or {"license": "apache-2.0"}
     data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
                          app_file="app.py", emoji="🔤", colorFrom="blue", colorTo="green",
                          short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"],
@@ -139,7 +140,7 @@ def build_space_folder(model_dir, staging, repo_id, license=None):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)  # follows the checked links
     if "README.md" not in kept:  # the page names the model by its card's title, not by the folder name model/
-        card = model_card(source, source.title, license=license or "apache-2.0")
+        card = model_card(source, source.title, license=license)
         card.save(Path(staging) / "model" / "README.md")
     (Path(staging) / "requirements.txt").write_text("\n".join(requirements()) + "\n", encoding="utf-8")
     space_card(source, repo_id, license).save(os.path.join(staging, "README.md"))
