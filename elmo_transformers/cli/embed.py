@@ -97,6 +97,9 @@ def main(argv=None):
         return 130
     if report.main_process and not args.quiet:
         print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
+        if args.format == "parquet":  # (the batches are of lines of one length, not of neighbouring lines)
+            print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
+                  "split='train').sort('line') gives them in line order", file=sys.stderr)
         print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     return 0
 

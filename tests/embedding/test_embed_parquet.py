@@ -149,3 +149,18 @@ def test_the_vectors_come_back_as_arrays_of_their_declared_shape(tmp_path, tiny_
     while hasattr(leaf, "value_type") or hasattr(leaf, "storage_type"):
         leaf = getattr(leaf, "storage_type", None) or leaf.value_type
     assert leaf == pa.float16()
+
+
+def test_the_command_says_how_to_read_the_rows_in_line_order(tmp_path, tiny_model_dir, capsys):
+    """Rows come in batch order (lines of one length together): the command says so, naming the one call that gives
+    line order, and that call does."""
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(LINES) + "\n")
+    output = tmp_path / "vectors"
+    assert main([str(source), str(output), "--model", str(tiny_model_dir), "--top", *FLAGS, "--format", "parquet"]) == 0
+    said = capsys.readouterr().err
+    call = f"datasets.load_dataset('parquet', data_dir={str(output)!r}, split='train').sort('line')"
+    assert f"its rows come in batch order: {call} gives them in line order" in said, said
+    data = eval(call, {"datasets": datasets})
+    assert data["line"] == list(range(len(LINES))) and data[3]["words"] == LINES[3].split()
+    assert datasets.load_dataset("parquet", data_dir=str(output), split="train")["line"] != list(range(len(LINES)))
