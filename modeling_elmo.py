@@ -82,7 +82,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
         model.apply_freezing()
-        where = {name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only") if name in kwargs}
+        where = {name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only")
+                 if name in kwargs}
         model.licence_file = cached_file(pretrained_model_name_or_path, LICENCE_FILE, **where,
                                          _raise_exceptions_for_missing_entries=False,
                                          _raise_exceptions_for_connection_errors=False)

@@ -15,6 +15,11 @@ Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO
 """
 
 
+import filecmp
+import importlib.util
+import os
+import sys
+
 import numpy as np
 import torch
 from transformers.pipelines import (FeatureExtractionPipeline, FillMaskPipeline, TextClassificationPipeline,
@@ -27,23 +32,39 @@ def code_source(obj):
     return "the model folder's files (trust_remote_code)" if remote else "the installed package"
 
 
+def differs_from_installed(obj):
+    """Whether the class of `obj` is the folder's copy of the code (remote code) and one of that folder's ELMo modules
+    differs from the installed module of its name (a folder saved by another version)."""
+    if not type(obj).__module__.startswith("transformers_modules."):
+        return False
+    folder = os.path.dirname(sys.modules[type(obj).__module__].__file__)
+    for name in os.listdir(folder):
+        spec = importlib.util.find_spec(name[:-3]) if name.endswith("_elmo.py") else None
+        if spec is not None and spec.origin and not filecmp.cmp(os.path.join(folder, name), spec.origin,
+                                                                 shallow=False):
+            return True
+    return False
+
+
 class ElmoCharIdsMixin:
     """Tokenize to char ids under the key `char_ids` (padded with 0 by the stock collate) and back for the model.
 
-    A pipeline runs one copy of the ELMo code: with `import elmo_transformers` and `trust_remote_code=True` together,
-    transformers takes the model from the installed package but the pipeline and tokenizer from the folder's files,
-    two versions that may differ. That mix is refused, naming the two ways to load."""
+    After `elmo_transformers.register()`, `trust_remote_code=True` takes the model from the installed package
+    (transformers prefers a registered class) but the pipeline and tokenizer from the folder's files. Where those
+    files are the installed code, byte for byte, that is one copy of the code and runs; where they differ (a folder
+    saved by another version), the mix is refused, naming the two ways to load."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        sources = {name: code_source(obj) for name, obj in (("pipeline", self), ("model", self.model),
-                                                            ("tokenizer", self.tokenizer))}
-        if len(set(sources.values())) > 1:
+        parts = (("pipeline", self), ("model", self.model), ("tokenizer", self.tokenizer))
+        sources = {name: code_source(obj) for name, obj in parts}
+        if len(set(sources.values())) > 1 and any(differs_from_installed(obj) for _, obj in parts):
             mixed = ", ".join(f"the {name} from {source}" for name, source in sources.items())
             raise ValueError(
-                f"this ELMo pipeline would mix two copies of the code ({mixed}): after `import elmo_transformers` "
-                f"leave out trust_remote_code and pass pipeline_class=elmo_transformers.{type(self).__name__}, or "
-                "use trust_remote_code=True in a process that does not import elmo_transformers"
+                f"this ELMo pipeline would mix two versions of the code ({mixed}; the folder's files differ from the "
+                "installed package's): after `elmo_transformers.register()` leave out trust_remote_code and pass "
+                f"pipeline_class=elmo_transformers.{type(self).__name__}, or save the folder again with the installed "
+                "version"
             )
 
     def _char_inputs(self, text, **tokenizer_kwargs):

@@ -41,13 +41,12 @@ def masked_texts():
 def test_ranking_and_scores_equal_allennlp(lm_dir, batch_size, remote_code):
     expected = dict(np.load(LM / "expected.npz", allow_pickle=False))
     words = (LM / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    if remote_code:  # this process imported elmo_transformers: remote code would mix two copies (refused)
-        with pytest.raises(ValueError, match="would mix two copies of the code"):
-            pipeline("fill-mask", model=str(lm_dir), trust_remote_code=True)
-        return
+    if remote_code:  # registered here: the model is the installed class, the pipeline the folder's (the same code)
+        fill = pipeline("fill-mask", model=str(lm_dir), trust_remote_code=True)
+        assert type(fill).__module__.startswith("transformers_modules.")
     else:
         fill = pipeline("fill-mask", model=str(lm_dir), pipeline_class=elmo_transformers.ElmoFillMaskPipeline)
-        assert type(fill.model).__module__ == "modeling_elmo"  # the installed class, not the folder's copy
+    assert type(fill.model).__module__ == "modeling_elmo"  # the installed class, not the folder's copy
     assert type(fill).__name__ == "ElmoFillMaskPipeline"
     texts = masked_texts()
     results = fill(texts, top_k=100, batch_size=batch_size)
@@ -112,3 +111,20 @@ def test_masked_word_log_probs_never_read_the_masked_word(lm_dir):
     assert torch.equal(scores[0], scores[1])
     with pytest.raises(ValueError, match="one word index per sentence"):
         model.masked_word_log_probs(**batch, positions=torch.tensor([1, 3]))
+
+
+def test_a_folder_of_another_version_is_not_mixed_with_the_installed_code(lm_dir, tmp_path):
+    """After register(), trust_remote_code takes the model from the installed package and the pipeline from the
+    folder: that runs where the folder's files are the installed code, and is refused in one message naming both
+    ways where one of them differs (a folder saved by another version)."""
+    import shutil
+
+    elmo_transformers.register()
+    other = shutil.copytree(lm_dir, tmp_path / "other-version")
+    with open(other / "tokenization_elmo.py", "a", encoding="utf-8") as f:
+        f.write("\n# saved by another version\n")
+    with pytest.raises(ValueError, match=r"would mix two versions of the code .*the folder's files differ from the "
+                                         r"installed package's.*pipeline_class=elmo_transformers.ElmoFillMaskPipeline"):
+        pipeline("fill-mask", model=str(other), trust_remote_code=True)
+    fill = pipeline("fill-mask", model=str(other), pipeline_class=elmo_transformers.ElmoFillMaskPipeline)
+    assert fill("the <mask> sat", top_k=1)
