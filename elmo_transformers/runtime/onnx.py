@@ -97,6 +97,10 @@ class OnnxElmoModel:
         self.source = source = open_model(folder, local=True)
         self.folder = source.path
         check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
+        # onnxruntime records each process (its Python's path, the OS, the CPU) in a telemetry database under
+        # ~/.cache/Microsoft/ unless this variable is set when it is first imported (disable_telemetry_events() does
+        # not stop it): set here unless the user chose otherwise (docs/serving.md).
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         import onnxruntime
         from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
                                                                  NoSuchFile)

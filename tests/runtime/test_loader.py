@@ -140,12 +140,17 @@ print(json.dumps({"status": status, "shape": list(vectors.shape), "tf_hub":
 
 @pytest.mark.slow
 def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
+    """An exported folder embeds where torch cannot be imported, and writes nothing into the user's home (onnxruntime's
+    telemetry database, ~/.cache/Microsoft/, stays off)."""
     (tmp_path / "in.txt").write_text("a b\nc\n")
+    (tmp_path / "home").mkdir()
+    env = {k: v for k, v in command_env(HOME=str(tmp_path / "home")).items() if k != "ORT_DISABLE_TELEMETRY"}
     done = subprocess.run([sys.executable, "-c", NO_TORCH, str(exported), str(tmp_path / "in.txt"),
-                           str(tmp_path / "out.hdf5")], env=command_env(), capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "out.hdf5")], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {"status": 0, "shape": [3, 2, 16], "tf_hub": [1, 2, 8]}
     assert (tmp_path / "out.hdf5").exists()
+    assert list((tmp_path / "home").rglob("*")) == []
 
 
 @pytest.mark.slow
