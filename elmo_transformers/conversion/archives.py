@@ -52,9 +52,15 @@ def archive_members(path):
 
 
 def check_archive(path, members):
-    """ConversionError unless every member of archive `path` names a path inside it, is a file or a folder, and
-    expands at most MAX_EXPANSION times."""
+    """ConversionError unless every member of archive `path` names a path inside it, once (a second member of one
+    name would replace the first where the archive is unpacked: which file is the model's?), is a file or a folder,
+    and expands at most MAX_EXPANSION times."""
+    seen = set()
     for member in members:
+        name = member.name.replace("\\", "/").strip("/").removeprefix("./")
+        if name in seen:
+            raise ConversionError(f"it holds two members named {member.name!r}: one of them is not the model's")
+        seen.add(name)
         parts = member.name.replace("\\", "/").split("/")
         if member.name.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts:
             raise ConversionError(f"its member {member.name!r} names a path outside the archive")

@@ -185,6 +185,17 @@ def test_an_archive_that_expands_past_what_model_files_do_is_refused_unpacked(mi
     assert f"over the {archives.MAX_EXPANSION} times a model file can" in line
 
 
+def test_an_archive_with_two_members_of_one_name_is_refused(mirror, tmp_path):
+    """A second 136/word.dic after the model's own: unpacked, one would replace the other (it failed with a raw
+    FileExistsError and stayed cached)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zipfile's "Duplicate name"
+        serve_zip(tmp_path, 136, {"136/word.dic": b"other words\n", "./136/word.dic": b"more words\n"})
+    refused_in_one_line(tmp_path, "ar", "it holds two members named")
+
+
 @pytest.mark.parametrize("member", ["../escaped.txt", "136/../../escaped.txt", "/tmp/escaped.txt", "C:/escaped.txt"])
 def test_a_member_naming_a_path_outside_the_archive_is_refused(mirror, tmp_path, member):
     serve_zip(tmp_path, 136, {member: b"x"})
