@@ -8,6 +8,7 @@ waiting in the page's queue (page.QUEUE_SIZE) each hold one such body at most. G
 folder of its own, removed when the server stops (a GRADIO_TEMP_DIR set by the user is used as it is and left
 alone). Imports no Gradio itself."""
 
+import asyncio
 import atexit
 import os
 import shutil
@@ -20,6 +21,9 @@ ALL_INTERFACES = ("0.0.0.0", "::", "")
 # (a control character escaped as \\u0001), with the rest of Gradio's envelope well under the remainder.
 MAX_BODY_BYTES = 1 << 20
 MAX_HELD_BYTES = 16 << 20  # bodies being received or parsed at once, all requests together
+# A body must have arrived whole this many seconds after its request began: a client that opens requests and sends
+# nothing (or a trickle) would otherwise hold its share of MAX_HELD_BYTES for ever, and enough of them the whole page.
+BODY_SECONDS = 10.0
 BODILESS = {"GET", "HEAD", "OPTIONS"}
 
 
@@ -33,11 +37,13 @@ def launch_options():
 class BoundedBodies:
     """ASGI middleware that reads every request body itself before the app sees it: a Content-Length over
     `max_body` is answered 413 before a byte is read, a body streamed past it is answered 413 once it gets there,
-    and a request that would take the bodies held at once past `max_held` is answered 503 (try again later). The app
-    gets the body whole, read from memory."""
+    a body not whole `body_seconds` after the request began is answered 408, and a request that would take the
+    bodies held at once past `max_held` is answered 503 (try again later). The app gets the body whole, read from
+    memory."""
 
-    def __init__(self, app, max_body=MAX_BODY_BYTES, max_held=MAX_HELD_BYTES):
+    def __init__(self, app, max_body=MAX_BODY_BYTES, max_held=MAX_HELD_BYTES, body_seconds=BODY_SECONDS):
         self.app, self.max_body, self.max_held, self.held = app, max_body, max_held, 0
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope, receive, send):
         headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
@@ -57,8 +63,13 @@ class BoundedBodies:
         self.held += reserved
         try:
             chunks, size = [], 0
+            deadline = asyncio.get_running_loop().time() + self.body_seconds
             while True:
-                message = await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
+                except asyncio.TimeoutError:
+                    return await answer(send, 408, f"the request's body did not arrive within {self.body_seconds:g} "
+                                                   "seconds: send it again")
                 if message["type"] == "http.disconnect":
                     return
                 chunks.append(message.get("body", b""))

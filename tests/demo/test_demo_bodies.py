@@ -116,6 +116,39 @@ def test_the_bodies_held_at_once_are_bounded():
     assert statuses[-1] == 200
 
 
+def test_requests_whose_bodies_never_arrive_give_back_their_room():
+    """Clients that open requests and send nothing held the page's room for bodies for as long as they stayed open
+    (16 idle chunked POSTs: every other request answered 503): past `body_seconds` each is answered 408, its room
+    freed, and the next request is served."""
+    app = App()
+    middleware = BoundedBodies(app, max_body=1000, max_held=3000, body_seconds=0.2)
+
+    async def idle():
+        await asyncio.sleep(3600)  # a client that sends no byte
+
+    async def one(receive):
+        answered = {}
+
+        async def send(message):
+            answered.setdefault("status", message.get("status"))
+
+        await middleware({"type": "http", "method": "POST", "headers": [(b"transfer-encoding", b"chunked")]},
+                         receive, send)
+        return answered["status"]
+
+    async def scenario():
+        idle_ones = [asyncio.create_task(one(idle)) for _ in range(3)]  # all the room, reserved
+        await asyncio.sleep(0.05)
+        busy = await one(request([b"x" * 10], length=None)[1])
+        statuses = await asyncio.gather(*idle_ones)
+        served = await one(request([b"y" * 10], length=None)[1])
+        return busy, statuses, served
+
+    busy, statuses, served = asyncio.run(scenario())
+    assert busy == 503 and statuses == [408, 408, 408] and served == 200 and middleware.held == 0
+    assert app.bodies == [b"y" * 10]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
