@@ -21,6 +21,10 @@ from .senses import EXAMPLES, MAX_SENTENCE_WORDS, MAX_SENTENCES, MAX_WORDS, MIX,
 FILL_EXAMPLE = "He sat on the <mask> of the river ."
 SCORE_EXAMPLE = "He sat on the bank of the river ."
 QUEUE_SIZE = 64  # requests waiting at once; past that a user is told to come back later
+# Every event of the page waits in one line and runs alone, in the order the requests came: Gradio gives each listener
+# (a button, a text's Enter, the page's load) a line of its own, so an older request of one (the first visit's
+# example) could finish after a newer one of another (the user's Compare) and replace its answer.
+ONE_QUEUE = "model"
 
 INTRO = """# ELMo: one word, many senses
 ELMo (Peters et al., 2018) gives every word a vector computed from its whole sentence. Layer 0 (the char CNN) sees
@@ -107,11 +111,11 @@ def build(model_name):
             return plots.similarity_heatmap(uses, the_layer), plots.projection_scatter(uses, the_layer)
 
         compare_event = dict(fn=on_compare, inputs=[sentences, word, layer],
-                             outputs=[senses_message, table, heatmap, projection, uses_state])
+                             outputs=[senses_message, table, heatmap, projection, uses_state], concurrency_id=ONE_QUEUE)
         compare.click(**compare_event)
         word.submit(**compare_event)
         page.load(**compare_event)  # the first visit shows the example
-        layer.change(draw, inputs=[uses_state, layer], outputs=[heatmap, projection])
+        layer.change(draw, inputs=[uses_state, layer], outputs=[heatmap, projection], concurrency_id=ONE_QUEUE)
 
         if loaded.lm is not None:
             def on_fill(text):
@@ -121,9 +125,10 @@ def build(model_name):
                     return str(e), None
                 return "\n".join(f"{w}  {p:.4f}" for w, p in best), plots.probability_bars(best)
 
-            fill.click(on_fill, inputs=fill_text, outputs=[fill_result, fill_plot])
-            fill_text.submit(on_fill, inputs=fill_text, outputs=[fill_result, fill_plot])
-            page.load(on_fill, inputs=fill_text, outputs=[fill_result, fill_plot])
+            fill_event = dict(fn=on_fill, inputs=fill_text, outputs=[fill_result, fill_plot], concurrency_id=ONE_QUEUE)
+            fill.click(**fill_event)
+            fill_text.submit(**fill_event)
+            page.load(**fill_event)
 
         if loaded.lm is not None:
             def on_score(text):
@@ -137,9 +142,10 @@ def build(model_name):
                     rows, headers=["word", "forward", "backward", "mean"], visible=True)
 
             score_outputs = [score_message, surprisal, score_table]
-            score.click(on_score, inputs=score_text, outputs=score_outputs)
-            score_text.submit(on_score, inputs=score_text, outputs=score_outputs)
-            page.load(on_score, inputs=score_text, outputs=score_outputs)
+            score_event = dict(fn=on_score, inputs=score_text, outputs=score_outputs, concurrency_id=ONE_QUEUE)
+            score.click(**score_event)
+            score_text.submit(**score_event)
+            page.load(**score_event)
     return page.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
 
 

@@ -195,3 +195,19 @@ def test_an_error_leaves_no_empty_table_behind(lm_dir):
     assert "no text given" in message and picture is None and not table.visible
     message, picture, table = handlers["on_score"]("the <mask> sat .")
     assert message == "" and picture is not None and table.visible
+
+
+def test_every_event_of_the_page_waits_in_one_line(lm_dir):
+    """Gradio gives each listener a queue of its own: the first visit's example (page load) and the user's Compare ran
+    side by side, and the older answer could arrive last and replace the newer one (a table of other numbers than
+    the model's for the sentences given). Every event of the page is in one concurrency group of one, so requests
+    run alone, in the order they came."""
+    pytest.importorskip("gradio", reason="the web page needs Gradio (pip install '.[demo]')")
+    from elmo_transformers.demo import page
+
+    blocks = page.build(str(lm_dir))
+    events = list(blocks.fns.values())
+    assert len(events) >= 10  # compare (click, Enter, load), the layer, fill-mask (3) and the scores (3)
+    assert {event.concurrency_id for event in events} == {page.ONE_QUEUE}
+    assert {event.concurrency_limit for event in events} <= {"default", 1}
+    assert blocks._queue.default_concurrency_limit == 1
