@@ -7,7 +7,6 @@ is printed as one line `error: ...`, exit 1, without a traceback (ELMO_TRANSFORM
 too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
 """
 
-import ast
 import contextlib
 import gc
 import importlib
@@ -43,12 +42,6 @@ def import_package():
     from .. import register
 
     register()
-
-
-def module_doc(name):
-    """The docstring of module `name` without importing it (what --help shows must not wait for its imports)."""
-    spec = importlib.util.find_spec(name)
-    return ast.get_docstring(ast.parse(spec.loader.get_source(name)), clean=False)
 
 
 @contextlib.contextmanager

@@ -12,12 +12,29 @@ from huggingface_hub import get_token
 from ..errors import UserError
 from ..model_folder import check_hub_id, open_model
 from ..output_paths import check_output_apart
-from . import import_package, module_doc, option
+from . import import_package, option
+
+
+DESCRIPTION = """Upload an ELMo folder (converted, trained or fine-tuned) to the Hugging Face Hub, with a model card.
+
+    elmo-transformers push DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
+
+1. Copies what a model repo needs into an upload folder: the config, the weights, the tokenizer files, the model's
+   code files, README.md (the model card: DIR's own, or one made from DIR's config and results) and LICENSE.md.
+   Everything else (Trainer's training_args.bin, which can hold a token, its state and results files, optimizer
+   states, checkpoint folders...) stays out and is listed. A symbolic link that leaves DIR is refused.
+2. Loads that folder in a fresh Python process, offline, as a user would (trust_remote_code=True), and runs its
+   pipeline on a sentence. A folder that fails is not uploaded; the message names the step.
+3. Creates the repo if needed and uploads the folder in one commit. The token comes from HF_TOKEN or
+   `hf auth login`. --dry-run stops before this step and keeps the folder to look at.
+
+Every wait on the Hub ends after HF_HUB_DOWNLOAD_TIMEOUT seconds (default 60); Ctrl+C or SIGTERM removes the
+upload folder. Details: docs/hub-and-pipelines.md (Uploading to the Hub)."""
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="elmo-transformers push",
-                                     description=module_doc("elmo_transformers.hub.push"),
+                                     description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained), or "
                         "`default` for the shipped model")
@@ -25,7 +42,7 @@ def main(argv=None):
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")
     parser.add_argument("--space", action="store_true", help="upload a Gradio Space serving the demo page on DIR "
-                        "(REPO_ID names the Space; the model card options do not apply): elmo_transformers.hub.space")
+                        "(REPO_ID names the Space; the model card options do not apply; docs/demo-page.md)")
     parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
     card = parser.add_argument_group("model card")
     card.add_argument("--license", help="license id (default: 'other', pointing to DIR's LICENSE.md where DIR holds "

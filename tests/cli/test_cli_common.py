@@ -241,3 +241,25 @@ def test_debug_variable_prints_the_traceback_behind_the_line(tmp_path, capsys, m
     code, err = run(argv, capsys)
     assert one_line(code, err.splitlines()[-1] + "\n", "--model a/b/c: no such folder")
     assert "Traceback" in err and "HFValidationError" in err, err
+
+
+def test_help_is_in_a_users_words(capsys):
+    """Each command's --help names what a user gives and gets, not the package's modules, classes or constants
+    (embed's named partial_run.PartialRun and defaults.BATCH_WORDS, push's model_files.py and hub/deadline.py): those
+    live in docs/."""
+    import contextlib
+    import re
+
+    import elmo_transformers
+    from elmo_transformers.cli import COMMANDS, main
+
+    for command in [[name] for name in COMMANDS if name not in ("convert", "export", "finetune")] + [
+            ["convert", "allennlp"], ["convert", "tensorflow"], ["convert", "elmoformanylangs"], ["export", "onnx"],
+            ["finetune", "token-classification"]]:
+        with contextlib.suppress(SystemExit):
+            main([*command, "--help"])
+        text = capsys.readouterr().out
+        internals = re.findall(r"\b[a-z_]+\.py\b|\belmo_transformers\.[a-z_.]+|\b[a-z_]+\.[A-Z][A-Za-z_]+\b", text)
+        internals = [name for name in internals if not name.startswith("transformers.")  # (the user's library)
+                     and name.removeprefix("elmo_transformers.") not in elmo_transformers.__all__]  # (the API)
+        assert not internals, (command, internals)
