@@ -8,6 +8,7 @@ too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
 """
 
 import contextlib
+import errno
 import gc
 import importlib
 import importlib.util
@@ -170,10 +171,58 @@ def freeze_for_exit():
     gc.freeze()
 
 
+class BestEffort:
+    """The process's stdout or stderr, whose reader may go away (`| head -1`, a closed terminal): the first write or
+    flush that fails for that reason sends the stream's file to /dev/null, so that what a command prints (progress,
+    the closing line) never stops its work, hangs a thread that prints, or changes its exit code."""
+
+    GONE = (errno.EPIPE, errno.EBADF, errno.EIO)
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except OSError as e:
+            if e.errno not in self.GONE:
+                raise
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+            with contextlib.suppress(OSError, ValueError):
+                call(*args)  # (what the buffer held goes to /dev/null now)
+            return len(args[0]) if args else None
+
+    def write(self, text):
+        return self._guarded(self.stream.write, text)
+
+    def flush(self):
+        return self._guarded(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def own_streams():
+    """The process's standard files made safe to use: a closed one (`2>&-`) is opened on /dev/null, so that no file
+    the command opens gets its number (where a stray write would land in the output), and stdout and stderr print
+    best effort (`BestEffort`). A closed stdin stays None in `sys.stdin`, so that reading "-" can say so."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # (the lowest free number: this one)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        setattr(sys, name, BestEffort(stream if stream is not None else open(os.devnull, "w", encoding="utf-8")))
+
+
 def main(argv=None):
-    """Run a subcommand; returns the exit code. Without `argv` it runs the process's own command line, which ends
-    when this returns (`freeze_for_exit`)."""
+    """Run a subcommand; returns the exit code. Without `argv` it runs the process's own command line (its standard
+    files made safe, `own_streams`), which ends when this returns (`freeze_for_exit`)."""
     if argv is None:
+        own_streams()
         try:
             return main(sys.argv[1:])
         finally:

@@ -129,6 +129,8 @@ def read_lines(source, text_column=None):
         if columns is not None:
             raise DataError(f"{source} is a {kind} file (its columns: {', '.join(columns)}): give {{text_column}} "
                             "to embed one of them, one row a line", source, arguments=["text_column"])
+    if source == "-" and sys.stdin is None:
+        raise DataError("-: stdin is closed: give INPUT as a file, or pipe the text into the command", source)
     try:
         if hasattr(source, "read"):
             lines = stripped_lines(source, input_name(source))

@@ -263,3 +263,27 @@ def test_help_is_in_a_users_words(capsys):
         internals = [name for name in internals if not name.startswith("transformers.")  # (the user's library)
                      and name.removeprefix("elmo_transformers.") not in elmo_transformers.__all__]  # (the API)
         assert not internals, (command, internals)
+
+
+@pytest.mark.slow
+def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
+    """What a command prints is best effort: a stderr pipe that closes (`| head`) used to hang embed for ever (its
+    writer thread died inside the progress bar's lock), a closed stderr (`2>&-`) failed with no output and no word
+    (the output file took the number 2), and a closed stdin was a traceback."""
+    import h5py
+
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"the cat sat on the mat number {i} .\n" for i in range(300)))
+    command_line = " ".join(f"'{part}'" for part in [sys.executable, "-m", "elmo_transformers", "embed"])
+    for redirect, output, last in [("2>&1 >/dev/null | head -c 10; exit ${PIPESTATUS[0]}", "piped.hdf5", 300),
+                                   ("2>&-", "closed.hdf5", 300)]:
+        done = subprocess.run(["bash", "-c", f"{command_line} '{text}' '{tmp_path / output}' --model "
+                               f"'{tiny_model_dir}' --top --batch-size 4 {redirect}"], env=command_env(),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (redirect, done.stderr[-2000:])
+        with h5py.File(tmp_path / output) as f:
+            assert len(f) - 1 == last and f["299"].shape == (9, 16)
+    done = subprocess.run(["bash", "-c", f"{command_line} - '{tmp_path / 'stdin.hdf5'}' --model '{tiny_model_dir}' "
+                           "--top <&-"], env=command_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.strip() == ("error: -: stdin is closed: give INPUT as a file, or pipe "
+                                                            "the text into the command"), done.stderr
