@@ -11,9 +11,11 @@ with no assembly step, and the folder is renamed into OUTPUT_DIR once every line
 is one file of its own, written when its last window is done: an interrupted run starts that line again. Imports no
 torch."""
 
+import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -24,8 +26,9 @@ from ..output_paths import write_file_atomically
 
 def check_folder_output(output, overwrite):
     """Refuse, before any work, an OUTPUT_DIR that cannot be written: a file, a symbolic link (never replaced), a
-    missing parent folder, or an existing folder (with `overwrite`, only one that holds nothing but Parquet files, as
-    regular files: an earlier output; a folder named `*.parquet`, Spark's and Dask's layout, is not one)."""
+    missing parent folder, or an existing folder (with `overwrite`, only an earlier output: one that holds nothing
+    but files embed writes, `is_shard`; a user's own Parquet files or a folder named `*.parquet`, Spark's and Dask's
+    layout, are not)."""
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
@@ -36,16 +39,30 @@ def check_folder_output(output, overwrite):
     if os.path.isdir(output):
         if not overwrite:
             raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
-        others = [name for name in os.listdir(output) if not (name.endswith(".parquet") and is_regular(output, name))]
+        others = [name for name in sorted(os.listdir(output)) if not is_shard(output, name)]
         if others:
-            raise OutputError(f"{output} holds {others[0]!r}, not only Parquet files: it is not an earlier output, "
-                              "so it is not replaced; choose another folder", output)
+            raise OutputError(f"{output} holds {others[0]!r}, which embed did not write: it is not an earlier "
+                              "output, so it is not replaced; choose another folder", output)
 
 
-def is_regular(folder, name):
-    """Whether `name` in `folder` is a regular file (not a folder, not a link)."""
+SHARD = re.compile(r"lines-\d{9}\.parquet")  # a finished batch's file: `lines-FIRST.parquet`
+COLUMNS = ["line", "words", "vectors"]
+# What `write_file_atomically` leaves of a shard when the process is killed before its rename: `.NAME.RANDOM.tmp`.
+UNFINISHED = re.compile(r"\.lines-\d{9}\.parquet\..+\.tmp")
+
+
+def is_shard(folder, name):
+    """Whether `name` in `folder` is a file embed wrote: a regular file (not a folder, not a link) named as a shard,
+    whose schema is that of the rows (line, words, vectors)."""
+    import pyarrow.parquet as pq
+
     path = os.path.join(folder, name)
-    return os.path.isfile(path) and not os.path.islink(path)
+    if not (SHARD.fullmatch(name) and os.path.isfile(path) and not os.path.islink(path)):
+        return False
+    try:
+        return pq.read_schema(path).names == COLUMNS
+    except Exception:  # noqa: BLE001 - pyarrow reports a file that is not Parquet with several error types
+        return False
 
 
 def nested(values, arrays, axis):
@@ -96,8 +113,13 @@ class ParquetOutput:
         os.makedirs(self.data, exist_ok=True)
 
     def open(self, words_of):
-        """`words_of(line)`: the words of a line, stored beside its vectors."""
+        """`words_of(line)`: the words of a line, stored beside its vectors. What a killed process left of a file it
+        was writing (never journaled: its lines are computed again) is removed."""
         self.words_of = words_of
+        for name in os.listdir(self.data):
+            if UNFINISHED.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError):  # (another process of the run removed it first)
+                    os.remove(os.path.join(self.data, name))
 
     def close(self):
         pass
@@ -114,7 +136,7 @@ class ParquetOutput:
                           "vectors": vectors_column(vectors)})
         table = table.replace_schema_metadata(
             {"huggingface": json.dumps({"info": {"features": features(vectors).to_dict()}})})
-        write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"),
+        write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"),  # (SHARD)
                               lambda f: pq.write_table(table, f, compression="none", use_dictionary=False,
                                                        write_statistics=False))
 
@@ -131,7 +153,7 @@ class ParquetOutput:
         """Raise `damaged(what)` unless every file written so far holds the words of `lines` for its lines."""
         import pyarrow.parquet as pq
 
-        for name in sorted(os.listdir(self.data)):
+        for name in sorted(name for name in os.listdir(self.data) if SHARD.fullmatch(name)):
             try:
                 table = pq.read_table(os.path.join(self.data, name), columns=["line", "words"]).to_pydict()
             except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types

@@ -119,7 +119,7 @@ def test_an_existing_folder_is_replaced_only_when_it_is_an_earlier_output(tmp_pa
         main(args)
     assert main([*args, "--overwrite"]) == 0
     (output / "notes.txt").write_text("mine")
-    with pytest.raises(OutputError, match="holds 'notes.txt', not only Parquet files"):
+    with pytest.raises(OutputError, match="holds 'notes.txt', which embed did not write"):
         main([*args, "--overwrite"])
     assert (output / "notes.txt").read_text() == "mine"
 
@@ -164,3 +164,42 @@ def test_the_command_says_how_to_read_the_rows_in_line_order(tmp_path, tiny_mode
     data = eval(call, {"datasets": datasets})
     assert data["line"] == list(range(len(LINES))) and data[3]["words"] == LINES[3].split()
     assert datasets.load_dataset("parquet", data_dir=str(output), split="train")["line"] != list(range(len(LINES)))
+
+
+def test_a_folder_of_the_users_own_parquet_files_is_never_replaced(tmp_path, tiny_model_dir):
+    """`--overwrite` deleted train.parquet and test.parquet of a user's data set ("nothing but Parquet files"): only
+    the files embed writes (named lines-NNNNNNNNN.parquet, with its columns) make an earlier output."""
+    source = tmp_path / "input.txt"
+    source.write_text("a b\nc\n")
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    pq.write_table(pa.table({"text": ["a b"], "label": [1]}), mine / "train.parquet")
+    pq.write_table(pa.table({"text": ["c"], "label": [0]}), mine / "lines-000000000.parquet")  # a name like ours
+    args = [str(source), str(mine), "--model", str(tiny_model_dir), "--top", "--format", "parquet", "--overwrite"]
+    with pytest.raises(OutputError, match="holds 'lines-000000000.parquet', which embed did not write"):
+        main(args)
+    (mine / "lines-000000000.parquet").unlink()
+    with pytest.raises(OutputError, match="holds 'train.parquet', which embed did not write"):
+        main(args)
+    assert sorted(p.name for p in mine.iterdir()) == ["train.parquet"]
+
+
+def test_what_a_killed_write_left_is_removed_on_resume_and_never_put_in_place(tmp_path, tiny_model_dir, monkeypatch):
+    """A process killed inside a shard's write leaves its temporary file (`.lines-...parquet.RANDOM.tmp`) in
+    OUTPUT.partial/data/: resume read it as a shard ("cannot be read as Parquet") and refused to go on, or, for one
+    killed between its fsync and its rename, moved it into OUTPUT."""
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(LINES) + "\n")
+    output = tmp_path / "vectors"
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", *FLAGS, "--format", "parquet",
+            "--quiet"]
+    interrupt_after(monkeypatch, "add_batch", 3)
+    assert main(args) == 130
+    monkeypatch.undo()
+    data = tmp_path / "vectors.partial" / "data"
+    shards = sorted(data.iterdir())
+    (data / f".{shards[0].name}.cut0001.tmp").write_bytes(shards[0].read_bytes()[:100])  # killed mid-write
+    (data / f".{shards[0].name}.full0001.tmp").write_bytes(shards[0].read_bytes())  # killed before its rename
+    assert main([*args, "--resume"]) == 0
+    assert sorted(p.name for p in output.iterdir() if not p.name.startswith("lines-")) == []
+    assert sorted(rows(output)) == list(range(len(LINES)))

@@ -110,7 +110,7 @@ def test_overwrite_never_deletes_a_folder_of_folders_named_parquet(tmp_path, tin
     (output / "part-0.parquet").mkdir(parents=True)
     (output / "part-0.parquet" / "data.bin").write_text("x")
     message = one_line_error([*args_of(tmp_path, tiny_model_dir, "tables"), "--format", "parquet", "--overwrite"])
-    assert "holds 'part-0.parquet', not only Parquet files" in message
+    assert "holds 'part-0.parquet', which embed did not write" in message
     assert (output / "part-0.parquet" / "data.bin").read_text() == "x"
     link = tmp_path / "link"
     link.symlink_to(output)
