@@ -7,6 +7,7 @@ order): the classes here add what transformers needs (weight initialisation, loa
 what training needs (the language model's losses, the heads).
 """
 
+import filecmp
 import math
 import os
 import shutil
@@ -84,19 +85,31 @@ class ElmoPreTrainedModel(PreTrainedModel):
         model.apply_freezing()
         where = {name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only")
                  if name in kwargs}
-        model.licence_file = cached_file(pretrained_model_name_or_path, LICENCE_FILE, **where,
-                                         _raise_exceptions_for_missing_entries=False,
-                                         _raise_exceptions_for_connection_errors=False)
+        licence = cached_file(pretrained_model_name_or_path, LICENCE_FILE, **where,
+                              _raise_exceptions_for_missing_entries=False,
+                              _raise_exceptions_for_connection_errors=False)
+        folder = str(pretrained_model_name_or_path)
+        if licence and os.path.isdir(folder) and (os.path.islink(licence) or not os.path.isfile(licence)):
+            logger.warning(f"{licence} is not a regular file of {folder} (a link or a folder): save_pretrained will "
+                           "not copy it")
+            licence = None
+        model.licence_file = licence
         return loaded
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """transformers' `save_pretrained`, and the licence file (LICENCE_FILE) of the folder or repo the weights
         were loaded from: the licences of the texts weights were trained on travel with every model derived from
-        them."""
+        them. A licence file already in `save_directory` that differs is kept, with a warning."""
         super().save_pretrained(save_directory, *args, **kwargs)
         source, target = getattr(self, "licence_file", None), os.path.join(save_directory, LICENCE_FILE)
-        if source and os.path.isfile(source) and not (os.path.exists(target) and os.path.samefile(source, target)):
-            shutil.copyfile(source, target)
+        if not source or not os.path.isfile(source):
+            return
+        if os.path.lexists(target):
+            if not (os.path.isfile(target) and filecmp.cmp(source, target, shallow=False)):
+                logger.warning(f"{target} is kept: it is not the licence file the weights came with ({source}); "
+                               "put that one beside the weights yourself if it applies")
+            return
+        shutil.copyfile(source, target)
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -77,3 +77,25 @@ def test_an_explicit_licence_wins_and_none_is_apache(tiny_model_dir, tmp_path):
     assert model_card(base, "me/x", license="cc-by-sa-4.0").data.to_dict().get("license_name") is None
     assert model_card(base, "me/x", license="cc-by-sa-4.0").data.license == "cc-by-sa-4.0"
     assert model_card(tiny_model_dir, "me/x").data.license == "apache-2.0"
+
+
+def test_a_licence_file_of_the_users_and_a_link_are_never_copied_over(tmp_path, caplog):
+    """save_pretrained replaced a LICENSE.md already in the target folder, and copied what a LICENSE.md link
+    pointed to (/etc/passwd) as the saved model's licence (past push's link check)."""
+    from modeling_elmo import ElmoModel
+
+    target = tmp_path / "project"
+    target.mkdir()
+    (target / "LICENSE.md").write_text("MINE\n")
+    with caplog.at_level("WARNING"):
+        ElmoModel.from_pretrained(SHIPPED).save_pretrained(target)
+    assert (target / "LICENSE.md").read_text() == "MINE\n"
+    assert any("is kept: it is not the licence file the weights came with" in r.message for r in caplog.records)
+    linked = shutil.copytree(SHIPPED, tmp_path / "linked", symlinks=False)
+    (linked / "LICENSE.md").unlink()
+    (linked / "LICENSE.md").symlink_to("/etc/passwd")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        ElmoModel.from_pretrained(linked).save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved" / "LICENSE.md").exists()
+    assert any("is not a regular file" in r.message for r in caplog.records)
