@@ -66,20 +66,38 @@ def table_kind(source):
     return TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
 
 
-def read_table(source, kind):
+def check_table_file(source, kind):
+    """Refuse, in one line, a table file that pyarrow cannot read as one: a pipe or a FIFO (pyarrow seeks), a JSON
+    file that is one array (pyarrow reads JSON lines)."""
+    if not os.path.isfile(source):
+        raise DataError(f"{source}: a {kind} table is read from a regular file, not a pipe or FIFO: save it to a file "
+                        "first", source)
+    if kind == "json":
+        with open(source, "rb") as f:
+            if f.read(4096).lstrip()[:1] == b"[":
+                raise DataError(f"{source} is one JSON array: give JSON lines (.jsonl: one object a line, as `jq -c "
+                                "'.[]'` writes them)", source)
+
+
+def read_table(source, kind, text_column=None):
     """The pyarrow table of the file `source` of `kind` (pyarrow's readers, those of `datasets`): a JSON line of any
-    length, quoted line breaks in CSV values; one line naming what cannot be read."""
+    length, quoted line breaks in CSV values, a CSV's `text_column` as text whatever it reads like (a cell "NA",
+    "null" or "123" is that text, an empty one a blank line); one line naming what cannot be read."""
     import pyarrow as pa
     import pyarrow.csv
     import pyarrow.json
     import pyarrow.parquet
 
+    check_table_file(source, kind)
     try:
         if kind == "json":  # a block must hold the longest line (pyarrow's default is 1 MB)
             block = max(1 << 20, min(os.path.getsize(source) + 1, 1 << 30))
             return pyarrow.json.read_json(str(source), read_options=pyarrow.json.ReadOptions(block_size=block))
         if kind == "csv":
-            return pyarrow.csv.read_csv(str(source), parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True))
+            text = {} if text_column is None else {"column_types": {text_column: pa.string()}}
+            return pyarrow.csv.read_csv(str(source), parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True),
+                                        convert_options=pyarrow.csv.ConvertOptions(
+                                            strings_can_be_null=False, quoted_strings_can_be_null=False, **text))
         return pyarrow.parquet.read_table(str(source))
     except (pa.ArrowException, OSError) as e:
         reason = str(e).splitlines()[0]
@@ -98,7 +116,7 @@ def read_column(source, column):
                         arguments=["text_column"])
     import pyarrow as pa
 
-    table = read_table(source, kind)
+    table = read_table(source, kind, column)
     if column not in table.column_names:
         raise DataError(f"{column}: no such column in {source} (it has {', '.join(table.column_names)})", column,
                         arguments=["text_column"])
@@ -122,6 +140,7 @@ def read_lines(source, text_column=None):
         return read_column(source, text_column)
     kind = table_kind(source)
     if kind is not None:  # a table read as text would embed its markup (`{"id":`, commas) as words
+        check_table_file(source, kind)
         try:
             columns = read_table(source, kind).column_names
         except DataError:

@@ -279,3 +279,34 @@ def test_a_signal_turns_into_an_interruption_only_in_the_main_thread():
     thread.start()
     thread.join()
     assert handlers == [before]  # (only the main thread may set signal handlers)
+
+
+def test_csv_text_that_reads_like_a_missing_value_is_text(tmp_path, tiny_model_dir):
+    """pyarrow reads a column of only "NA", "nan", "null" as missing values: they were embedded as blank lines. A
+    CSV's text column is text: each such cell is its word; an empty cell is a blank line."""
+    table = tmp_path / "na.csv"
+    table.write_text('text,id\nNA,1\nnan,2\nnull,3\n,4\n"123",5\n')
+    assert main([str(table), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--text-column",
+                 "text", "--quiet"]) == 0
+    with h5py.File(tmp_path / "o.hdf5") as f:
+        assert json.loads(f["sentence_to_index"][0]) == {"NA": "0", "nan": "1", "null": "2", "": "3", "123": "4"}
+        assert [f[str(i)].shape[0] for i in range(5)] == [1, 1, 1, 0, 1]
+
+
+def test_a_json_array_and_a_fifo_table_are_one_line(tmp_path, tiny_model_dir):
+    """A .json file holding one array was embedded as its markup without --text-column, and failed with pyarrow's
+    words with it; a FIFO named *.jsonl said "lseek failed"."""
+    array = tmp_path / "arr.json"
+    array.write_text('[{"text": "a b"}]\n')
+    for extra in ([], ["--text-column", "text"]):
+        message = one_line_error([str(array), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top",
+                                  *extra])
+        assert message == (f"error: {array} is one JSON array: give JSON lines (.jsonl: one object a line, as `jq -c "
+                           "'.[]'` writes them)"), message
+    fifo = tmp_path / "rows.jsonl"
+    os.mkfifo(fifo)
+    message = one_line_error([str(fifo), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top",
+                              "--text-column", "text"])
+    assert message == (f"error: {fifo}: a json table is read from a regular file, not a pipe or FIFO: save it to a "
+                       "file first"), message
+    assert not (tmp_path / "o.hdf5").exists()
