@@ -20,7 +20,7 @@ ALL_INTERFACES = ("0.0.0.0", "::", "")
 # A request of the page carries at most senses.MAX_CHARACTERS characters of text: as JSON, up to 6 bytes a character
 # (a control character escaped as \\u0001), with the rest of Gradio's envelope well under the remainder.
 MAX_BODY_BYTES = 1 << 20
-MAX_HELD_BYTES = 16 << 20  # bodies being received or parsed at once, all requests together
+MAX_HELD_BYTES = 16 << 20  # what has arrived of the bodies being received or parsed, all requests together
 # A body must have arrived whole this many seconds after its request began: a client that opens requests and sends
 # nothing (or a trickle) would otherwise hold its share of MAX_HELD_BYTES for ever, and enough of them the whole page.
 BODY_SECONDS = 10.0
@@ -37,9 +37,9 @@ def launch_options():
 class BoundedBodies:
     """ASGI middleware that reads every request body itself before the app sees it: a Content-Length over
     `max_body` is answered 413 before a byte is read, a body streamed past it is answered 413 once it gets there,
-    a body not whole `body_seconds` after the request began is answered 408, and a request that would take the
-    bodies held at once past `max_held` is answered 503 (try again later). The app gets the body whole, read from
-    memory."""
+    a body not whole `body_seconds` after the request began is answered 408, and a request whose arriving bytes
+    would take the bodies held at once past `max_held` is answered 503 (try again later): a body holds what has
+    arrived of it, so requests that send nothing hold nothing. The app gets the body whole, read from memory."""
 
     def __init__(self, app, max_body=MAX_BODY_BYTES, max_held=MAX_HELD_BYTES, body_seconds=BODY_SECONDS):
         self.app, self.max_body, self.max_held, self.held = app, max_body, max_held, 0
@@ -57,12 +57,9 @@ class BoundedBodies:
             return await answer(send, 400, "the Content-Length header is not a number")
         if declared is not None and declared > self.max_body:
             return await answer(send, 413, too_large(self.max_body))
-        reserved = self.max_body if declared is None else declared
-        if self.held + reserved > self.max_held:
-            return await answer(send, 503, "the page is busy with other requests: try again in a moment")
-        self.held += reserved
+        limit = self.max_body if declared is None else declared
+        chunks, size = [], 0  # (what this request holds of `held`: what has arrived of its body)
         try:
-            chunks, size = [], 0
             deadline = asyncio.get_running_loop().time() + self.body_seconds
             while True:
                 try:
@@ -72,10 +69,14 @@ class BoundedBodies:
                                                    "seconds: send it again")
                 if message["type"] == "http.disconnect":
                     return
-                chunks.append(message.get("body", b""))
-                size += len(chunks[-1])
-                if size > reserved:
+                chunk = message.get("body", b"")
+                if size + len(chunk) > limit:
                     return await answer(send, 413, too_large(self.max_body))
+                if self.held + len(chunk) > self.max_held:
+                    return await answer(send, 503, "the page is busy with other requests: try again in a moment")
+                chunks.append(chunk)
+                size += len(chunk)
+                self.held += len(chunk)
                 if not message.get("more_body"):
                     break
             messages = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
@@ -86,7 +87,7 @@ class BoundedBodies:
 
             await self.app(scope, replay, send)
         finally:
-            self.held -= reserved
+            self.held -= size
 
 
 def too_large(limit):
