@@ -80,8 +80,7 @@ def main(argv=None):
 
     try:
         with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
-                option("--runtime", args.runtime), option("--max-sentence-words", args.max_sentence_words), \
-                option("--text-column", args.text_column):
+                option("--runtime", args.runtime), option("--text-column", args.text_column):
             report = embed_file(args.model, args.input, args.output, args.mode, args.batch_size,
                                 batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
                                 resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,

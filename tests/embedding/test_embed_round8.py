@@ -123,6 +123,7 @@ def test_overwrite_never_deletes_a_folder_of_folders_named_parquet(tmp_path, tin
     ("--threads", str(10**12), "at most"),
     ("--batch-words", str(10**9), "--batch-words 1,000,000,000: at most 1,048,576"),
     ("--batch-size", str(10**9), "--batch-size 1,000,000,000: at most 1,048,576"),
+    ("--max-sentence-words", "0", "error: --max-sentence-words 0: must be a positive int"),  # (the flag named once)
 ])
 def test_numbers_beyond_their_bound_are_one_line(tmp_path, tiny_model_dir, flag, value, fragment):
     """--threads 100000 crashed the interpreter (MemoryError, SIGSEGV); --batch-words 10**9 a 37 GiB MemoryError."""
