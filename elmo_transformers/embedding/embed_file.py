@@ -137,10 +137,11 @@ def check_windows(embedder, counts, max_words, source):
     if longest is None or counts[longest] <= max_words:
         return
     raise DataError(
-        f"{{max_sentence_words}} {max_words}: shorter than line {longest + 1} of {input_name(source)} ({counts[longest]:,} words), and an "
-        "exported ONNX model cannot embed a line in windows (its graph is stateless: no LSTM state carries from one "
-        f"window to the next): give {counts[longest]:,} or more to embed every line whole (memory then grows with the "
-        "line), or use the PyTorch model for stateful windows", max_words, arguments=["max_sentence_words"])
+        f"{{max_sentence_words}} {max_words}: shorter than line {longest + 1} of {input_name(source)} "
+        f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
+        "stateless: no LSTM state carries from one window to the next): give "
+        f"{counts[longest]:,} or more to embed every line whole (memory then grows with the line), or use the PyTorch "
+        "model for stateful windows", max_words, arguments=["max_sentence_words"])
 
 
 def embed_file(model, input_file, output_file_path, output_format="all", batch_size=None, *, batch_words=None,

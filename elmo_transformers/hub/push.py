@@ -107,6 +107,9 @@ def upload_files(source):
     if source.is_export:
         raise UserError(f"{model_dir} is an exported ONNX folder (model.onnx, no PyTorch weights): push uploads and "
                         "checks PyTorch models; push the folder it was exported from")
+    if "tokenizer_config.json" not in source.documents:  # (the model's save_pretrained alone writes none)
+        raise UserError(f"{model_dir} holds no tokenizer files (tokenizer_config.json), which a user's AutoTokenizer "
+                        "needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))")
     weights = {os.path.basename(path) for path in source.weight_files()}
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):

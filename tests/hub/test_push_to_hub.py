@@ -147,6 +147,20 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
         push_to_hub.main([str(broken), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")])
 
 
+def test_a_folder_without_tokenizer_files_is_named_as_such(tmp_path, tiny_model_dir, capsys):
+    """A folder the model's save_pretrained wrote alone failed the fresh-process check with transformers' words
+    ("You need to have sentencepiece or tiktoken installed"): it is refused first, saying what is missing."""
+    from modeling_elmo import ElmoModel
+
+    from elmo_transformers.cli import main
+
+    ElmoModel.from_pretrained(tiny_model_dir).save_pretrained(tmp_path / "model-only")
+    assert main(["push", str(tmp_path / "model-only"), "me/x", "--dry-run"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'model-only'} holds no tokenizer files (tokenizer_config.json), which a user's "
+        "AutoTokenizer needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))")
+
+
 def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
     calls = fake_hub
     monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
