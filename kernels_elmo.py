@@ -16,11 +16,13 @@
 Nothing here is compiled at run time, so no result depends on a compile cache or on the CPU that made one.
 """
 
+import contextlib
 import functools
 import logging
 import platform
 import warnings
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import torch
@@ -183,16 +185,28 @@ class OneDnnGemms:
         return gemms
 
 
+def pack_weights(pack, layer):
+    """`pack(weight [out, in], bias or None)` of the layer's six GEMM weights (input with the bias, state,
+    projection; each direction), as (input, state, projection) lists of two. They are packed side by side, a thread
+    for each CPU torch uses: packing (a transposed copy, then the kernel's layout) runs on one thread a weight, and
+    the first call waits for all six."""
+    weights = [(weight[d].detach().t(), None if bias is None else bias[d, 0].detach())
+               for weight, bias in ((layer.input_weight, layer.bias), (layer.state_weight, None),
+                                    (layer.projection_weight, None))
+               for d in range(2)]
+    with ThreadPoolExecutor(max_workers=torch.get_num_threads()) as pool:
+        packed = list(pool.map(lambda weight_bias: pack(*weight_bias), weights))
+    return packed[0:2], packed[2:4], packed[4:6]
+
+
 class PackedGemms:
     """A layer's float weights prepacked for oneDNN's linear on this CPU, made by `OneDnnGemms.for_call`, never
     changed after."""
 
     def __init__(self, layer):
-        with torch.no_grad():
-            self.input_weights, self.state_weights, self.projection_weights = (
-                [torch.ops.mkldnn._reorder_linear_weight(w[d].t().contiguous()) for d in range(2)]
-                for w in (layer.input_weight, layer.state_weight, layer.projection_weight))
-            self.biases = [layer.bias[d, 0].detach() for d in range(2)]
+        self.input_weights, self.state_weights, self.projection_weights = pack_weights(
+            lambda weight, bias: torch.ops.mkldnn._reorder_linear_weight(weight.contiguous()), layer)
+        self.biases = [layer.bias[d, 0].detach() for d in range(2)]
 
     def input_gates(self, x):
         """Per direction (not stacked: that would copy the whole block) and time-major, [steps, n, 4H] each, so
@@ -229,14 +243,23 @@ def int8_engine_error():
     return None
 
 
+@contextlib.contextmanager
+def quantized_tensors_quiet():
+    """torch 2.13 marks quantized tensors deprecated; its int8 GEMMs still take them. Warning filters are the
+    process's, not a thread's: a caller that packs in threads enters this around them, so their own entries and exits
+    cannot leave the filters changed."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+        yield
+
+
 def pack_int8(weight, bias=None):
     """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked (with the float `bias`, added by
     the GEMM) for the quantized engine's dynamic linear."""
     weight = weight.detach().float().contiguous()
     scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny).double()
     zero_point = torch.zeros(len(scale), dtype=torch.long)
-    with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; its int8 GEMMs still take them
-        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+    with quantized_tensors_quiet():
         quantized = torch.quantize_per_channel(weight, scale, zero_point, 0, torch.qint8)
     return torch.ops.quantized.linear_prepack(quantized, None if bias is None else bias.detach().float().contiguous())
 
@@ -261,10 +284,8 @@ class Int8Gemms:
 
     @classmethod
     def from_layer(cls, layer):
-        def pack(weight, bias=None):
-            return [pack_int8(weight[d].t(), None if bias is None else bias[d, 0]) for d in range(2)]
-
-        return cls(pack(layer.input_weight, layer.bias), pack(layer.state_weight), pack(layer.projection_weight))
+        with quantized_tensors_quiet():
+            return cls(*pack_weights(pack_int8, layer))
 
     @staticmethod
     def _check(x):
