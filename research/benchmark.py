@@ -40,11 +40,12 @@ embedding a file (its `ElmoEmbedder.embed_file` rule: file order, batches of 64,
 dataset per sentence, run by each `--allennlp-python`) against `elmo-transformers embed --all` in each dtype with
 its default settings (ort-fp32 / ort-int8: `--model` the exported folder, which onnxruntime runs), alternating,
 `--repeats` times; medians, and the peak RSS of each process; the exported folders' files against fp32's (the same
-batches); for each of our runs the model alone on the same batches (`model_alone_worker`: the device step only, after
-the job, median of `--repeats`) and the job's share of that rate; and the closing line `embed` printed (words/s, and
-where its time went: start-up and load, model, tokenizing, writing). `--embed-flags` adds flags to every `embed` run
-(`--device cuda`, `--batch-size 64`, `--format parquet`...); `--embed-default-threads` lets `embed` pick its own
-threads; `--background-load N` runs N busy processes beside every timed command (a shared machine).
+batches); for each of our runs the model alone on the same batches (`model_alone_worker`: the device step only,
+right after each run of the job, median of `--repeats`) and the job's share of that rate; and the closing line
+`embed` printed (words/s, and where its time went: start-up and load, model, tokenizing, writing). `--embed-flags`
+adds flags to every `embed` run (`--device cuda`, `--batch-size 64`, `--format parquet`...); `--embed-default-threads`
+lets `embed` pick its own threads; `--background-load N` runs N busy processes beside every timed command (a shared
+machine).
 
 Int8 quality (`--quality-model`, the shipped default model): the cosine of int8 to fp32 ELMo vectors of real
 sentences, and a linear POS probe trained on fp32 vectors (silver POS data), tested with fp32 and with int8 vectors.
@@ -726,26 +727,25 @@ def corpus_benchmark(args, out_dir):
     if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
         del ours_env["OMP_NUM_THREADS"]
     timings = {name: [] for name in runs}
+    rates = {dtype: [] for dtype in args.dtypes}  # the model alone on the same batches, in the same environment
     # --background-load N: N busy processes beside every run (a shared machine: load N on top of the run's own)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
     try:
         for _ in range(args.repeats):  # alternating, so that every command sees the same load
             for name, command in runs.items():
                 timings[name].append(timed_process(command, env if name in pythons else ours_env))
+                if name in rates:  # right after its job, so that both see the machine as it was
+                    alone_command = [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", name,
+                                     "--size", args.size, "--cache", str(args.cache), "--corpus", str(corpus),
+                                     "--device", args.device]
+                    done = subprocess.run(alone_command, capture_output=True, text=True, env=ours_env, check=True)
+                    rates[name].append(json.loads(done.stdout.strip().splitlines()[-1])["words_per_s"])
     finally:
         for process in busy:
             process.kill()
     seconds = {name: statistics.median(s for s, _, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m, _ in runs_) for name, runs_ in timings.items()}
-    alone = {}  # the model alone on the same batches, in the same environment (threads), once a run was timed
-    for dtype in [name for name in args.dtypes if name in runs]:
-        command = [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", dtype, "--size",
-                   args.size, "--cache", str(args.cache), "--corpus", str(corpus), "--device", args.device]
-        rates = []
-        for _ in range(args.repeats):
-            done = subprocess.run(command, capture_output=True, text=True, env=ours_env, check=True)
-            rates.append(json.loads(done.stdout.strip().splitlines()[-1])["words_per_s"])
-        alone[dtype] = statistics.median(rates)
+    alone = {dtype: statistics.median(values) for dtype, values in rates.items() if values}
     print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
           f"layers, whole process, median of {args.repeats}, {cpu_name()}, {os.cpu_count()} CPUs, "
           f"{args.background_load} busy processes beside each run:")
