@@ -727,18 +727,18 @@ def corpus_benchmark(args, out_dir):
     if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
         del ours_env["OMP_NUM_THREADS"]
     timings = {name: [] for name in runs}
-    rates = {dtype: [] for dtype in args.dtypes}  # the model alone on the same batches, in the same environment
+    alone_runs = {dtype: [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", dtype, "--size",
+                          args.size, "--cache", str(args.cache), "--corpus", str(corpus), "--device", args.device]
+                  for dtype in args.dtypes}  # the model alone on the same batches, in the same environment
+    rates = {dtype: [] for dtype in alone_runs}
     # --background-load N: N busy processes beside every run (a shared machine: load N on top of the run's own)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
     try:
         for _ in range(args.repeats):  # alternating, so that every command sees the same load
             for name, command in runs.items():
                 timings[name].append(timed_process(command, env if name in pythons else ours_env))
-                if name in rates:  # right after its job, so that both see the machine as it was
-                    alone_command = [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", name,
-                                     "--size", args.size, "--cache", str(args.cache), "--corpus", str(corpus),
-                                     "--device", args.device]
-                    done = subprocess.run(alone_command, capture_output=True, text=True, env=ours_env, check=True)
+                if name in alone_runs:  # right after its job, so that both see the machine as it was
+                    done = subprocess.run(alone_runs[name], capture_output=True, text=True, env=ours_env, check=True)
                     rates[name].append(json.loads(done.stdout.strip().splitlines()[-1])["words_per_s"])
     finally:
         for process in busy:
