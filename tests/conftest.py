@@ -1,3 +1,4 @@
+import atexit
 import contextlib
 import io
 import json
@@ -5,11 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from warm_python import command_line as warm
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -30,6 +33,12 @@ def command(*args):
     return [sys.executable, "-m", "elmo_transformers", *map(str, args)]
 
 
+def warm_command(*args, **variables):
+    """`command(*args)` in a clean process forked from a warm one (tests/warm_python.py: for a test that needs no
+    fresh interpreter), to run with `env=command_env(**variables)`."""
+    return warm(command(*args), command_env(**variables))
+
+
 def command_env(**variables):
     """A subprocess environment that runs this checkout's code, never an installed copy (the repository root comes
     first on the path), offline."""
@@ -37,15 +46,21 @@ def command_env(**variables):
                 **variables)
 
 
-def run_isolated(code, *args, folder):
-    """`python -I` running the script `code` with `args` in `folder`, offline, with an HF_HOME of its own there: a
-    user's fresh process, which sees the installed package and the model folder, never this checkout (-I leaves the
-    current folder, PYTHONPATH and user site-packages off the path). The CompletedProcess (text)."""
+# The HF_HOME of the isolated processes below, one per test process: never the user's cache.
+ISOLATED_HF_HOME = Path(tempfile.mkdtemp(prefix="elmo-tests-hf-home-"))
+atexit.register(shutil.rmtree, ISOLATED_HF_HOME, ignore_errors=True)
+
+
+def run_isolated(code, *args, folder, hf_home=ISOLATED_HF_HOME):
+    """`python -I` running the script `code` with `args` in `folder`, offline, with `hf_home` as HF_HOME: a user's
+    clean process (forked from a warm one, tests/warm_python.py), which sees the installed package and the model
+    folder, never this checkout (-I leaves the current folder, PYTHONPATH and user site-packages off the path). The
+    CompletedProcess (text)."""
     script = Path(folder) / "child.py"
     script.write_text(code)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(Path(folder) / "hf_home"))
-    return subprocess.run([sys.executable, "-I", str(script), *map(str, args)], cwd=folder, env=env,
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(hf_home))
+    return subprocess.run(warm([sys.executable, "-I", str(script), *map(str, args)], env), cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -95,6 +110,27 @@ def graphs_traced_once(tmp_path_factory):
     onnx_export.export_graph = export_graph
     yield
     onnx_export.export_graph = trace
+
+
+@pytest.fixture(scope="session", autouse=True)
+def load_checks_forked():
+    """push --dry-run and push --space check the staged folder in a fresh `python -I -B` (the user's first load of
+    it), which the tests do dozens of times: there, that process is a clean one forked from a warm one
+    (tests/warm_python.py), with the same flags, folder, environment and streams."""
+    import types
+
+    from elmo_transformers.hub import push, space
+
+    def run(argv, **options):
+        return subprocess.run(warm(argv, options.get("env")), **options)
+
+    modules = (push, space)
+    real = [module.subprocess for module in modules]
+    for module in modules:
+        module.subprocess = types.SimpleNamespace(run=run)
+    yield
+    for module, original in zip(modules, real):
+        module.subprocess = original
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Every fenced ```python block of README.md and docs/*.md runs as written, against the installed package, from a
-folder outside the checkout (`python -I`, offline), so that what a user copies works.
+folder outside the checkout (`python -I`, offline; a clean process forked from a warm one, tests/warm_python.py), so
+that what a user copies works.
 
 The rules the documents follow (docs/code-layout.md says them too):
 - A block whose first line is one of OTHER_PACKAGES shows that package's code (the "before" of a migration): it is
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO, SHIPPED, run
+from warm_python import command_line as warm
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
@@ -140,8 +142,8 @@ def test_every_python_block_runs(document, placeholders, tmp_path):
               "        exec(compile(block, f'block {number}', 'exec'), {'__name__': '__main__'})\n"
               "    except BaseException:\n"
               "        sys.exit(f'python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}')\n")
-    done = subprocess.run([sys.executable, "-I", "-c", runner, json.dumps(runnable)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600,
-                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    done = subprocess.run(warm([sys.executable, "-I", "-c", runner, json.dumps(runnable)], env), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, f"{document.name}: {done.stderr[-4000:]}"
     print(f"{document.name}: {len(blocks) - len(skipped)} blocks run; other packages' code not run: {skipped}")

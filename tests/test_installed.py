@@ -1,6 +1,7 @@
 """The installed package, used as a new user would: the `elmo-transformers` command and the default model from a folder
 outside the checkout, in isolated processes (`python -I`: no PYTHONPATH, no current folder on the path), so that
-only what `pip install` put into the environment is used (.ci/run installs the project without -e)."""
+only what `pip install` put into the environment is used (.ci/run installs the project without -e). The chain of
+commands runs in clean processes forked from a warm one (tests/warm_python.py); `--help` in fresh ones."""
 
 import json
 import subprocess
@@ -10,26 +11,31 @@ from pathlib import Path
 import h5py
 import pytest
 from conftest import FIXTURES, REPO
+from warm_python import command_line as warm
 
 from elmo_transformers.cli import COMMANDS
 
 pytestmark = pytest.mark.slow
 
 
-def installed(*args, cwd, timeout=600):
-    """`elmo-transformers ARGS` of this environment, isolated from the checkout; the finished process."""
+def installed(*args, cwd, timeout=600, fresh=False):
+    """`elmo-transformers ARGS` of this environment, isolated from the checkout (in a fresh process, or a clean one
+    forked from a warm one); the finished process."""
     command = Path(sys.executable).parent / "elmo-transformers"
     if not command.exists():
         pytest.fail(f"{command} is missing: install the project (pip install .) into this environment")
-    done = subprocess.run([str(command), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)})
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)}
+    argv = [str(command), *map(str, args)]
+    done = subprocess.run(argv if fresh else warm(argv, env), cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
     assert done.returncode == 0, f"elmo-transformers {' '.join(map(str, args))}:\n{done.stderr[-3000:]}"
     return done
 
 
 def isolated_python(code, cwd):
-    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)})
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)}
+    done = subprocess.run(warm([sys.executable, "-I", "-c", code], env), cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -50,7 +56,7 @@ def test_the_package_and_its_model_come_from_the_environment(tmp_path):
 
 
 def test_every_command_answers_help(tmp_path):
-    listing = installed("--help", cwd=tmp_path).stdout
+    listing = installed("--help", cwd=tmp_path, fresh=True).stdout
     same = subprocess.run([sys.executable, "-I", "-m", "elmo_transformers", "--help"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert same.stdout == listing

@@ -5,13 +5,14 @@ before the work, in every command alike."""
 import json
 import os
 import shutil
+import shlex
 import subprocess
 import sys
 
 import huggingface_hub
 import pytest
 import torch
-from conftest import FIXTURES, command_env, missing_model_commands, one_line, run
+from conftest import FIXTURES, command_env, missing_model_commands, one_line, run, warm_command
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from configuration_elmo import ElmoConfig
@@ -274,7 +275,7 @@ def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
 
     text = tmp_path / "in.txt"
     text.write_text("".join(f"the cat sat on the mat number {i} .\n" for i in range(300)))
-    command_line = " ".join(f"'{part}'" for part in [sys.executable, "-m", "elmo_transformers", "embed"])
+    command_line = shlex.join(warm_command("embed"))
     for redirect, output, last in [("2>&1 >/dev/null | head -c 10; exit ${PIPESTATUS[0]}", "piped.hdf5", 300),
                                    ("2>&-", "closed.hdf5", 300)]:
         done = subprocess.run(["bash", "-c", f"{command_line} '{text}' '{tmp_path / output}' --model "

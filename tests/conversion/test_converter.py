@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FIXTURES, command, command_env
+from conftest import FIXTURES, command, command_env, warm_command
 
 from elmo_transformers.output_paths import hold_lock
 
@@ -23,7 +23,8 @@ class Result:
 
 
 def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=None):
-    """The converter's command line; in-process by default (the same main()), as a real subprocess on request."""
+    """The converter's command line; in-process by default (the same main()), as a clean process on request (a fresh
+    one where `preexec_fn` must run in it)."""
     argv = ["convert", "allennlp", "--options", str(options), "--weights", str(weights), "--output", str(output),
             *extra]
     if in_process:
@@ -36,8 +37,8 @@ def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         return Result(code, out.getvalue(), err.getvalue())
-    done = subprocess.run(command(*argv), capture_output=True, text=True, env=command_env(), timeout=300,
-                          preexec_fn=preexec_fn)
+    done = subprocess.run(command(*argv) if preexec_fn else warm_command(*argv), capture_output=True, text=True,
+                          env=command_env(), timeout=300, preexec_fn=preexec_fn)
     return Result(done.returncode, done.stdout, done.stderr)
 
 

@@ -18,6 +18,7 @@ import torch
 from conftest import REPO, SHIPPED, TOKEN_LABELS, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
+from warm_python import command_line as warm
 
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
@@ -38,11 +39,13 @@ TRAINER_FILES = ["training_args.bin", "trainer_state.json", "all_results.json", 
 
 
 def run_snippet(card, repo_id, folder, cwd, extra):
-    """Run the card's usage snippet on `folder` in an isolated process (no repository modules), offline."""
+    """Run the card's usage snippet on `folder` in an isolated process (no repository modules; forked from a warm
+    one), offline."""
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
     cwd.mkdir()
-    result = subprocess.run([sys.executable, "-I", "-c", snippet], cwd=cwd, capture_output=True, text=True,
-                            env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run(warm([sys.executable, "-I", "-c", snippet], env), cwd=cwd, capture_output=True, text=True,
+                            env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from conftest import command, command_env
+from conftest import command_env, warm_command
 from elmo_transformers.errors import DataError
 from tokenization_elmo import ElmoTokenizer
 
@@ -89,7 +89,7 @@ def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
 def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     result = subprocess.run(
-        command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
+        warm_command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
                 tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train", *COMMON),
         capture_output=True, text=True, env=command_env(),
     )

@@ -149,7 +149,7 @@ def test_embed_int8_stays_within_the_int8_rule(tmp_path):
     run's, cosine median >= 0.999 and 1st percentile >= 0.99 (the rule in embed --help and docs/speed.md)."""
     import h5py
     import numpy as np
-    from conftest import command, command_env
+    from conftest import command_env, warm_command
     import subprocess
 
     text = tmp_path / "text.txt"
@@ -157,7 +157,7 @@ def test_embed_int8_stays_within_the_int8_rule(tmp_path):
     arrays = {}
     for dtype in ("float32", "int8"):
         output = tmp_path / f"{dtype}.hdf5"
-        done = subprocess.run(command("embed", text, output, "--all", "--dtype", dtype), env=command_env(),
+        done = subprocess.run(warm_command("embed", text, output, "--all", "--dtype", dtype), env=command_env(),
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
         with h5py.File(output) as f:

@@ -135,7 +135,7 @@ def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_pat
     """After `pip install .`, `elmo_transformers.register()` makes every Auto class load ELMo folders without
     trust_remote_code, with the installed classes (never the folder's copies of the code)."""
     result = run_isolated(NATIVE_CHILD, tiny_model_dir, SHIPPED, FIXTURES / "allennlp-tiny" / "sentences.json",
-                          tmp_path / "out.npy", folder=tmp_path)
+                          tmp_path / "out.npy", folder=tmp_path, hf_home=tmp_path / "hf_home")  # empty: checked below
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert os.path.dirname(got["package"]) != str(REPO / "elmo_transformers"), "expected the installed package"

@@ -4,7 +4,6 @@ tests/fixtures/make_efml_fixture.py with the segmenters' own APIs); and the warn
 cannot read."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, command, command_env
+from conftest import FIXTURES, command_env, run_isolated, warm_command
 from tolerance import assert_close_to_reference
 
 import basic_tokenization_elmo
@@ -200,8 +199,9 @@ def test_embed_command_reads_a_raw_text_file(folders, tmp_path):
 
     entries = cases("jieba")
     (tmp_path / "zh.txt").write_text("".join(entry["text"] + "\n" for _, entry in entries), encoding="utf-8")
-    result = subprocess.run(command("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model", folders["jieba"],
-                                    "--all"), env=command_env(), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(warm_command("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model",
+                                         folders["jieba"], "--all"),
+                            env=command_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     with h5py.File(tmp_path / "zh.hdf5") as f:
         for line, (i, entry) in enumerate(entries):
@@ -233,12 +233,8 @@ CHILD = textwrap.dedent(
 
 
 def run_child(folder, texts, tmp_path, blocked=()):
-    script = tmp_path / "child.py"
-    script.write_text(CHILD.replace("BLOCKED", repr(list(blocked))))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
-    return subprocess.run([sys.executable, "-I", str(script), str(folder), json.dumps(texts), str(tmp_path / "o.npy")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return run_isolated(CHILD.replace("BLOCKED", repr(list(blocked))), folder, json.dumps(texts), tmp_path / "o.npy",
+                        folder=tmp_path)
 
 
 @pytest.mark.slow
