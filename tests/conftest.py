@@ -46,20 +46,23 @@ def command_env(**variables):
                 **variables)
 
 
-# The HF_HOME of the isolated processes below, one per test process: never the user's cache.
-ISOLATED_HF_HOME = Path(tempfile.mkdtemp(prefix="elmo-tests-hf-home-"))
-atexit.register(shutil.rmtree, ISOLATED_HF_HOME, ignore_errors=True)
+# The environment of a user's isolated process (`python -I`) in the tests: a minimal one, offline, with a HOME and
+# an HF_HOME of the tests' (never the user's; one per test process, so that one warm Python serves them all) and the
+# worker's share of the cores.
+USER_HOME = Path(tempfile.mkdtemp(prefix="elmo-tests-home-"))
+atexit.register(shutil.rmtree, USER_HOME, ignore_errors=True)
+USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(USER_HOME), "HF_HOME": str(USER_HOME / "hf_home"),
+            "HF_HUB_OFFLINE": "1", **{k: os.environ[k] for k in ("OMP_NUM_THREADS",) if k in os.environ}}
 
 
-def run_isolated(code, *args, folder, hf_home=ISOLATED_HF_HOME):
-    """`python -I` running the script `code` with `args` in `folder`, offline, with `hf_home` as HF_HOME: a user's
-    clean process (forked from a warm one, tests/warm_python.py), which sees the installed package and the model
-    folder, never this checkout (-I leaves the current folder, PYTHONPATH and user site-packages off the path). The
-    CompletedProcess (text)."""
+def run_isolated(code, *args, folder, hf_home=None):
+    """`python -I` running the script `code` with `args` in `folder` (USER_ENV; `hf_home` as HF_HOME where given): a
+    user's clean process (forked from a warm one, tests/warm_python.py), which sees the installed package and the
+    model folder, never this checkout (-I leaves the current folder, PYTHONPATH and user site-packages off the path).
+    The CompletedProcess (text)."""
     script = Path(folder) / "child.py"
     script.write_text(code)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(hf_home))
+    env = dict(USER_ENV, **({"HF_HOME": str(hf_home)} if hf_home else {}))
     return subprocess.run(warm([sys.executable, "-I", str(script), *map(str, args)], env), cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
 

@@ -19,10 +19,9 @@ import shlex
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, SHIPPED, run
+from conftest import FIXTURES, REPO, SHIPPED, USER_ENV, run
 from warm_python import command_line as warm
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
@@ -142,8 +141,7 @@ def test_every_python_block_runs(document, placeholders, tmp_path):
               "        exec(compile(block, f'block {number}', 'exec'), {'__name__': '__main__'})\n"
               "    except BaseException:\n"
               "        sys.exit(f'python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}')\n")
-    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    done = subprocess.run(warm([sys.executable, "-I", "-c", runner, json.dumps(runnable)], env), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(warm([sys.executable, "-I", "-c", runner, json.dumps(runnable)], USER_ENV), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env=USER_ENV)
     assert done.returncode == 0, f"{document.name}: {done.stderr[-4000:]}"
     print(f"{document.name}: {len(blocks) - len(skipped)} blocks run; other packages' code not run: {skipped}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import h5py
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, USER_ENV
 from warm_python import command_line as warm
 
 from elmo_transformers.cli import COMMANDS
@@ -24,18 +24,16 @@ def installed(*args, cwd, timeout=600, fresh=False):
     command = Path(sys.executable).parent / "elmo-transformers"
     if not command.exists():
         pytest.fail(f"{command} is missing: install the project (pip install .) into this environment")
-    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)}
     argv = [str(command), *map(str, args)]
-    done = subprocess.run(argv if fresh else warm(argv, env), cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    done = subprocess.run(argv if fresh else warm(argv, USER_ENV), cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=USER_ENV)
     assert done.returncode == 0, f"elmo-transformers {' '.join(map(str, args))}:\n{done.stderr[-3000:]}"
     return done
 
 
 def isolated_python(code, cwd):
-    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(cwd)}
-    done = subprocess.run(warm([sys.executable, "-I", "-c", code], env), cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env=env)
+    done = subprocess.run(warm([sys.executable, "-I", "-c", code], USER_ENV), cwd=cwd, capture_output=True,
+                          text=True, timeout=600, env=USER_ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

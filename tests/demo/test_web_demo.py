@@ -54,6 +54,16 @@ def browser():
         browser.close()
 
 
+@pytest.fixture(autouse=True)
+def pages_closed(request):
+    """Each test's pages are closed after it: an open Gradio page keeps its server connection and its animations,
+    which the browser goes on drawing through the tests that follow."""
+    yield
+    if "browser" in request.fixturenames:
+        for context in request.getfixturevalue("browser").contexts:
+            context.close()
+
+
 @pytest.fixture(scope="module")
 def lm_server(lm_dir, tmp_path_factory):
     """`elmo-transformers demo --web` on the LM fixture: (the process, the URL it printed)."""

@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, SHIPPED, TOKEN_LABELS, load_fixture
+from conftest import REPO, SHIPPED, TOKEN_LABELS, USER_ENV, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
 from warm_python import command_line as warm
@@ -43,9 +43,8 @@ def run_snippet(card, repo_id, folder, cwd, extra):
     one), offline."""
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
     cwd.mkdir()
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    result = subprocess.run(warm([sys.executable, "-I", "-c", snippet], env), cwd=cwd, capture_output=True, text=True,
-                            env=env)
+    result = subprocess.run(warm([sys.executable, "-I", "-c", snippet], USER_ENV), cwd=cwd, capture_output=True,
+                            text=True, env=USER_ENV)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 from conftest import FIXTURES, command_env, run_isolated, warm_command
 from tolerance import assert_close_to_reference
+from warm_python import command_line as warm
 
 import basic_tokenization_elmo
 from configuration_elmo import ELMO_MODULES
@@ -356,7 +357,8 @@ def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
     code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
             f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
             "print(len(''.join(words)), max(map(len, words)))")
-    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True, timeout=600)
+    env = command_env()
+    done = subprocess.run(warm([sys.executable, "-c", code], env), env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     kept, longest = map(int, done.stdout.split())
     assert kept == 460000 and longest <= 4000  # nothing lost
