@@ -12,7 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from warm_python import command_line as warm
+import warm_python
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,10 +33,15 @@ def command(*args):
     return [sys.executable, "-m", "elmo_transformers", *map(str, args)]
 
 
-def warm_command(*args, **variables):
-    """`command(*args)` in a clean process forked from a warm one (tests/warm_python.py: for a test that needs no
-    fresh interpreter), to run with `env=command_env(**variables)`."""
-    return warm(command(*args), command_env(**variables))
+def run_command(*args, env=None, **options):
+    """subprocess.run of `command(*args)` with `env` (None: `command_env()`), in a clean process forked from a warm
+    one (tests/warm_python.py: for a test that needs no fresh interpreter)."""
+    return warm_python.run(command(*args), command_env() if env is None else env, **options)
+
+
+def start_command(*args, env=None, **options):
+    """subprocess.Popen of `command(*args)`, as `run_command`."""
+    return warm_python.popen(command(*args), command_env() if env is None else env, **options)
 
 
 def command_env(**variables):
@@ -63,8 +68,8 @@ def run_isolated(code, *args, folder, hf_home=None):
     script = Path(folder) / "child.py"
     script.write_text(code)
     env = dict(USER_ENV, **({"HF_HOME": str(hf_home)} if hf_home else {}))
-    return subprocess.run(warm([sys.executable, "-I", str(script), *map(str, args)], env), cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return warm_python.run([sys.executable, "-I", str(script), *map(str, args)], env, cwd=folder,
+                           capture_output=True, text=True, timeout=300)
 
 
 def load_fixture(name):
@@ -124,13 +129,10 @@ def load_checks_forked():
 
     from elmo_transformers.hub import push, space
 
-    def run(argv, **options):
-        return subprocess.run(warm(argv, options.get("env")), **options)
-
     modules = (push, space)
     real = [module.subprocess for module in modules]
     for module in modules:
-        module.subprocess = types.SimpleNamespace(run=run)
+        module.subprocess = types.SimpleNamespace(run=warm_python.run)
     yield
     for module, original in zip(modules, real):
         module.subprocess = original

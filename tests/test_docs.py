@@ -17,12 +17,11 @@ import json
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 
 import pytest
 from conftest import FIXTURES, REPO, SHIPPED, USER_ENV, run
-from warm_python import command_line as warm
+import warm_python
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
@@ -141,7 +140,7 @@ def test_every_python_block_runs(document, placeholders, tmp_path):
               "        exec(compile(block, f'block {number}', 'exec'), {'__name__': '__main__'})\n"
               "    except BaseException:\n"
               "        sys.exit(f'python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}')\n")
-    done = subprocess.run(warm([sys.executable, "-I", "-c", runner, json.dumps(runnable)], USER_ENV), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, env=USER_ENV)
+    done = warm_python.run([sys.executable, "-I", "-c", runner, json.dumps(runnable)], USER_ENV, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{document.name}: {done.stderr[-4000:]}"
     print(f"{document.name}: {len(blocks) - len(skipped)} blocks run; other packages' code not run: {skipped}")

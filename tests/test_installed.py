@@ -11,7 +11,7 @@ from pathlib import Path
 import h5py
 import pytest
 from conftest import FIXTURES, REPO, USER_ENV
-from warm_python import command_line as warm
+import warm_python
 
 from elmo_transformers.cli import COMMANDS
 
@@ -25,15 +25,15 @@ def installed(*args, cwd, timeout=600, fresh=False):
     if not command.exists():
         pytest.fail(f"{command} is missing: install the project (pip install .) into this environment")
     argv = [str(command), *map(str, args)]
-    done = subprocess.run(argv if fresh else warm(argv, USER_ENV), cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=USER_ENV)
+    done = (subprocess.run if fresh else warm_python.run)(argv, env=USER_ENV, cwd=cwd, capture_output=True, text=True,
+                                                          timeout=timeout)
     assert done.returncode == 0, f"elmo-transformers {' '.join(map(str, args))}:\n{done.stderr[-3000:]}"
     return done
 
 
 def isolated_python(code, cwd):
-    done = subprocess.run(warm([sys.executable, "-I", "-c", code], USER_ENV), cwd=cwd, capture_output=True,
-                          text=True, timeout=600, env=USER_ENV)
+    done = warm_python.run([sys.executable, "-I", "-c", code], USER_ENV, cwd=cwd, capture_output=True, text=True,
+                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

@@ -4,6 +4,7 @@ modules) is all that differs."""
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -110,3 +111,14 @@ def test_another_environment_gets_a_fresh_process(tmp_path):
     line = warm([sys.executable, "-c", "import sys; print('torch' in sys.modules)"], env)
     assert subprocess.run(line, env=env, capture_output=True, text=True).stdout == "True\n"
     assert subprocess.run(line, env=dict(env, OTHER="1"), capture_output=True, text=True).stdout == "False\n"
+
+
+def test_a_shell_between_keeps_the_child_warm(tmp_path):
+    """A shell sets PWD, SHLVL and _ for the command it runs: the child sees the shell's values, as a fresh process
+    would, and still comes from the server of the environment given."""
+    env = command_env()
+    code = "import os, sys; print('torch' in sys.modules, os.environ['PWD'], os.environ['SHLVL'])"
+    seen = [subprocess.run(["bash", "-c", f"cd {shlex.quote(str(tmp_path))} && {shlex.join(line)}"], env=env,
+                           capture_output=True, text=True).stdout.split()
+            for line in ([sys.executable, "-c", code], warm([sys.executable, "-c", code], env))]
+    assert seen[0][0] == "False" and seen[1][0] == "True" and seen[0][1:] == seen[1][1:] == [str(tmp_path), "1"]

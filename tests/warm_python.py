@@ -2,12 +2,13 @@
 
 Most tests that start a command only need a clean process: its own `sys.modules`, globals, signals, working folder and
 standard streams. A fresh `python` spends most of its start importing torch and transformers; the tests start over a
-hundred. `command_line(argv, env)` turns the command line of a fresh Python into one for subprocess that runs the same
-program in a child forked from a warm server, a server per environment and interpreter flags (started on first use,
-with exactly that environment, so whatever torch, transformers or huggingface_hub read from it at import is the
-same). Everything else stays as subprocess gives it: the environment, the working folder and the standard streams of
-the process subprocess starts (a small launcher) are passed to the child; signals sent to the launcher go to the
-child; the launcher exits as the child did (its exit status, or the same signal).
+hundred. `run(argv, env, ...)` and `popen(argv, env, ...)` stand for subprocess.run and subprocess.Popen: they run
+the same program in a child forked from a warm server, a server per environment and interpreter flags (started on
+first use, with exactly that environment, so whatever torch, transformers or huggingface_hub read from it at import is
+the same). `command_line(argv, env)` is the command line they run, for a shell that runs it with `env`. Everything
+else stays as subprocess gives it: the environment, the working folder and the standard streams of the process
+subprocess starts (a small launcher) are passed to the child; signals sent to the launcher go to the child; the
+launcher exits as the child did (its exit status, or the same signal).
 
 What differs from a fresh process, and why a test may still need one: torch and transformers (and what they import)
 are already in `sys.modules` when the program starts, the child is not a child of the test, and a SIGKILL of the
@@ -28,8 +29,9 @@ from pathlib import Path
 # What a command of this package imports at its start, that the server imports once.
 PRELOAD = ("torch", "transformers.modeling_utils", "transformers.trainer", "h5py", "safetensors.torch")
 FLAGS = ("-I", "-B")  # the interpreter flags a command line may start with: its server starts with them
-# Set by pytest for each test, and read by no import: a server serves every test, its child takes the launcher's value.
-PER_TEST = ("PYTEST_CURRENT_TEST",)
+# Read by no import, and set by pytest for each test or by a shell for each command: a server serves every value, its
+# child takes the launcher's.
+PER_COMMAND = ("PYTEST_CURRENT_TEST", "PWD", "OLDPWD", "SHLVL", "_")
 MAX_SERVERS = 5  # per test process: an idle server holds a few hundred MB
 
 # The launcher (run as `python -I -S -c LAUNCHER SOCKET ARGV...`, so that it imports nothing): hands its environment,
@@ -73,11 +75,11 @@ sys.exit(os.WEXITSTATUS(status))
 SERVER = r"""
 import gc, json, os, selectors, signal, socket, sys, threading
 path, modules = sys.argv[1], sys.argv[2:]
-def without_per_test(env):
-    return {k: v for k, v in env.items() if k not in PER_TEST}
+def without_per_command(env):
+    return {k: v for k, v in env.items() if k not in PER_COMMAND}
 
 
-environment = without_per_test(os.environ)  # as it started: an import may add to it (torch's inductor cache folder)
+environment = without_per_command(os.environ)  # as it started: an import may add to it (torch's inductor cache folder)
 for module in modules:
     __import__(module)
 # Native pools (OpenBLAS's, pyarrow's allocator) hand over at fork, as for torch's DataLoader workers; a Python
@@ -125,7 +127,7 @@ def serve():
             elif key.fileobj is listener:
                 connection, _ = listener.accept()
                 request, fds = read_request(connection)
-                if without_per_test(request["env"]) != environment:
+                if without_per_command(request["env"]) != environment:
                     connection.sendall(b"refused\n")
                     connection.close()
                     for fd in fds:
@@ -170,7 +172,7 @@ if request is None:
     sys.exit(0)
 # The child: the launcher's standard streams (one it had closed stays closed) and folder; its environment is the
 # server's (the same at the start, and changed since as the imports change it in a fresh process) with the
-# launcher's PER_TEST variables.
+# launcher's PER_COMMAND variables.
 for target in (0, 1, 2):
     if target in request["streams"]:
         os.dup2(fds[request["streams"].index(target)], target)
@@ -182,7 +184,7 @@ for target in (0, 1, 2):
 for fd in fds:
     os.close(fd)
 os.chdir(request["cwd"])
-for name in PER_TEST:
+for name in PER_COMMAND:
     os.environ.pop(name, None)
     if name in request["env"]:
         os.environ[name] = request["env"][name]
@@ -217,7 +219,7 @@ class _Servers:
         self.folder, self.servers, self.started = None, {}, 0
 
     def socket_for(self, flags, env):
-        key = (flags, tuple(sorted((k, v) for k, v in env.items() if k not in PER_TEST)))
+        key = (flags, tuple(sorted((k, v) for k, v in env.items() if k not in PER_COMMAND)))
         if key in self.servers:
             self.servers[key] = self.servers.pop(key)  # the most recently used last
             return self.servers[key][1]
@@ -230,7 +232,7 @@ class _Servers:
         path = self.folder / f"{self.started}.socket"
         work = self.folder / f"{path.stem}.folder"  # the server's folder: empty, so that nothing in it shadows a module
         work.mkdir()
-        code = f"FLAGS, PER_TEST = {FLAGS!r}, {PER_TEST!r}\n{SERVER}"
+        code = f"FLAGS, PER_COMMAND = {FLAGS!r}, {PER_COMMAND!r}\n{SERVER}"
         server = subprocess.Popen([sys.executable, *flags, "-c", code, str(path), *PRELOAD], env=env, cwd=work,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         ready = server.stdout.readline()
@@ -275,3 +277,14 @@ def command_line(argv, env=None):
         raise ValueError(f"warm python: only `python [{' | '.join(FLAGS)}]... (-m MODULE | -c CODE | SCRIPT) ...` is "
                          f"supported: {argv}")
     return [sys.executable, "-I", "-S", "-c", LAUNCHER, _servers.socket_for(flags, env), *argv]
+
+
+def run(argv, env=None, **options):
+    """subprocess.run(argv, env=env, **options), the program run in a warm child: the environment given once, so that
+    the launcher's is the one its server was started with."""
+    return subprocess.run(command_line(argv, env), env=env, **options)
+
+
+def popen(argv, env=None, **options):
+    """subprocess.Popen(argv, env=env, **options), the program run in a warm child (as `run`)."""
+    return subprocess.Popen(command_line(argv, env), env=env, **options)

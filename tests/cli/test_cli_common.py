@@ -11,8 +11,10 @@ import sys
 
 import huggingface_hub
 import pytest
+import warm_python
 import torch
-from conftest import FIXTURES, command_env, missing_model_commands, one_line, run, warm_command
+from conftest import FIXTURES, command_env, missing_model_commands, one_line, run
+from conftest import command as elmo_command
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from configuration_elmo import ElmoConfig
@@ -275,16 +277,17 @@ def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
 
     text = tmp_path / "in.txt"
     text.write_text("".join(f"the cat sat on the mat number {i} .\n" for i in range(300)))
-    command_line = shlex.join(warm_command("embed"))
+    env = command_env()
+    command_line = shlex.join(warm_python.command_line(elmo_command("embed"), env))  # bash runs it with env
     for redirect, output, last in [("2>&1 >/dev/null | head -c 10; exit ${PIPESTATUS[0]}", "piped.hdf5", 300),
                                    ("2>&-", "closed.hdf5", 300)]:
         done = subprocess.run(["bash", "-c", f"{command_line} '{text}' '{tmp_path / output}' --model "
-                               f"'{tiny_model_dir}' --top --batch-size 4 {redirect}"], env=command_env(),
+                               f"'{tiny_model_dir}' --top --batch-size 4 {redirect}"], env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, (redirect, done.stderr[-2000:])
         with h5py.File(tmp_path / output) as f:
             assert len(f) - 1 == last and f["299"].shape == (9, 16)
     done = subprocess.run(["bash", "-c", f"{command_line} - '{tmp_path / 'stdin.hdf5'}' --model '{tiny_model_dir}' "
-                           "--top <&-"], env=command_env(), capture_output=True, text=True, timeout=120)
+                           "--top <&-"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.strip() == ("error: -: stdin is closed: give INPUT as a file, or pipe "
                                                             "the text into the command"), done.stderr

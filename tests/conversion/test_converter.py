@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FIXTURES, command, command_env, warm_command
+from conftest import FIXTURES, command, command_env, run_command
 
 from elmo_transformers.output_paths import hold_lock
 
@@ -37,8 +37,11 @@ def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         return Result(code, out.getvalue(), err.getvalue())
-    done = subprocess.run(command(*argv) if preexec_fn else warm_command(*argv), capture_output=True, text=True,
-                          env=command_env(), timeout=300, preexec_fn=preexec_fn)
+    if preexec_fn:  # a fresh process: the limits are set in the process that runs the command
+        done = subprocess.run(command(*argv), env=command_env(), capture_output=True, text=True, timeout=300,
+                              preexec_fn=preexec_fn)
+    else:
+        done = run_command(*argv, capture_output=True, text=True, timeout=300)
     return Result(done.returncode, done.stdout, done.stderr)
 
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 import torch
-from conftest import SHIPPED, command_env, warm_command
+from conftest import SHIPPED, start_command
 from tolerance import ATOL, RTOL
 
 pytestmark = pytest.mark.slow  # a browser and web servers: seconds
@@ -69,8 +69,8 @@ def lm_server(lm_dir, tmp_path_factory):
     """`elmo-transformers demo --web` on the LM fixture: (the process, the URL it printed)."""
     log = tmp_path_factory.mktemp("server") / "stderr.txt"
     with open(log, "w") as stderr:
-        process = subprocess.Popen(warm_command("demo", "--web", "--model", lm_dir, "--port", free_port()),
-                                   stdout=subprocess.PIPE, stderr=stderr, text=True, env=command_env())
+        process = start_command("demo", "--web", "--model", lm_dir, "--port", free_port(), stdout=subprocess.PIPE,
+                                stderr=stderr, text=True)
     try:
         ready, deadline = "", time.monotonic() + 180
         while not ready.startswith("ELMo demo page: ") and time.monotonic() < deadline and process.poll() is None:

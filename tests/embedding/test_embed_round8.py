@@ -14,7 +14,7 @@ import h5py
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import command_env, interrupt_after, one_line_error, warm_command
+from conftest import command_env, interrupt_after, one_line_error, run_command, start_command
 
 from elmo_transformers.cli.embed import main
 from elmo_transformers.embedding import partial_run
@@ -40,9 +40,8 @@ def test_a_fifo_as_input_is_read_not_closed_under_its_writer(tmp_path, tiny_mode
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: fifo.write_text("the cat sat\non the mat\n"), daemon=True)
     writer.start()
-    done = subprocess.run(warm_command("embed", fifo, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top",
-                                       "--quiet", OMP_NUM_THREADS="1"),
-                          env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=120)
+    done = run_command("embed", fifo, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top", "--quiet",
+                       env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     with h5py.File(tmp_path / "o.hdf5") as f:
         assert f["0"].shape == (3, 16) and f["1"].shape == (3, 16)
@@ -190,9 +189,8 @@ def test_journals_are_files_of_the_umask_not_executable(tmp_path, tiny_model_dir
 def test_the_signal_that_stopped_a_run_is_named(tmp_path, tiny_model_dir):
     """Two runs printed "interrupted: ... stopped" with no Ctrl-C given: the message now says which signal."""
     source = write_input(tmp_path, LINES * 400)
-    process = subprocess.Popen(warm_command("embed", source, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top",
-                                            "--batch-size", "1", OMP_NUM_THREADS="1"),
-                               env=command_env(OMP_NUM_THREADS="1"), stderr=subprocess.PIPE, text=True)
+    process = start_command("embed", source, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top", "--batch-size",
+                            "1", env=command_env(OMP_NUM_THREADS="1"), stderr=subprocess.PIPE, text=True)
     journal, deadline = tmp_path / "o.hdf5.partial" / "done-0.txt", time.monotonic() + 300
     while not (journal.exists() and journal.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 
@@ -18,7 +17,7 @@ import torch
 from conftest import REPO, SHIPPED, TOKEN_LABELS, USER_ENV, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
-from warm_python import command_line as warm
+import warm_python
 
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
@@ -43,8 +42,8 @@ def run_snippet(card, repo_id, folder, cwd, extra):
     one), offline."""
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
     cwd.mkdir()
-    result = subprocess.run(warm([sys.executable, "-I", "-c", snippet], USER_ENV), cwd=cwd, capture_output=True,
-                            text=True, env=USER_ENV)
+    result = warm_python.run([sys.executable, "-I", "-c", snippet], USER_ENV, cwd=cwd, capture_output=True,
+                             text=True)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -1,13 +1,12 @@
 """The training commands refuse data they cannot use as given, by name, and never change what a label means."""
 
 import json
-import subprocess
 
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from conftest import command_env, warm_command
+from conftest import run_command
 from elmo_transformers.errors import DataError
 from tokenization_elmo import ElmoTokenizer
 
@@ -88,11 +87,9 @@ def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
 @pytest.mark.slow
 def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
-    result = subprocess.run(
-        warm_command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
-                tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train", *COMMON),
-        capture_output=True, text=True, env=command_env(),
-    )
+    result = run_command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
+                         tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train", *COMMON,
+                         capture_output=True, text=True)
     assert result.returncode == 1
     assert (result.stderr.strip().splitlines()[-1]
             == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)")

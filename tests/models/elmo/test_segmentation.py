@@ -4,16 +4,15 @@ tests/fixtures/make_efml_fixture.py with the segmenters' own APIs); and the warn
 cannot read."""
 
 import json
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, command_env, run_isolated, warm_command
+from conftest import FIXTURES, command_env, run_command, run_isolated
 from tolerance import assert_close_to_reference
-from warm_python import command_line as warm
+import warm_python
 
 import basic_tokenization_elmo
 from configuration_elmo import ELMO_MODULES
@@ -200,9 +199,8 @@ def test_embed_command_reads_a_raw_text_file(folders, tmp_path):
 
     entries = cases("jieba")
     (tmp_path / "zh.txt").write_text("".join(entry["text"] + "\n" for _, entry in entries), encoding="utf-8")
-    result = subprocess.run(warm_command("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model",
-                                         folders["jieba"], "--all"),
-                            env=command_env(), capture_output=True, text=True, timeout=300)
+    result = run_command("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model", folders["jieba"], "--all",
+                         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     with h5py.File(tmp_path / "zh.hdf5") as f:
         for line, (i, entry) in enumerate(entries):
@@ -357,8 +355,7 @@ def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
     code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
             f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
             "print(len(''.join(words)), max(map(len, words)))")
-    env = command_env()
-    done = subprocess.run(warm([sys.executable, "-c", code], env), env=env, capture_output=True, text=True, timeout=600)
+    done = warm_python.run([sys.executable, "-c", code], command_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     kept, longest = map(int, done.stdout.split())
     assert kept == 460000 and longest <= 4000  # nothing lost
