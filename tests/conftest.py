@@ -97,7 +97,9 @@ def graphs_traced_once(tmp_path_factory):
     from elmo_transformers.runtime import onnx_export
 
     trace, exporter = onnx_export.export_graph, torch.onnx.export
-    store = tmp_path_factory.getbasetemp().parent / "traced-graphs"
+    # this run's: shared by its xdist workers (their base folders are in the run's), never by another run
+    run_folder = tmp_path_factory.getbasetemp()
+    store = (run_folder.parent if "PYTEST_XDIST_WORKER" in os.environ else run_folder) / "traced-graphs"
     store.mkdir(exist_ok=True)
 
     def export_graph(model, tokenizer, path, contract):
