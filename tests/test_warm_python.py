@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 PROBE = """
 import json, os, sys
+import multiprocessing.process
 print(json.dumps({"argv": sys.argv, "path": sys.path, "cwd": os.getcwd(), "env": dict(os.environ),
+                  "original_dir": multiprocessing.process.ORIGINAL_DIR,
                   "flags": [sys.flags.isolated, sys.flags.safe_path, sys.flags.dont_write_bytecode],
                   "name": __name__, "streams": [s is None for s in (sys.stdin, sys.stdout, sys.stderr)],
                   "torch": "torch" in sys.modules}))

@@ -184,6 +184,8 @@ for target in (0, 1, 2):
 for fd in fds:
     os.close(fd)
 os.chdir(request["cwd"])
+if "multiprocessing.process" in sys.modules:  # the folder it started in, which a spawned process's path starts with
+    sys.modules["multiprocessing.process"].ORIGINAL_DIR = os.getcwd()
 for name in PER_COMMAND:
     os.environ.pop(name, None)
     if name in request["env"]:
