@@ -501,7 +501,7 @@ def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
     pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
     input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
     with torch.no_grad():
-        from kernels_elmo import FloatGemms, Int8Gemms, OneDnnGemms, inplace_lstm_cell
+        from kernels_elmo import FloatGemms, Int8Gemms, PackedGemms, inplace_lstm_cell
 
         layer = random_lstm_layer(config, int8)
         gemms = layer.gemms.for_call(True)  # the GEMMs of an inference call (oneDNN's, prepacked, where they run)
@@ -520,7 +520,7 @@ def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
         times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
         times["input GEMM (per step)"] /= steps
         times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
-        assert isinstance(gemms, Int8Gemms if int8 else (FloatGemms, OneDnnGemms))
+        assert isinstance(gemms, Int8Gemms if int8 else (FloatGemms, PackedGemms))
         return times
 
 
