@@ -135,7 +135,9 @@ class PartialRun:
             reason = f"not valid JSON ({saved})" if isinstance(saved, ValueError) else "not a JSON object"
             raise DataError(f"cannot resume {self.folder}: its {path} is {reason}, so what it computed is unknown: "
                             "delete the folder to start over")
-        for name, old, new in settings.differences(saved)[:1]:
+        differences = settings.differences(saved)
+        if differences:
+            name, old, new = differences[0]
             raise DataError(
                 f"cannot resume {self.folder}: it was started with {name}={old!r:.200}, now "
                 f"{name}={new!r:.200} (use the first run's settings, or delete the folder to start over)"

@@ -14,10 +14,11 @@ from .defaults import FILE_FORMATS, MAX_BATCH_WORDS, MAX_SENTENCE_WORDS, MODES, 
 class EmbedSettings:
     """What a run of `embed` does, checked when made (`check`). `mode` ("all", "top", "average"; MODES) chooses the
     layers, stored in `output_dtype` in `file_format`; batches hold `batch_size` lines, or as many lines as fit
-    `batch_words` padded words (`embed_file` sets the device's default where neither is given); a line longer than
-    `max_sentence_words` is embedded in stateful windows. `input_sha256` (the text read), `model` (how the model is
-    named, `ModelFolder.source`) and `identity` (`ModelFolder.identity`: what decides its numbers) are filled in by
-    the run once it has read the input and the model (`dataclasses.replace`).
+    `batch_words` padded words (the run sets the device's, `embed_file.default_batch_words`, where neither is given);
+    a line longer than `max_sentence_words` is embedded in stateful windows. `input_sha256` (the text read), `model`
+    (how the model is named, `ModelFolder.source`) and `identity` (`ModelFolder.identity`: what decides its numbers)
+    are filled in by the run once it has read the input and the model (`dataclasses.replace`). The fields stand in
+    the order a refused resume names the first difference in.
 
     The fields with `compare=False` change no number of the output, so run.json leaves them out and a resumed run may
     change them: `text_column` (the column read; the text it gives is `input_sha256`), `threads` (the model's CPU
