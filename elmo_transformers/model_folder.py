@@ -164,6 +164,12 @@ class ModelFolder:
             return self.name
         return os.path.basename(os.path.normpath(os.path.abspath(self.path)))  # (a name for `.` too)
 
+    @property
+    def source(self):
+        """What a record of a run calls the model (`embed`'s run.json): the absolute path of a folder given by its
+        path, else the name given (a Hub repo id, one of the shipped model's names)."""
+        return os.path.abspath(self.path) if os.path.isdir(self.name) else self.name
+
     def card_metadata(self, remedy="fix it"):
         """The metadata of the folder's model card (README.md's YAML header), {} without a card; a header that cannot
         be read is one UserError line (`remedy`: what else to do)."""

@@ -129,7 +129,7 @@ class ElmoEmbedder:
             device = device or process_state().device
         if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
             self.folder = open_model(model)
-            self.source = os.path.abspath(self.folder.path) if os.path.isdir(self.folder.name) else self.folder.name
+            self.source = self.folder.source
             model, loaded_tokenizer = load_model(self.folder, dtype=dtype, quantization_config=quantization_config,
                                                  device="auto" if device is None else device, runtime=runtime,
                                                  threads=threads)
@@ -241,10 +241,10 @@ class ElmoEmbedder:
 
     def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, **options):
         """AllenNLP's `embed_file`: the work of `elmo-transformers embed` with this embedder's model (see
-        `elmo_transformers.embedding.embed_file`, which also documents `options`); `input_file` is a path, "-" (stdin)
-        or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded words.
-        Returns the run's `Report` (what was done, where the time went)."""
-        from .embed_file import embed_file
+        `elmo_transformers.embedding.embed_file.embed_file`, which also documents `options`); `input_file` is a path,
+        "-" (stdin) or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded
+        words. Returns the run's `Report` (what was done, where the time went)."""
+        from .embed_file import embed_file  # (its outputs' modules load only for a file)
 
         return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 

@@ -8,6 +8,7 @@ CPU quota (cpu.max, as a container sets it), and at least one. Not the one-minut
 there is no /proc): it lags, so a run started right after another (a benchmark, a script that embeds file after
 file) would see that one's load and take one thread on an idle machine."""
 
+import contextlib
 import math
 import os
 import time
@@ -64,3 +65,22 @@ def free_cpus():
     free = math.floor(cpus - others + 0.5)
     quota = cgroup_quota()
     return max(1, free if quota is None else min(free, math.floor(quota)))
+
+
+@contextlib.contextmanager
+def cpu_threads(threads, runtime):
+    """Around a run of a PyTorch model: torch's threads set to `threads` (default: `free_cpus()`, unless
+    OMP_NUM_THREADS is set), and back afterwards. Yields the count the model runs with (None for a model in another
+    `runtime`: an exported graph's onnxruntime threads are set when it loads)."""
+    if runtime != "torch":
+        yield None
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None or "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(threads or free_cpus())
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)

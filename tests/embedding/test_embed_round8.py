@@ -75,8 +75,8 @@ def test_a_run_killed_after_it_finished_is_completed_not_lost(tmp_path, tiny_mod
 
 @pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
 def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_model_dir, monkeypatch, file_format):
-    """A folder (or file) made at OUTPUT while the run worked was deleted at the end without --overwrite (Parquet) or
-    silently replaced (HDF5, two runs on one OUTPUT): now the run stops there, keeps every line for --resume, and
+    """A folder (or file) made at OUTPUT while the run worked is neither deleted at the end without --overwrite
+    (Parquet) nor replaced (HDF5, two runs on one OUTPUT): the run stops there, keeps every line for --resume, and
     touches nothing it did not make."""
     output = tmp_path / ("out" if file_format == "parquet" else "out.hdf5")
     args = [*args_of(tmp_path, tiny_model_dir, output.name), "--format", file_format]
@@ -139,9 +139,9 @@ def interrupted(monkeypatch, args):
 
 @pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
 def test_hand_forged_run_state_is_refused(tmp_path, tiny_model_dir, monkeypatch, file_format):
-    """A journal naming lines never computed finished with all-zero vectors for them; a run.json whose input hash
-    was edited mixed two texts' vectors in one output; damaged journals, window files and run.json gave tracebacks
-    (a deeply nested run.json, a RecursionError)."""
+    """Refused in one line, each: a journal naming lines never computed (they would be finished as all-zero
+    vectors), a run.json whose input hash was edited (two texts' vectors in one output), damaged journals, window
+    files and run.json (a deeply nested one, which json reads as a RecursionError)."""
     output = "out" if file_format == "parquet" else "out.hdf5"
     args = [*args_of(tmp_path, tiny_model_dir, output), "--format", file_format]
     folder = tmp_path / f"{output}.partial"
@@ -230,8 +230,8 @@ def test_tables_pyarrow_reads_only_with_options(tmp_path, tiny_model_dir):
 
 
 def test_an_empty_input_is_refused_for_parquet(tmp_path, tiny_model_dir):
-    """A 0-line input gave an empty folder that `load_dataset` refuses: `datasets` cannot read a Parquet folder of
-    no rows, so there is none to write (HDF5 takes it: a file of `sentence_to_index` alone)."""
+    """A 0-line input is refused for Parquet: `datasets` cannot read a Parquet folder of no rows, so there is none
+    to write (HDF5 takes it: a file of `sentence_to_index` alone)."""
     source = tmp_path / "empty.txt"
     source.write_text("")
     message = one_line_error([str(source), str(tmp_path / "out"), "--model", str(tiny_model_dir), "--top",
