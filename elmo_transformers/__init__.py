@@ -27,6 +27,7 @@ LAZY = {
     "ElmoTokenizer": ("tokenization_elmo", False),
     "ElmoEmbedder": (".embedding.embedder", False),  # AllenNLP's names
     "batch_to_ids": (".embedding.embedder", False),
+    "push": (".hub.push", False),  # what `elmo-transformers push` does, for a Python caller
 }
 __all__ = ["DEFAULT_MODEL", "register", *sorted(LAZY)]
 
