@@ -164,6 +164,12 @@ class ModelFolder:
             return self.name
         return os.path.basename(os.path.normpath(os.path.abspath(self.path)))  # (a name for `.` too)
 
+    @property
+    def reference(self):
+        """What a record calls the model (an embedder's `source`, an embedding run's run.json): the absolute path of
+        a folder given, else the name given (a Hub repo id, the shipped model's name)."""
+        return os.path.abspath(self.path) if os.path.isdir(self.name) else self.name
+
     def card_metadata(self, remedy="fix it"):
         """The metadata of the folder's model card (README.md's YAML header), {} without a card; a header that cannot
         be read is one UserError line (`remedy`: what else to do)."""

@@ -129,7 +129,7 @@ class ElmoEmbedder:
             device = device or process_state().device
         if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
             self.folder = open_model(model)
-            self.source = os.path.abspath(self.folder.path) if os.path.isdir(self.folder.name) else self.folder.name
+            self.source = self.folder.reference
             model, loaded_tokenizer = load_model(self.folder, dtype=dtype, quantization_config=quantization_config,
                                                  device="auto" if device is None else device, runtime=runtime,
                                                  threads=threads)
