@@ -2,7 +2,7 @@
 
 The Space folder holds:
 - app.py: the repository's (the page of `demo --web`), which serves the model in model/;
-- model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `push.upload_files`);
+- model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `repo.upload_files`);
 - this package's code (elmo_transformers/ without its shipped model, and the model modules), so that the Space runs
   the code checked here, and its licence (LICENSE, Apache-2.0);
 - requirements.txt: this package's requirements and its [demo] extra, from the installed package's metadata, with
@@ -31,7 +31,7 @@ from configuration_elmo import ELMO_MODULES
 
 from ..errors import UserError
 from .model_card import model_card
-from .push import installed_module, refuse_links_out, upload_files
+from .repo import installed_module, refuse_links_out, upload_files
 
 logger = logging.getLogger(__name__)
 

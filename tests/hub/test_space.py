@@ -48,7 +48,7 @@ def test_a_space_folder_that_cannot_build_the_page_is_refused(tmp_path):
 
 def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     """Without --dry-run the checked folder goes to a Space of the Gradio SDK, in one commit; an unreachable Hub is
-    one line (hub.push.upload, shared with the model upload)."""
+    one line (hub.repo.upload, shared with the model upload)."""
     from huggingface_hub import HfApi
 
     from elmo_transformers.cli import main
