@@ -31,13 +31,17 @@ def config_reads(monkeypatch):
     return opened
 
 
-def test_what_a_folder_is_is_answered_by_the_model_folder(tiny_model_dir, lm_dir, tmp_path):
+def test_what_a_folder_is_is_answered_by_the_model_folder(tiny_model_dir, lm_dir, tmp_path, monkeypatch):
     bilm, lm = open_model(tiny_model_dir), open_model(lm_dir)
     assert isinstance(bilm, ModelFolder) and not bilm.is_export and not bilm.is_language_model
     assert lm.is_language_model and lm.config["lm_vocab_size"] > 0
     assert bilm.title == os.path.basename(tiny_model_dir)
     assert open_model(bilm) is bilm
     assert open_model("default").title == "elmo-en-small"  # the shipped model's card title
+    # What a record (an embedding run's run.json) calls it: a folder by its absolute path, a name as given.
+    monkeypatch.chdir(os.path.dirname(tiny_model_dir))
+    assert open_model(os.path.basename(tiny_model_dir)).source == os.path.abspath(tiny_model_dir)
+    assert open_model("default").source == "default"
     with pytest.raises(ModelError, match="is not a folder"):
         open_model("someone/elmo", local=True)
 

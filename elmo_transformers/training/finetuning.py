@@ -15,10 +15,10 @@ from .runner import check_splits, json_argument, limit_samples, model_options, r
 
 
 def load(head_args, data_args, training_args):
-    """(the starting ModelFolder, its config, the data splits) of the arguments, the splits checked against the
-    do_* arguments: what both fine-tuning tasks start with. The config first: a broken one is one line before the
-    data is read."""
-    source = open_model(head_args.model_name_or_path)
+    """(the starting ModelFolder: `head_args.model`, else `model_name_or_path` opened; its config; the data splits)
+    of the arguments, the splits checked against the do_* arguments: what both fine-tuning tasks start with. The
+    config first: a broken one is one line before the data is read."""
+    source = head_args.model or open_model(head_args.model_name_or_path)
     with loading(source.name):
         config = source.elmo_config()
     raw = load_data(data_args)
@@ -165,7 +165,7 @@ def token_metrics(labels):
 
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
-    (`head_args.model_name_or_path`, the ModelFolder the command opened); returns the Trainer."""
+    (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
@@ -201,7 +201,7 @@ def sequence_metrics(prediction):
 
 def sequence_classification(head_args, data_args, training_args):
     """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
-    (`head_args.model_name_or_path`, the ModelFolder the command opened); returns the Trainer."""
+    (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     require_column(raw, text_column, "text_column")

@@ -95,13 +95,14 @@ def vocab_file_tokenizer(data_args):
                         arguments=["vocab_file"]) from None
 
 
-def load_tokenizer(model_args, data_args, training_args, train_windows, start, start_tokenizer):
+def load_tokenizer(model_args, data_args, training_args, train_windows, start, start_tokenizer, resumed):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
-    checkpoint's (its softmax rows follow that word order), else `vocab_file`, else the starting model's (`start`,
-    its ModelFolder, and `start_tokenizer`, if it has an LM softmax of that size), else built from the text."""
+    checkpoint's (`resumed`, its ModelFolder: its softmax rows follow that word order), else `vocab_file`, else the
+    starting model's (`start`, its ModelFolder, and `start_tokenizer`, if it has an LM softmax of that size), else
+    built from the text."""
     checkpoint = training_args.resume_from_checkpoint
-    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
-        tokenizer = open_model(checkpoint, local=True).tokenizer()
+    if resumed is not None:
+        tokenizer = resumed.tokenizer()
         if data_args.vocab_file and vocab_file_tokenizer(data_args).get_vocab() != tokenizer.get_vocab():
             raise DataError(f"{{vocab_file}} {data_args.vocab_file} differs from the vocabulary of the checkpoint "
                             f"{checkpoint}: its softmax rows follow the checkpoint's words "
@@ -204,8 +205,8 @@ def write_run_vocabulary(training_args, write):
 
 
 def pretrain(model_args, data_args, training_args):
-    """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`, as
-    the ModelFolder the command opened), into `training_args.output_dir` (the command has checked that it is
+    """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`; `model_args.model`
+    where it is open already), into `training_args.output_dir` (the command has checked that it is
     apart from the inputs and empty, or to be written into): every check first, then data, vocabulary, model and the
     Trainer run. Returns the Trainer."""
     if data_args.max_words < 1:
@@ -217,7 +218,9 @@ def pretrain(model_args, data_args, training_args):
     if model_args.add_words_min_count < 1:
         raise DataError(f"{{add_words_min_count}} {model_args.add_words_min_count}: must be at least 1",
                         model_args.add_words_min_count, arguments=["add_words_min_count"])
-    start = open_model(model_args.model_name_or_path) if model_args.model_name_or_path else None
+    start = model_args.model
+    if start is None and model_args.model_name_or_path:
+        start = open_model(model_args.model_name_or_path)
     if start is not None:  # a config.json value ElmoConfig refuses: one line, before the data is read
         with loading(start.name):
             start.elmo_config()
@@ -240,8 +243,12 @@ def pretrain(model_args, data_args, training_args):
         with loading(start.name):
             start_tokenizer = start.tokenizer()
     windows = load_windows(data_args, training_args, start_tokenizer.split_words if start_tokenizer else None)
+    checkpoint = training_args.resume_from_checkpoint
+    resumed = None  # a checkpoint with its vocabulary: what the run goes on with
+    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
+        resumed = open_model(checkpoint, local=True)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start,
-                                             start_tokenizer)
+                                             start_tokenizer, resumed)
     with model_options():
         model = build_language_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:

@@ -139,3 +139,17 @@ def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_p
     one_line(*run([*pretrain, "--output-dir", tmp_path / "p2", "--vocab-file", empty], capsys),
              f"--vocab-file {empty}: ")
     assert not any((tmp_path / name).exists() for name in ("out0", "out1", "out2", "out3", "tc", "p1"))
+
+
+def test_the_command_opens_the_model_once_into_a_field_of_its_own(tiny_model_dir, tmp_path):
+    """--model-name-or-path stays the user's string; the ModelFolder the command opened is `model`, no option of its
+    own, which the training function loads instead of opening the folder again."""
+    from elmo_transformers.cli.training_arguments import finetune_arguments, pretrain_arguments
+    from elmo_transformers.model_folder import ModelFolder
+
+    head, _, _ = finetune_arguments(["--model-name-or-path", str(tiny_model_dir), "--output-dir",
+                                     str(tmp_path / "head"), "--train-file", "train.jsonl"])
+    assert head.model_name_or_path == str(tiny_model_dir)
+    assert isinstance(head.model, ModelFolder) and head.model.path == str(tiny_model_dir)
+    lm, _, _ = pretrain_arguments(["--output-dir", str(tmp_path / "lm"), "--train-file", "text.txt"])
+    assert lm.model_name_or_path is None and lm.model is None  # from scratch
