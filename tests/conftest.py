@@ -3,6 +3,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,6 +121,35 @@ def graphs_traced_once(tmp_path_factory):
     onnx_export.export_graph = export_graph
     yield
     onnx_export.export_graph = trace
+
+
+UNFILLED = re.compile(r"\{[A-Za-z_]\w*\}")  # a `{name}` left in a message, as a template would leave it
+
+
+@pytest.fixture(autouse=True)
+def messages_are_whole(monkeypatch):
+    """Every UserError a test makes, and every line a command prints for an error (`cli.one_line`), is whole: no
+    unfilled `{name}`. An error about an argument starts with the argument's name, which `cli.one_line` replaces by
+    the flag. Checked after each test, so that the test that reached a raise site names it."""
+    from elmo_transformers import cli, errors
+
+    made, init, word = [], errors.UserError.__init__, cli.one_line
+
+    def recorded(self, message, value=None, argument=None):
+        made.append((str(message), argument))
+        init(self, message, value, argument)
+
+    def printed(error):
+        line = word(error)
+        made.append((line, None))
+        return line
+
+    monkeypatch.setattr(errors.UserError, "__init__", recorded)
+    monkeypatch.setattr(cli, "one_line", printed)
+    yield
+    for message, argument in made:
+        assert not UNFILLED.search(message), f"unfilled placeholder in: {message}"
+        assert argument is None or message.startswith(argument), f"does not start with {argument}: {message}"
 
 
 @pytest.fixture(scope="session", autouse=True)

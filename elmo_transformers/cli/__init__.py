@@ -114,40 +114,24 @@ def flag_of(argument):
 
 
 def one_line(error):
-    """What `main` prints for `error`: its message on one line (also for wrapped causes), the option that gave the
-    value in front, and the arguments it names worded as the command's flags (--overwrite, --vocab-file)."""
-    from ..errors import UserError
+    """What `main` prints for `error`: its message on one line (also for wrapped causes), in the command's words: the
+    argument a UserError is about (its `argument`, the message's first word) named by its flag, else the option that
+    gave the value it is about in front (`option`); a refusal's advice to pass a switch ("pass overwrite=True") names
+    the flag ("pass --overwrite")."""
+    from ..errors import OutputExistsError, UnfinishedRunError, UserError
 
-    if isinstance(error, UserError):
-        message = error.worded(flag_of)
-    elif isinstance(error, OSError) and error.strerror and error.filename is None:  # OSError(errno, "what failed")
+    if isinstance(error, OSError) and error.strerror and error.filename is None:  # OSError(errno, "what failed")
         message = error.strerror
     else:
         message = str(error)
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
     flag = getattr(error, "option", None)
+    if isinstance(error, UserError) and error.argument:
+        message, flag = flag_of(error.argument) + message.removeprefix(error.argument), None
+    if isinstance(error, (OutputExistsError, UnfinishedRunError)):
+        for switch in ("overwrite", "resume"):
+            message = message.replace(f"{switch}=True", flag_of(switch))
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
     return " ".join([*([flag] if flag else []), *lines]) or type(error).__name__
-
-
-@contextlib.contextmanager
-def flags_in_log_messages():
-    """Log messages that name arguments of the call (`errors.Notice`) name the command's flags instead, as `one_line`
-    words an error."""
-    import logging
-
-    make_record = logging.getLogRecordFactory()
-
-    def record(*args, **kwargs):
-        made = make_record(*args, **kwargs)
-        if hasattr(made.msg, "worded"):
-            made.msg = made.msg.worded(flag_of)
-        return made
-
-    logging.setLogRecordFactory(record)
-    try:
-        yield
-    finally:
-        logging.setLogRecordFactory(make_record)
 
 
 def print_traceback_when_debugging():
@@ -240,7 +224,7 @@ def main(argv=None):
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     use_deadlines()  # no Hub call of a command waits for ever
     try:
-        with flags_in_log_messages(), signals_as_interrupts():
+        with signals_as_interrupts():
             result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
         print_traceback_when_debugging()

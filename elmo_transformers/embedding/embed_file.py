@@ -68,8 +68,8 @@ def check_settings(output_format, batch_size, batch_words, max_sentence_words, f
     memory grows with its padded words: MAX_BATCH_WORDS; more threads than CPUs only slow the LSTM's steps, and
     tens of thousands crash the threading libraries)."""
     if output_format not in MODES:
-        raise DataError(f"{{output_format}} {output_format!r:.50}: one of {', '.join(MODES)}", output_format,
-                        arguments=["output_format"])
+        raise DataError(f"output_format {output_format!r:.50}: one of {', '.join(MODES)}", output_format,
+                        argument="output_format")
     cpus = os.cpu_count() or 1
     for name, value, most, why in [
         ("batch_size", batch_size, MAX_BATCH_WORDS, f"a batch holds at most {MAX_BATCH_WORDS:,} padded words"),
@@ -78,21 +78,21 @@ def check_settings(output_format, batch_size, batch_words, max_sentence_words, f
         ("max_sentence_words", max_sentence_words, MAX_BATCH_WORDS, "the longest window a batch may hold"),
     ]:
         if value is not None and (isinstance(value, bool) or not (isinstance(value, int) and value > 0)):
-            raise DataError(f"{{{name}}} {value!r:.50}: must be a positive int", value, arguments=[name])
+            raise DataError(f"{name} {value!r:.50}: must be a positive int", value, argument=name)
         if value is not None and value > most:
-            raise DataError(f"{{{name}}} {value:,}: at most {most:,} ({why})", value, arguments=[name])
+            raise DataError(f"{name} {value:,}: at most {most:,} ({why})", value, argument=name)
     if max_sentence_words is None:
-        raise DataError("{max_sentence_words} None: must be a positive int", arguments=["max_sentence_words"])
+        raise DataError("max_sentence_words None: must be a positive int", argument="max_sentence_words")
     if batch_size is not None and batch_words is not None:
-        raise DataError(f"{{batch_size}} {batch_size}: give it or {{batch_words}}, not both", batch_size,
-                        arguments=["batch_size", "batch_words"])
+        raise DataError(f"batch_size {batch_size}: give either the lines or the words of a batch, not both",
+                        batch_size, argument="batch_size")
     if file_format not in FILE_FORMATS:
-        raise DataError(f"{{file_format}} {file_format!r:.50}: one of {', '.join(FILE_FORMATS)}", file_format,
-                        arguments=["file_format"])
+        raise DataError(f"file_format {file_format!r:.50}: one of {', '.join(FILE_FORMATS)}", file_format,
+                        argument="file_format")
     if output_dtype not in OUTPUT_DTYPES:
         why = ": neither HDF5 nor Parquet holds bfloat16" if output_dtype == "bfloat16" else ""
-        raise DataError(f"{{output_dtype}} {output_dtype!r:.50}{why}; one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
-                        arguments=["output_dtype"])
+        raise DataError(f"output_dtype {output_dtype!r:.50}{why}; one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
+                        argument="output_dtype")
 
 
 def default_batch_words(embedder):
@@ -137,11 +137,11 @@ def check_windows(embedder, counts, max_words, source):
     if longest is None or counts[longest] <= max_words:
         return
     raise DataError(
-        f"{{max_sentence_words}} {max_words}: shorter than line {longest + 1} of {input_name(source)} "
+        f"max_sentence_words {max_words}: shorter than line {longest + 1} of {input_name(source)} "
         f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
         "stateless: no LSTM state carries from one window to the next): give "
         f"{counts[longest]:,} or more to embed every line whole (memory then grows with the line), or use the PyTorch "
-        "model for stateful windows", max_words, arguments=["max_sentence_words"])
+        "model for stateful windows", max_words, argument="max_sentence_words")
 
 
 def embed_file(model, input_file, output_file_path, output_format="all", batch_size=None, *, batch_words=None,
@@ -171,8 +171,8 @@ def embed_file(model, input_file, output_file_path, output_format="all", batch_s
         report.total = time.perf_counter() - started_at
         return report
     if resume and given is not None and given.identity() is None:
-        raise UserError("{resume}: this embedder's model was given already loaded, so nothing identifies it to "
-                        "resume by: save it (save_pretrained) and embed with its folder", arguments=["resume"])
+        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
+                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     embedder = given or ElmoEmbedder(model, device=device, dtype=dtype, runtime=runtime, threads=threads)
     run_traits = traits(embedder.model)
     with cpu_threads(threads, run_traits.runtime) as torch_threads:
@@ -249,7 +249,7 @@ def _run(embedder, report, started_at, input_file, output, mode, batch_size, bat
         if isinstance(error, OSError) and error.errno in FULL_DISK:
             kept = run.finished_lines()
             keep = (f"the {kept:,} finished lines are kept in {run.folder}: free space there and rerun with "
-                    "{resume}") if kept else "nothing was finished: free space there and rerun"
+                    "resume=True") if kept else "nothing was finished: free space there and rerun"
             raise UnfinishedRunError(f"writing {output} failed: {os.strerror(error.errno)}; {keep}",
                                      run.folder) from None
         raise
