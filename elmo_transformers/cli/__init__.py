@@ -9,7 +9,6 @@ too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
 
 import contextlib
 import errno
-import gc
 import importlib
 import importlib.util
 import os
@@ -147,14 +146,6 @@ def print_traceback_when_debugging():
     traceback.print_exc()
 
 
-def freeze_for_exit():
-    """Leave what the process made to the operating system at exit: Python's last garbage collection would walk every
-    object torch and transformers created (about a second on a small CPU) only to free memory the exit frees anyway.
-    atexit handlers still run; only a process about to end calls this (gc.freeze keeps the objects from any later
-    collection)."""
-    gc.freeze()
-
-
 class BestEffort:
     """The process's stdout or stderr, whose reader may go away (`| head -1`, a closed terminal): the first write or
     flush that fails for that reason sends the stream's file to /dev/null, so that what a command prints (progress,
@@ -204,13 +195,10 @@ def own_streams():
 
 def main(argv=None):
     """Run a subcommand; returns the exit code. Without `argv` it runs the process's own command line (its standard
-    files made safe, `own_streams`), which ends when this returns (`freeze_for_exit`)."""
+    files made safe, `own_streams`)."""
     if argv is None:
         own_streams()
-        try:
-            return main(sys.argv[1:])
-        finally:
-            freeze_for_exit()
+        return main(sys.argv[1:])
     argv = list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
