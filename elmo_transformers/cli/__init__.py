@@ -48,7 +48,7 @@ def import_package():
 def option(flag, value):
     """Around library calls that check `value`, given by the command-line option `flag`: a UserError about that value
     (its `value`; the message starts with it) is printed with the option in front ("--model nosuch: no such
-    folder...")."""
+    folder..."), unless it names the argument it is about (`one_line` then names that argument's flag)."""
     from ..errors import UserError
 
     try:
