@@ -2,6 +2,7 @@ import atexit
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -126,14 +127,28 @@ def graphs_traced_once(tmp_path_factory):
 UNFILLED = re.compile(r"\{[A-Za-z_]\w*\}")  # a `{name}` left in a message, as a template would leave it
 
 
+class LoggedMessages(logging.Handler):
+    """The messages the package's own loggers (elmo_transformers.*, the model modules *_elmo) log, into `made`."""
+
+    def __init__(self, made):
+        super().__init__(logging.DEBUG)
+        self.made = made
+
+    def emit(self, record):
+        if record.name.split(".")[0] == "elmo_transformers" or record.name.rsplit(".", 1)[-1].endswith("_elmo"):
+            self.made.append((record.getMessage(), None))
+
+
 @pytest.fixture(autouse=True)
 def messages_are_whole(monkeypatch):
-    """Every UserError a test makes, and every line a command prints for an error (`cli.one_line`), is whole: no
-    unfilled `{name}`. An error about an argument starts with the argument's name, which `cli.one_line` replaces by
-    the flag. Checked after each test, so that the test that reached a raise site names it."""
+    """Every UserError a test makes, every line a command prints for an error (`cli.one_line`) and every message the
+    package logs is whole: no unfilled `{name}`. An error about an argument starts with the argument's name, which
+    `cli.one_line` replaces by the flag. Checked after each test, so that the test that reached a message names it."""
     from elmo_transformers import cli, errors
 
     made, init, word = [], errors.UserError.__init__, cli.one_line
+    logged = LoggedMessages(made)
+    logging.getLogger().addHandler(logged)
 
     def recorded(self, message, value=None, argument=None):
         made.append((str(message), argument))
@@ -147,6 +162,7 @@ def messages_are_whole(monkeypatch):
     monkeypatch.setattr(errors.UserError, "__init__", recorded)
     monkeypatch.setattr(cli, "one_line", printed)
     yield
+    logging.getLogger().removeHandler(logged)
     for message, argument in made:
         assert not UNFILLED.search(message), f"unfilled placeholder in: {message}"
         assert argument is None or message.startswith(argument), f"does not start with {argument}: {message}"
