@@ -150,9 +150,9 @@ def messages_are_whole(monkeypatch):
     logged = LoggedMessages(made)
     logging.getLogger().addHandler(logged)
 
-    def recorded(self, message, value=None, argument=None):
-        made.append((str(message), argument))
-        init(self, message, value, argument)
+    def recorded(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append((str(self), self.argument))
 
     def printed(error):
         line = word(error)
