@@ -87,11 +87,11 @@ def check_windows(embedder, counts, max_words, source):
     if longest is None or counts[longest] <= max_words:
         return
     raise DataError(
-        f"{{max_sentence_words}} {max_words}: shorter than line {longest + 1} of {input_name(source)} "
+        f"max_sentence_words {max_words}: shorter than line {longest + 1} of {input_name(source)} "
         f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
         "stateless: no LSTM state carries from one window to the next): give "
         f"{counts[longest]:,} or more to embed every line whole (memory then grows with the line), or use the PyTorch "
-        "model for stateful windows", max_words, arguments=["max_sentence_words"])
+        "model for stateful windows", max_words, argument="max_sentence_words")
 
 
 def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=None, *, batch_words=None,
@@ -114,8 +114,8 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     if finished:  # the interrupted run had computed every line: its OUTPUT is now in place
         return Report()
     if resume and embedder.identity() is None:
-        raise UserError("{resume}: this embedder's model was given already loaded, so nothing identifies it to "
-                        "resume by: save it (save_pretrained) and embed with its folder", arguments=["resume"])
+        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
+                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     return embed(embedder, settings, input_file, output)
 
 
@@ -185,7 +185,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
         if isinstance(error, OSError) and error.errno in FULL_DISK:
             kept = run.finished_lines()
             keep = (f"the {kept:,} finished lines are kept in {run.folder}: free space there and rerun with "
-                    "{resume}") if kept else "nothing was finished: free space there and rerun"
+                    "resume=True") if kept else "nothing was finished: free space there and rerun"
             raise UnfinishedRunError(f"writing {output} failed: {os.strerror(error.errno)}; {keep}",
                                      run.folder) from None
         raise

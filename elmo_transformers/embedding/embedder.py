@@ -38,7 +38,7 @@ def select_layers(hidden_states, mode):
     """The layers of `mode` ("all", "top" or "average"; MODES) of a batch's biLM layers (each [batch, words, 2P],
     torch tensors or NumPy arrays): [batch, n_layers + 1, words, 2P] (all) or [batch, words, 2P]."""
     if mode not in MODES:
-        raise UserError(f"{{output_format}} {mode!r:.50}: one of {', '.join(MODES)}", mode, arguments=["output_format"])
+        raise UserError(f"output_format {mode!r:.50}: one of {', '.join(MODES)}", mode, argument="output_format")
     if mode == "top":
         return hidden_states[-1]
     stack = np.stack if isinstance(hidden_states[0], np.ndarray) else sys.modules["torch"].stack
@@ -187,8 +187,8 @@ class ElmoEmbedder:
         waits for it). On a CUDA device the copy back is started here and waited for by the caller (a writer
         thread), so that the device goes on with the next batch; elsewhere it is made here."""
         if output_dtype not in OUTPUT_DTYPES:
-            raise UserError(f"{{output_dtype}} {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
-                            arguments=["output_dtype"])
+            raise UserError(f"output_dtype {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
+                            argument="output_dtype")
         selected = select_layers(self.forward(encoded).hidden_states, mode)
         if isinstance(selected, np.ndarray):
             return selected.astype(output_dtype, copy=False), lambda: None

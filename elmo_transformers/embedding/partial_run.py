@@ -43,8 +43,8 @@ def check_paths(source, output, settings, model=None):
     OUTPUTS[file_format].check_output(output, overwrite)
     run.check_not_running()
     if run.exists() and not resume:
-        raise UnfinishedRunError(f"{run.folder} holds an interrupted run: pass {{resume}} to continue it, or delete it",
-                                 run.folder)
+        raise UnfinishedRunError(
+            f"{run.folder} holds an interrupted run: pass resume=True to continue it, or delete it", run.folder)
     return output, False
 
 
@@ -260,7 +260,7 @@ class PartialRun:
         batches, windows = self.progress()
         missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
         if missing:
-            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with {{resume}}", self.folder)
+            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with resume=True", self.folder)
         write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": bool(overwrite)}))
         self._complete(overwrite)
 
@@ -272,7 +272,7 @@ class PartialRun:
                 self.writer.finish(overwrite)
             except OutputExistsError:
                 raise UnfinishedRunError(
-                    f"{self.output} appeared while the run worked: it is not replaced (pass {{overwrite}}); every "
+                    f"{self.output} appeared while the run worked: it is not replaced (pass overwrite=True); every "
                     f"line is done and kept in {self.folder}: move {self.output} away and run again", self.folder
                 ) from None
         shutil.rmtree(self.folder)

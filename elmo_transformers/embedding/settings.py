@@ -47,8 +47,8 @@ class EmbedSettings:
         its padded words: MAX_BATCH_WORDS; more threads than CPUs only slow the LSTM's steps, and tens of thousands
         crash the threading libraries)."""
         if self.mode not in MODES:
-            raise DataError(f"{{output_format}} {self.mode!r:.50}: one of {', '.join(MODES)}", self.mode,
-                            arguments=["output_format"])
+            raise DataError(f"output_format {self.mode!r:.50}: one of {', '.join(MODES)}", self.mode,
+                            argument="output_format")
         cpus = os.cpu_count() or 1
         for name, most, why in [
             ("batch_size", MAX_BATCH_WORDS, f"a batch holds at most {MAX_BATCH_WORDS:,} padded words"),
@@ -58,21 +58,21 @@ class EmbedSettings:
         ]:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not (isinstance(value, int) and value > 0)):
-                raise DataError(f"{{{name}}} {value!r:.50}: must be a positive int", value, arguments=[name])
+                raise DataError(f"{name} {value!r:.50}: must be a positive int", value, argument=name)
             if value is not None and value > most:
-                raise DataError(f"{{{name}}} {value:,}: at most {most:,} ({why})", value, arguments=[name])
+                raise DataError(f"{name} {value:,}: at most {most:,} ({why})", value, argument=name)
         if self.max_sentence_words is None:
-            raise DataError("{max_sentence_words} None: must be a positive int", arguments=["max_sentence_words"])
+            raise DataError("max_sentence_words None: must be a positive int", argument="max_sentence_words")
         if self.batch_size is not None and self.batch_words is not None:
-            raise DataError(f"{{batch_size}} {self.batch_size}: give it or {{batch_words}}, not both", self.batch_size,
-                            arguments=["batch_size", "batch_words"])
+            raise DataError(f"batch_size {self.batch_size}: give either the lines or the words of a batch, not both",
+                            self.batch_size, argument="batch_size")
         if self.file_format not in FILE_FORMATS:
-            raise DataError(f"{{file_format}} {self.file_format!r:.50}: one of {', '.join(FILE_FORMATS)}",
-                            self.file_format, arguments=["file_format"])
+            raise DataError(f"file_format {self.file_format!r:.50}: one of {', '.join(FILE_FORMATS)}",
+                            self.file_format, argument="file_format")
         if self.output_dtype not in OUTPUT_DTYPES:
             why = ": neither HDF5 nor Parquet holds bfloat16" if self.output_dtype == "bfloat16" else ""
-            raise DataError(f"{{output_dtype}} {self.output_dtype!r:.50}{why}; one of {', '.join(OUTPUT_DTYPES)}",
-                            self.output_dtype, arguments=["output_dtype"])
+            raise DataError(f"output_dtype {self.output_dtype!r:.50}{why}; one of {', '.join(OUTPUT_DTYPES)}",
+                            self.output_dtype, argument="output_dtype")
 
     def record(self):
         """The fields that decide the output, as run.json holds them: one JSON object, the model's identity's keys

@@ -127,13 +127,13 @@ def check_staging_dir(staging_dir, model):
     missing)."""
     check_output_apart(staging_dir, [model.path])
     if os.path.exists(staging_dir) and os.listdir(staging_dir):
-        raise UserError(f"{{staging_dir}} {staging_dir} is not empty", arguments=["staging_dir"])
+        raise UserError(f"staging_dir {staging_dir} is not empty", staging_dir, argument="staging_dir")
     try:
         os.makedirs(staging_dir, exist_ok=True)
         tempfile.TemporaryFile(dir=staging_dir).close()
     except OSError as e:
-        raise UserError(f"cannot write into {{staging_dir}} {staging_dir}: {e.strerror or e}",
-                        arguments=["staging_dir"]) from None
+        raise UserError(f"staging_dir {staging_dir}: cannot write into it: {e.strerror or e}", staging_dir,
+                        argument="staging_dir") from None
 
 
 def push(model, repo_id, *, private=False, dry_run=False, space=False, staging_dir=None, license=None,
@@ -154,8 +154,7 @@ def push(model, repo_id, *, private=False, dry_run=False, space=False, staging_d
 
         import_gradio()  # before anything is staged
     if not dry_run and get_token() is None:
-        raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use {dry_run})",
-                        arguments=["dry_run"])
+        raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or pass dry_run=True)")
     if staging_dir:
         check_staging_dir(staging_dir, folder)
     staging = staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")

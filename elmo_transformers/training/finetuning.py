@@ -31,8 +31,7 @@ def load_data(data_args):
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     files = {split: [path] for split, path in files.items() if path}
     if data_args.dataset_name is None and not files:
-        raise DataError("give {train_file} / {validation_file} / {test_file} or {dataset_name}",
-                        arguments=["train_file", "validation_file", "test_file", "dataset_name"])
+        raise DataError("no data: give train_file / validation_file / test_file or dataset_name")
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
         if len(raw[split]) == 0:
@@ -65,8 +64,8 @@ def require_column(raw, column, argument):
     """`column` is in the data, else an error that says to set `argument` (the name of the argument that gives it)."""
     columns = next(iter(raw.values())).column_names
     if column not in columns:
-        raise DataError(f"no column {column!r} in the data (columns: {columns}); set {{{argument}}}", column,
-                        arguments=[argument])
+        raise DataError(f"{argument} {column!r}: no such column in the data (its columns: {columns})", column,
+                        argument=argument)
 
 
 def class_label(raw, column, nested):

@@ -94,7 +94,8 @@ def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_mo
     monkeypatch.setattr(partial_run.PartialRun, "add_batch", someone_else_writes)
     message = one_line_error(args)
     monkeypatch.undo()
-    assert "appeared while the run worked: it is not replaced" in message, message
+    assert message == (f"error: {output} appeared while the run worked: it is not replaced (pass --overwrite); every "
+                       f"line is done and kept in {output}.partial: move {output} away and run again"), message
     if file_format == "parquet":
         assert (output / "notes.txt").read_text() == "mine" and (output / "sub").is_dir()
         shutil.rmtree(output)
@@ -205,8 +206,8 @@ def test_a_table_given_as_text_is_refused_naming_its_columns(tmp_path, tiny_mode
     table = tmp_path / "reviews.jsonl"
     table.write_text('{"id": 0, "text": "a fine film"}\n{"id": 1, "text": "dull"}\n')
     message = one_line_error([str(table), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == (f"error: {table} is a json file (its columns: id, text): give --text-column to embed one of "
-                       "them, one row a line")
+    assert message == (f"error: --text-column not given: {table} is a json file (its columns: id, text): name the "
+                       "one to embed, one row a line")
 
 
 @pytest.mark.slow

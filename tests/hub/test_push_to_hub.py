@@ -372,7 +372,7 @@ def test_push_is_a_library_function(tmp_path, tiny_model_dir, monkeypatch, fake_
 
     assert elmo_transformers.push is hub.push
     monkeypatch.setattr(hub, "get_token", lambda: None)
-    with pytest.raises(UserError, match=r"^no Hugging Face token: set HF_TOKEN .* \(or use dry_run\)$"):
+    with pytest.raises(UserError, match=r"^no Hugging Face token: set HF_TOKEN .* \(or pass dry_run=True\)$"):
         elmo_transformers.push(tiny_model_dir, "me/elmo-tiny")
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
     monkeypatch.setattr(hub, "check_loads", lambda folder, model: f"loads {model.name}")  # run above
