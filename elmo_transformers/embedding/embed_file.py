@@ -109,19 +109,19 @@ def dataset_shape(words, mode, config):
 
 @contextlib.contextmanager
 def cpu_threads(threads, runtime):
-    """Around a run of a PyTorch model: torch's threads set to `threads` (default: the CPUs free to this process
-    now, `runtime.threads.free_cpus`, unless OMP_NUM_THREADS is set), and back afterwards. Yields the count the
-    model runs with (None for an exported graph, whose onnxruntime threads are set when it loads)."""
+    """Around a run of a PyTorch model: torch's threads set to `threads` (default: OMP_NUM_THREADS as
+    `runtime.threads.requested_threads` takes it, else the CPUs free to this process now, `free_cpus`), and back
+    afterwards. Yields the count the model runs with (None for an exported graph, whose onnxruntime threads are set
+    when it loads)."""
     if runtime != "torch":
         yield None
         return
     import torch
 
-    from ..runtime.threads import free_cpus
+    from ..runtime.threads import free_cpus, requested_threads
 
     before = torch.get_num_threads()
-    if threads is not None or "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(threads or free_cpus())
+    torch.set_num_threads(threads or requested_threads() or free_cpus())
     try:
         yield torch.get_num_threads()
     finally:

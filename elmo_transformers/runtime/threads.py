@@ -8,11 +8,16 @@ CPU quota (cpu.max, as a container sets it), and at least one. Not the one-minut
 there is no /proc): it lags, so a run started right after another (a benchmark, a script that embeds file after
 file) would see that one's load and take one thread on an idle machine."""
 
+import functools
+import logging
 import math
 import os
 import time
 
+logger = logging.getLogger(__name__)
+
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+THREADS_VARIABLE = "OMP_NUM_THREADS"
 
 
 def affinity_cpus():
@@ -64,3 +69,44 @@ def free_cpus():
     free = math.floor(cpus - others + 0.5)
     quota = cgroup_quota()
     return max(1, free if quota is None else min(free, math.floor(quota)))
+
+
+def requested_threads():
+    """The threads OMP_NUM_THREADS asks for, as a run takes them: None where it is unset, or where it is not a whole
+    number above 0 (`0`, `-1`, `abc`, empty: treated as unset, where OpenMP would warn and take every CPU); at most
+    the CPUs this process may use (`affinity_cpus`: more only wait on each other, and tens of thousands crash
+    OpenMP). Either change is said in one warning line, once a process. (A list for nested levels, "4,2", counts by
+    its first number.)"""
+    value = os.environ.get(THREADS_VARIABLE)
+    if value is None:
+        return None
+    first = value.split(",")[0].strip()
+    count = int(first) if first.isascii() and first.isdigit() else 0
+    if count < 1:
+        warn_once(f"{THREADS_VARIABLE}={value!r} is not a number of threads, so it is ignored and the threads are "
+                  f"chosen as where it is unset: set {THREADS_VARIABLE} to a whole number from 1 to "
+                  f"{affinity_cpus()}, or unset it")
+        return None
+    cpus = affinity_cpus()
+    if count > cpus:
+        warn_once(f"{THREADS_VARIABLE}={value} asks for more threads than the {cpus} CPUs this process may use, so "
+                  f"{cpus} are used: set {THREADS_VARIABLE} to {cpus} or fewer")
+        return cpus
+    return count
+
+
+@functools.cache
+def warn_once(message):
+    logger.warning(message)
+
+
+def settle_threads_variable():
+    """OMP_NUM_THREADS rewritten as `requested_threads` takes it (removed where it is not a count), in this process's
+    environment, before torch loads: OpenMP reads it once, as it loads, for the teams of every thread the process
+    starts (a Python thread's are not torch's count: 99,999 crashed OpenMP in one) and of its children, and warns
+    of an invalid value itself. The commands call this first."""
+    value, count = os.environ.get(THREADS_VARIABLE), requested_threads()
+    if count is None:
+        os.environ.pop(THREADS_VARIABLE, None)
+    elif count < int(value.split(",")[0]):
+        os.environ[THREADS_VARIABLE] = str(count)
