@@ -190,7 +190,7 @@ def pack_weights(pack, layer):
     projection; each direction), as (input, state, projection) lists of two. They are packed side by side, a thread
     for each CPU torch uses: packing (a transposed copy, then the kernel's layout) runs on one thread a weight, and
     the first call waits for all six. Each thread takes torch's count first: a new thread's OpenMP teams are
-    otherwise as large as OMP_NUM_THREADS says (torch caps its own threads only), and 99,999 crashed OpenMP."""
+    otherwise as large as OMP_NUM_THREADS says (torch caps its own threads only), and tens of thousands crash it."""
     weights = [(weight[d].detach().t(), None if bias is None else bias[d, 0].detach())
                for weight, bias in ((layer.input_weight, layer.bias), (layer.state_weight, None),
                                     (layer.projection_weight, None))

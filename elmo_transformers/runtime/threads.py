@@ -6,7 +6,8 @@ may run on (its affinity mask) less the load the other processes put on them now
 /proc/loadavg's fourth field, less this one; taken as spread evenly over the machine's CPUs), at most its cgroup's
 CPU quota (cpu.max, as a container sets it), and at least one. Not the one-minute load average (read only where
 there is no /proc): it lags, so a run started right after another (a benchmark, a script that embeds file after
-file) would see that one's load and take one thread on an idle machine."""
+file) would see that one's load and take one thread on an idle machine. OMP_NUM_THREADS, where it is a count, names
+the count instead, at most the CPUs of the affinity mask (`requested_threads`)."""
 
 import functools
 import logging
@@ -72,38 +73,35 @@ def free_cpus():
 
 
 def requested_threads():
-    """The threads OMP_NUM_THREADS asks for, as a run takes them: None where it is unset, or where it is not a whole
-    number above 0 (`0`, `-1`, `abc`, empty: treated as unset, where OpenMP would warn and take every CPU); at most
-    the CPUs this process may use (`affinity_cpus`: more only wait on each other, and tens of thousands crash
-    OpenMP). Either change is said in one warning line, once a process. (A list for nested levels, "4,2", counts by
-    its first number.)"""
+    """The threads OMP_NUM_THREADS asks for, as a run takes them (`threads_asked`), or None where it is unset."""
     value = os.environ.get(THREADS_VARIABLE)
-    if value is None:
-        return None
-    first = value.split(",")[0].strip()
-    count = int(first) if first.isascii() and first.isdigit() else 0
-    if count < 1:
-        warn_once(f"{THREADS_VARIABLE}={value!r} is not a number of threads, so it is ignored and the threads are "
-                  f"chosen as where it is unset: set {THREADS_VARIABLE} to a whole number from 1 to "
-                  f"{affinity_cpus()}, or unset it")
-        return None
-    cpus = affinity_cpus()
-    if count > cpus:
-        warn_once(f"{THREADS_VARIABLE}={value} asks for more threads than the {cpus} CPUs this process may use, so "
-                  f"{cpus} are used: set {THREADS_VARIABLE} to {cpus} or fewer")
-        return cpus
-    return count
+    return None if value is None else threads_asked(value, affinity_cpus())
 
 
 @functools.cache
-def warn_once(message):
-    logger.warning(message)
+def threads_asked(value, cpus):
+    """The threads OMP_NUM_THREADS=`value` asks for: None where it is not a whole number above 0 (`0`, `-1`, `abc`,
+    empty: treated as unset, where OpenMP would warn and take every CPU); at most `cpus`, the CPUs this process may
+    use (more only wait on each other, and tens of thousands crash OpenMP). Either change is said in one warning
+    line, once a process (cached). A list for nested levels ("4,2") counts by its first number."""
+    first = value.split(",")[0].strip()
+    count = int(first) if first.isascii() and first.isdigit() else 0
+    if count < 1:
+        logger.warning(f"{THREADS_VARIABLE}={value!r} is not a number of threads, so it is ignored and the threads are "
+                       f"chosen as where it is unset: set {THREADS_VARIABLE} to a whole number from 1 to {cpus}, or "
+                       "unset it")
+        return None
+    if count > cpus:
+        logger.warning(f"{THREADS_VARIABLE}={value} asks for more threads than the {cpus} CPUs this process may use, "
+                       f"so {cpus} are used: set {THREADS_VARIABLE} to {cpus} or fewer")
+        return cpus
+    return count
 
 
 def settle_threads_variable():
     """OMP_NUM_THREADS rewritten as `requested_threads` takes it (removed where it is not a count), in this process's
     environment, before torch loads: OpenMP reads it once, as it loads, for the teams of every thread the process
-    starts (a Python thread's are not torch's count: 99,999 crashed OpenMP in one) and of its children, and warns
+    starts (a Python thread's are not torch's count: tens of thousands crash OpenMP) and of its children, and warns
     of an invalid value itself. The commands call this first."""
     value, count = os.environ.get(THREADS_VARIABLE), requested_threads()
     if count is None:

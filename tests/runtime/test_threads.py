@@ -21,9 +21,9 @@ INVALID = ["0", "-1", "abc", "", "²"]
 @pytest.fixture
 def warnings_again():
     """Each warning of `requested_threads` shown once a process: shown again in each test."""
-    threads.warn_once.cache_clear()
+    threads.threads_asked.cache_clear()
     yield
-    threads.warn_once.cache_clear()
+    threads.threads_asked.cache_clear()
 
 
 def test_the_rule(monkeypatch, caplog, warnings_again):
