@@ -94,9 +94,8 @@ def check_elmo_folder(folder, name):
 @contextlib.contextmanager
 def loading(name):
     """Around the steps that read a model's files (a download, `from_pretrained`): a folder that cannot be loaded (a
-    config.json that holds a bad value or does not fit the weights, missing weights, a PyTorch pickle that holds more
-    than tensors, a tokenizer that does not fit the model: `model_source.check_tokenizer`) is one ModelError line
-    naming the model `name`, not a traceback."""
+    config.json that holds a bad value or does not fit the weights, missing weights, a tokenizer that does not fit
+    the model: `model_source.check_tokenizer`) is one ModelError line naming the model `name`, not a traceback."""
     try:
         yield
     except UserError:
@@ -104,8 +103,6 @@ def loading(name):
     except (OSError, ValueError, SafetensorError, StrictDataclassError) as e:  # SafetensorError: a weight file
         # that is not safetensors; StrictDataclassError: a config.json value ElmoConfig refuses
         raise ModelError(f"{name}: cannot load it: {first_line(e)}", name) from None
-    except pickle.UnpicklingError:  # transformers' own torch.load(weights_only=True) of a pickle
-        raise ModelError(f"{name}: cannot load it: {PICKLE_REFUSED}", name) from None
     except RuntimeError as e:
         if "mismatched_sizes" not in str(e) and "size mismatch" not in str(e):
             raise
@@ -113,9 +110,6 @@ def loading(name):
                          "restore the config.json saved with these weights", name) from None
 
 
-PICKLE_REFUSED = ("its weights are only in a PyTorch pickle (pytorch_model.bin) that holds more than tensors, so it "
-                  "was not read (nothing in it ran): convert the weights to model.safetensors where the file is "
-                  "trusted (docs/troubleshooting.md)")
 # torch's load_state_dict lists each tensor whose shape differs as one such line
 SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^]]*\])\) from "
                            r"checkpoint, the shape in current model is torch\.Size\((\[[^]]*\])\)")
@@ -263,8 +257,8 @@ class ModelFolder:
     def pretrained(self, model_class, config, **kwargs):
         """`model_class.from_pretrained` of the folder with `config` (an ElmoConfig): the model and its loading info.
         transformers' "Loading weights" bar is not shown: a folder of ELMo's loads in a moment, and a command's output
-        is its own. Its weight files are checked first (`check_weights`: in the folder, float), and the loaded weights
-        after (`check_finite`)."""
+        is its own. Its weight files are checked first (`check_weights`), and the loaded weights after
+        (`check_finite`)."""
         from transformers.utils import logging
 
         self.check_weights()
@@ -328,7 +322,8 @@ class ModelFolder:
 
     def check_weights(self):
         """Raise ModelError naming a safetensors weight file whose header does not parse (a cut or foreign file), or
-        a tensor it saves in a dtype other than a float one (`check_float`)."""
+        a tensor saved in a dtype other than a float one (`check_float`; a pickle is read whole for this:
+        `read_weights`)."""
         from safetensors import safe_open
 
         for path in self.weight_files():
@@ -340,6 +335,8 @@ class ModelFolder:
                     raise ModelError(f"{path} is not a safetensors file (its header does not parse): save the model "
                                      "again", self.name) from None
                 self.check_float(path, {key: SAFETENSORS_DTYPES.get(dtype, dtype) for key, dtype in dtypes.items()})
+            elif path.endswith(".bin"):
+                self.read_weights(path)
 
     def check_float(self, path, dtypes):
         """Refuse, in one line naming the tensor, weights of the file `path` ({name: dtype name}) saved in another
@@ -367,36 +364,44 @@ class ModelFolder:
 
     def state_dict(self):
         """The weights of a PyTorch folder, {name: tensor} as saved: its safetensors files (one, or the shards its
-        index lists), else PyTorch's pickles (read with `weights_only`), each checked: floats (`check_float`),
-        finite (`check_finite`)."""
-        import torch
-        from safetensors.torch import load_file
-
+        index lists), else PyTorch's pickles, each read and checked by `read_weights`."""
         files = self.weight_files()
         if not files:
             raise OSError(f"it holds no weights (no model.safetensors in {self.path}): restore the weight files saved "
                           "with its config.json")
         weights = {}
         for path in files:
-            if path.endswith(".safetensors"):
-                tensors = load_file(path)
-            elif path.endswith(".bin"):
-                try:
-                    tensors = torch.load(path, map_location="cpu", weights_only=True)
-                except pickle.UnpicklingError:
-                    raise ModelError(f"{self.name}: {PICKLE_REFUSED}", self.name) from None
-                except RuntimeError as e:  # not a zip of PyTorch's (cut, or another file)
-                    raise ModelError(f"{self.name}: its weight file {os.path.basename(path)} cannot be read as "
-                                     f"PyTorch's ({first_line(e)}): restore it", self.name) from None
-                if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
-                    raise ModelError(f"{self.name}: its weight file {os.path.basename(path)} holds no dict of "
-                                     "tensors: restore the weights saved with the model", self.name)
-            else:
-                continue
-            self.check_float(path, {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()})
-            self.check_finite(tensors, path)
-            weights.update(tensors)
+            if path.endswith((".safetensors", ".bin")):
+                weights.update(self.read_weights(path))
         return weights
+
+    def read_weights(self, path):
+        """The tensors of the weight file `path` (safetensors, or PyTorch's pickle read with `weights_only`, so that
+        nothing in it runs), {name: tensor}, checked: floats (`check_float`), finite (`check_finite`). A pickle that
+        holds more than tensors is one ModelError line saying how to convert it."""
+        import torch
+        from safetensors.torch import load_file
+
+        name = os.path.basename(path)
+        if path.endswith(".safetensors"):
+            tensors = load_file(path)
+        else:
+            try:
+                tensors = torch.load(path, map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError:
+                raise ModelError(f"{self.name}: its weights are only in a PyTorch pickle ({name}) that holds more than "
+                                 "tensors, so it was not read (nothing in it ran): convert the weights to "
+                                 "model.safetensors where the file is trusted (docs/troubleshooting.md)",
+                                 self.name) from None
+            except RuntimeError as e:  # not a zip of PyTorch's (cut, or another file)
+                raise ModelError(f"{self.name}: its weight file {name} cannot be read as PyTorch's "
+                                 f"({first_line(e)}): restore it", self.name) from None
+            if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+                raise ModelError(f"{self.name}: its weight file {name} holds no dict of tensors: restore the weights "
+                                 "saved with the model", self.name)
+        self.check_float(path, {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()})
+        self.check_finite(tensors, path)
+        return tensors
 
     def identity(self, dtype):
         """What decides the numbers this model computes in `dtype`: for an exported graph its runtime; the dtype; a

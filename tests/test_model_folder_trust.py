@@ -112,13 +112,17 @@ def saved_weights(tiny_model_dir, folder, edit):
 
 
 def test_weights_of_a_non_float_dtype_are_refused_by_name(tiny_model_dir, tmp_path):
-    """int32 weights were cast to floats silently, and the vectors were off by up to 5.6."""
+    """int32 weights were cast to floats silently, and the vectors were off by up to 5.6: as safetensors or as
+    PyTorch's pickle, through the inference core or transformers' from_pretrained."""
     folder = saved_weights(tiny_model_dir, tmp_path / "int32",
                            lambda w: {**w, WEIGHT: (w[WEIGHT] * 100).to(torch.int32)})
+    pickled = copy_model(tiny_model_dir, tmp_path / "int32-pickle")
+    torch.save(load_file(folder / "model.safetensors"), pickled / "pytorch_model.bin")
+    os.remove(pickled / "model.safetensors")
     for model_class in (None, ElmoModel):
-        with pytest.raises(ModelError, match=f"its weight {WEIGHT} in model.safetensors is saved as int32, not a "
-                                             "float dtype"):
-            load_model(folder, model_class)
+        for path, file in ((folder, "model.safetensors"), (pickled, "pytorch_model.bin")):
+            with pytest.raises(ModelError, match=f"its weight {WEIGHT} in {file} is saved as int32, not a float dtype"):
+                load_model(path, model_class)
 
 
 def test_nan_weights_are_refused_by_name(tiny_model_dir, tmp_path):
