@@ -302,15 +302,15 @@ class ModelFolder:
         path = self.file(name)
         target = os.path.realpath(path)
         if not any(target.startswith(root + os.sep) for root in self.file_roots()):
-            raise ModelError(f"{self.name}: {named} {name} is a link to {target}, outside the folder: replace the link "
+            raise ModelError(f"{self.name}: {named} {name}, a link to {target}, outside the folder: replace the link "
                              "by a copy of the file", self.name)
         try:
             mode = os.stat(target).st_mode
         except FileNotFoundError:
             return path
         if not stat.S_ISREG(mode):
-            raise ModelError(f"{self.name}: {named} {name} is not a regular file (a device, pipe or folder): restore "
-                             "the file saved with the model", self.name)
+            raise ModelError(f"{self.name}: {named} {name}, which is not a regular file (a device, pipe or folder): "
+                             "restore the file saved with the model", self.name)
         return path
 
     def file_roots(self):

@@ -77,14 +77,14 @@ def test_links_and_special_files_in_the_folder(tiny_model_dir, tmp_path):
     linked_out = copy_model(tiny_model_dir, tmp_path / "linked-out")
     shutil.move(linked_out / "model.safetensors", tmp_path / "elsewhere.safetensors")
     os.symlink(tmp_path / "elsewhere.safetensors", linked_out / "model.safetensors")
-    with pytest.raises(ModelError, match="model.safetensors is a link to .*elsewhere.safetensors, outside the folder: "
-                                         "replace the link by a copy of the file"):
+    with pytest.raises(ModelError, match="its weight file model.safetensors, a link to .*elsewhere.safetensors, "
+                                         "outside the folder: replace the link by a copy of the file"):
         open_model(linked_out).weight_files()
 
     pipe = copy_model(tiny_model_dir, tmp_path / "pipe")
     os.remove(pipe / "model.safetensors")
     os.mkfifo(pipe / "model.safetensors")
-    with pytest.raises(ModelError, match="model.safetensors is not a regular file"):
+    with pytest.raises(ModelError, match="its weight file model.safetensors, which is not a regular file"):
         load_model(pipe)
 
     linked_in = copy_model(tiny_model_dir, tmp_path / "linked-in")
