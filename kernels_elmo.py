@@ -189,12 +189,14 @@ def pack_weights(pack, layer):
     """`pack(weight [out, in], bias or None)` of the layer's six GEMM weights (input with the bias, state,
     projection; each direction), as (input, state, projection) lists of two. They are packed side by side, a thread
     for each CPU torch uses: packing (a transposed copy, then the kernel's layout) runs on one thread a weight, and
-    the first call waits for all six."""
+    the first call waits for all six. Each thread takes torch's count first: a new thread's OpenMP teams are
+    otherwise as large as OMP_NUM_THREADS says (torch caps its own threads only), and tens of thousands crash it."""
     weights = [(weight[d].detach().t(), None if bias is None else bias[d, 0].detach())
                for weight, bias in ((layer.input_weight, layer.bias), (layer.state_weight, None),
                                     (layer.projection_weight, None))
                for d in range(2)]
-    with ThreadPoolExecutor(max_workers=torch.get_num_threads()) as pool:
+    threads = torch.get_num_threads()
+    with ThreadPoolExecutor(max_workers=threads, initializer=torch.set_num_threads, initargs=(threads,)) as pool:
         packed = list(pool.map(lambda weight_bias: pack(*weight_bias), weights))
     return packed[0:2], packed[2:4], packed[4:6]
 

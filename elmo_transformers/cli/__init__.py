@@ -212,7 +212,9 @@ def main(argv=None):
         return 2
     from ..errors import UserError
     from ..hub.deadline import use_deadlines
+    from ..runtime.threads import settle_threads_variable
 
+    settle_threads_variable()  # before torch loads
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     use_deadlines()  # no Hub call of a command waits for ever
     try:

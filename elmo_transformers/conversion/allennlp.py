@@ -207,6 +207,7 @@ def read_weights(config, weights_path):
                 problems.append(f"dataset {name} stores {stored:,} of its {size:,} bytes (truncated or sparse file)")
         if problems:
             raise mismatch_error(weights_path, problems, "the options")
+        check_floats(weights_path, {name: hdf5[name].dtype for name in expected})
         arrays = {}
         for name in expected:
             try:
@@ -218,6 +219,16 @@ def read_weights(config, weights_path):
     return {
         name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): value for name, value in arrays.items()
     }
+
+
+def check_floats(path, dtypes):
+    """ConversionError naming the datasets of the HDF5 file `path` ({name: NumPy dtype}) not stored as floats: read as
+    float32 they would give other weights than the model was trained with (an int64 dataset holds whole numbers)."""
+    other = [f"{name} ({dtype})" for name, dtype in dtypes.items() if dtype.kind != "f"]
+    if other:
+        more = f" and {len(other) - 3:,} more" if len(other) > 3 else ""
+        raise ConversionError(f"{path}: the datasets {', '.join(other[:3])}{more} are not stored as floats: ELMo's "
+                              "weights are floats; give the weight file the model was trained with (float32)")
 
 
 def tf_gates_to_ifgo(matrix, hidden):
@@ -290,6 +301,7 @@ def read_softmax(config, softmax_path, vocab_path):
                                   "group softmax with W [vocabulary, projection] and b [vocabulary]")
         weight, bias = hdf5["softmax/W"], hdf5["softmax/b"]
         check_softmax(config, weight.shape, bias.shape, len(words), softmax_path, vocab_path)
+        check_floats(softmax_path, {"softmax/W": weight.dtype, "softmax/b": bias.dtype})
         weight, bias = np.asarray(weight[...], dtype=np.float32), np.asarray(bias[...], dtype=np.float32)
     if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
         raise ConversionError(f"{softmax_path} holds NaN or infinite values (corrupt file?)")

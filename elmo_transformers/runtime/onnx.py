@@ -35,12 +35,12 @@ def check_onnx_installed(packages, purpose, value=None):
 
 def intra_op_threads():
     """As many threads as torch uses: torch.get_num_threads() where torch is already imported (not importing it),
-    else OMP_NUM_THREADS where set (torch's own rule), else the CPUs free to this process now
-    (`runtime.threads.free_cpus`: on a busy machine fewer than onnxruntime's default, the physical cores)."""
+    else OMP_NUM_THREADS where it is a count (`runtime.threads.requested_threads`: at most the CPUs this process may
+    use), else the CPUs free to this process now (`free_cpus`: on a busy machine fewer than onnxruntime's default,
+    the physical cores)."""
     if sys.modules.get("torch") is not None:
         return sys.modules["torch"].get_num_threads()
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() else threads.free_cpus()
+    return threads.requested_threads() or threads.free_cpus()
 
 
 @dataclass
