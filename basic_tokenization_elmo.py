@@ -130,11 +130,12 @@ SEGMENTER_PIECE = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。�
 _warned = set()
 
 
-def warn_once(key, message):
-    """Log `message` the first time `key` is seen in this process (the first case is the one shown)."""
+def warn_once(key, message, log=logger):
+    """Log `message` (to `log`, this module's logger by default) the first time `key` is seen in this process (the
+    first case is the one shown): the one rule of the model modules' warnings."""
     if key not in _warned:
         _warned.add(key)
-        logger.warning(message)
+        log.warning(message)
 
 
 def missing_package(what, packages, extra):
