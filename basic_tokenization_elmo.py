@@ -210,8 +210,8 @@ def load_opencc(config):
 
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace)
-# Words whose rows a tokenizer keeps for reuse (`ElmoBasicTokenizer`'s table: 26 MB of rows at 50 ids a word); a
-# tokenizer that holds more starts again with an empty table.
+# Words whose rows a tokenizer keeps for reuse (`ElmoBasicTokenizer`'s table, which doubles as it fills: at most
+# about 52 MB at 50 ids a word); a tokenizer that holds more starts again with an empty table.
 WORD_CACHE_SIZE = 1 << 16
 
 

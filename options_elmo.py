@@ -23,13 +23,12 @@ TASK_ENCODERS, FLOAT_KERNELS = get_args(TaskEncoder), get_args(FloatKernel)
 # config loads without torch (serving an exported model).
 FLOAT_DTYPES = ("float32", "float", "bfloat16", "float16", "half", "float64", "double")
 
-# The fields that decide the numbers, the one list that a model's identity (`ModelFolder.identity`: what keys the
-# export cache and what a resumed `embed` run compares) and an exported graph's metadata (runtime/onnx_config.py)
-# record (`ElmoOptions.numbers_fields`). The rule: a field is here when changing it changes the ELMo vectors made
-# from the same words and weights, or which of them come out, by more than float rounding; so not the fields only
-# training or the language model's softmax read (dropout, the task encoder, lm_vocab_size...), not `float_kernel`
-# and `lstm_gates_block_elements`, which choose how the same arithmetic runs (float rounding within tolerance, as
-# between two CPUs), and not `n_characters` (261 and 262 give the same model).
+# The fields that decide the numbers. The rule: a field is here when changing it changes which ELMo vectors come out
+# of the same words and weights, or their values beyond float rounding. Not here: the fields only training or the
+# language model's softmax read; `float_kernel` and `lstm_gates_block_elements`, which choose how the same arithmetic
+# runs (float rounding, as between two CPUs); `n_characters` (261 and 262 give the same model). A model's identity
+# (`ModelFolder.identity`: the export cache's key, what a resumed `embed` run compares) and an exported graph's
+# metadata (runtime/onnx_config.py) both record these, through `ElmoOptions.numbers_fields`.
 NUMBERS_FIELDS = ("char_embedding_dim", "filters", "n_highway", "activation", "max_characters_per_token", "lstm_dim",
                   "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections",
                   "num_output_representations", "do_layer_norm", "scalar_mix_parameters", "char_vocab_size",
