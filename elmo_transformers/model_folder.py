@@ -411,19 +411,18 @@ class ModelFolder:
 
     def identity(self, dtype):
         """What decides the numbers this model computes in `dtype`: for an exported graph its runtime; the dtype; a
-        SHA-256 of its weight files (the graph's, for an export); the config's fields but those only training reads;
-        the tokenizer's rules, its vocabularies and the versions of the packages that segment its text. The order
-        says what a comparison names first: the dtype before the weights, and the weights before the config (another
-        model at the same path is named by its weights, not by a config field it happens to differ in)."""
-        from options_elmo import TRAINING_FIELDS
-
+        SHA-256 of its weight files (the graph's, for an export); the config's fields that decide the numbers
+        (`options_elmo.NUMBERS_FIELDS`); the tokenizer's rules, its vocabularies and the versions of the packages that
+        segment its text. The order says what a comparison names first: the dtype before the weights, and the weights
+        before the config (another model at the same path is named by its weights, not by a config field it happens
+        to differ in)."""
         tokenizer = self.basic_tokenizer()
         vocabularies = [self.file(name) for name in ("char.dic", "word.dic") if os.path.isfile(self.file(name))]
         return {
             **({"runtime": "onnxruntime"} if self.is_export else {}),
             "dtype": dtype,
             "weights_sha256": files_sha256(self.weight_files()),
-            "config": {name: value for name, value in self.options().as_dict().items() if name not in TRAINING_FIELDS},
+            "config": self.options().numbers_fields(),
             "tokenizer": {**tokenizer.settings(), "vocabularies_sha256": files_sha256(vocabularies),
                           "packages": {name: package_version(name) for name in tokenizer.segmenter.packages()}},
         }

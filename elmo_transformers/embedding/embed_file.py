@@ -21,7 +21,7 @@ from tqdm import tqdm
 from ..errors import DataError, UnfinishedRunError, UserError
 from ..runtime import process_state, traits
 from ..runtime.threads import cpu_threads
-from .batches import WordRows, Writer, in_background, work_units
+from .batches import Writer, in_background, work_units
 from .defaults import BATCH_WORDS, MAX_SENTENCE_WORDS
 from .inputs import count_words, input_name, line_words, read_lines, text_sha256
 from .partial_run import PartialRun, check_paths, covered
@@ -227,11 +227,11 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
         print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes",
               file=sys.stderr)
     size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
-    tokenizer, rows = embedder.tokenizer, WordRows(embedder.tokenizer)
+    tokenizer = embedder.tokenizer
 
     def prepare(unit):
         with timed(report, "tokenizing"):
-            return unit, embedder.pinned(rows.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
+            return unit, embedder.pinned(embedder.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
 
     def write(item):
         unit, output, wait = item

@@ -16,7 +16,7 @@ from ..errors import ModelError, UserError, first_line
 from ..model_files import GRAPH_FILES
 from ..model_folder import loading, open_model
 from . import ModelTraits, threads
-from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
+from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, ElmoOnnxConfig
 
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 # Word positions (sentences x longest sentence) per onnxruntime run: a longer batch is run in slices of whole
@@ -73,13 +73,15 @@ def check_graph(folder, session, config):
                         f"{folder}: its model.onnx does not fit its config.json: {kind} {name} has shape "
                         f"{shapes[name]}, the config gives {list(shape)}; {again}", folder)
     recorded = session.get_modelmeta().custom_metadata_map.get(CONFIG_KEY)
-    if recorded is not None:  # (exports made before the graph recorded its config are checked by shape only)
-        recorded = json.loads(recorded)
-        for name in GRAPH_FIELDS:
-            if recorded.get(name) != getattr(config, name):
-                raise ModelError(
-                    f"{folder}: its config.json does not fit its model.onnx: {name} is {getattr(config, name)!r} in "
-                    f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
+    if recorded is None:
+        raise ModelError(f"{folder}: its model.onnx does not record the config it was exported with (metadata "
+                         f"{CONFIG_KEY}), as `export onnx` writes it; {again}", folder)
+    recorded = json.loads(recorded)
+    for name, value in config.numbers_fields().items():
+        if recorded.get(name) != value:
+            raise ModelError(
+                f"{folder}: its config.json does not fit its model.onnx: {name} is {value!r} in "
+                f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
 
 
 class OnnxElmoModel:

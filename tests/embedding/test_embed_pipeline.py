@@ -14,23 +14,27 @@ import torch
 from conftest import interrupt_after
 
 from elmo_transformers.cli.embed import main
-from elmo_transformers.embedding.batches import WordRows, Writer, in_background, work_units
+from elmo_transformers.embedding.batches import Writer, in_background, work_units
 from elmo_transformers.errors import UserError
 from elmo_transformers.runtime import threads
 
 
-def test_word_rows_encode_as_the_tokenizer_pads(tiny):
-    _, tokenizer = tiny
+def test_embed_encodes_as_the_tokenizer_pads(tiny):
+    """The batches embed feeds the model (`ElmoEmbedder.encode`) are the tokenizer's own padded encoding, their
+    rows made once, by the tokenizer's one encoder."""
+    from elmo_transformers import ElmoEmbedder
+
+    model, tokenizer = tiny
+    embedder = ElmoEmbedder(model, tokenizer)
+    assert embedder.tokenizer is tokenizer.basic
     sentences = [["Hello", "world", "!"], [], ["x" * 60, "café", "東京", "Hello"], ["<S>", "</S>"]]
-    rows = WordRows(tokenizer)
     for _ in range(2):  # the second time from the cache
-        got = rows.encode(sentences)
+        got = embedder.encode(sentences)
         want = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
         assert got["input_ids"].dtype == np.int64 and got["input_ids"].shape == (4, 4, 50)
         np.testing.assert_array_equal(got["input_ids"], want["input_ids"])
         np.testing.assert_array_equal(got["attention_mask"], want["attention_mask"])
-    assert rows.size == 1 + 8  # padding and each distinct word once
-    assert rows.encode([[]])["input_ids"].shape == (1, 0, 50)
+    assert embedder.encode([[]])["input_ids"].shape == (1, 0, 50)
 
 
 def test_batches_fill_a_word_budget_in_length_order_or_hold_batch_size_lines():
