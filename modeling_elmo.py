@@ -395,11 +395,62 @@ class ElmoTaskEncoder(nn.Module):
     def forward(self, vectors, mask):
         if self.lstm is None:
             return vectors
-        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty sentence runs one (zero) step, then is masked
-        packed = nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
-        output, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
-                                                     total_length=vectors.shape[1])
-        return output * mask.unsqueeze(-1).to(output.dtype)
+        return run_bilstm(self.lstm, vectors, mask)
+
+
+def run_bilstm(lstm, vectors, mask):
+    """`lstm` (a batch-first `nn.LSTM`) over each sentence's words only [B, T, D] -> [B, T, out], zeros after them."""
+    if vectors.shape[1] == 0:  # no sentence has a word
+        return vectors.new_zeros(*vectors.shape[:2], lstm.hidden_size * (1 + lstm.bidirectional))
+    lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty sentence runs one (zero) step, then is masked
+    packed = nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
+    output, _ = nn.utils.rnn.pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=vectors.shape[1])
+    return output * mask.unsqueeze(-1).to(output.dtype)
+
+
+def masked_max(vectors, mask):
+    """Max over each sentence's words [B, T, D] -> [B, D] (`mask` [B, T]); an empty sentence gives zeros."""
+    if vectors.shape[1] == 0:
+        return vectors.new_zeros(vectors.shape[0], vectors.shape[2])
+    filled = vectors.masked_fill(~mask.unsqueeze(-1), torch.finfo(vectors.dtype).min).amax(dim=1)
+    return torch.where(mask.any(dim=1, keepdim=True), filled, torch.zeros_like(filled))
+
+
+def masked_softmax(scores, mask):
+    """Softmax of `scores` [..., T] over the positions where `mask` [..., T] is True; all False gives zeros."""
+    weights = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    return weights * mask.to(weights.dtype)
+
+
+class ElmoPairEncoder(nn.Module):
+    """ESIM's (Chen et al., 2017) relation of two sentences' vectors, kept small: soft alignment (each word attends
+    to the other sentence's words by dot product), the enhanced features `[a; ã; a - ã; a * ã]`, a ReLU projection
+    and a BiLSTM of `config.pair_encoder_dim` per direction (composition), mean and max pooling of both sentences,
+    and ESIM's tanh hidden layer, of `output_size` (the width the head's classifier reads). With
+    `config.pair_alignment` False, ã is zero: each sentence is composed alone (the baseline of the alignment)."""
+
+    def __init__(self, config, input_size):
+        super().__init__()
+        dim, self.alignment = config.pair_encoder_dim, config.pair_alignment
+        self.dropout = nn.Dropout(config.dropout)
+        self.projection = nn.Linear(4 * input_size, dim)
+        self.composition = nn.LSTM(dim, dim, batch_first=True, bidirectional=True)
+        self.hidden = nn.Linear(8 * dim, input_size)
+        self.output_size = input_size
+
+    def forward(self, a, a_mask, b, b_mask):
+        if self.alignment:
+            scores = a @ b.transpose(1, 2)  # [B, words of a, words of b]
+            a_aligned = masked_softmax(scores, b_mask.unsqueeze(1)) @ b
+            b_aligned = masked_softmax(scores.transpose(1, 2), a_mask.unsqueeze(1)) @ a
+        else:
+            a_aligned, b_aligned = torch.zeros_like(a), torch.zeros_like(b)
+        pooled = []
+        for x, aligned, mask in ((a, a_aligned, a_mask), (b, b_aligned, b_mask)):
+            enhanced = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)
+            composed = run_bilstm(self.composition, F.relu(self.projection(self.dropout(enhanced))), mask)
+            pooled += [masked_mean(composed, mask), masked_max(composed, mask)]
+        return torch.tanh(self.hidden(self.dropout(torch.cat(pooled, dim=-1))))
 
 
 class ElmoTaskHeadModel(ElmoPreTrainedModel):
@@ -415,8 +466,12 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
         self.elmo = ElmoModel(config)
         self.encoder = ElmoTaskEncoder(config)
         self.classifier = nn.Linear(self.encoder.output_size, config.num_labels)
+        self.add_head_layers(config)
         self.post_init()
         self.apply_freezing()
+
+    def add_head_layers(self, config):
+        """The layers a head adds between the task encoder and the classifier (none here)."""
 
     def frozen_modules(self):
         return [self.elmo.bilm] if self.config.freeze_bilm else []
@@ -473,18 +528,39 @@ class ElmoForTokenClassification(ElmoTaskHeadModel):
 
 
 class ElmoForSequenceClassification(ElmoTaskHeadModel):
-    """One label per sentence. The sentence vector is the masked mean over its words of the (task-encoded) ELMo
-    vectors (`masked_mean`, TF-Hub ELMo's `default` pooling); an empty sentence gives zeros. `config.problem_type`
-    as in transformers: regression (num_labels 1), single- or multi-label classification."""
+    """One label per sentence, or per text pair. The sentence vector is the masked mean over its words of the
+    (task-encoded) ELMo vectors (`masked_mean`, TF-Hub ELMo's `default` pooling); an empty sentence gives zeros.
+    A text pair (`pair_input_ids`, the tokenizer's second sentence) needs `config.pair_encoder_dim`: each sentence
+    runs through the biLM and the task encoder on its own (ELMo's vectors are per sentence), then `ElmoPairEncoder`
+    (ESIM's alignment, pooled) gives the pair's vector. `config.problem_type` as in transformers: regression
+    (num_labels 1), single- or multi-label classification."""
+
+    def add_head_layers(self, config):
+        self.pair_encoder = None
+        if config.pair_encoder_dim is not None:
+            self.pair_encoder = ElmoPairEncoder(config, self.encoder.output_size)
 
     @can_return_tuple
-    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
+    def forward(self, input_ids, attention_mask=None, labels=None, pair_input_ids=None, pair_attention_mask=None,
+                **kwargs):
         r"""
         labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
             num_labels)` multi-hot floats for multi-label classification).
+        pair_input_ids (`torch.LongTensor` of shape `(batch, words, chars)`, *optional*): the second sentence of each
+            text pair (`tokenizer(text, text_pair)`); `hidden_states` are the first sentence's.
+        pair_attention_mask (`torch.LongTensor` of shape `(batch, words)`, *optional*): its words.
         """
         vectors, mask, hidden_states = self.encode(input_ids, attention_mask, **kwargs)
-        logits = self.classifier(masked_mean(vectors, mask))
+        if pair_input_ids is None:
+            if pair_attention_mask is not None:
+                raise ValueError("pair_attention_mask was given without pair_input_ids (the second sentences)")
+            logits = self.classifier(masked_mean(vectors, mask))
+        else:
+            if self.pair_encoder is None:
+                raise ValueError("pair_input_ids given, but this head reads single sentences: load it with "
+                                 "pair_encoder_dim=128 (the size of its ESIM-style pair encoder) to read text pairs")
+            pair_vectors, pair_mask, _ = self.encode(pair_input_ids, pair_attention_mask, **kwargs)
+            logits = self.classifier(self.pair_encoder(vectors, mask, pair_vectors, pair_mask))
         loss = None
         if labels is not None:
             if not torch.is_tensor(labels):

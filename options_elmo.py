@@ -40,7 +40,7 @@ DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 
 # What a config may ask for, far above every published ELMo (Original: 4096 cells, projection 512, 2 layers, 50
 # characters; the largest vocabulary, lm1b's, has 793,471 words). A larger value is a typo or a hostile file: it is
 # refused by name before anything is allocated, instead of exhausting memory or time while building the model.
-MAX_DIM = 65536  # lstm_dim, projection_dim, embedding dims, filters per bank, task_encoder_dim
+MAX_DIM = 65536  # lstm_dim, projection_dim, embedding dims, filters per bank, task_encoder_dim, pair_encoder_dim
 MAX_LAYERS = 64  # n_layers, n_highway, filter banks, num_output_representations
 MAX_VOCAB_SIZE = 1 << 24  # lm_vocab_size, lm_n_negative_samples, char_vocab_size, word_vocab_size
 MAX_PARAMETERS = 1 << 32  # the whole model (16 GiB in float32)
@@ -54,6 +54,7 @@ INT_RANGES = {
     # (basic_tokenization_elmo.MAX_CHARACTERS_PER_TOKEN), which this module does not import
     "max_characters_per_token": (3, MAX_DIM),
     "task_encoder_dim": (1, MAX_DIM),
+    "pair_encoder_dim": (1, MAX_DIM),
     "n_highway": (0, MAX_LAYERS),
     "char_embedding_dim": (0, MAX_DIM),
     "word_embedding_dim": (0, MAX_DIM),
@@ -100,7 +101,13 @@ class ElmoOptions:
             train only the scalar mix, gamma and the task layers, the ELMo recipe. False: full fine-tuning.
         task_encoder (`str`, defaults to `"linear"`): what task heads put between the ELMo vectors and the
             classifier: `"linear"` (nothing) or `"lstm"` (a one-layer BiLSTM of `task_encoder_dim` per direction).
-        task_encoder_dim (`int`, defaults to 128): hidden size per direction of the `"lstm"` task encoder.
+        task_encoder_dim (`int`, defaults to 128): hidden size per direction of the `"lstm"` task encoder (and of
+            `ElmoForQuestionAnswering`'s modeling BiLSTM).
+        pair_encoder_dim (`int`, *optional*): `ElmoForSequenceClassification` relates text pairs with an ESIM-style
+            encoder (soft alignment, then a projection and BiLSTM of this size per direction, pooled); None: single
+            sentences only.
+        pair_alignment (`bool`, defaults to `True`): the pair encoder aligns the two sentences (ESIM's attention);
+            False: each sentence is composed and pooled alone (the baseline that measures the alignment).
         mix_l2_lambda (`float`, defaults to 0.0): task heads add `mix_l2_lambda * sum(w ** 2)` over the scalar-mix
             weights (before softmax) to the loss, pulling the mix toward uniform (the paper used 0.001).
         lm_vocab_size (`int`, *optional*): size of the word vocabulary of the language-model softmax
@@ -150,6 +157,8 @@ class ElmoOptions:
     freeze_bilm: bool = True
     task_encoder: TaskEncoder = "linear"
     task_encoder_dim: int = 128
+    pair_encoder_dim: int | None = None
+    pair_alignment: bool = True
     mix_l2_lambda: float | int = 0.0
     lm_vocab_size: int | None = None
     lm_n_negative_samples: int | None = None

@@ -93,15 +93,28 @@ class ElmoFeatureExtractionPipeline(ElmoCharIdsMixin, FeatureExtractionPipeline)
 
 
 class ElmoTextClassificationPipeline(ElmoCharIdsMixin, TextClassificationPipeline):
-    """The stock text classification on char ids; one text per input (ELMo heads take no text pairs)."""
+    """The stock text classification on char ids: a text, or a text pair `{"text": ..., "text_pair": ...}` (the
+    second sentence travels as `pair_char_ids`, for a head with a pair encoder), or a list of them."""
 
     def preprocess(self, inputs, **tokenizer_kwargs):
+        if isinstance(inputs, dict):
+            if set(inputs) != {"text", "text_pair"} or not all(isinstance(v, str) for v in inputs.values()):
+                raise ValueError('ELMo text classification takes a text pair as {"text": str, "text_pair": str}, '
+                                 f"got the keys {sorted(inputs)}")
+            encoding = self.tokenizer(inputs["text"], inputs["text_pair"], return_tensors="pt", **tokenizer_kwargs)
+            return {"char_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
+                    "pair_char_ids": encoding["pair_input_ids"], "pair_attention_mask": encoding["pair_attention_mask"]}
         if not isinstance(inputs, str):
-            raise ValueError(f"ELMo text classification takes one text per input (no text pairs), got {type(inputs)}")
+            raise ValueError('ELMo text classification takes a text (str) or a text pair {"text": ..., "text_pair": '
+                             f"...}}, got {type(inputs).__name__}")
         return self._char_inputs(inputs, **tokenizer_kwargs)
 
     def _forward(self, model_inputs):
-        return self.model(**self._model_inputs(model_inputs))
+        pair = {}
+        if "pair_char_ids" in model_inputs:
+            pair = {"pair_input_ids": model_inputs.pop("pair_char_ids"),
+                    "pair_attention_mask": model_inputs.pop("pair_attention_mask")}
+        return self.model(**self._model_inputs(model_inputs), **pair)
 
 
 class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipeline):

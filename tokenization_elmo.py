@@ -73,6 +73,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
     and `<UNK>` on any line; see `read_vocabulary`) maps words to ids for language-model targets; the model's inputs
     are always characters. `mask_token` marks the word the fill-mask pipeline fills. `do_lower_case=True` lower-cases
     every word but the special and added tokens (for a model trained on lower-cased text).
+
+    Text pairs (`tokenizer(text, text_pair)`) are two sequences, never joined: ELMo's vectors are those of each
+    sentence on its own, so the second sentence comes as `pair_input_ids` and `pair_attention_mask` beside the first's
+    `input_ids` and `attention_mask` (what `ElmoForSequenceClassification` and `ElmoForQuestionAnswering` read);
+    truncation and padding apply to each of the two.
     """
 
     vocab_files_names = VOCABULARY_FILES
@@ -303,12 +308,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
         verbose=True,
         **kwargs,
     ):
-        if text_pair is not None:
-            raise ValueError("ElmoTokenizer encodes single sentences; text pairs are not supported")
         unsupported = {
             "return_token_type_ids": return_token_type_ids,  # one sentence at a time: no token types
             "return_offsets_mapping": return_offsets_mapping,
             "stride": stride if not return_overflowing_tokens else 0,
+            "return_overflowing_tokens with text_pair": return_overflowing_tokens and text_pair is not None,
             "split_special_tokens": kwargs.get("split_special_tokens"),  # special words are words like any other
         }
         for name, value in unsupported.items():
@@ -319,15 +323,25 @@ class ElmoTokenizer(PreTrainedTokenizer):
         ):
             raise ValueError(f"max_length must be a non-negative int (words per sentence) or None, got {max_length!r}")
         is_batched, sentences = self._sentences(text, is_split_into_words)
+        pairs = None
+        if text_pair is not None:
+            pair_batched, pairs = self._sentences(text_pair, is_split_into_words)
+            if (pair_batched, len(pairs)) != (is_batched, len(sentences)):
+                forms = [f"a batch of {len(s)}" if batched else "one sentence"
+                         for batched, s in ((is_batched, sentences), (pair_batched, pairs))]
+                raise ValueError(f"text_pair must give a second sentence for each of text: text is {forms[0]}, "
+                                 f"text_pair {forms[1]}")
         truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
         windows_of = None
         if return_overflowing_tokens and truncate:
             sentences, windows_of = self.windows(sentences, max_length, stride)
             is_batched = True
         elif truncate:
-            left = self.truncation_side == "left"
-            sentences = [words[len(words) - max_length :] if left else words[:max_length] for words in sentences]
+            sentences = self.truncated(sentences, max_length)
+            pairs = None if pairs is None else self.truncated(pairs, max_length)
         encoded = {"input_ids": [self.basic.rows(words).tolist() for words in sentences]}
+        if pairs is not None:
+            encoded["pair_input_ids"] = [self.basic.rows(words).tolist() for words in pairs]
         if windows_of is not None:
             encoded["overflow_to_sample_mapping"] = windows_of
         if return_length:
@@ -346,6 +360,11 @@ class ElmoTokenizer(PreTrainedTokenizer):
             return_tensors=return_tensors,
             verbose=verbose,
         )
+
+    def truncated(self, sentences, max_length):
+        """Each sentence cut to its first `max_length` words (its last with `truncation_side="left"`)."""
+        left = self.truncation_side == "left"
+        return [words[len(words) - max_length :] if left else words[:max_length] for words in sentences]
 
     @staticmethod
     def windows(sentences, max_length, stride):
@@ -376,8 +395,9 @@ class ElmoTokenizer(PreTrainedTokenizer):
         """Pad sentences with all-zero words (and `attention_mask` with 0) on the right.
 
         Accepts one encoding, a dict of batched lists, a list of encodings (as data collators pass), and tensors.
-        A single sentence keeps no batch axis unless tensors are returned. Keys other than `input_ids`,
-        `attention_mask` and `special_tokens_mask` (labels, lengths...) pass through unchanged.
+        A single sentence keeps no batch axis unless tensors are returned. Text pairs' second sentences
+        (`pair_input_ids`, `pair_attention_mask`) are padded the same way, to their own length. Other keys (labels,
+        lengths...) pass through unchanged.
         """
         if isinstance(encoded_inputs, (list, tuple)):
             if len(encoded_inputs) == 0:
@@ -401,37 +421,39 @@ class ElmoTokenizer(PreTrainedTokenizer):
         is_batched = _nesting_depth(encoded["input_ids"]) == 3
         if not is_batched:
             encoded = {k: [v] for k, v in encoded.items()}
-        ids = encoded["input_ids"]
-        lengths = [len(s) for s in ids]
-        for i, sentence in enumerate(ids):
-            for j, chars in enumerate(sentence):
-                if len(chars) != self.input_width:
-                    raise ValueError(f"sentence {i}, word {j} has {len(chars)} ids; expected {self.input_width}")
-            self.check_rows(sentence, f"sentence {i}")
-        if "attention_mask" not in encoded and return_attention_mask is not False:
-            encoded["attention_mask"] = [[1] * n for n in lengths]
-
         strategy, _, max_length, _ = self._get_padding_truncation_strategies(
             padding=padding, max_length=max_length, verbose=verbose
         )
-        target = None
-        if strategy == PaddingStrategy.LONGEST:
-            target = max(lengths)
-        elif strategy == PaddingStrategy.MAX_LENGTH:
-            target = max_length
-        if target is not None and pad_to_multiple_of:
-            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-        if target is not None:
-            pad_word = [0] * self.input_width
-            pads = {"input_ids": pad_word, "attention_mask": 0, "special_tokens_mask": 1}
-            for key, pad_value in pads.items():
-                if key in encoded:
-                    encoded[key] = [list(s) + [pad_value] * (target - len(s)) for s in encoded[key]]
+        # The first sentences, and the second ones of text pairs: each sequence padded to its own length.
+        for prefix in ("", "pair_") if "pair_input_ids" in encoded else ("",):
+            ids = encoded[prefix + "input_ids"]
+            lengths = [len(s) for s in ids]
+            for i, sentence in enumerate(ids):
+                for j, chars in enumerate(sentence):
+                    if len(chars) != self.input_width:
+                        raise ValueError(f"{prefix}sentence {i}, word {j} has {len(chars)} ids; expected "
+                                         f"{self.input_width}")
+                self.check_rows(sentence, f"{prefix}sentence {i}")
+            if prefix + "attention_mask" not in encoded and return_attention_mask is not False:
+                encoded[prefix + "attention_mask"] = [[1] * n for n in lengths]
+            target = None
+            if strategy == PaddingStrategy.LONGEST:
+                target = max(lengths)
+            elif strategy == PaddingStrategy.MAX_LENGTH:
+                target = max_length
+            if target is not None and pad_to_multiple_of:
+                target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+            if target is not None:
+                pads = {"input_ids": [0] * self.input_width, "attention_mask": 0, "special_tokens_mask": 1}
+                for key, pad_value in pads.items():
+                    if prefix + key in encoded:
+                        encoded[prefix + key] = [list(s) + [pad_value] * (target - len(s))
+                                                 for s in encoded[prefix + key]]
+            if return_tensors is not None and not any(encoded[prefix + "input_ids"]):
+                # No sentence has a word: nested empty lists would lose the character axis.
+                encoded[prefix + "input_ids"] = np.zeros((len(lengths), 0, self.input_width), dtype=np.int64)
         if not is_batched and return_tensors is None:
             encoded = {k: v[0] for k, v in encoded.items()}
-        elif return_tensors is not None and not any(encoded["input_ids"]):
-            # No sentence has a word: nested empty lists would lose the character axis.
-            encoded["input_ids"] = np.zeros((len(lengths), 0, self.input_width), dtype=np.int64)
         return ElmoBatchEncoding(encoded, tensor_type=return_tensors)
 
     # -- decoding -----------------------------------------------------------------------------------------------

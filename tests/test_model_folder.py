@@ -96,7 +96,7 @@ NUMBERS_CHANGES = {
 SAME_NUMBERS_CHANGES = {
     "dropout": 0.1, "freeze_bilm": False, "task_encoder": "lstm", "task_encoder_dim": 7, "mix_l2_lambda": 0.001,
     "lm_vocab_size": 100, "lm_n_negative_samples": 8, "lm_dropout": 0.1, "float_kernel": "aten",
-    "lstm_gates_block_elements": 1024, "n_characters": 261,
+    "lstm_gates_block_elements": 1024, "n_characters": 261, "pair_encoder_dim": 16, "pair_alignment": False,
 }
 
 

@@ -8,7 +8,9 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
 - sequence-classification (`ElmoForSequenceClassification`): the sentence vector is the masked mean of the ELMo
   vectors over its words, then a linear classifier (`--task-encoder lstm` puts a BiLSTM before the mean). Data: local
   JSON Lines / JSON / CSV files with a text and a label column, or a Hub dataset. Text is split into words on
-  whitespace, as the tokenizer does. Metrics: accuracy and macro F1.
+  whitespace, as the tokenizer does. Metrics: accuracy and macro F1. Text pairs (SNLI, ...): `--text-pair-column`
+  names the second text; each sentence gets its own ELMo vectors, related by an ESIM-style pair encoder (soft
+  alignment, a BiLSTM of `--pair-encoder-dim`, mean and max pooling; `--pair-alignment false` pools each alone).
 
     elmo-transformers finetune token-classification --model-name-or-path ELMO_FOLDER \\
         --train-file train.conll --validation-file valid.conll --output-dir out --do-train --do-eval

@@ -21,6 +21,10 @@ class HeadArguments:
                                                               "fine-tuning."})
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
     task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
+    pair_encoder_dim: int = field(default=128, metadata={"help": "Text pairs (text_pair_column): size of the "
+                                                                 "ESIM-style pair encoder (projection, BiLSTM)."})
+    pair_alignment: bool = field(default=True, metadata={"help": "Text pairs: align the two sentences (ESIM's "
+                                                                 "attention); false: each sentence pooled alone."})
     mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
     dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})
     scalar_mix_parameters: str | None = field(
@@ -39,6 +43,8 @@ class FinetuneDataArguments:
     dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
     text_column: str | None = field(default=None, metadata={"help": "Column of the words or text."})
+    text_pair_column: str | None = field(default=None, metadata={"help": "sequence-classification: column of the "
+                                                                 "second text of each pair (a pair head)."})
     label_column: str | None = field(default=None, metadata={"help": "Column of the labels."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N eval/test examples."})

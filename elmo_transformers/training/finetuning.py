@@ -107,11 +107,12 @@ def label_encoder(raw, column, nested, labels):
     return encode
 
 
-def load_head(head_class, source, head_args, labels, default_encoder):
+def load_head(head_class, source, head_args, labels, default_encoder, **head_updates):
     """(the head, its tokenizer) from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label
-    mapping and the ELMo-recipe settings."""
+    mapping, the ELMo-recipe settings and the head's own config fields (`head_updates`)."""
     with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
         updates = dict(
+            **head_updates,
             num_labels=len(labels),
             id2label={i: str(label) for i, label in enumerate(labels)},
             label2id={str(label): i for i, label in enumerate(labels)},
@@ -200,16 +201,24 @@ def sequence_metrics(prediction):
 
 def sequence_classification(head_args, data_args, training_args):
     """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
-    (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
+    (`head_args.model_name_or_path`; `head_args.model` where it is open already), on texts or, with
+    `data_args.text_pair_column`, on text pairs (the head's ESIM-style pair encoder); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
+    pair_column = data_args.text_pair_column
     require_column(raw, text_column, "text_column")
+    pair_updates = {}
+    if pair_column is not None:
+        require_column(raw, pair_column, "text_pair_column")
+        pair_updates = dict(pair_encoder_dim=head_args.pair_encoder_dim, pair_alignment=head_args.pair_alignment)
     labels = label_mapping(raw, label_column, False, config, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
-    model, tokenizer = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear")
+    model, tokenizer = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear",
+                                 **pair_updates)
 
     def encode(batch, indices, split):
-        encoded = tokenizer(batch[text_column], truncation=data_args.max_words is not None,
+        pairs = None if pair_column is None else batch[pair_column]
+        encoded = tokenizer(batch[text_column], pairs, truncation=data_args.max_words is not None,
                             max_length=data_args.max_words)
         encoded["labels"] = [label_id(label, f"{split} example {index}")
                              for index, label in zip(indices, batch[label_column])]

@@ -162,7 +162,10 @@ def test_save_and_load_with_vocabulary(tmp_path):
         (["a", ["b"]], {"is_split_into_words": True}, TypeError, "sentence 0 is 'a'"),
         ("a b", {"is_split_into_words": True}, TypeError, "expects a list of words"),
         (12, {}, TypeError, "expects a str"),
-        ("a", {"text_pair": "b"}, ValueError, "pairs"),
+        ("a", {"text_pair": ["b"]}, ValueError, "text is one sentence, text_pair a batch of 1"),
+        (["a", "b"], {"text_pair": ["c"]}, ValueError, "text is a batch of 2, text_pair a batch of 1"),
+        ("a", {"text_pair": "b", "return_overflowing_tokens": True, "truncation": True, "max_length": 1},
+         ValueError, "return_overflowing_tokens with text_pair"),
     ],
 )
 def test_bad_input_is_named(tok, text, kwargs, error, match):
@@ -310,3 +313,25 @@ def test_options_that_work():
     assert left.decode(left(text, truncation=True, max_length=2)["input_ids"]) == "three four"
     assert left.decode(left(text, truncation=True, max_length=0)["input_ids"]) == ""
     assert ElmoTokenizer.from_pretrained(SHIPPED, truncation_side="left").truncation_side == "left"
+
+
+def test_text_pairs_are_two_sequences(tok):
+    """A pair is the first sentence's fields as for one sentence, and the second's under `pair_`: each padded and
+    truncated on its own, never joined; the data collators pad both."""
+    row = lambda word: list(word_to_char_ids(word))  # noqa: E731
+    one = tok("A man sleeps", "Nobody")
+    assert one["input_ids"] == [row("A"), row("man"), row("sleeps")] and one["attention_mask"] == [1, 1, 1]
+    assert one["pair_input_ids"] == [row("Nobody")] and one["pair_attention_mask"] == [1]
+    batch = tok(["a b c", "d"], ["e", "f g"], padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (2, 3, 50) and batch["pair_input_ids"].shape == (2, 2, 50)
+    assert batch["pair_attention_mask"].tolist() == [[1, 0], [1, 1]]
+    assert batch["pair_input_ids"][0, 1].eq(0).all() and batch["pair_input_ids"][1, 1].tolist() == row("g")
+    words = tok([["a", "b", "c"], ["d"]], [["e"], ["f", "g", "h"]], is_split_into_words=True, truncation=True,
+                max_length=2)
+    assert words["input_ids"] == [[row("a"), row("b")], [row("d")]]
+    assert words["pair_input_ids"] == [[row("e")], [row("f"), row("g")]]
+    features = [{key: values[i] for key, values in words.items()} for i in range(2)]
+    collated = DataCollatorWithPadding(tok)(features)
+    assert collated["input_ids"].shape == (2, 2, 50) and collated["pair_input_ids"].shape == (2, 2, 50)
+    assert collated["attention_mask"].tolist() == [[1, 1], [1, 0]]
+    assert collated["pair_attention_mask"].tolist() == [[1, 0], [1, 1]]
