@@ -41,6 +41,7 @@ ELMO_AUTO_MAP = {
     "AutoModelForPreTraining": "modeling_elmo.ElmoForLanguageModeling",
     "AutoModelForTokenClassification": "modeling_elmo.ElmoForTokenClassification",
     "AutoModelForSequenceClassification": "modeling_elmo.ElmoForSequenceClassification",
+    "AutoModelForQuestionAnswering": "modeling_elmo.ElmoForQuestionAnswering",
 }
 
 # `config.custom_pipelines`: task -> the class in pipeline_elmo and the Auto class that loads the model for it.
@@ -55,6 +56,10 @@ ELMO_PIPELINES = {
         "pt": ["AutoModelForTokenClassification"],
     },
     "fill-mask": {"impl": "pipeline_elmo.ElmoFillMaskPipeline", "pt": ["AutoModelForPreTraining"]},
+    "question-answering": {
+        "impl": "pipeline_elmo.ElmoQuestionAnsweringPipeline",
+        "pt": ["AutoModelForQuestionAnswering"],
+    },
 }
 
 
@@ -74,8 +79,10 @@ class ElmoConfig(PretrainedConfig, ElmoOptions):
     def __post_init__(self, **kwargs):
         self.store_lists()
         check_dtype_names({"dtype": self.dtype, "torch_dtype": kwargs.get("torch_dtype")})
-        kwargs.setdefault("auto_map", dict(ELMO_AUTO_MAP))
-        kwargs.setdefault("custom_pipelines", copy.deepcopy(ELMO_PIPELINES))  # pipeline() edits it in place
+        # A folder saved before a class or pipeline was added gets it too: this code has it.
+        kwargs["auto_map"] = {**ELMO_AUTO_MAP, **(kwargs.get("auto_map") or {})}
+        kwargs["custom_pipelines"] = {**copy.deepcopy(ELMO_PIPELINES),  # pipeline() edits it in place
+                                      **(kwargs.get("custom_pipelines") or {})}
         super().__post_init__(**kwargs)
 
     def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):

@@ -19,7 +19,9 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+from transformers.modeling_outputs import (
+    QuestionAnsweringModelOutput, SequenceClassifierOutput, TokenClassifierOutput,
+)
 from transformers.utils import ModelOutput, can_return_tuple, cached_file, logging
 
 try:  # loaded as remote code, the modules are one package
@@ -465,13 +467,13 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
         self.num_labels = config.num_labels
         self.elmo = ElmoModel(config)
         self.encoder = ElmoTaskEncoder(config)
-        self.classifier = nn.Linear(self.encoder.output_size, config.num_labels)
         self.add_head_layers(config)
         self.post_init()
         self.apply_freezing()
 
     def add_head_layers(self, config):
-        """The layers a head adds between the task encoder and the classifier (none here)."""
+        """The layers a head puts on the task encoder: here a linear classifier."""
+        self.classifier = nn.Linear(self.encoder.output_size, config.num_labels)
 
     def frozen_modules(self):
         return [self.elmo.bilm] if self.config.freeze_bilm else []
@@ -536,6 +538,7 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
     (num_labels 1), single- or multi-label classification."""
 
     def add_head_layers(self, config):
+        super().add_head_layers(config)
         self.pair_encoder = None
         if config.pair_encoder_dim is not None:
             self.pair_encoder = ElmoPairEncoder(config, self.encoder.output_size)
@@ -591,12 +594,86 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
 
 
+class ElmoAttentionFlow(nn.Module):
+    """BiDAF's attention flow layer (Seo et al., 2017, section 2.4), on the task-encoded ELMo vectors of a context
+    `c` [B, T, D] and a question `q` [B, J, D]: the similarity `S[t, j] = w^T [c_t; q_j; c_t * q_j]`, context-to-query
+    attention `ũ_t = sum_j softmax_j(S[t]) q_j`, query-to-context attention `h̃ = sum_t softmax_t(max_j S[t, j]) c_t`
+    (one vector, the context words most like some question word), and the query-aware context
+    `G = [c; ũ; c * ũ; c * h̃]` [B, T, 4D]."""
+
+    def __init__(self, size):
+        super().__init__()
+        self.similarity = nn.Linear(3 * size, 1)
+        self.output_size = 4 * size
+
+    def forward(self, c, c_mask, q, q_mask):
+        w_c, w_q, w_cq = self.similarity.weight[0].chunk(3)
+        scores = (c @ w_c).unsqueeze(2) + (q @ w_q).unsqueeze(1) + (c * w_cq) @ q.transpose(1, 2)
+        scores = scores + self.similarity.bias  # [B, T, J]
+        attended_query = masked_softmax(scores, q_mask.unsqueeze(1)) @ q
+        best = scores.masked_fill(~q_mask.unsqueeze(1), torch.finfo(scores.dtype).min).amax(dim=2)
+        attended_context = (masked_softmax(best, c_mask).unsqueeze(1) @ c).expand_as(c)
+        return torch.cat([c, attended_query, c * attended_query, c * attended_context], dim=-1)
+
+
+class ElmoForQuestionAnswering(ElmoTaskHeadModel):
+    """Extractive question answering, as `BertForQuestionAnswering` gives it but over words: start and end logits
+    over the context's words. The question is `input_ids`, the context `pair_input_ids` (`tokenizer(question,
+    context)`): each runs through the biLM and the task encoder on its own, then BiDAF kept small: the attention
+    flow (`ElmoAttentionFlow`), a modeling BiLSTM of `config.task_encoder_dim` per direction, and the start and end
+    projections of `[G; M]`. Positions past a context's words get the lowest logit."""
+
+    def add_head_layers(self, config):
+        self.attention_flow = ElmoAttentionFlow(self.encoder.output_size)
+        self.modeling = nn.LSTM(self.attention_flow.output_size, config.task_encoder_dim, batch_first=True,
+                                bidirectional=True)
+        self.dropout = nn.Dropout(config.dropout)
+        self.span_outputs = nn.Linear(self.attention_flow.output_size + 2 * config.task_encoder_dim, 2)
+
+    @can_return_tuple
+    def forward(self, input_ids, attention_mask=None, pair_input_ids=None, pair_attention_mask=None,
+                start_positions=None, end_positions=None, **kwargs):
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch, words, chars)`): the questions.
+        pair_input_ids (`torch.LongTensor` of shape `(batch, context words, chars)`): the contexts.
+        pair_attention_mask (`torch.LongTensor` of shape `(batch, context words)`, *optional*): their words.
+        start_positions, end_positions (`torch.LongTensor` of shape `(batch,)`, *optional*): the answer's first and
+            last word in the context; a position outside the context's words (an answer cut off by truncation) is
+            ignored, as `BertForQuestionAnswering` ignores positions past its sequence. The loss is the mean of the
+            two cross entropies.
+        """
+        if pair_input_ids is None:
+            raise ValueError("ElmoForQuestionAnswering needs the context as pair_input_ids (tokenizer(question, "
+                             "context) gives it)")
+        question, question_mask, _ = self.encode(input_ids, attention_mask, **kwargs)
+        context, context_mask, hidden_states = self.encode(pair_input_ids, pair_attention_mask, **kwargs)
+        flow = self.attention_flow(context, context_mask, question, question_mask)
+        modeled = run_bilstm(self.modeling, self.dropout(flow), context_mask)
+        logits = self.span_outputs(self.dropout(torch.cat([flow, modeled], dim=-1)))
+        logits = logits.masked_fill(~context_mask.unsqueeze(-1), torch.finfo(logits.dtype).min)
+        start_logits, end_logits = (x.squeeze(-1).contiguous() for x in logits.split(1, dim=-1))
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored, lengths = start_logits.shape[1], context_mask.sum(dim=1)
+            losses = []
+            for positions, position_logits in ((start_positions, start_logits), (end_positions, end_logits)):
+                if not torch.is_tensor(positions) or positions.dtype.is_floating_point or positions.is_complex():
+                    raise TypeError("start_positions and end_positions must be tensors of integer word positions")
+                positions = positions.view(-1)
+                positions = torch.where((positions >= 0) & (positions < lengths), positions, ignored)
+                losses.append(F.cross_entropy(position_logits.float(), positions.long(), ignore_index=ignored))
+            loss = (losses[0] + losses[1]) / 2 + self.mix_penalty()
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
+                                            hidden_states=hidden_states)
+
+
 for _auto_class, _reference in ELMO_AUTO_MAP.items():  # the one list of which class each Auto class loads
     if _auto_class != "AutoConfig":
         globals()[_reference.rsplit(".", 1)[1]].register_for_auto_class(_auto_class)
 
 __all__ = [
     "ElmoForLanguageModeling",
+    "ElmoForQuestionAnswering",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
     "ElmoModel",

@@ -1,4 +1,5 @@
-"""transformers pipelines for ELMo's character input: feature extraction, text and token classification, fill-mask.
+"""transformers pipelines for ELMo's character input: feature extraction, text and token classification, fill-mask,
+extractive question answering.
 
 The stock pipelines batch by padding `input_ids` with `pad_token_id`, a word id (32768 for the shipped model),
 while ELMo's `input_ids` are [words, 50] char ids padded with all-zero rows; token classification also reads one id
@@ -8,6 +9,9 @@ per token. These subclasses change only that:
 - token classification works on whole words (ELMo has no sub-words): one prediction per whitespace-separated word,
   with `start`/`end` character offsets into the input string; `index` is the word's position.
 - fill-mask ranks words of the LM's vocabulary by both directions of the biLM (LAMA's rule, see `ElmoFillMaskPipeline`).
+- question answering (`ElmoQuestionAnsweringPipeline`) answers with a span of the context's words, its text and its
+  character offsets, the context windowed in words (transformers 5 has no question-answering pipeline of its own:
+  the task is this one, through `custom_pipelines`).
 
 Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO_PIPELINES`), so
 `pipeline(task, model=folder, trust_remote_code=True)` uses them. Without remote code (installed package) pass
@@ -24,6 +28,7 @@ import numpy as np
 import torch
 from transformers.pipelines import (FeatureExtractionPipeline, FillMaskPipeline, TextClassificationPipeline,
                                     TokenClassificationPipeline)
+from transformers.pipelines.base import ChunkPipeline
 from transformers.pipelines.token_classification import AggregationStrategy
 
 def code_source(obj):
@@ -238,3 +243,104 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
             result.append({"score": score, "token": word_id, "token_str": word,
                            "sequence": text[:start] + word + text[end:]})
         return result
+
+
+class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
+    """Extractive question answering for `ElmoForQuestionAnswering` folders, with the arguments and answers of
+    transformers' QuestionAnsweringPipeline (transformers 4): `qa(question=..., context=...)`, a dict
+    `{"question", "context"}` or a list of them; each answer is `{"score", "start", "end", "answer"}`, `start` and
+    `end` character offsets into the context and `answer` the context's text between them (the best `top_k`, one
+    dict when `top_k` is 1).
+
+    ELMo reads words, so the lengths are in words: `max_answer_len` (default 15) caps an answer, `max_question_len`
+    (64) keeps a question's first words, and a context longer than `max_seq_len` words (384) is read in windows of
+    `max_seq_len` words, each starting `doc_stride` words (128) before the previous one ends, so that every word is
+    in a window and an answer of up to `doc_stride` words is whole in one. A span's score is
+    `p_start(first word) * p_end(last word)` within its window (softmax over the window's words), a span found in two
+    windows keeping its best. `handle_impossible_answer=True` adds the empty answer (`""`, start and end 0), scored
+    as the probability mass left outside every allowed span of a window (the least over the windows); a context
+    with no words gives only that answer."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.check_model_type({"elmo": "ElmoForQuestionAnswering"})
+
+    def _sanitize_parameters(self, top_k=None, doc_stride=None, max_answer_len=None, max_seq_len=None,
+                             max_question_len=None, handle_impossible_answer=None):
+        for name, value in (("top_k", top_k), ("doc_stride", doc_stride), ("max_answer_len", max_answer_len),
+                            ("max_seq_len", max_seq_len), ("max_question_len", max_question_len)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (name !=
+                                                                                                   "doc_stride")):
+                raise ValueError(f"{name} must be an int of at least {int(name != 'doc_stride')} (words), got "
+                                 f"{value!r}")
+        preprocess = {k: v for k, v in (("doc_stride", doc_stride), ("max_seq_len", max_seq_len),
+                                        ("max_question_len", max_question_len)) if v is not None}
+        postprocess = {k: v for k, v in (("top_k", top_k), ("max_answer_len", max_answer_len),
+                                         ("handle_impossible_answer", handle_impossible_answer)) if v is not None}
+        return preprocess, {}, postprocess
+
+    def __call__(self, *args, **kwargs):
+        """`qa(question=..., context=...)` (strs, or lists of the same length), `qa({"question": ..., "context":
+        ...})` or `qa([dict, ...])`; a list of one example answers as that example alone, as transformers 4 did."""
+        if not args and "question" in kwargs and "context" in kwargs:
+            question, context = kwargs.pop("question"), kwargs.pop("context")
+            if isinstance(question, str) != isinstance(context, str) or (
+                    not isinstance(question, str) and len(question) != len(context)):
+                raise ValueError("question and context must be two strs or two lists of the same length")
+            inputs = ({"question": question, "context": context} if isinstance(question, str) else
+                      [{"question": q, "context": c} for q, c in zip(question, context)])
+        elif len(args) == 1:
+            inputs = args[0]
+        else:
+            raise ValueError('question answering takes question=..., context=..., or {"question": ..., "context": '
+                             "...} (or a list of them)")
+        if isinstance(inputs, (list, tuple)) and len(inputs) == 1:
+            inputs = inputs[0]
+        return super().__call__(inputs, **kwargs)
+
+    def preprocess(self, example, max_seq_len=384, doc_stride=128, max_question_len=64):
+        if not (isinstance(example, dict) and set(example) == {"question", "context"}
+                and all(isinstance(v, str) for v in example.values())):
+            raise ValueError('question answering takes {"question": str, "context": str}, got '
+                             f"{example!r:.100}")
+        if doc_stride >= max_seq_len:
+            raise ValueError(f"doc_stride ({doc_stride}) must be less than max_seq_len ({max_seq_len}): the words two "
+                             "windows of the context share")
+        question = self.tokenizer.tokenize(example["question"])[:max_question_len]
+        words, spans = self.tokenizer.segment(example["context"])
+        starts = list(range(0, max(len(words) - doc_stride, 1), max_seq_len - doc_stride))
+        for i, start in enumerate(starts):
+            window = words[start : start + max_seq_len]
+            encoding = self.tokenizer([question], [window], is_split_into_words=True, return_tensors="pt")
+            yield {"char_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
+                   "pair_char_ids": encoding["pair_input_ids"], "pair_attention_mask": encoding["pair_attention_mask"],
+                   "offset": start, "spans": spans, "context": example["context"], "is_last": i == len(starts) - 1}
+
+    def _forward(self, model_inputs):
+        inputs = self._model_inputs(model_inputs)
+        output = self.model(**inputs, pair_input_ids=model_inputs.pop("pair_char_ids"),
+                            pair_attention_mask=model_inputs["pair_attention_mask"])
+        return {"start_logits": output.start_logits, "end_logits": output.end_logits, **model_inputs}
+
+    def postprocess(self, all_outputs, top_k=1, max_answer_len=15, handle_impossible_answer=False):
+        best, null_score = {}, 1.0
+        for output in all_outputs:
+            n = int(output["pair_attention_mask"][0].sum())
+            if n == 0:
+                continue
+            p_start = torch.softmax(output["start_logits"][0, :n].float(), dim=0)
+            p_end = torch.softmax(output["end_logits"][0, :n].float(), dim=0)
+            allowed = torch.ones(n, n, dtype=torch.bool).triu().tril(max_answer_len - 1)
+            scores = torch.where(allowed, p_start[:, None] * p_end[None, :], 0.0)
+            null_score = min(null_score, float(1 - scores.sum().clamp(max=1)))
+            top = scores.flatten().topk(min(top_k, int(allowed.sum())))
+            for score, index in zip(top.values.tolist(), top.indices.tolist()):
+                first, last = output["offset"] + index // n, output["offset"] + index % n
+                best[first, last] = max(score, best.get((first, last), 0.0))
+        spans, context = all_outputs[0]["spans"], all_outputs[0]["context"]
+        answers = [{"score": score, "start": spans[first][0], "end": spans[last][1],
+                    "answer": context[spans[first][0] : spans[last][1]]} for (first, last), score in best.items()]
+        if handle_impossible_answer or not answers:
+            answers.append({"score": null_score, "start": 0, "end": 0, "answer": ""})
+        answers = sorted(answers, key=lambda a: -a["score"])[:top_k]
+        return answers[0] if top_k == 1 else answers

@@ -17,11 +17,13 @@ from .models import DEFAULT_MODEL
 LAZY = {
     "ElmoConfig": ("configuration_elmo", True),
     "ElmoForLanguageModeling": ("modeling_elmo", True),
+    "ElmoForQuestionAnswering": ("modeling_elmo", True),
     "ElmoForSequenceClassification": ("modeling_elmo", True),
     "ElmoForTokenClassification": ("modeling_elmo", True),
     "ElmoModel": ("modeling_elmo", True),
     "ElmoFeatureExtractionPipeline": ("pipeline_elmo", True),
     "ElmoFillMaskPipeline": ("pipeline_elmo", True),
+    "ElmoQuestionAnsweringPipeline": ("pipeline_elmo", True),
     "ElmoTextClassificationPipeline": ("pipeline_elmo", True),
     "ElmoTokenClassificationPipeline": ("pipeline_elmo", True),
     "ElmoInt8Config": ("quantization_elmo", True),  # int8: from_pretrained(..., quantization_config=ElmoInt8Config())

@@ -1,4 +1,5 @@
-"""`elmo-transformers finetune token-classification | sequence-classification`: an ELMo task head with Trainer.
+"""`elmo-transformers finetune token-classification | sequence-classification | question-answering`: an ELMo task
+head with Trainer.
 
 The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropout 0.5, then
 - token-classification (POS tagging, NER, ...; `ElmoForTokenClassification`): a BiLSTM task encoder, one label per
@@ -11,11 +12,17 @@ The ELMo recipe by default: frozen biLM, trainable scalar mix + gamma with dropo
   whitespace, as the tokenizer does. Metrics: accuracy and macro F1. Text pairs (SNLI, ...): `--text-pair-column`
   names the second text; each sentence gets its own ELMo vectors, related by an ESIM-style pair encoder (soft
   alignment, a BiLSTM of `--pair-encoder-dim`, mean and max pooling; `--pair-alignment false` pools each alone).
+- question-answering (`ElmoForQuestionAnswering`): the question and the context each through the biLM, then a
+  small BiDAF (attention flow, a modeling BiLSTM, start and end logits over the context's words). Data: SQuAD-format
+  JSON files, or a dataset with question / context / answers columns (the Hub's `squad`). Metrics: SQuAD's exact
+  match and F1 (`--max-answer-words` caps a predicted answer).
 
     elmo-transformers finetune token-classification --model-name-or-path ELMO_FOLDER \\
         --train-file train.conll --validation-file valid.conll --output-dir out --do-train --do-eval
     elmo-transformers finetune sequence-classification --model-name-or-path ELMO_FOLDER \\
         --train-file train.jsonl --validation-file test.jsonl --output-dir out --do-train --do-eval
+    elmo-transformers finetune question-answering --model-name-or-path ELMO_FOLDER \\
+        --train-file train.json --validation-file dev.json --output-dir out --do-train --do-eval
 
 `elmo-transformers finetune TASK --help` lists the ELMo arguments; `--help-trainer` lists Trainer's
 (TrainingArguments), which are all accepted.
@@ -25,7 +32,7 @@ import sys
 
 from . import import_package, option
 
-TASKS = ("token-classification", "sequence-classification")  # functions of training/finetuning.py, - read as _
+TASKS = ("token-classification", "sequence-classification", "question-answering")  # finetuning.py functions, - as _
 
 
 def main(argv=None):

@@ -80,6 +80,17 @@ model = AutoModelForPreTraining.from_pretrained("{{ repo_id }}", trust_remote_co
 batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")  # words split on whitespace
 out = model(**batch)
 out.forward_logits, out.backward_logits  # [batch, words + 1, vocabulary]: each direction's next-word scores
+{%- elif task == "question-answering" -%}
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{{ repo_id }}", trust_remote_code=True)
+model = AutoModelForQuestionAnswering.from_pretrained("{{ repo_id }}", trust_remote_code=True).eval()
+
+context = "The cat sat on the mat ."
+batch = tokenizer(["Where did the cat sit ?"], [context], return_tensors="pt")  # the context is pair_input_ids
+out = model(**batch)  # start_logits, end_logits: [batch, context words]
+first, last = int(out.start_logits.argmax()), int(out.end_logits.argmax())
+answer = " ".join(context.split()[first : last + 1])
 {%- else -%}
 from transformers import {{ auto_class }}, AutoTokenizer
 
@@ -144,6 +155,8 @@ PIPELINE_OUTPUTS = {
     "text-classification": "the label and its probability for each text.",
     "token-classification": "entities (groups of adjacent words with one label) with `start`/`end` character "
     "offsets into the text.",
+    "question-answering": "`qa(question=..., context=...)` gives the answer, a span of the context's words, with "
+    "its `start`/`end` character offsets into the context and its `score`.",
     "fill-mask": "the likeliest words for the one `<mask>` word of each text, e.g. `He is the king of <mask> .`, "
     "ranked by the mean of the forward and backward log-probabilities, with their scores.",
 }
@@ -202,7 +215,7 @@ def model_card(folder, repo_id, license=None, language=("en",), datasets=(), bas
     config = folder.config
     _, auto_class, task = architecture(config)
     n_layers, projection = config["n_layers"], config["projection_dim"]
-    id2label = config.get("id2label", {}) if task != "feature-extraction" else {}
+    id2label = config.get("id2label", {}) if task not in ("feature-extraction", "question-answering") else {}
     labels = [id2label[k] for k in sorted(id2label, key=int)]
     results = evaluation_results(folder, task, eval_dataset or (datasets[0] if datasets else None))
     data = ModelCardData(

@@ -63,10 +63,13 @@ if not type(model).__module__.startswith("transformers_modules"):
     sys.exit(f"the model class came from {type(model).__module__}, not from the folder's code files")
 if type(model).__name__ != name:
     sys.exit(f"{auto_class} loaded {type(model).__name__}, but config.architectures says {name}")
+pair = ["Hello world !"] if task == "question-answering" else None  # a question and its context
 with torch.no_grad():
-    step(f"running {name} on a sentence", lambda: model(**tokenizer(["Hello world !"], return_tensors="pt")))
+    step(f"running {name} on a sentence", lambda: model(**tokenizer(["Hello world !"], pair, return_tensors="pt")))
 pipe = step(f"loading the {task} pipeline", lambda: pipeline(task, model=folder, trust_remote_code=True))
 text = f"Hello {tokenizer.mask_token} !" if task == "fill-mask" else "Hello world !"
+if task == "question-answering":
+    text = {"question": "Who ?", "context": text}
 result = step(f"running the {task} pipeline on {text!r}", lambda: pipe(text))
 if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
     sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")

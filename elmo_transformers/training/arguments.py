@@ -49,6 +49,8 @@ class FinetuneDataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N eval/test examples."})
     max_words: int | None = field(default=None, metadata={"help": "Truncate longer examples to this many words."})
+    max_answer_words: int = field(default=30, metadata={"help": "question-answering: the longest answer the metrics "
+                                                        "pick, in words."})
 
 
 @dataclass

@@ -242,3 +242,34 @@ class DataCollatorForElmoLanguageModeling:
             labels[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         batch["labels"] = labels
         return batch
+
+
+def read_squad(paths):
+    """SQuAD-format JSON files (`data` -> `paragraphs` -> `context`, `qas` -> `id`, `question`, `answers` with `text`
+    and `answer_start`) as rows {"id", "question", "context", "answers": {"text": [...], "answer_start": [...]}}, the
+    columns of the `squad` dataset on the Hub."""
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            try:
+                articles = json.load(f)["data"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise DataError(f"{path}: not a SQuAD-format JSON file ({first_line(e)}): it needs a top-level "
+                                '"data" list of articles with "paragraphs"') from None
+        for article in articles:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    yield {"id": str(qa["id"]), "question": qa["question"], "context": paragraph["context"],
+                           "answers": {"text": [a["text"] for a in qa["answers"]],
+                                       "answer_start": [a["answer_start"] for a in qa["answers"]]}}
+
+
+def is_squad_file(path):
+    """Whether a local .json file is SQuAD's format (one JSON object with a "data" list), not JSON Lines."""
+    if not path.endswith(".json"):
+        return False
+    with open(path, encoding="utf-8") as f:
+        try:
+            value = json.load(f)
+        except json.JSONDecodeError:
+            return False
+    return isinstance(value, dict) and isinstance(value.get("data"), list)

@@ -1,16 +1,20 @@
-"""Fine-tuning a task head (`elmo-transformers finetune`): data, labels, loading the head, and the two tasks, token
-and sequence classification, with their metrics (their arguments are `arguments.py`'s, the Trainer run
-`runner.run`)."""
+"""Fine-tuning a task head (`elmo-transformers finetune`): data, labels, loading the head, and the three tasks, token
+and sequence classification and extractive question answering, with their metrics (their arguments are
+`arguments.py`'s, the Trainer run `runner.run`)."""
+
+import collections
+import re
+import string
 
 import datasets
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
-from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+from modeling_elmo import ElmoForQuestionAnswering, ElmoForSequenceClassification, ElmoForTokenClassification
 
 from ..errors import DataError, first_line
 from ..model_folder import loading, open_model
 from ..model_source import load_model
-from .data import load_splits
+from .data import is_squad_file, load_splits, read_squad
 from .runner import check_splits, json_argument, limit_samples, model_options, run
 
 
@@ -32,7 +36,11 @@ def load_data(data_args):
     files = {split: [path] for split, path in files.items() if path}
     if data_args.dataset_name is None and not files:
         raise DataError("no data: give train_file / validation_file / test_file or dataset_name")
-    raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
+    if data_args.dataset_name is None and all(is_squad_file(path) for paths in files.values() for path in paths):
+        raw = datasets.DatasetDict({split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
+                                    for split, paths in files.items()})
+    else:
+        raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
         if len(raw[split]) == 0:
             raise DataError(f"the {split} split has no examples")
@@ -109,13 +117,14 @@ def label_encoder(raw, column, nested, labels):
 
 def load_head(head_class, source, head_args, labels, default_encoder, **head_updates):
     """(the head, its tokenizer) from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label
-    mapping, the ELMo-recipe settings and the head's own config fields (`head_updates`)."""
+    mapping (`labels`; None for a head without classes), the ELMo-recipe settings and the head's own config fields
+    (`head_updates`)."""
     with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
+        if labels is not None:
+            head_updates.update(num_labels=len(labels), id2label={i: str(label) for i, label in enumerate(labels)},
+                                label2id={str(label): i for i, label in enumerate(labels)})
         updates = dict(
             **head_updates,
-            num_labels=len(labels),
-            id2label={i: str(label) for i, label in enumerate(labels)},
-            label2id={str(label): i for i, label in enumerate(labels)},
             freeze_bilm=head_args.freeze_bilm,
             task_encoder=head_args.task_encoder or default_encoder,
             task_encoder_dim=head_args.task_encoder_dim,
@@ -226,3 +235,95 @@ def sequence_classification(head_args, data_args, training_args):
 
     splits = tokenize_splits(raw, encode, training_args)
     return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), sequence_metrics)
+
+
+def normalize_answer(text):
+    """SQuAD's official normalisation (its evaluate-v1.1.py): lower case, no punctuation, no articles (a, an, the),
+    single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def squad_scores(prediction, answers):
+    """SQuAD v1.1's exact match and F1 (0 to 1) of one predicted answer: the best over the gold `answers`."""
+    predicted = normalize_answer(prediction).split()
+    exact, f1 = 0.0, 0.0
+    for answer in answers:
+        gold = normalize_answer(answer).split()
+        exact = max(exact, float(predicted == gold))
+        common = sum((collections.Counter(predicted) & collections.Counter(gold)).values())
+        if common:
+            precision, recall = common / len(predicted), common / len(gold)
+            f1 = max(f1, 2 * precision * recall / (precision + recall))
+    return exact, f1
+
+
+def answer_words(spans, start, text):
+    """The first and last word (of a context's word `spans`) of the answer `text` at character `start`, or
+    (-1, -1) where it is not within the words (the loss ignores such positions)."""
+    end = start + len(text)
+    words = [i for i, (s, e) in enumerate(spans) if s < end and e > start]
+    return (words[0], words[-1]) if words else (-1, -1)
+
+
+def best_spans(start_logits, end_logits, lengths, max_answer_words):
+    """(first, last) word of the best span of each context: the highest start + end logit with first <= last <
+    first + max_answer_words, over the context's `lengths` words ((0, -1) for a context with no words)."""
+    import torch
+
+    best = []
+    for starts, ends, n in zip(torch.as_tensor(start_logits), torch.as_tensor(end_logits), lengths):
+        if n == 0:
+            best.append((0, -1))
+            continue
+        scores = starts[:n, None].double() + ends[None, :n].double()
+        allowed = torch.ones(n, n, dtype=torch.bool).triu().tril(max_answer_words - 1)
+        index = int(scores.masked_fill(~allowed, float("-inf")).argmax())
+        best.append((index // n, index % n))
+    return best
+
+
+def question_answering(head_args, data_args, training_args):
+    """Fine-tune an extractive question-answering head (`finetune question-answering`, `ElmoForQuestionAnswering`)
+    on a model folder, from SQuAD-format JSON files or a dataset with `question`, `context` and `answers` columns
+    (`answers`: {"text": [...], "answer_start": [...]}, SQuAD's); returns the Trainer. Training reads each question's
+    first answer; a context longer than `max_words` keeps its first words (an answer past them is not learned
+    from). Metrics: SQuAD's exact match and F1 (the best over the gold answers) of the best span of at most
+    `data_args.max_answer_words` words."""
+    source, config, raw = load(head_args, data_args, training_args)
+    for column in ("question", "context", "answers"):
+        require_column(raw, column, "dataset_name")
+    model, tokenizer = load_head(ElmoForQuestionAnswering, source, head_args, None, default_encoder="lstm")
+    truncate = data_args.max_words is not None
+
+    def encode(batch, indices, split):
+        contexts = [tokenizer.segment(context) for context in batch["context"]]
+        words = [w[: data_args.max_words] if truncate else w for w, _ in contexts]
+        encoded = tokenizer([tokenizer.split_words(q) for q in batch["question"]], words, is_split_into_words=True)
+        encoded["start_positions"], encoded["end_positions"] = [], []
+        for index, (_, spans), answers in zip(indices, contexts, batch["answers"]):
+            if not answers["text"]:
+                raise DataError(f"{split} example {index}: no answer (SQuAD v1.1's questions have at least one)")
+            first, last = answer_words(spans, answers["answer_start"][0], answers["text"][0])
+            encoded["start_positions"].append(first)
+            encoded["end_positions"].append(last)
+        return encoded
+
+    splits = tokenize_splits(raw, encode, training_args)
+    compute_metrics = None
+    if "validation" in raw:
+        validation = raw["validation"]
+        contexts = [tokenizer.segment(context)[1][: data_args.max_words] for context in validation["context"]]
+
+        def compute_metrics(prediction):
+            start_logits, end_logits = prediction.predictions[:2]
+            spans = best_spans(start_logits, end_logits, [len(s) for s in contexts], data_args.max_answer_words)
+            totals = [0.0, 0.0]
+            for (first, last), context_spans, context, answers in zip(spans, contexts, validation["context"],
+                                                                      validation["answers"]):
+                answer = context[context_spans[first][0] : context_spans[last][1]] if last >= first else ""
+                for i, score in enumerate(squad_scores(answer, answers["text"])):
+                    totals[i] += score
+            return {"exact_match": 100 * totals[0] / len(contexts), "f1": 100 * totals[1] / len(contexts)}
+
+    return run(model, tokenizer, training_args, splits, DataCollatorWithPadding(tokenizer), compute_metrics)

@@ -70,7 +70,8 @@ import torch  # noqa: E402
 import elmo_transformers  # noqa: E402
 from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig  # noqa: E402
 from modeling_elmo import (  # noqa: E402
-    ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel,
+    ElmoForLanguageModeling, ElmoForQuestionAnswering, ElmoForSequenceClassification, ElmoForTokenClassification,
+    ElmoModel,
 )
 from tokenization_elmo import ElmoTokenizer  # noqa: E402
 
@@ -83,14 +84,15 @@ elmo_transformers.register()  # model type "elmo" in the Auto classes, as the pa
 # copies of those tables in the suite's module.
 for _table, _auto_class in (("MODEL_MAPPING_NAMES", "AutoModel"),
                             ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", "AutoModelForTokenClassification"),
-                            ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForSequenceClassification")):
+                            ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForSequenceClassification"),
+                            ("MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES", "AutoModelForQuestionAnswering")):
     setattr(modeling_common, _table,
             {**getattr(modeling_common, _table), "elmo": ELMO_AUTO_MAP[_auto_class].rsplit(".", 1)[1]})
 
 
 class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
     all_model_classes = (ElmoModel, ElmoForLanguageModeling, ElmoForSequenceClassification,
-                         ElmoForTokenClassification)
+                         ElmoForTokenClassification, ElmoForQuestionAnswering)
     has_attentions = False  # a biLSTM: no attention weights
     test_resize_embeddings = False  # the char embedding's rows are fixed (bytes and markers), as CANINE's
 
@@ -104,8 +106,12 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
         """The suite's inputs, and the LM's labels (as BERT's test adds its pre-training labels): each sentence's
-        word ids then </S>, -100 after."""
+        word ids then </S>, -100 after; question answering's context (`pair_input_ids`: the tester's sentences
+        again, as the suite's questions are its sentences)."""
         inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
+        if model_class is ElmoForQuestionAnswering:
+            inputs_dict["pair_input_ids"] = inputs_dict["input_ids"]
+            inputs_dict["pair_attention_mask"] = inputs_dict["attention_mask"]
         if return_labels and model_class is ElmoForLanguageModeling:
             inputs_dict["labels"] = self.model_tester.prepare_lm_labels(inputs_dict["attention_mask"])
         return inputs_dict

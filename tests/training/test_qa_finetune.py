@@ -1,0 +1,99 @@
+"""Extractive question answering trained: SQuAD's official scores, SQuAD-format files and `datasets` columns read,
+answers mapped to word positions, and `finetune question-answering`."""
+
+import json
+
+import datasets
+import pytest
+from conftest import REPO, one_line, run
+
+from elmo_transformers.training.data import is_squad_file, read_squad
+from elmo_transformers.training.finetuning import answer_words, normalize_answer, squad_scores
+from tokenization_elmo import ElmoTokenizer
+
+SQUAD_SAMPLE = REPO.parent / "shared" / "data" / "labeled" / "squad-sample"
+
+
+def test_squad_normalisation_and_scores_are_the_official_ones():
+    # SQuAD v1.1's evaluate script: lower case, punctuation and the articles a / an / the removed, one space.
+    assert normalize_answer("The  Denver Broncos!") == "denver broncos"
+    assert normalize_answer("an apple, a Pear and THE end.") == "apple pear and end"
+    assert normalize_answer("theory") == "theory"  # an article only as a word
+    assert squad_scores("Denver Broncos", ["the Denver Broncos", "Broncos"]) == (1.0, 1.0)
+    exact, f1 = squad_scores("Broncos of Denver", ["Denver Broncos"])  # 2 common words: P 2/3, R 1
+    assert exact == 0.0 and f1 == pytest.approx(0.8)
+    assert squad_scores("nothing alike", ["Denver"]) == (0.0, 0.0)
+    assert squad_scores("", ["Denver"]) == (0.0, 0.0)
+
+
+def test_answers_become_word_positions():
+    spans = [(0, 3), (4, 9), (11, 15)]  # "New York, is"-like: words and their character spans
+    assert answer_words(spans, 4, "York") == (1, 1)
+    assert answer_words(spans, 0, "New York") == (0, 1)
+    assert answer_words(spans, 5, "ork") == (1, 1)  # part of a word: that word
+    assert answer_words(spans, 20, "x") == (-1, -1)  # outside the words: ignored by the loss
+
+
+@pytest.mark.skipif(not SQUAD_SAMPLE.is_dir(), reason="the SQuAD sample is in ../shared, beside the checkout")
+def test_squad_files_are_read_as_squad_rows():
+    validation = SQUAD_SAMPLE / "validation.json"
+    assert is_squad_file(str(validation))
+    rows = list(read_squad([validation]))
+    assert len(rows) == 98 and set(rows[0]) == {"id", "question", "context", "answers"}
+    for row in rows:
+        for text, start in zip(row["answers"]["text"], row["answers"]["answer_start"]):
+            assert row["context"][start : start + len(text)] == text
+
+
+def squad_file(path, examples):
+    """A SQuAD-format file of (question, context, answer) triples, the answer's first occurrence as answer_start."""
+    paragraphs = [{"context": c, "qas": [{"id": str(i), "question": q,
+                                          "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+                  for i, (q, c, a) in enumerate(examples)]
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
+    return path
+
+
+EXAMPLES = [("Who sat ?", "He sat on the bank .", "He"), ("Where did he sit ?", "He sat on the bank .", "the bank"),
+            ("What flows ?", "The river flows past the town", "The river")]
+
+
+def test_finetune_question_answering_reads_squad_files(tiny_model_dir, tmp_path, capsys):
+    train = squad_file(tmp_path / "train.json", EXAMPLES)
+    base = ["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, "--train-file", train,
+            "--validation-file", train, "--do-train", "--do-eval", "--max-steps", "1", "--report-to", "none",
+            "--task-encoder-dim", "4"]
+    assert run([*base, "--output-dir", tmp_path / "out"], capsys)[0] == 0
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["architectures"] == ["ElmoForQuestionAnswering"]
+    assert config["auto_map"]["AutoModelForQuestionAnswering"] == "modeling_elmo.ElmoForQuestionAnswering"
+    metrics = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+    assert 0 <= metrics["eval_exact_match"] <= metrics["eval_f1"] <= 100
+    columns = tmp_path / "columns.jsonl"
+    columns.write_text('{"question": "Who ?", "context": "He sat", "label": "He"}\n')
+    one_line(*run(["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, "--train-file", columns,
+                   "--do-train", "--output-dir", tmp_path / "out2", "--report-to", "none"], capsys),
+             "'answers': no such column in the data")
+
+
+def test_question_answering_from_a_dataset_with_squad_columns(tiny_model_dir, tmp_path, monkeypatch):
+    from transformers import TrainingArguments
+
+    from elmo_transformers.training import finetuning
+    from elmo_transformers.training.arguments import FinetuneDataArguments, HeadArguments
+
+    rows = [{"id": str(i), "question": q, "context": c, "answers": {"text": [a], "answer_start": [c.index(a)]}}
+            for i, (q, c, a) in enumerate(EXAMPLES)]
+    dataset = datasets.Dataset.from_list(rows)
+    monkeypatch.setattr(finetuning, "load_splits", lambda *args: datasets.DatasetDict(train=dataset,
+                                                                                      validation=dataset))
+    trainer = finetuning.question_answering(
+        HeadArguments(model_name_or_path=str(tiny_model_dir), task_encoder_dim=4),
+        FinetuneDataArguments(dataset_name="squad"),
+        TrainingArguments(output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_steps=1, report_to=[]),
+    )
+    tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
+    encoded = trainer.train_dataset
+    assert encoded["start_positions"] == [0, 3, 0] and encoded["end_positions"] == [0, 4, 1]
+    assert encoded["pair_input_ids"][1] == tokenizer("He sat on the bank .")["input_ids"]
+    assert "eval_f1" in json.loads((tmp_path / "out" / "eval_results.json").read_text())
