@@ -12,7 +12,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import warm_python
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -34,14 +33,14 @@ def command(*args):
 
 
 def run_command(*args, env=None, **options):
-    """subprocess.run of `command(*args)` with `env` (None: `command_env()`), in a clean process forked from a warm
-    one (tests/warm_python.py: for a test that needs no fresh interpreter)."""
-    return warm_python.run(command(*args), command_env() if env is None else env, **options)
+    """subprocess.run of `command(*args)` in a fresh process, with `env` (None: `command_env()`): for a test whose
+    subject is the process (signals, kill -9, what it imports, resource limits); any other runs `run_cli`."""
+    return subprocess.run(command(*args), env=command_env() if env is None else env, **options)
 
 
 def start_command(*args, env=None, **options):
     """subprocess.Popen of `command(*args)`, as `run_command`."""
-    return warm_python.popen(command(*args), command_env() if env is None else env, **options)
+    return subprocess.Popen(command(*args), env=command_env() if env is None else env, **options)
 
 
 def command_env(**variables):
@@ -51,9 +50,62 @@ def command_env(**variables):
                 **variables)
 
 
+@contextlib.contextmanager
+def process_state_kept():
+    """What a command may change in the process that runs it, put back afterwards, so that the next test finds the
+    process as it was: the environment, the working folder, the root logger's handlers and level (the training
+    commands' `logging.basicConfig`), logging's record factory, torch's thread count and the signal handlers."""
+    import logging
+    import signal
+
+    import torch
+
+    environment, folder, root = dict(os.environ), os.getcwd(), logging.getLogger()
+    handlers, level, factory = list(root.handlers), root.level, logging.getLogRecordFactory()
+    threads = torch.get_num_threads()
+    signals = {number: signal.getsignal(number) for number in signal.valid_signals()
+               if signal.getsignal(number) is not None and number not in (signal.SIGKILL, signal.SIGSTOP)}
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        os.chdir(folder)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.setLogRecordFactory(factory)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        for number, handler in signals.items():
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+
+
+@pytest.fixture
+def run_cli(capfd):
+    """`run_cli(*args)`: (exit code, stdout, stderr) of `elmo-transformers ARGS` run in this process by
+    `cli.main(args)`, as the console entry point runs it; what the command changes in the process is put back
+    (`process_state_kept`). Its output is read from the file descriptors, so that what a child process of the command
+    prints is there too."""
+    from elmo_transformers.cli import main  # imported here: HF_HUB_OFFLINE above must come first
+
+    def run_cli(*args):
+        capfd.readouterr()  # (what came before is not the command's)
+        with process_state_kept():
+            try:
+                code = main([str(arg) for arg in args])
+            except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
+                code = e.code if isinstance(e.code, int) else 1
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+        out, err = capfd.readouterr()
+        return code, out, err
+
+    return run_cli
+
+
 # The environment of a user's isolated process (`python -I`) in the tests: a minimal one, offline, with a HOME and
-# an HF_HOME of the tests' (never the user's; one per test process, so that one warm Python serves them all) and the
-# worker's share of the cores.
+# an HF_HOME of the tests' (never the user's) and the worker's share of the cores.
 USER_HOME = Path(tempfile.mkdtemp(prefix="elmo-tests-home-"))
 atexit.register(shutil.rmtree, USER_HOME, ignore_errors=True)
 USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(USER_HOME), "HF_HOME": str(USER_HOME / "hf_home"),
@@ -61,15 +113,14 @@ USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(USER_HOME), "HF_HOME": str(USER
 
 
 def run_isolated(code, *args, folder, hf_home=None):
-    """`python -I` running the script `code` with `args` in `folder` (USER_ENV; `hf_home` as HF_HOME where given): a
-    user's clean process (forked from a warm one, tests/warm_python.py), which sees the installed package and the
-    model folder, never this checkout (-I leaves the current folder, PYTHONPATH and user site-packages off the path).
-    The CompletedProcess (text)."""
+    """A fresh `python -I` running the script `code` with `args` in `folder` (USER_ENV; `hf_home` as HF_HOME where
+    given): a user's process, which sees the installed package and the model folder, never this checkout (-I leaves
+    the current folder, PYTHONPATH and user site-packages off the path). The CompletedProcess (text)."""
     script = Path(folder) / "child.py"
     script.write_text(code)
     env = dict(USER_ENV, **({"HF_HOME": str(hf_home)} if hf_home else {}))
-    return warm_python.run([sys.executable, "-I", str(script), *map(str, args)], env, cwd=folder,
-                           capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-I", str(script), *map(str, args)], env=env, cwd=folder,
+                          capture_output=True, text=True, timeout=300)
 
 
 def load_fixture(name):
@@ -120,24 +171,6 @@ def graphs_traced_once(tmp_path_factory):
     onnx_export.export_graph = export_graph
     yield
     onnx_export.export_graph = trace
-
-
-@pytest.fixture(scope="session", autouse=True)
-def load_checks_forked():
-    """push --dry-run and push --space check the staged folder in a fresh `python -I -B` (the user's first load of
-    it), which the tests do dozens of times: there, that process is a clean one forked from a warm one
-    (tests/warm_python.py), with the same flags, folder, environment and streams."""
-    import types
-
-    from elmo_transformers.hub import push, space
-
-    modules = (push, space)
-    real = [module.subprocess for module in modules]
-    for module in modules:
-        module.subprocess = types.SimpleNamespace(run=warm_python.run)
-    yield
-    for module, original in zip(modules, real):
-        module.subprocess = original
 
 
 @pytest.fixture(scope="session")
@@ -254,7 +287,8 @@ def run(argv, capsys):
     from elmo_transformers.cli import main as cli_main  # imported here: HF_HUB_OFFLINE above must come first
 
     try:
-        code = cli_main([str(a) for a in argv])
+        with process_state_kept():
+            code = cli_main([str(a) for a in argv])
         err = capsys.readouterr().err
     except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
         err = capsys.readouterr().err + (e.code if isinstance(e.code, str) else "")
@@ -351,7 +385,7 @@ def one_line_error(args):
     from elmo_transformers.cli import main as cli_main
 
     err = io.StringIO()
-    with contextlib.redirect_stderr(err):
+    with contextlib.redirect_stderr(err), process_state_kept():
         assert cli_main(["embed", *args]) == 1
     message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
     assert message.startswith("error: ") and "Traceback" not in err.getvalue()

@@ -1,6 +1,5 @@
 """Every fenced ```python block of README.md and docs/*.md runs as written, against the installed package, from a
-folder outside the checkout (`python -I`, offline; a clean process forked from a warm one, tests/warm_python.py), so
-that what a user copies works.
+folder outside the checkout (a fresh `python -I`, offline), so that what a user copies works.
 
 The rules the documents follow (docs/code-layout.md says them too):
 - A block whose first line is one of OTHER_PACKAGES shows that package's code (the "before" of a migration): it is
@@ -17,11 +16,11 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 
 import pytest
 from conftest import FIXTURES, REPO, SHIPPED, USER_ENV, run
-import warm_python
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
@@ -140,7 +139,7 @@ def test_every_python_block_runs(document, placeholders, tmp_path):
               "        exec(compile(block, f'block {number}', 'exec'), {'__name__': '__main__'})\n"
               "    except BaseException:\n"
               "        sys.exit(f'python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}')\n")
-    done = warm_python.run([sys.executable, "-I", "-c", runner, json.dumps(runnable)], USER_ENV, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-I", "-c", runner, json.dumps(runnable)], env=USER_ENV, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{document.name}: {done.stderr[-4000:]}"
     print(f"{document.name}: {len(blocks) - len(skipped)} blocks run; other packages' code not run: {skipped}")

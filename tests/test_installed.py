@@ -1,7 +1,6 @@
 """The installed package, used as a new user would: the `elmo-transformers` command and the default model from a folder
 outside the checkout, in isolated processes (`python -I`: no PYTHONPATH, no current folder on the path), so that
-only what `pip install` put into the environment is used (.ci/run installs the project without -e). The chain of
-commands runs in clean processes forked from a warm one (tests/warm_python.py); `--help` in fresh ones."""
+only what `pip install` put into the environment is used (.ci/run installs the project without -e)."""
 
 import json
 import subprocess
@@ -11,29 +10,26 @@ from pathlib import Path
 import h5py
 import pytest
 from conftest import FIXTURES, REPO, USER_ENV
-import warm_python
 
 from elmo_transformers.cli import COMMANDS
 
 pytestmark = pytest.mark.slow
 
 
-def installed(*args, cwd, timeout=600, fresh=False):
-    """`elmo-transformers ARGS` of this environment, isolated from the checkout (in a fresh process, or a clean one
-    forked from a warm one); the finished process."""
+def installed(*args, cwd, timeout=600):
+    """`elmo-transformers ARGS` of this environment, isolated from the checkout; the finished process."""
     command = Path(sys.executable).parent / "elmo-transformers"
     if not command.exists():
         pytest.fail(f"{command} is missing: install the project (pip install .) into this environment")
     argv = [str(command), *map(str, args)]
-    done = (subprocess.run if fresh else warm_python.run)(argv, env=USER_ENV, cwd=cwd, capture_output=True, text=True,
-                                                          timeout=timeout)
+    done = subprocess.run(argv, env=USER_ENV, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"elmo-transformers {' '.join(map(str, args))}:\n{done.stderr[-3000:]}"
     return done
 
 
 def isolated_python(code, cwd):
-    done = warm_python.run([sys.executable, "-I", "-c", code], USER_ENV, cwd=cwd, capture_output=True, text=True,
-                           timeout=600)
+    done = subprocess.run([sys.executable, "-I", "-c", code], env=USER_ENV, cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -54,7 +50,7 @@ def test_the_package_and_its_model_come_from_the_environment(tmp_path):
 
 
 def test_every_command_answers_help(tmp_path):
-    listing = installed("--help", cwd=tmp_path, fresh=True).stdout
+    listing = installed("--help", cwd=tmp_path).stdout
     same = subprocess.run([sys.executable, "-I", "-m", "elmo_transformers", "--help"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert same.stdout == listing

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 
@@ -17,7 +18,6 @@ import torch
 from conftest import REPO, SHIPPED, TOKEN_LABELS, USER_ENV, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
-import warm_python
 
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
@@ -38,12 +38,11 @@ TRAINER_FILES = ["training_args.bin", "trainer_state.json", "all_results.json", 
 
 
 def run_snippet(card, repo_id, folder, cwd, extra):
-    """Run the card's usage snippet on `folder` in an isolated process (no repository modules; forked from a warm
-    one), offline."""
+    """Run the card's usage snippet on `folder` in a fresh isolated process (no repository modules), offline."""
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
     cwd.mkdir()
-    result = warm_python.run([sys.executable, "-I", "-c", snippet], USER_ENV, cwd=cwd, capture_output=True,
-                             text=True)
+    result = subprocess.run([sys.executable, "-I", "-c", snippet], env=USER_ENV, cwd=cwd, capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-import warm_python
 from conftest import SHIPPED, command_env, one_line_error
 from tolerance import assert_close_to_reference
 
@@ -235,9 +234,8 @@ def test_a_spawned_process_and_a_pickled_model_load_the_installed_classes(tmp_pa
             "fresh = subprocess.run([sys.executable, '-c', 'import pickle, sys; "
             "print(type(pickle.loads(sys.stdin.buffer.read())).__name__)'], input=blob, capture_output=True)\n"
             "print(spawned, fresh.stdout.decode().strip())")
-    # (the test process only starts the two: forked from a warm one, tests/warm_python.py)
-    done = warm_python.run([sys.executable, "-c", code, str(SHIPPED)], command_env(), cwd=tmp_path,
-                           capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", code, str(SHIPPED)], env=command_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
     assert done.stdout.split() == ["modeling_elmo", "ElmoModel"], done.stderr[-3000:]
 
 

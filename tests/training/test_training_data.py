@@ -6,7 +6,6 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from conftest import run_command
 from elmo_transformers.errors import DataError
 from tokenization_elmo import ElmoTokenizer
 
@@ -85,15 +84,14 @@ def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
 
 
 @pytest.mark.slow
-def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
+def test_data_errors_print_one_line(tiny_model_dir, tmp_path, run_cli):
     (tmp_path / "empty.jsonl").write_text("")
-    result = run_command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
-                         tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train", *COMMON,
-                         capture_output=True, text=True)
-    assert result.returncode == 1
-    assert (result.stderr.strip().splitlines()[-1]
-            == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)")
-    assert "Traceback" not in result.stderr
+    code, _, err = run_cli("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir,
+                           "--train_file", tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train",
+                           *COMMON)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)"
+    assert "Traceback" not in err
 
 
 @pytest.mark.slow

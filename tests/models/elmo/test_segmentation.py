@@ -4,15 +4,15 @@ tests/fixtures/make_efml_fixture.py with the segmenters' own APIs); and the warn
 cannot read."""
 
 import json
+import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, command_env, run_command, run_isolated
+from conftest import FIXTURES, command_env, run_isolated
 from tolerance import assert_close_to_reference
-import warm_python
 
 import basic_tokenization_elmo
 from configuration_elmo import ELMO_MODULES
@@ -194,14 +194,13 @@ def test_pipelines_read_raw_text_with_the_segmenter(folders):
 
 @pytest.mark.slow
 @pytest.mark.fidelity
-def test_embed_command_reads_a_raw_text_file(folders, tmp_path):
+def test_embed_command_reads_a_raw_text_file(folders, tmp_path, run_cli):
     import h5py
 
     entries = cases("jieba")
     (tmp_path / "zh.txt").write_text("".join(entry["text"] + "\n" for _, entry in entries), encoding="utf-8")
-    result = run_command("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model", folders["jieba"], "--all",
-                         capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    code, _, err = run_cli("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model", folders["jieba"], "--all")
+    assert code == 0, err[-2000:]
     with h5py.File(tmp_path / "zh.hdf5") as f:
         for line, (i, entry) in enumerate(entries):
             assert_close_to_reference(f[str(line)][()], EXPECTED[f"layers_{i}"], what=f"embed {entry['text']}")
@@ -355,7 +354,8 @@ def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
     code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
             f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
             "print(len(''.join(words)), max(map(len, words)))")
-    done = warm_python.run([sys.executable, "-c", code], command_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     kept, longest = map(int, done.stdout.split())
     assert kept == 460000 and longest <= 4000  # nothing lost
