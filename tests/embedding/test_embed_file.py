@@ -200,9 +200,9 @@ def test_killed_while_the_output_file_is_made_a_rerun_finishes_it(tmp_path, tiny
 
 @pytest.mark.slow
 def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, tiny_model_dir, one_thread):
-    """Two embed_file runs on one OUTPUT at once: the second is told that another run writes it (it used to die on a
-    raw ENOENT about a .tmp shard, or to call the running one "an interrupted run"); once that process is gone the
-    lock file it left does not block --resume."""
+    """Two embed_file runs on one OUTPUT at once: the second is told, in one line, that another run writes it (not a
+    raw ENOENT about a .tmp shard, nor "an interrupted run"); once that process is gone the lock file it left does not
+    block --resume."""
     source = tmp_path / "input.txt"
     source.write_text("the cat sat on the mat .\n" * 3000, encoding="utf-8")
     output = tmp_path / "out.hdf5"
@@ -600,8 +600,8 @@ def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model
 @pytest.mark.slow
 def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model_dir, monkeypatch):
     """The folder --model names is the same path with the same weights, but its config.json changed between the
-    runs (a clip value, the activation): the resumed run would mix two models. Another --dtype is named as such (it
-    used to be reported as other weights_sha256)."""
+    runs (a clip value, the activation): the resumed run would mix two models. Another --dtype is named as such, not
+    as other weights_sha256."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top")
     with pytest.raises(UserError, match=r"started with dtype='float32', now dtype='bfloat16'"):
@@ -632,7 +632,7 @@ def test_run_json_that_is_cut_is_one_line(tmp_path, tiny_model_dir):
 
 def test_paths_are_checked_before_torch_is_imported(tmp_path):
     """Through the console entry point: a missing input, an existing output or `-` as the output (HDF5 cannot go to
-    stdout; it used to be written to a file named "-") are refused before torch and the model load."""
+    stdout, and no file named "-" is written) are refused before torch and the model load."""
     (tmp_path / "input.txt").write_text("a b\n")
     (tmp_path / "exists.hdf5").write_text("")
     runs = [["missing.txt", "out.hdf5"], ["input.txt", "exists.hdf5"], ["input.txt", "-"]]

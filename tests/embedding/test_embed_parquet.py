@@ -186,8 +186,8 @@ def test_a_folder_of_the_users_own_parquet_files_is_never_replaced(tmp_path, tin
 
 def test_what_a_killed_write_left_is_removed_on_resume_and_never_put_in_place(tmp_path, tiny_model_dir, monkeypatch):
     """A process killed inside a shard's write leaves its temporary file (`.lines-...parquet.RANDOM.tmp`) in
-    OUTPUT.partial/data/: resume read it as a shard ("cannot be read as Parquet") and refused to go on, or, for one
-    killed between its fsync and its rename, moved it into OUTPUT."""
+    OUTPUT.partial/data/: resume removes it, neither reading it as a shard ("cannot be read as Parquet") nor, for one
+    killed between its fsync and its rename, moving it into OUTPUT."""
     source = tmp_path / "input.txt"
     source.write_text("\n".join(LINES) + "\n")
     output = tmp_path / "vectors"

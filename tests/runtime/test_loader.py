@@ -45,7 +45,7 @@ def other_export(tmp_path_factory):
 @pytest.mark.slow
 def test_a_swapped_graph_is_refused_at_load(exported, other_export, tmp_path):
     """model.onnx of another export in the folder (its vectors 8 values, the config says 16): embed and ElmoEmbedder
-    refuse it in one line before any work (they used to write the other model's vectors)."""
+    refuse it in one line before any work, and write none of the other model's vectors."""
     from elmo_transformers import ElmoEmbedder
 
     swapped = shutil.copytree(exported, tmp_path / "swapped")

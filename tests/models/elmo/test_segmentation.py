@@ -337,8 +337,9 @@ SEGMENTERS = ("jieba", "fugashi", "sudachipy")
 @pytest.mark.parametrize("text", ["東京\x00大阪 京都", "東京\x01大阪\x7f京都", "東京\ud800大阪\udfff京都",
                                   "東京\t大阪\x85京都"])
 def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
-    """NUL ended fugashi's text (1 word), jieba and SudachiPy kept it as a word, and a lone surrogate was a bare
-    UnicodeEncodeError in fugashi and SudachiPy: now each is a space to all three."""
+    """A control character or a lone surrogate is a space to all three segmenters: NUL does not end fugashi's text
+    nor become a word of jieba's or SudachiPy's, and a lone surrogate is no UnicodeEncodeError in fugashi or
+    SudachiPy."""
     tokenizer = ElmoTokenizer(segmenter=segmenter)
     words, spans = tokenizer.segment(text)
     assert words == ["東京", "大阪", "京都"]
@@ -348,9 +349,9 @@ def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
 @pytest.mark.slow
 @pytest.mark.parametrize("segmenter", SEGMENTERS)
 def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
-    """One line of 460,000 characters crashed the process in fugashi (MeCab: a segmentation fault, exit 139): it runs
-    in its own process here, and every segmenter gets it in pieces of at most 4,000 characters without a sentence
-    end."""
+    """One line of 460,000 characters without a sentence end reaches every segmenter in pieces of at most 4,000
+    characters. It runs in a process of its own: whole, the line is a segmentation fault in fugashi (MeCab, exit
+    139)."""
     code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
             f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
             "print(len(''.join(words)), max(map(len, words)))")
