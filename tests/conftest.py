@@ -81,25 +81,30 @@ def process_state_kept():
                 signal.signal(number, handler)
 
 
+def cli_in_process(argv):
+    """`elmo-transformers ARGV` run in this process by `cli.main(argv)`, as the console entry point runs it, with what
+    it changes in the process put back (`process_state_kept`): (exit code, the message of a SystemExit that carries
+    one, which Python itself would print on exit: argparse's usage errors)."""
+    from elmo_transformers.cli import main  # imported here: HF_HUB_OFFLINE above must come first
+
+    with process_state_kept():
+        try:
+            return main([str(arg) for arg in argv]), ""
+        except SystemExit as e:
+            return (e.code or 0, "") if isinstance(e.code, (int, type(None))) else (1, str(e.code))
+
+
 @pytest.fixture
 def run_cli(capfd):
-    """`run_cli(*args)`: (exit code, stdout, stderr) of `elmo-transformers ARGS` run in this process by
-    `cli.main(args)`, as the console entry point runs it; what the command changes in the process is put back
-    (`process_state_kept`). Its output is read from the file descriptors, so that what a child process of the command
+    """`run_cli(*args)`: (exit code, stdout, stderr) of `elmo-transformers ARGS` run in this process
+    (`cli_in_process`). The output is read from the file descriptors, so that what a child process of the command
     prints is there too."""
-    from elmo_transformers.cli import main  # imported here: HF_HUB_OFFLINE above must come first
 
     def run_cli(*args):
         capfd.readouterr()  # (what came before is not the command's)
-        with process_state_kept():
-            try:
-                code = main([str(arg) for arg in args])
-            except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
-                code = e.code if isinstance(e.code, int) else 1
-                if isinstance(e.code, str):
-                    print(e.code, file=sys.stderr)
+        code, message = cli_in_process(args)
         out, err = capfd.readouterr()
-        return code, out, err
+        return code, out, err + message
 
     return run_cli
 
@@ -283,17 +288,9 @@ def fake_hub(monkeypatch):
 
 
 def run(argv, capsys):
-    """(exit code, what the user reads on stderr) of a command line run in-process through `cli.main`."""
-    from elmo_transformers.cli import main as cli_main  # imported here: HF_HUB_OFFLINE above must come first
-
-    try:
-        with process_state_kept():
-            code = cli_main([str(a) for a in argv])
-        err = capsys.readouterr().err
-    except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
-        err = capsys.readouterr().err + (e.code if isinstance(e.code, str) else "")
-        code = e.code if isinstance(e.code, int) else 1
-    return code, err
+    """(exit code, what the user reads on stderr) of a command line run in this process (`cli_in_process`)."""
+    code, message = cli_in_process(argv)
+    return code, capsys.readouterr().err + message
 
 
 def one_line(code, err, *fragments):
@@ -382,11 +379,9 @@ def interrupt_after(monkeypatch, method, calls):
 
 def one_line_error(args):
     """The stderr of `elmo-transformers embed ARGS`, which must fail with one line `error: ...`, exit 1."""
-    from elmo_transformers.cli import main as cli_main
-
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), process_state_kept():
-        assert cli_main(["embed", *args]) == 1
+    with contextlib.redirect_stderr(err):
+        assert cli_in_process(["embed", *args])[0] == 1
     message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
     assert message.startswith("error: ") and "Traceback" not in err.getvalue()
     return message

@@ -11,7 +11,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FIXTURES, command_env, process_state_kept, run_command
+from conftest import FIXTURES, cli_in_process, command_env, run_command
 
 from elmo_transformers.output_paths import hold_lock
 
@@ -32,11 +32,9 @@ def run_converter(options, weights, output, *extra, preexec_fn=None):
     if preexec_fn:
         done = run_command(*argv, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
         return Result(done.returncode, done.stdout, done.stderr)
-    from elmo_transformers.cli import main
-
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), process_state_kept():
-        code = main(argv)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code, _ = cli_in_process(argv)
     return Result(code, out.getvalue(), err.getvalue())
 
 
