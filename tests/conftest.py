@@ -153,10 +153,7 @@ def graphs_traced_once(tmp_path_factory):
     from elmo_transformers.runtime import onnx_export
 
     trace, exporter = onnx_export.export_graph, torch.onnx.export
-    # this run's: shared by its xdist workers (their base folders are in the run's), never by another run
-    run_folder = tmp_path_factory.getbasetemp()
-    store = (run_folder.parent if "PYTEST_XDIST_WORKER" in os.environ else run_folder) / "traced-graphs"
-    store.mkdir(exist_ok=True)
+    store = run_store(tmp_path_factory, "traced-graphs")
 
     def export_graph(model, tokenizer, path, contract):
         weights = model.state_dict()
@@ -176,6 +173,51 @@ def graphs_traced_once(tmp_path_factory):
     onnx_export.export_graph = export_graph
     yield
     onnx_export.export_graph = trace
+
+
+def run_store(tmp_path_factory, name):
+    """A folder of this test run's, shared by its xdist workers (their base folders are in the run's)."""
+    run_folder = tmp_path_factory.getbasetemp()
+    store = (run_folder.parent if "PYTEST_XDIST_WORKER" in os.environ else run_folder) / name
+    store.mkdir(exist_ok=True)
+    return store
+
+
+@pytest.fixture(scope="session", autouse=True)
+def load_checks_once(tmp_path_factory):
+    """push and push --space check the staged folder in a fresh `python -I -B` (the user's first load of it), which
+    the tests ask for dozens of times, of a few folders. The check's answer is a function of its command line and the
+    folder's files (this run's code being fixed; README.md aside, which no load reads), so each such folder is checked
+    in a fresh process once per test run, for every xdist worker (a file lock), and that answer is given again, its
+    folder named as the one asked for."""
+    import hashlib
+    import types
+
+    import filelock
+
+    from elmo_transformers.hub import push, space
+
+    store = run_store(tmp_path_factory, "load-checks")
+
+    def run(argv, **options):
+        folder = Path(argv[argv.index("-c") + 2])  # (python -I -B -c CHECK FOLDER ...)
+        key = hashlib.sha256(json.dumps([a for a in argv if a != str(folder)]).encode())
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "README.md"):
+            key.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+        answer = store / f"{key.hexdigest()}.json"
+        with filelock.FileLock(f"{answer}.lock"):
+            if not answer.exists():
+                done = subprocess.run(argv, **options)
+                answer.write_text(json.dumps([done.returncode, *(text.replace(str(folder), "{folder}")
+                                                                 for text in (done.stdout, done.stderr))]))
+        code, out, err = json.loads(answer.read_text())
+        return subprocess.CompletedProcess(argv, code, out.replace("{folder}", str(folder)),
+                                           err.replace("{folder}", str(folder)))
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (push, space):
+            patch.setattr(module, "subprocess", types.SimpleNamespace(run=run))
+        yield
 
 
 @pytest.fixture(scope="session")
