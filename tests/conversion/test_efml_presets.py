@@ -186,8 +186,8 @@ def test_an_archive_that_expands_past_what_model_files_do_is_refused_unpacked(mi
 
 
 def test_an_archive_with_two_members_of_one_name_is_refused(mirror, tmp_path):
-    """A second 136/word.dic after the model's own: unpacked, one would replace the other (it failed with a raw
-    FileExistsError and stayed cached)."""
+    """A second 136/word.dic after the model's own: unpacked, one would replace the other. It is refused in one line
+    (no raw FileExistsError), and nothing of it stays cached."""
     import warnings
 
     with warnings.catch_warnings():

@@ -125,8 +125,8 @@ def interrupted(monkeypatch, tmp_path, model_dir):
 
 @pytest.mark.parametrize("first, then", [("jieba", "whitespace"), ("whitespace", "jieba")])
 def test_resume_refuses_a_changed_segmenter_either_way(tmp_path, tiny_model_dir, monkeypatch, first, then):
-    """Issue 46: run.json recorded the segmenter only when it was not whitespace, and the check compared only the
-    keys the new settings had: jieba -> whitespace was resumed, mixing two tokenizations."""
+    """run.json records the segmenter also when it is whitespace, and resume compares every key of either run's
+    settings: jieba -> whitespace (or back) is refused, not resumed into an output of two tokenizations."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     config_file = model_dir / "tokenizer_config.json"
     config = json.loads(config_file.read_text())

@@ -148,8 +148,8 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
 
 
 def test_a_folder_without_tokenizer_files_is_named_as_such(tmp_path, tiny_model_dir, capsys):
-    """A folder the model's save_pretrained wrote alone failed the fresh-process check with transformers' words
-    ("You need to have sentencepiece or tiktoken installed"): it is refused first, saying what is missing."""
+    """A folder the model's save_pretrained wrote alone is refused before the fresh-process check, saying what is
+    missing (not with transformers' "You need to have sentencepiece or tiktoken installed")."""
     from modeling_elmo import ElmoModel
 
     from elmo_transformers.cli import main
@@ -261,9 +261,9 @@ def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir,
 
 @pytest.mark.slow
 def test_repo_ids_and_card_texts_are_checked_before_any_work(tmp_path, tiny_model_dir, capsys):
-    """A repo id that is not one fails at once, also in a dry run (it passed, then the real push failed with a
-    traceback); --source and --check show in the card as the user wrote them, adding no Markdown or HTML; a failed
-    push removes the temporary folder it made."""
+    """A repo id that is not one fails at once, also in a dry run (not later, in the real push, with a traceback);
+    --source and --check show in the card as the user wrote them, adding no Markdown or HTML; a failed push removes
+    the temporary folder it made."""
     from elmo_transformers.cli import main as cli_main
 
     for argv in (["../../etc/passwd"], ["me/x", "--base-model", "<b>x</b>"], ["me/x", "--datasets", "a b"]):

@@ -148,8 +148,9 @@ def test_a_model_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
 
 
 def test_the_code_has_its_licence_at_the_root_and_in_every_space():
-    """pyproject says Apache-2.0; there was no LICENSE for the code (only the shipped model's LICENSE.md), and a Space
-    copied the code without one. The root LICENSE is the Apache License 2.0 as apache.org publishes it."""
+    """pyproject says Apache-2.0: the code has its LICENSE at the root (besides the shipped model's LICENSE.md), and
+    every Space that copies the code copies it too. The root LICENSE is the Apache License 2.0 as apache.org publishes
+    it."""
     import hashlib
 
     from elmo_transformers.hub.space import package_files

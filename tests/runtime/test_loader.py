@@ -80,8 +80,8 @@ def test_a_config_edited_after_export_is_refused_at_load(exported, tmp_path):
 
 @pytest.mark.slow
 def test_empty_and_big_batches_on_an_export(exported, tiny, monkeypatch):
-    """No sentences, or only empty ones: empty results without running the graph (it failed inside onnxruntime at
-    a Reshape). A batch beyond MAX_RUN_WORDS runs in slices with the same numbers."""
+    """No sentences, or only empty ones: empty results without running the graph (onnxruntime fails at a Reshape on
+    an empty batch). A batch beyond MAX_RUN_WORDS runs in slices with the same numbers."""
     model, tokenizer = load_model(exported)
     out = model(np.zeros((0, 0, 50), np.int64), np.zeros((0, 0), np.int64), output_hidden_states=True)
     assert out.last_hidden_state.shape == (0, 0, 16) and np.stack(out.hidden_states).shape == (3, 0, 0, 16)
