@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import re
+import threading
 
 import numpy as np
 
@@ -129,11 +130,12 @@ SEGMENTER_PIECE = re.compile(r"[^。！？\n]{1,4000}[。！？\n]{0,4000}|[。�
 _warned = set()
 
 
-def warn_once(key, message):
-    """Log `message` the first time `key` is seen in this process (the first case is the one shown)."""
+def warn_once(key, message, log=logger):
+    """Log `message` (to `log`, this module's logger by default) the first time `key` is seen in this process (the
+    first case is the one shown): the one rule of the model modules' warnings."""
     if key not in _warned:
         _warned.add(key)
-        logger.warning(message)
+        log.warning(message)
 
 
 def missing_package(what, packages, extra):
@@ -208,11 +210,11 @@ def load_opencc(config):
 
 
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace)
-# Words whose rows are kept for reuse (the byte rules' LRU cache; the vocabulary rows of each tokenizer).
-WORD_CACHE_SIZE = 1 << 17
+# Words whose rows a tokenizer keeps for reuse (`ElmoBasicTokenizer`'s table, which doubles as it fills: at most
+# about 52 MB at 50 ids a word); a tokenizer that holds more starts again with an empty table.
+WORD_CACHE_SIZE = 1 << 16
 
 
-@functools.lru_cache(maxsize=WORD_CACHE_SIZE)
 def word_to_char_ids(word, max_chars=50):
     """Shifted char ids (a tuple of `max_chars` ints) of one word; see the module docstring for the rules."""
     if word == BOS_WORD:
@@ -337,7 +339,24 @@ class ElmoBasicTokenizer:
         self.char_vocab, self.word_vocab = char_vocab, word_vocab
         self.words = [BOS_WORD, EOS_WORD, UNK_WORD] if words is None else list(words)
         self.vocab = {w: i for i, w in enumerate(self.words)}
-        self._rows, self._inverse = {}, {}
+        self._inverse = {}
+        self._empty_table()
+
+    def _empty_table(self):
+        """The table of the rows of the words seen (`_row_numbers`): row 0 is padding (all zeros), then a row for
+        each word, whose number `_row_of` gives; the lock lets threads share it."""
+        self._lock = threading.Lock()
+        self._row_of, self._table = {}, np.zeros((1024, self.input_width), np.int64)
+
+    def __getstate__(self):  # pickled (datasets' map) or copied without the table of rows and its lock
+        state = dict(self.__dict__)
+        for name in ("_lock", "_row_of", "_table"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._empty_table()
 
     @classmethod
     def from_files(cls, max_characters_per_token=50, segmenter=None, do_lower_case=False, keep_case=(),
@@ -417,14 +436,49 @@ class ElmoBasicTokenizer:
 
     def token_row(self, word):
         """The `input_ids` row of one word as given (a tuple of `input_width` ints), by the module docstring's rules."""
-        if not self.vocabulary_inputs:
-            return word_to_char_ids(word, self.max_characters_per_token)
-        row = self._rows.get(word)
-        if row is None:
-            if len(self._rows) >= WORD_CACHE_SIZE:  # bounded like the byte rules' cache
-                self._rows.clear()
-            row = self._rows[word] = self._vocabulary_row(word)
-        return row
+        return tuple(self.rows([word])[0].tolist())
+
+    def rows(self, words):
+        """The `input_ids` rows of `words` as given (as the model reads them: `cased` already), [len(words),
+        input_width] (int64), each word's row made once (`_row_numbers`)."""
+        table, numbers = self._row_numbers([words])
+        return table[numbers[0]]
+
+    def encode(self, sentences):
+        """{"input_ids": [batch, longest, input_width], "attention_mask": [batch, longest]} (int64 NumPy arrays) of
+        word lists, as the model reads them (`cased`), padded on the right with all-zero rows: one NumPy gather from
+        the table of rows (`_row_numbers`)."""
+        table, numbers = self._row_numbers([self.cased(words) for words in sentences])
+        return {"input_ids": table[numbers], "attention_mask": (numbers > 0).astype(np.int64)}
+
+    def _row_numbers(self, sentences):
+        """(table, numbers): the table of rows and the number of each word's row in it, [batch, longest] (0 for
+        padding). Every row of the words of `sentences` (word lists as the model reads them) is made here, once
+        (`_new_row`), and kept in the table: the one cache of this tokenizer's rows. A numbered row never changes (a
+        full table is copied into a larger one, a table past WORD_CACHE_SIZE words replaced by an empty one), so the
+        table returned is read outside the lock."""
+        longest = max(map(len, sentences), default=0)
+        numbers = np.zeros((len(sentences), longest), np.int64)
+        with self._lock:
+            if len(self._row_of) > WORD_CACHE_SIZE:
+                self._row_of, self._table = {}, np.zeros_like(self._table[:1024])
+            row_of, new_row = self._row_of, self._new_row
+            for i, words in enumerate(sentences):
+                numbers[i, : len(words)] = [row_of.get(word) or new_row(word) for word in words]
+            return self._table, numbers
+
+    def _new_row(self, word):
+        """Add the row of `word` to the table (the byte rules, `word_to_char_ids`, or the vocabularies'); its
+        number."""
+        number = len(self._row_of) + 1
+        if number == len(self._table):
+            self._table = np.concatenate([self._table, np.zeros_like(self._table)])
+        if self.vocabulary_inputs:
+            self._table[number] = self._vocabulary_row(word)
+        else:
+            self._table[number] = word_to_char_ids(word, self.max_characters_per_token)
+        self._row_of[word] = number
+        return number
 
     def _vocabulary_row(self, word):
         max_chars = self.max_characters_per_token
@@ -444,18 +498,6 @@ class ElmoBasicTokenizer:
             # <eow> first, <bow> last: ELMoForManyLangs' swap (see the module docstring).
             row += [chars[VOCAB_EOW], *ids, chars[VOCAB_BOW]] + [chars[VOCAB_PAD]] * (max_chars - 2 - len(ids))
         return tuple(i + 1 for i in row)
-
-    def encode(self, sentences):
-        """{"input_ids": [batch, longest, input_width], "attention_mask": [batch, longest]} (int64 NumPy arrays) of
-        word lists, as the model reads them (`cased`), padded on the right with all-zero rows."""
-        longest = max(map(len, sentences), default=0)
-        input_ids = np.zeros((len(sentences), longest, self.input_width), np.int64)
-        attention_mask = np.zeros((len(sentences), longest), np.int64)
-        for i, words in enumerate(sentences):
-            if words:
-                input_ids[i, : len(words)] = [self.token_row(word) for word in self.cased(words)]
-                attention_mask[i, : len(words)] = 1
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
 
     def check_rows(self, rows, where="input_ids"):
         """Refuse word rows that this tokenizer could not have made: non-integers (floats, bools) or ids outside its

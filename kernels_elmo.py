@@ -27,6 +27,12 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+
+try:  # loaded as remote code, the modules are one package
+    from .basic_tokenization_elmo import warn_once
+except ImportError:  # installed with pip, they are top-level modules
+    from basic_tokenization_elmo import warn_once
+
 logger = logging.getLogger(__name__)
 
 # ----- Which float kernel: chosen once per process -------------------------------------------------------------------
@@ -53,11 +59,6 @@ def best_float_kernel():
     return "onednn" if onednn_error() is None else "aten"
 
 
-def runnable_float_kernels():
-    """The float kernels this process can run ("auto" aside): what tests and benchmarks compare."""
-    return ["aten"] + (["onednn"] if onednn_error() is None else [])
-
-
 def float_kernel(requested):
     """The kernel that runs `requested` (`config.float_kernel`, one of options_elmo.FLOAT_KERNELS): "auto" is
     `best_float_kernel()`. A kernel that cannot run here gives way to torch's own ("aten"), with a warning: it is a
@@ -65,16 +66,11 @@ def float_kernel(requested):
     if requested == "auto":
         return best_float_kernel()
     if requested == "onednn" and onednn_error() is not None:
-        warn_once(f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's own matmuls ('aten') "
-                            "run instead, the same numbers but for float rounding; set float_kernel='auto' to choose "
-                            "the fastest kernel that runs")
+        warn_once(f"onednn: {onednn_error()}", f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's "
+                  "own matmuls ('aten') run instead, the same numbers but for float rounding; set float_kernel='auto' "
+                  "to choose the fastest kernel that runs", logger)
         return "aten"
     return requested
-
-
-@functools.cache
-def warn_once(message):
-    logger.warning(message)
 
 
 def float_linear(kernel):
@@ -189,12 +185,14 @@ def pack_weights(pack, layer):
     """`pack(weight [out, in], bias or None)` of the layer's six GEMM weights (input with the bias, state,
     projection; each direction), as (input, state, projection) lists of two. They are packed side by side, a thread
     for each CPU torch uses: packing (a transposed copy, then the kernel's layout) runs on one thread a weight, and
-    the first call waits for all six."""
+    the first call waits for all six. Each thread takes torch's count first: a new thread's OpenMP teams are
+    otherwise as large as OMP_NUM_THREADS says (torch caps its own threads only), and tens of thousands crash it."""
     weights = [(weight[d].detach().t(), None if bias is None else bias[d, 0].detach())
                for weight, bias in ((layer.input_weight, layer.bias), (layer.state_weight, None),
                                     (layer.projection_weight, None))
                for d in range(2)]
-    with ThreadPoolExecutor(max_workers=torch.get_num_threads()) as pool:
+    threads = torch.get_num_threads()
+    with ThreadPoolExecutor(max_workers=threads, initializer=torch.set_num_threads, initargs=(threads,)) as pool:
         packed = list(pool.map(lambda weight_bias: pack(*weight_bias), weights))
     return packed[0:2], packed[2:4], packed[4:6]
 

@@ -23,9 +23,16 @@ TASK_ENCODERS, FLOAT_KERNELS = get_args(TaskEncoder), get_args(FloatKernel)
 # config loads without torch (serving an exported model).
 FLOAT_DTYPES = ("float32", "float", "bfloat16", "float16", "half", "float64", "double")
 
-# The fields only training reads: the vectors do not depend on them (a resumed `embed` run may differ there).
-TRAINING_FIELDS = ("dropout", "freeze_bilm", "task_encoder", "task_encoder_dim", "mix_l2_lambda", "lm_vocab_size",
-                   "lm_n_negative_samples", "lm_dropout")
+# The fields that decide the numbers. The rule: a field is here when changing it changes which ELMo vectors come out
+# of the same words and weights, or their values beyond float rounding. Not here: the fields only training or the
+# language model's softmax read; `float_kernel` and `lstm_gates_block_elements`, which choose how the same arithmetic
+# runs (float rounding, as between two CPUs); `n_characters` (261 and 262 give the same model). A model's identity
+# (`ModelFolder.identity`: the export cache's key, what a resumed `embed` run compares) and an exported graph's
+# metadata (runtime/onnx_config.py) both record these, through `ElmoOptions.numbers_fields`.
+NUMBERS_FIELDS = ("char_embedding_dim", "filters", "n_highway", "activation", "max_characters_per_token", "lstm_dim",
+                  "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections",
+                  "num_output_representations", "do_layer_norm", "scalar_mix_parameters", "char_vocab_size",
+                  "word_vocab_size", "word_embedding_dim", "sentence_boundary_ids")
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -170,6 +177,10 @@ class ElmoOptions:
     def as_dict(self):
         """The ELMo fields, {name: value}, as config.json holds them."""
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(ElmoOptions)}
+
+    def numbers_fields(self):
+        """The fields that decide the numbers (NUMBERS_FIELDS), {name: value}, as config.json holds them."""
+        return {name: copy.deepcopy(getattr(self, name)) for name in NUMBERS_FIELDS}
 
     def store_lists(self):
         """Sequences as config.json holds them: callers may give tuples, JSON gives lists."""

@@ -327,7 +327,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
         elif truncate:
             left = self.truncation_side == "left"
             sentences = [words[len(words) - max_length :] if left else words[:max_length] for words in sentences]
-        encoded = {"input_ids": [[list(self.token_row(w)) for w in s] for s in sentences]}
+        encoded = {"input_ids": [self.basic.rows(words).tolist() for words in sentences]}
         if windows_of is not None:
             encoded["overflow_to_sample_mapping"] = windows_of
         if return_length:

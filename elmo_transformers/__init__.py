@@ -5,7 +5,8 @@ remote-code modules at the repository root, `configuration_elmo.ELMO_MODULES`, i
 classes (no `trust_remote_code`); it runs where first needed (a model class, the config or a pipeline touched through
 this package, the commands that load through the Auto classes) or by the user's call (docs/hub-and-pipelines.md).
 The package is lazy (a module `__getattr__`): importing it loads neither torch nor transformers. `DEFAULT_MODEL` is
-the folder of the small English ELMo shipped inside it.
+the folder of the small English ELMo shipped inside it. `push` uploads a model folder to the Hub, as
+`elmo-transformers push` does (`hub/push.py`).
 """
 
 import importlib
@@ -27,6 +28,7 @@ LAZY = {
     "ElmoTokenizer": ("tokenization_elmo", False),
     "ElmoEmbedder": (".embedding.embedder", False),  # AllenNLP's names
     "batch_to_ids": (".embedding.embedder", False),
+    "push": (".hub.push", False),  # what `elmo-transformers push` does, for a Python caller
 }
 __all__ = ["DEFAULT_MODEL", "register", *sorted(LAZY)]
 

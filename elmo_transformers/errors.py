@@ -3,50 +3,22 @@ argument, a model folder); `elmo_transformers.cli.main` prints it as one line `e
 turns errors into exit codes and knows the command-line options; library callers catch these like any exception
 (they are also `ValueError`s, the type Python code expects for bad input).
 
-An error about one value (a path, a model name) carries it as `value`, and its message starts with it, so that a
-command can put the option that gave the value in front ("--output out.json exists ..."). A message that names
-arguments of the call writes each as "{name}" and lists the names in `arguments`: a Python caller reads the names
-(`vocab_file`), a command its flags (`worded`; "--vocab-file"). A warning does the same through `Notice`.
+A message is written whole where it is raised, in a Python caller's words: it names an argument of the call as the
+call passes it (`max_words`; a switch as `overwrite=True`). An error about one value (a path, a model name) carries it
+as `value`, and an error about one argument carries the argument's name as `argument`; the message starts with that
+value or that name ("max_words 0: must be at least 1"), so that a command can name its own option there instead
+(`cli.one_line`: "--max-words 0: ...").
 """
 
 import sys
 
 
-class NamesArguments:
-    """A message (`template`) that names `arguments` of the call as "{name}"."""
-
-    template, arguments = "", ()
-
-    @staticmethod
-    def python_wording(argument):
-        """How the message names `argument` to a Python caller."""
-        return argument
-
-    def worded(self, wording):
-        """The message with each argument it names written as `wording(name)` gives it."""
-        message = self.template
-        for argument in self.arguments:
-            message = message.replace(f"{{{argument}}}", wording(argument))
-        return message
-
-
-class UserError(NamesArguments, ValueError):
+class UserError(ValueError):
     """Something the user gave cannot be used as given; the message names it and what to do, in one line."""
 
-    def __init__(self, message, value=None, arguments=()):
-        self.template, self.value, self.arguments = message, value, tuple(arguments)
-        super().__init__(self.worded(self.python_wording))
-
-
-class Notice(NamesArguments):
-    """A log message that names arguments of the call, as a UserError does: `logger.warning(Notice(...))` reads
-    "options_path" in a Python caller's log and "--options" in a command's (cli/ rewords it as it is logged)."""
-
-    def __init__(self, message, arguments):
-        self.template, self.arguments = message, tuple(arguments)
-
-    def __str__(self):
-        return self.worded(self.python_wording)
+    def __init__(self, message, value=None, argument=None):
+        super().__init__(message)
+        self.value, self.argument = value, argument
 
 
 class DataError(UserError):
@@ -66,31 +38,14 @@ class OutputError(UserError):
     """An output path that must not or cannot be written (over an input, in a missing folder, a full disk)."""
 
 
-class RefusalLiftedByArgument(OutputError):
-    """A refusal that a flag argument of the call lifts (`overwrite=True`, `resume=True`): the message names it as
-    "{overwrite}" ("{resume}"), which a Python caller reads as "overwrite=True" and a command as its flag."""
-
-    argument = None
-
-    def __init__(self, template, value):
-        super().__init__(template, value, arguments=[self.argument])
-
-    @staticmethod
-    def python_wording(argument):
-        return f"{argument}=True"
+class OutputExistsError(OutputError):
+    """An output that already exists and is replaced only when the caller asks: the message says "pass
+    overwrite=True"."""
 
 
-class OutputExistsError(RefusalLiftedByArgument):
-    """An output that already exists and is replaced only when the caller asks (`overwrite=True`)."""
-
-    argument = "overwrite"
-
-
-class UnfinishedRunError(RefusalLiftedByArgument):
+class UnfinishedRunError(OutputError):
     """An embed run that stopped (or found one that had) with its finished lines kept in OUTPUT.partial/ (the
-    value): resuming (`resume=True`) continues it."""
-
-    argument = "resume"
+    value): the message says how to continue it ("rerun with resume=True")."""
 
 
 def first_line(error):

@@ -16,7 +16,9 @@ import glob
 import hashlib
 import json
 import os
+import pickle
 import re
+import stat
 from dataclasses import dataclass
 
 from huggingface_hub.errors import StrictDataclassError
@@ -27,6 +29,10 @@ from .model_files import GRAPH_FILES, is_onnx_export
 from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
 
 GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")  # what weights may be saved in
+# safetensors' names of dtypes -> torch's
+SAFETENSORS_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8",
+                      "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64", "BOOL": "bool"}
 
 
 def check_hub_id(value):
@@ -100,8 +106,23 @@ def loading(name):
     except RuntimeError as e:
         if "mismatched_sizes" not in str(e) and "size mismatch" not in str(e):
             raise
-        raise ModelError(f"{name}: cannot load it: its config.json does not fit its weights (the tensor shapes "
-                         "differ, as listed above): restore the config.json saved with these weights", name) from None
+        raise ModelError(f"{name}: cannot load it: its config.json does not fit its weights ({shape_differences(e)}): "
+                         "restore the config.json saved with these weights", name) from None
+
+
+# torch's load_state_dict lists each tensor whose shape differs as one such line
+SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^]]*\])\) from "
+                           r"checkpoint, the shape in current model is torch\.Size\((\[[^]]*\])\)")
+
+
+def shape_differences(error):
+    """The tensors whose shapes differ, as `error` (torch's load_state_dict error) lists them, the first three in
+    words; transformers' own error lists none (its load report, printed above it, does)."""
+    found = SIZE_MISMATCH.findall(str(error))
+    if not found:
+        return "the tensor shapes differ, as listed above"
+    shown = "; ".join(f"{name} is {saved} in the weights, {wanted} by the config" for name, saved, wanted in found[:3])
+    return f"the tensor shapes differ: {shown}" + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
 
 
 def files_sha256(paths):
@@ -163,6 +184,12 @@ class ModelFolder:
         if not os.path.isdir(shipped_model(self.name)):  # a Hub snapshot: its folder is named by a commit hash
             return self.name
         return os.path.basename(os.path.normpath(os.path.abspath(self.path)))  # (a name for `.` too)
+
+    @property
+    def source(self):
+        """What a record of a run calls the model (`embed`'s run.json): the absolute path of a folder given by its
+        path, else the name given (a Hub repo id, one of the shipped model's names)."""
+        return os.path.abspath(self.path) if os.path.isdir(self.name) else self.name
 
     def card_metadata(self, remedy="fix it"):
         """The metadata of the folder's model card (README.md's YAML header), {} without a card; a header that cannot
@@ -236,21 +263,25 @@ class ModelFolder:
     def pretrained(self, model_class, config, **kwargs):
         """`model_class.from_pretrained` of the folder with `config` (an ElmoConfig): the model and its loading info.
         transformers' "Loading weights" bar is not shown: a folder of ELMo's loads in a moment, and a command's output
-        is its own."""
+        is its own. Its weight files are checked first (`check_weights`), and the loaded weights after
+        (`check_finite`)."""
         from transformers.utils import logging
 
+        self.check_weights()
         enabled = logging.is_progress_bar_enabled()
         logging.disable_progress_bar()
         try:
-            return model_class.from_pretrained(self.path, config=config, output_loading_info=True, **kwargs)
+            model, info = model_class.from_pretrained(self.path, config=config, output_loading_info=True, **kwargs)
         finally:
             if enabled:
                 logging.enable_progress_bar()
+        self.check_finite(model.state_dict())
+        return model, info
 
     def weight_files(self):
         """The paths of the files the model's weights are read from: the shards model.safetensors.index.json names,
         or model.safetensors; else PyTorch's pickles (pytorch_model.bin, or its index's shards); else the graph of an
-        export. Raises ModelError for an index that is not one."""
+        export. Each is a file of the folder (`member`). Raises ModelError for an index that is not one."""
         for index, single in [("model.safetensors.index.json", "model.safetensors"),
                               ("pytorch_model.bin.index.json", "pytorch_model.bin")]:
             if index in self.documents:
@@ -258,23 +289,80 @@ class ModelFolder:
                 if not isinstance(shards, dict) or not all(isinstance(name, str) for name in shards.values()):
                     raise ModelError(f"{self.name}: its {index} is not a weight index (a JSON weight_map): restore "
                                      "it", self.name)
-                return [self.file(name) for name in sorted(set(shards.values()))]
-            if os.path.isfile(self.file(single)):
-                return [self.file(single)]
-        return [self.file(name) for name in GRAPH_FILES if os.path.isfile(self.file(name))]
+                named = f"its {index} names the weight file"
+                return [self.member(name, named) for name in sorted(set(shards.values()))]
+            if os.path.lexists(self.file(single)):
+                return [self.member(single, "its weight file")]
+        return [self.member(name, "its graph file") for name in GRAPH_FILES if os.path.lexists(self.file(name))]
+
+    def member(self, name, named):
+        """The path of the folder's file `name` (`named`: how an error names it, "its weight file"), refused in one
+        ModelError line unless it is in the folder: a relative path without `..`, not a link to a place outside (a
+        Hub snapshot's links into its repo's blobs/ are its files), and a regular file, not a device, pipe or folder
+        (whose reading never ends). A missing file passes: its reader names it."""
+        parts = re.split(r"[/\\]", name)
+        if os.path.isabs(name) or ".." in parts or not name:
+            raise ModelError(f"{self.name}: {named} {name!r}, which is not a file of the folder (an absolute path or "
+                             "`..`): a model folder's files must be in it; move the file into the folder and name it "
+                             "by its path there", self.name)
+        path = self.file(name)
+        target = os.path.realpath(path)
+        if not any(target.startswith(root + os.sep) for root in self.file_roots()):
+            raise ModelError(f"{self.name}: {named} {name}, a link to {target}, outside the folder: replace the link "
+                             "by a copy of the file", self.name)
+        try:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            return path
+        if not stat.S_ISREG(mode):
+            raise ModelError(f"{self.name}: {named} {name}, which is not a regular file (a device, pipe or folder): "
+                             "restore the file saved with the model", self.name)
+        return path
+
+    def file_roots(self):
+        """Where the folder's files may be (after links are followed): the folder, and for a snapshot in the Hugging
+        Face cache (REPO/snapshots/COMMIT) the repo's blobs/, where its files are."""
+        folder = os.path.realpath(self.path)
+        repo, snapshots = os.path.split(os.path.dirname(folder))
+        return [folder, *([os.path.join(repo, "blobs")] if snapshots == "snapshots" else [])]
 
     def check_weights(self):
-        """Raise ModelError naming a safetensors weight file whose header does not parse (a cut or foreign file)."""
+        """Raise ModelError naming a safetensors weight file whose header does not parse (a cut or foreign file), or
+        a tensor saved in a dtype other than a float one (`check_float`; a pickle is read whole for this:
+        `read_weights`)."""
         from safetensors import safe_open
 
         for path in self.weight_files():
             if path.endswith(".safetensors"):
                 try:
-                    with safe_open(path, framework="numpy"):
-                        pass
+                    with safe_open(path, framework="numpy") as f:
+                        dtypes = {key: f.get_slice(key).get_dtype() for key in f.keys()}
                 except Exception:  # noqa: BLE001 - safetensors reports a bad header with its own error type
                     raise ModelError(f"{path} is not a safetensors file (its header does not parse): save the model "
                                      "again", self.name) from None
+                self.check_float(path, {key: SAFETENSORS_DTYPES.get(dtype, dtype) for key, dtype in dtypes.items()})
+            elif path.endswith(".bin"):
+                self.read_weights(path)
+
+    def check_float(self, path, dtypes):
+        """Refuse, in one line naming the tensor, weights of the file `path` ({name: dtype name}) saved in another
+        dtype than float16, bfloat16, float32 or float64: casting them would run other numbers than were saved."""
+        for key, dtype in dtypes.items():
+            if dtype not in FLOAT_DTYPES:
+                raise ModelError(f"{self.name}: its weight {key} in {os.path.basename(path)} is saved as {dtype}, not "
+                                 "a float dtype (float32, bfloat16, float16): weights are floats; save the model again "
+                                 "from its float weights", self.name)
+
+    def check_finite(self, tensors, path=None):
+        """Refuse, in one line naming the first, float weights ({name: tensor}; of the file `path`) that hold NaN or
+        infinite values: the model would give NaN vectors for every word."""
+        bad = [key for key, tensor in tensors.items() if tensor.is_floating_point() and not tensor.isfinite().all()]
+        if bad:
+            where = f" in {os.path.basename(path)}" if path else ""
+            more = f" (and {len(bad) - 1} more weights)" if len(bad) > 1 else ""
+            raise ModelError(f"{self.name}: its weight {bad[0]}{where} holds NaN or infinite values{more}: the model "
+                             "would give NaN vectors for every word (a training that diverged, or a damaged file); "
+                             "restore weights saved before", self.name)
 
     def results(self, name):
         """The metrics Trainer wrote into the folder's results file `name` (eval_results.json...), or None."""
@@ -282,37 +370,59 @@ class ModelFolder:
 
     def state_dict(self):
         """The weights of a PyTorch folder, {name: tensor} as saved: its safetensors files (one, or the shards its
-        index lists), else PyTorch's pickles (read with `weights_only`)."""
-        import torch
-        from safetensors.torch import load_file
-
+        index lists), else PyTorch's pickles, each read and checked by `read_weights`."""
         files = self.weight_files()
         if not files:
             raise OSError(f"it holds no weights (no model.safetensors in {self.path}): restore the weight files saved "
                           "with its config.json")
         weights = {}
         for path in files:
-            if path.endswith(".safetensors"):
-                weights.update(load_file(path))
-            elif path.endswith(".bin"):
-                weights.update(torch.load(path, map_location="cpu", weights_only=True))
+            if path.endswith((".safetensors", ".bin")):
+                weights.update(self.read_weights(path))
         return weights
+
+    def read_weights(self, path):
+        """The tensors of the weight file `path` (safetensors, or PyTorch's pickle read with `weights_only`, so that
+        nothing in it runs), {name: tensor}, checked: floats (`check_float`), finite (`check_finite`). A pickle that
+        holds more than tensors is one ModelError line saying how to convert it."""
+        import torch
+        from safetensors.torch import load_file
+
+        name = os.path.basename(path)
+        if path.endswith(".safetensors"):
+            tensors = load_file(path)
+        else:
+            try:
+                tensors = torch.load(path, map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError:
+                raise ModelError(f"{self.name}: its weights are only in a PyTorch pickle ({name}) that holds more than "
+                                 "tensors, so it was not read (nothing in it ran): convert the weights to "
+                                 "model.safetensors where the file is trusted (docs/troubleshooting.md)",
+                                 self.name) from None
+            except RuntimeError as e:  # not a zip of PyTorch's (cut, or another file)
+                raise ModelError(f"{self.name}: its weight file {name} cannot be read as PyTorch's "
+                                 f"({first_line(e)}): restore it", self.name) from None
+            if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+                raise ModelError(f"{self.name}: its weight file {name} holds no dict of tensors: restore the weights "
+                                 "saved with the model", self.name)
+        self.check_float(path, {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()})
+        self.check_finite(tensors, path)
+        return tensors
 
     def identity(self, dtype):
         """What decides the numbers this model computes in `dtype`: for an exported graph its runtime; the dtype; a
-        SHA-256 of its weight files (the graph's, for an export); the config's fields but those only training reads;
-        the tokenizer's rules, its vocabularies and the versions of the packages that segment its text. The order
-        says what a comparison names first: the dtype before the weights, and the weights before the config (another
-        model at the same path is named by its weights, not by a config field it happens to differ in)."""
-        from options_elmo import TRAINING_FIELDS
-
+        SHA-256 of its weight files (the graph's, for an export); the config's fields that decide the numbers
+        (`options_elmo.NUMBERS_FIELDS`); the tokenizer's rules, its vocabularies and the versions of the packages that
+        segment its text. The order says what a comparison names first: the dtype before the weights, and the weights
+        before the config (another model at the same path is named by its weights, not by a config field it happens
+        to differ in)."""
         tokenizer = self.basic_tokenizer()
         vocabularies = [self.file(name) for name in ("char.dic", "word.dic") if os.path.isfile(self.file(name))]
         return {
             **({"runtime": "onnxruntime"} if self.is_export else {}),
             "dtype": dtype,
             "weights_sha256": files_sha256(self.weight_files()),
-            "config": {name: value for name, value in self.options().as_dict().items() if name not in TRAINING_FIELDS},
+            "config": self.options().numbers_fields(),
             "tokenizer": {**tokenizer.settings(), "vocabularies_sha256": files_sha256(vocabularies),
                           "packages": {name: package_version(name) for name in tokenizer.segmenter.packages()}},
         }

@@ -38,8 +38,8 @@ def torch_device(name):
     except (RuntimeError, AssertionError, ValueError) as e:
         accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
         available = ["cpu", *([accelerator.type] if accelerator else [])]
-        raise UserError(f"{{device}} {name}: not usable here ({first_line(e)}); devices available: "
-                        f"{', '.join(available)}", name, arguments=["device"]) from None
+        raise UserError(f"device {name}: not usable here ({first_line(e)}); devices available: "
+                        f"{', '.join(available)}", name, argument="device") from None
     return device
 
 
@@ -75,12 +75,12 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
     dtype = dtype_name(dtype)
     if quantization_config is not None:
         if dtype not in (None, "int8"):
-            raise UserError(f"{{dtype}} {dtype}: quantization_config loads int8 weights; give one of them",
-                            dtype, arguments=["dtype"])
+            raise UserError(f"dtype {dtype}: quantization_config loads int8 weights; give one of them",
+                            dtype, argument="dtype")
         dtype = "int8"
     if runtime not in (None, *RUNTIMES):
-        raise UserError(f"{{runtime}} {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime,
-                        arguments=["runtime"])
+        raise UserError(f"runtime {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime,
+                        argument="runtime")
     if model_class is not None and (language_model or runtime == "onnxruntime" or source.is_export):
         raise UserError(f"{model_class.__name__} loads a PyTorch folder with transformers: leave out the language "
                         "model, the runtime and exported folders", model_class.__name__)
@@ -103,8 +103,8 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
         return _load_export(source, dtype, device, threads)
     if runtime == "onnxruntime":
         if language_model:
-            raise UserError("{runtime} onnxruntime runs the biLM, not the language model's softmax: leave the "
-                            "runtime out", "onnxruntime", arguments=["runtime"])
+            raise UserError("runtime onnxruntime runs the biLM, not the language model's softmax: leave the "
+                            "runtime out", "onnxruntime", argument="runtime")
         from .runtime.cache import cached_export
 
         def load_float32():  # what the cache exports, loaded only when there is something to export
@@ -140,8 +140,8 @@ def torch_dtype(dtype, source):
             return None
     value = getattr(torch, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(value, torch.dtype):
-        raise UserError(f"{{dtype}} {dtype!r:.50}: not a torch dtype (float32, bfloat16, float16) nor int8", dtype,
-                        arguments=["dtype"])
+        raise UserError(f"dtype {dtype!r:.50}: not a torch dtype (float32, bfloat16, float16) nor int8", dtype,
+                        argument="dtype")
     return value
 
 

@@ -59,7 +59,7 @@ def check_file_output(output, overwrite=False):
     except OSError as e:
         raise OutputError(f"{output}: cannot write into {parent}: {e.strerror or e}", output) from None
     if os.path.lexists(output) and not overwrite:
-        raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
+        raise OutputExistsError(f"{output} exists (pass overwrite=True to replace it)", output)
 
 
 def write_file_atomically(path, data):
@@ -158,7 +158,7 @@ def _check_output(output, overwrite):
         if empty:
             return
         if not overwrite:
-            raise OutputExistsError(f"{output} exists and is not empty (pass {{overwrite}} to replace it)", output)
+            raise OutputExistsError(f"{output} exists and is not empty (pass overwrite=True to replace it)", output)
         if not is_earlier_conversion(output):
             raise OutputError(
                 f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "

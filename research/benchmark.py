@@ -661,7 +661,7 @@ def model_alone_worker(args):
     it (`--dtype` fp32 / bf16 / int8, or ort-*: the exported folder): every batch encoded first, then the device step
     (`ElmoEmbedder.layers`, all layers, back on the host) timed batch by batch; prints the words/s."""
     from elmo_transformers import ElmoEmbedder
-    from elmo_transformers.embedding.batches import WordRows, work_units
+    from elmo_transformers.embedding.batches import work_units
     from elmo_transformers.embedding.embed_file import default_batch_words
     from elmo_transformers.embedding.inputs import count_words, line_words
 
@@ -671,8 +671,7 @@ def model_alone_worker(args):
                 else ElmoEmbedder(model, dtype=names[args.dtype], device=args.device))
     lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
     counts = [count_words(line, embedder.tokenizer) for line in lines]
-    rows = WordRows(embedder.tokenizer)
-    batches = [(unit, embedder.pinned(rows.encode([list(line_words(lines[i], embedder.tokenizer)) for i in unit])))
+    batches = [(unit, embedder.pinned(embedder.encode([list(line_words(lines[i], embedder.tokenizer)) for i in unit])))
                for unit in work_units(counts, None, 1000, default_batch_words(embedder))]
     start = time.perf_counter()
     for _, batch in batches:

@@ -2,7 +2,9 @@ import atexit
 import contextlib
 import io
 import json
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,14 +56,13 @@ def command_env(**variables):
 def process_state_kept():
     """What a command may change in the process that runs it, put back afterwards, so that the next test finds the
     process as it was: the environment, the working folder, the root logger's handlers and level (the training
-    commands' `logging.basicConfig`), logging's record factory, torch's thread count and the signal handlers."""
-    import logging
+    commands' `logging.basicConfig`), torch's thread count and the signal handlers."""
     import signal
 
     import torch
 
     environment, folder, root = dict(os.environ), os.getcwd(), logging.getLogger()
-    handlers, level, factory = list(root.handlers), root.level, logging.getLogRecordFactory()
+    handlers, level = list(root.handlers), root.level
     threads = torch.get_num_threads()
     signals = {number: signal.getsignal(number) for number in signal.valid_signals()
                if signal.getsignal(number) is not None and number not in (signal.SIGKILL, signal.SIGSTOP)}
@@ -73,7 +74,6 @@ def process_state_kept():
         os.chdir(folder)
         root.handlers[:] = handlers
         root.setLevel(level)
-        logging.setLogRecordFactory(factory)
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
         for number, handler in signals.items():
@@ -181,6 +181,50 @@ def run_store(tmp_path_factory, name):
     store = (run_folder.parent if "PYTEST_XDIST_WORKER" in os.environ else run_folder) / name
     store.mkdir(exist_ok=True)
     return store
+
+
+UNFILLED = re.compile(r"\{[A-Za-z_]\w*\}")  # a `{name}` left in a message, as a template would leave it
+
+
+class LoggedMessages(logging.Handler):
+    """The messages the package's own loggers (elmo_transformers.*, the model modules *_elmo) log, into `made`."""
+
+    def __init__(self, made):
+        super().__init__(logging.DEBUG)
+        self.made = made
+
+    def emit(self, record):
+        if record.name.split(".")[0] == "elmo_transformers" or record.name.rsplit(".", 1)[-1].endswith("_elmo"):
+            self.made.append((record.getMessage(), None))
+
+
+@pytest.fixture(autouse=True)
+def messages_are_whole(monkeypatch):
+    """Every UserError a test makes, every line a command prints for an error (`cli.one_line`) and every message the
+    package logs is whole: no unfilled `{name}`. An error about an argument starts with the argument's name, which
+    `cli.one_line` replaces by the flag. Checked after each test, so that the test that reached a message names it."""
+    from elmo_transformers import cli, errors
+
+    made, init, word = [], errors.UserError.__init__, cli.one_line
+    logged = LoggedMessages(made)
+    logging.getLogger().addHandler(logged)
+
+    def recorded(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append((str(self), self.argument))
+
+    def printed(error):
+        line = word(error)
+        made.append((line, None))
+        return line
+
+    monkeypatch.setattr(errors.UserError, "__init__", recorded)
+    monkeypatch.setattr(cli, "one_line", printed)
+    yield
+    logging.getLogger().removeHandler(logged)
+    for message, argument in made:
+        assert not UNFILLED.search(message), f"unfilled placeholder in: {message}"
+        assert argument is None or message.startswith(argument), f"does not start with {argument}: {message}"
 
 
 @pytest.fixture(scope="session", autouse=True)

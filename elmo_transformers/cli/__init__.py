@@ -9,7 +9,6 @@ too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
 
 import contextlib
 import errno
-import gc
 import importlib
 import importlib.util
 import os
@@ -49,7 +48,7 @@ def import_package():
 def option(flag, value):
     """Around library calls that check `value`, given by the command-line option `flag`: a UserError about that value
     (its `value`; the message starts with it) is printed with the option in front ("--model nosuch: no such
-    folder...")."""
+    folder..."), unless it names the argument it is about (`one_line` then names that argument's flag)."""
     from ..errors import UserError
 
     try:
@@ -107,6 +106,10 @@ FLAGS = {"options_path": "--options", "weights_path": "--weights", "softmax_path
          "vocab_path": "--vocab"}
 
 
+# The switches a message's advice may name ("pass overwrite=True"): a command words them as flags (--overwrite).
+SWITCHES = ("overwrite", "resume", "dry_run")
+
+
 def flag_of(argument):
     """The command-line flag of a library argument: `vocab_file` is --vocab-file (the training commands also take
     --vocab_file), `overwrite` --overwrite, `options_path` --options (FLAGS)."""
@@ -114,40 +117,24 @@ def flag_of(argument):
 
 
 def one_line(error):
-    """What `main` prints for `error`: its message on one line (also for wrapped causes), the option that gave the
-    value in front, and the arguments it names worded as the command's flags (--overwrite, --vocab-file)."""
+    """What `main` prints for `error`: its message on one line (also for wrapped causes), in the command's words: the
+    argument a UserError is about (its `argument`, the message's first word) named by its flag, else the option that
+    gave the value it is about in front (`option`); a refusal's advice to pass a switch ("pass overwrite=True") names
+    the flag ("pass --overwrite")."""
     from ..errors import UserError
 
-    if isinstance(error, UserError):
-        message = error.worded(flag_of)
-    elif isinstance(error, OSError) and error.strerror and error.filename is None:  # OSError(errno, "what failed")
+    if isinstance(error, OSError) and error.strerror and error.filename is None:  # OSError(errno, "what failed")
         message = error.strerror
     else:
         message = str(error)
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
     flag = getattr(error, "option", None)
+    if isinstance(error, UserError) and error.argument:
+        message, flag = flag_of(error.argument) + message.removeprefix(error.argument), None
+    if isinstance(error, UserError):
+        for switch in SWITCHES:
+            message = message.replace(f"{switch}=True", flag_of(switch))
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
     return " ".join([*([flag] if flag else []), *lines]) or type(error).__name__
-
-
-@contextlib.contextmanager
-def flags_in_log_messages():
-    """Log messages that name arguments of the call (`errors.Notice`) name the command's flags instead, as `one_line`
-    words an error."""
-    import logging
-
-    make_record = logging.getLogRecordFactory()
-
-    def record(*args, **kwargs):
-        made = make_record(*args, **kwargs)
-        if hasattr(made.msg, "worded"):
-            made.msg = made.msg.worded(flag_of)
-        return made
-
-    logging.setLogRecordFactory(record)
-    try:
-        yield
-    finally:
-        logging.setLogRecordFactory(make_record)
 
 
 def print_traceback_when_debugging():
@@ -161,14 +148,6 @@ def print_traceback_when_debugging():
         error.__suppress_context__ = False
         error = error.__cause__ or error.__context__
     traceback.print_exc()
-
-
-def freeze_for_exit():
-    """Leave what the process made to the operating system at exit: Python's last garbage collection would walk every
-    object torch and transformers created (about a second on a small CPU) only to free memory the exit frees anyway.
-    atexit handlers still run; only a process about to end calls this (gc.freeze keeps the objects from any later
-    collection)."""
-    gc.freeze()
 
 
 class BestEffort:
@@ -220,13 +199,10 @@ def own_streams():
 
 def main(argv=None):
     """Run a subcommand; returns the exit code. Without `argv` it runs the process's own command line (its standard
-    files made safe, `own_streams`), which ends when this returns (`freeze_for_exit`)."""
+    files made safe, `own_streams`)."""
     if argv is None:
         own_streams()
-        try:
-            return main(sys.argv[1:])
-        finally:
-            freeze_for_exit()
+        return main(sys.argv[1:])
     argv = list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
@@ -236,11 +212,13 @@ def main(argv=None):
         return 2
     from ..errors import UserError
     from ..hub.deadline import use_deadlines
+    from ..runtime.threads import settle_threads_variable
 
+    settle_threads_variable()  # before torch loads
     module = importlib.import_module(f"{__name__}.{COMMANDS[argv[0]][0]}")
     use_deadlines()  # no Hub call of a command waits for ever
     try:
-        with flags_in_log_messages(), signals_as_interrupts():
+        with signals_as_interrupts():
             result = module.main(argv[1:])
     except (UserError, OSError) as e:  # OSError: a file or disk problem the library did not name more precisely
         print_traceback_when_debugging()

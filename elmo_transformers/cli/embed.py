@@ -75,28 +75,37 @@ def main(argv=None):
                         help="dtype of the vectors written: float32 (default, AllenNLP's) or float16 (half the disk)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    from ..embedding.embed_file import embed_file  # (after parsing: --help answers before anything loads)
-    from ..embedding.partial_run import PartialRun
+    # (after parsing: --help answers before anything loads)
+    from ..embedding.embed_file import Report, embed
+    from ..embedding.embedder import ElmoEmbedder
+    from ..embedding.partial_run import PartialRun, check_paths
+    from ..embedding.settings import EmbedSettings
+    from ..model_folder import open_model
 
     try:
         with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
                 option("--runtime", args.runtime), option("--text-column", args.text_column):
-            report = embed_file(args.model, args.input, args.output, args.mode, args.batch_size,
-                                batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
-                                resume=args.resume, overwrite=args.overwrite, progress=not args.quiet,
-                                file_format=args.format, text_column=args.text_column,
-                                output_dtype=args.output_dtype, dtype=args.dtype, device=args.device,
-                                runtime=args.runtime, threads=args.threads)
+            settings = EmbedSettings(
+                mode=args.mode, file_format=args.format, output_dtype=args.output_dtype, batch_size=args.batch_size,
+                batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
+                text_column=args.text_column, threads=args.threads, resume=args.resume, overwrite=args.overwrite,
+                progress=not args.quiet,
+            )
+            folder = open_model(args.model)
+            output, finished = check_paths(args.input, args.output, settings, folder.path)  # before the model loads
+            report = Report() if finished else embed(
+                ElmoEmbedder(folder, dtype=args.dtype, device=args.device, runtime=args.runtime, threads=args.threads),
+                settings, args.input, output)
     except KeyboardInterrupt as e:
-        run = PartialRun(os.path.abspath(args.output), args.format)
-        kept = run.finished_lines()
+        partial = PartialRun(os.path.abspath(args.output), args.format)
+        kept = partial.finished_lines()
         by = f"interrupted by {interruption(e)}"
-        print(f"\n{by}: the {kept:,} finished lines are kept in {run.folder}; rerun with --resume" if kept
+        print(f"\n{by}: the {kept:,} finished lines are kept in {partial.folder}; rerun with --resume" if kept
               else f"\n{by} before any line was finished: nothing is kept", file=sys.stderr)
         return 130
     if report.main_process and not args.quiet:
         print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
-        if args.format == "parquet":  # (the batches are of lines of one length, not of neighbouring lines)
+        if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
             print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
                   "split='train').sort('line') gives them in line order", file=sys.stderr)
         print(speed_line(report, time.perf_counter() - started), file=sys.stderr)

@@ -1,17 +1,11 @@
-"""`elmo-transformers push`: upload an ELMo folder to the Hub with a model card (the rules:
-`elmo_transformers.hub.push`)."""
+"""`elmo-transformers push`: upload an ELMo folder to the Hub with a model card; the command line of
+`elmo_transformers.hub.push.push`, which holds the rules."""
 
 import argparse
-import os
-import shutil
+import contextlib
 import sys
-import tempfile
 
-from huggingface_hub import get_token
-
-from ..errors import UserError
-from ..model_folder import check_hub_id, open_model
-from ..output_paths import check_output_apart
+from ..model_folder import open_model
 from . import import_package, option
 
 
@@ -57,76 +51,25 @@ def main(argv=None):
                       "first of --datasets)")
     args = parser.parse_args(argv)
 
-    for flag, value in (("REPO_ID", args.repo_id), ("--base-model", args.base_model),
-                        *(("--datasets", name) for name in args.datasets)):
-        if value is not None:
-            with option(flag, value):
-                check_hub_id(value)
     with option("DIR", args.model_dir):
         model = open_model(args.model_dir, local=True)  # a folder of ELMo's, every JSON file of it readable
-    args.model_dir = model.path
-    if args.space:
-        from ..demo.server import import_gradio
-
-        import_gradio()  # before anything is staged
-    if not args.dry_run and get_token() is None:
-        raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or use --dry-run)")
-    if args.staging_dir:
-        with option("--staging-dir", args.staging_dir):
-            check_output_apart(args.staging_dir, [args.model_dir])
-    if args.staging_dir and os.path.exists(args.staging_dir) and os.listdir(args.staging_dir):
-        raise UserError(f"--staging-dir {args.staging_dir} is not empty")
-    if args.staging_dir:
-        try:
-            os.makedirs(args.staging_dir, exist_ok=True)
-            tempfile.TemporaryFile(dir=args.staging_dir).close()
-        except OSError as e:
-            raise UserError(f"cannot write into --staging-dir {args.staging_dir}: {e.strerror or e}") from None
     import_package()
-    from ..hub import push as hub
+    from ..hub.push import push
 
-    # SIGTERM, like Ctrl+C, removes the temporary folder (cli.main turns it into KeyboardInterrupt)
-    staging = args.staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
-    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
-    try:
-        if args.space:
-            result = push_space(args, staging)
-            kept = args.dry_run
-            return result
-        files = hub.build_upload_folder(
-            args.model_dir, staging, args.repo_id, license=args.license, language=args.language,
-            datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
-            eval_dataset=args.eval_dataset,
-        )
-        print(hub.check_loads(staging), file=sys.stderr)
-        if args.dry_run:
-            print(f"dry run: would upload {staging} to {args.repo_id} ({'private' if args.private else 'public'}):")
-            print("\n".join(f"  {name}" for name in files))
-            kept = True
-            return 0
-        url = hub.upload(staging, args.repo_id, args.private)
-        print(f"uploaded {len(files)} files to {url}")
-        return 0
-    finally:
-        if not kept and not args.staging_dir:  # only the temporary folder push made itself
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def push_space(args, staging):
-    """`push --space`: the Space folder (hub/space.py) in `staging`, checked, then uploaded unless --dry-run."""
-    from ..hub import push as hub
-    from ..hub import space
-
-    files, left_out = space.build_space_folder(args.model_dir, staging, args.repo_id, license=args.license)
-    if left_out:
-        print(f"not in model/ (not a regular model file of the folder): {', '.join(left_out)}", file=sys.stderr)
-    print(space.check_space(staging), file=sys.stderr)
-    if args.dry_run:
-        print(f"dry run: would upload {staging} to the Space {args.repo_id} "
+    given = [("REPO_ID", args.repo_id), ("--base-model", args.base_model),
+             *(("--datasets", name) for name in args.datasets), ("--staging-dir", args.staging_dir)]
+    with contextlib.ExitStack() as flags:  # an error about one of these values names its option
+        for flag, value in given:
+            flags.enter_context(option(flag, value))
+        pushed = push(model, args.repo_id, private=args.private, dry_run=args.dry_run, space=args.space,
+                      staging_dir=args.staging_dir, license=args.license, language=args.language,
+                      datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
+                      eval_dataset=args.eval_dataset)
+    print(pushed.check, file=sys.stderr)
+    if pushed.url is None:
+        print(f"dry run: would upload {pushed.folder} to {'the Space ' if args.space else ''}{args.repo_id} "
               f"({'private' if args.private else 'public'}):")
-        print("\n".join(f"  {name}" for name in files))
-        return 0
-    url = hub.upload(staging, args.repo_id, args.private, repo_type="space", space_sdk="gradio",
-                     commit_message="Upload ELMo demo Space")
-    print(f"uploaded {len(files)} files to {url}")
+        print("\n".join(f"  {name}" for name in pushed.files))
+    else:
+        print(f"uploaded {len(pushed.files)} files to {pushed.url}")
     return 0

@@ -68,7 +68,7 @@ def print_help(argument_classes, prog, description):
                                      formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     for argument_class in (*argument_classes, OutputArguments):
         group = parser.add_argument_group(re.sub(r"(?<!^)([A-Z])", r" \1", argument_class.__name__).lower())
-        for f in dataclasses.fields(argument_class):
+        for f in (f for f in dataclasses.fields(argument_class) if f.init):  # (as HfArgumentParser: no `model`)
             text = f.metadata.get("help", "")
             if f.default not in (None, dataclasses.MISSING) and "(default" not in text:
                 text += f" (default: {f.default})"
@@ -78,8 +78,8 @@ def print_help(argument_classes, prog, description):
 
 
 def parse_arguments(argument_classes, argv=None, prog=None, description=None):
-    """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; the model resolved once
-    (`model_name_or_path` is then its folder); logging to stdout and the seed set (before any model is built, so
+    """The command's argument dataclasses, then `TrainingArguments`, parsed from `argv`; the model opened once (the
+    first dataclass's `model`, its ModelFolder); logging to stdout and the seed set (before any model is built, so
     that new weights are reproducible). --help and --help-trainer print and exit 0."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" in argv or "--help" in argv:
@@ -108,8 +108,7 @@ def parse_arguments(argument_classes, argv=None, prog=None, description=None):
         *parsed, _, training_args = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
         raise UserError(first_line(e)) from None
-    if folder is not None:
-        parsed[0].model_name_or_path = folder  # opened once: the ModelFolder is what the training code loads
+    parsed[0].model = folder  # opened once: what the training function loads
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     set_seed(training_args.seed)

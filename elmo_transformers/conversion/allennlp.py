@@ -25,7 +25,7 @@ from modeling_elmo import ElmoForLanguageModeling, ElmoModel
 from basic_tokenization_elmo import BOS_WORD, EOS_WORD, read_vocabulary
 from tokenization_elmo import ElmoTokenizer
 
-from ..errors import ConversionError, Notice, first_line
+from ..errors import ConversionError, first_line
 from ..text_input import check_text_file
 from .output import mismatch_error
 
@@ -157,12 +157,12 @@ def options_from_shapes(shapes, source):
                          "max_characters_per_token": ORIGINAL_DEFAULTS["max_characters_per_token"]},
         }
     except (KeyError, IndexError, ValueError, TypeError) as e:
-        raise ConversionError(f"cannot infer the architecture from the arrays of {source} (missing or misshapen {e}): "
-                              "pass {options_path}", arguments=["options_path"]) from e
+        raise ConversionError(f"options_path not given, and the architecture cannot be inferred from the arrays of "
+                              f"{source} (missing or misshapen {e}): give the options file",
+                              argument="options_path") from e
     unsaid = ", ".join(f"{key}={json.dumps(value)}" for key, value in ORIGINAL_DEFAULTS.items())
-    logger.warning(Notice(f"no options for {source}: architecture read from the weight shapes; not in the weights, so "
-                          f"the Original's values are used: {unsaid} (an options file, {{options_path}}, overrides "
-                          "them)", arguments=["options_path"]))
+    logger.warning(f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
+                   f"Original's values are used: {unsaid} (an options file overrides them)")
     return options
 
 
@@ -207,6 +207,7 @@ def read_weights(config, weights_path):
                 problems.append(f"dataset {name} stores {stored:,} of its {size:,} bytes (truncated or sparse file)")
         if problems:
             raise mismatch_error(weights_path, problems, "the options")
+        check_floats(weights_path, {name: hdf5[name].dtype for name in expected})
         arrays = {}
         for name in expected:
             try:
@@ -218,6 +219,16 @@ def read_weights(config, weights_path):
     return {
         name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): value for name, value in arrays.items()
     }
+
+
+def check_floats(path, dtypes):
+    """ConversionError naming the datasets of the HDF5 file `path` ({name: NumPy dtype}) not stored as floats: read as
+    float32 they would give other weights than the model was trained with (an int64 dataset holds whole numbers)."""
+    other = [f"{name} ({dtype})" for name, dtype in dtypes.items() if dtype.kind != "f"]
+    if other:
+        more = f" and {len(other) - 3:,} more" if len(other) > 3 else ""
+        raise ConversionError(f"{path}: the datasets {', '.join(other[:3])}{more} are not stored as floats: ELMo's "
+                              "weights are floats; give the weight file the model was trained with (float32)")
 
 
 def tf_gates_to_ifgo(matrix, hidden):
@@ -290,6 +301,7 @@ def read_softmax(config, softmax_path, vocab_path):
                                   "group softmax with W [vocabulary, projection] and b [vocabulary]")
         weight, bias = hdf5["softmax/W"], hdf5["softmax/b"]
         check_softmax(config, weight.shape, bias.shape, len(words), softmax_path, vocab_path)
+        check_floats(softmax_path, {"softmax/W": weight.dtype, "softmax/b": bias.dtype})
         weight, bias = np.asarray(weight[...], dtype=np.float32), np.asarray(bias[...], dtype=np.float32)
     if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
         raise ConversionError(f"{softmax_path} holds NaN or infinite values (corrupt file?)")
@@ -362,7 +374,7 @@ def check_input_files(**paths):
     for argument, path in paths.items():
         if isinstance(path, (str, os.PathLike)) and (os.path.isdir(path) or not os.path.exists(path)):
             why = "is a folder, not a file" if os.path.isdir(path) else "no such file"
-            raise ConversionError(f"{{{argument}}} {path}: {why}", path, arguments=[argument])
+            raise ConversionError(f"{argument} {path}: {why}", path, argument=argument)
 
 
 def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **config_kwargs):
@@ -370,9 +382,10 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
     an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary). Without
     `options_path` the architecture comes from the dataset shapes (`options_from_shapes`)."""
     if (softmax_path is None) != (vocab_path is None):
-        raise ConversionError(
-            "give {softmax_path} and {vocab_path} together: the softmax rows are the vocabulary's words",
-            arguments=["softmax_path", "vocab_path"])
+        given, path, other = (("softmax_path", softmax_path, "vocabulary") if vocab_path is None
+                              else ("vocab_path", vocab_path, "softmax weights"))
+        raise ConversionError(f"{given} {path}: give the {other} too (the softmax rows are the vocabulary's words)",
+                              path, argument=given)
     check_input_files(options_path=options_path, weights_path=weights_path, softmax_path=softmax_path,
                       vocab_path=vocab_path)
     options = options_path if options_path is not None else options_from_shapes(

@@ -76,10 +76,12 @@ PRESETS = {
 }
 
 
-def manual(key):
-    """What to do when file `key` of a preset cannot be downloaded (the error names `ARGUMENTS[key]`)."""
-    return (f"download it yourself and give its path as {{{ARGUMENTS[key]}}}, or set {URL_VARIABLE} to a mirror of "
-            "AllenNLP's files")
+def unfetched(key, problem):
+    """The error for file `key` of a preset that cannot be fetched (`problem`): about the argument that gives that
+    file itself (`ARGUMENTS[key]`), and what to do."""
+    argument = ARGUMENTS[key]
+    return ConversionError(f"{argument} not given, and {problem}: download the file yourself and give its path, or set "
+                           f"{URL_VARIABLE} to a mirror of AllenNLP's files", argument=argument)
 
 
 def base_url():
@@ -111,14 +113,13 @@ def fetch_file(name, key):
         try:
             check_published_file(key, path, preset.options)
         except ConversionError as e:
-            raise ConversionError(f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
-                                  f"the server sent something else; {manual(key)}",
-                                  arguments=[ARGUMENTS[key]]) from None
+            raise unfetched(key, f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
+                                 "the server sent something else") from None
 
     try:
         return download(url, cache / os.path.basename(url), check)
     except DownloadError as e:
-        raise ConversionError(f"{e}: {manual(key)}", arguments=[ARGUMENTS[key]]) from None
+        raise unfetched(key, e) from None
 
 
 def fetch_url(url, argument):

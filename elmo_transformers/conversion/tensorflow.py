@@ -234,9 +234,9 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
         words = None
         if vocab_path is not None:
             if "softmax/W" not in extras or "softmax/b" not in extras:
-                raise ConversionError(f"{path} has no softmax (softmax/W, softmax/b): {{vocab_path}} needs a bilm-tf "
-                                      "training checkpoint; convert without {vocab_path} for the biLM alone",
-                                      arguments=["vocab_path"])
+                raise ConversionError(f"vocab_path {vocab_path}: {path} has no softmax (softmax/W, softmax/b) for the "
+                                      "vocabulary (a bilm-tf training checkpoint has one); convert without it for the "
+                                      "biLM alone", vocab_path, argument="vocab_path")
             try:
                 check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
                 words = read_vocabulary(vocab_path)

@@ -1,11 +1,10 @@
-"""The batches `embed_file` feeds the model: which lines go together (`work_units`), their `input_ids` made with
-NumPy from each word's row computed once per run (`WordRows`), and a thread that prepares the next batches while the
-model runs (`in_background`), and the thread that writes finished batches beside it (`Writer`)."""
+"""The batches `embed_file` feeds the model: which lines go together (`work_units`; their `input_ids` are the
+tokenizer's, `ElmoBasicTokenizer.encode`: one NumPy gather from the rows it keeps, each word's made once), and a
+thread that prepares the next batches while the model runs (`in_background`), and the thread that writes finished
+batches beside it (`Writer`)."""
 
 import queue
 import threading
-
-import numpy as np
 
 
 def work_units(counts, batch_size, max_words, batch_words):
@@ -25,37 +24,6 @@ def work_units(counts, batch_size, max_words, batch_words):
             batch.append(i)
         batches += [batch] if batch else []
     return batches + [i for i in order if counts[i] > max_words]
-
-
-class WordRows:
-    """The `input_ids` rows of a tokenizer's words (an ElmoBasicTokenizer's), each computed once per run
-    (`tokenizer.token_row` of the word as the model reads it, `tokenizer.cased`) and kept in one array, so that a
-    batch is one NumPy gather: `encode` gives what `tokenizer.encode` gives, padding with all-zero rows (row 0
-    here)."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.index = {}
-        self.rows = np.zeros((1024, tokenizer.input_width), np.int64)
-        self.size = 1  # row 0: padding
-
-    def _add(self, word):
-        if self.size == len(self.rows):
-            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
-        self.rows[self.size] = self.tokenizer.token_row(word)
-        self.index[word] = self.size
-        self.size += 1
-        return self.size - 1
-
-    def encode(self, sentences):
-        """{"input_ids": [batch, longest, input_width], "attention_mask": [batch, longest]} (int64) of word
-        lists, the tokenizer's own padded encoding."""
-        longest = max(map(len, sentences), default=0)
-        positions = np.zeros((len(sentences), longest), np.int64)
-        index, add = self.index, self._add
-        for i, words in enumerate(sentences):
-            positions[i, : len(words)] = [index.get(word) or add(word) for word in self.tokenizer.cased(words)]
-        return {"input_ids": self.rows[positions], "attention_mask": (positions > 0).astype(np.int64)}
 
 
 class in_background:

@@ -38,7 +38,7 @@ def select_layers(hidden_states, mode):
     """The layers of `mode` ("all", "top" or "average"; MODES) of a batch's biLM layers (each [batch, words, 2P],
     torch tensors or NumPy arrays): [batch, n_layers + 1, words, 2P] (all) or [batch, words, 2P]."""
     if mode not in MODES:
-        raise UserError(f"{{output_format}} {mode!r:.50}: one of {', '.join(MODES)}", mode, arguments=["output_format"])
+        raise UserError(f"output_format {mode!r:.50}: one of {', '.join(MODES)}", mode, argument="output_format")
     if mode == "top":
         return hidden_states[-1]
     stack = np.stack if isinstance(hidden_states[0], np.ndarray) else sys.modules["torch"].stack
@@ -129,7 +129,7 @@ class ElmoEmbedder:
             device = device or process_state().device
         if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
             self.folder = open_model(model)
-            self.source = os.path.abspath(self.folder.path) if os.path.isdir(self.folder.name) else self.folder.name
+            self.source = self.folder.source
             model, loaded_tokenizer = load_model(self.folder, dtype=dtype, quantization_config=quantization_config,
                                                  device="auto" if device is None else device, runtime=runtime,
                                                  threads=threads)
@@ -187,8 +187,8 @@ class ElmoEmbedder:
         waits for it). On a CUDA device the copy back is started here and waited for by the caller (a writer
         thread), so that the device goes on with the next batch; elsewhere it is made here."""
         if output_dtype not in OUTPUT_DTYPES:
-            raise UserError(f"{{output_dtype}} {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
-                            arguments=["output_dtype"])
+            raise UserError(f"output_dtype {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
+                            argument="output_dtype")
         selected = select_layers(self.forward(encoded).hidden_states, mode)
         if isinstance(selected, np.ndarray):
             return selected.astype(output_dtype, copy=False), lambda: None
@@ -241,10 +241,10 @@ class ElmoEmbedder:
 
     def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, **options):
         """AllenNLP's `embed_file`: the work of `elmo-transformers embed` with this embedder's model (see
-        `elmo_transformers.embedding.embed_file`, which also documents `options`); `input_file` is a path, "-" (stdin)
-        or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded words.
-        Returns the run's `Report` (what was done, where the time went)."""
-        from .embed_file import embed_file
+        `elmo_transformers.embedding.embed_file.embed_file`, which also documents `options`); `input_file` is a path,
+        "-" (stdin) or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded
+        words. Returns the run's `Report` (what was done, where the time went)."""
+        from .embed_file import embed_file  # (its outputs' modules load only for a file)
 
         return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 

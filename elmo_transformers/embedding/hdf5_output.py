@@ -108,10 +108,10 @@ class Hdf5Output:
         try:
             os.link(self.file, self.output)
         except FileExistsError:
-            raise OutputExistsError(f"{self.output} exists (pass {{overwrite}} to replace it)", self.output) from None
+            raise OutputExistsError(f"{self.output} exists (pass overwrite=True to replace it)", self.output) from None
         except OSError:  # a file system without hard links
             if os.path.lexists(self.output):
-                raise OutputExistsError(f"{self.output} exists (pass {{overwrite}} to replace it)",
+                raise OutputExistsError(f"{self.output} exists (pass overwrite=True to replace it)",
                                         self.output) from None
             os.replace(self.file, self.output)
             return

@@ -111,24 +111,24 @@ def read_column(source, column):
     (a categorical column, dictionary-encoded, by its values)."""
     kind = table_kind(source)
     if kind is None:
-        raise DataError(f"{source}: {{text_column}} reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
-                        "(.parquet) file; a text file is read one sentence a line without it", source,
-                        arguments=["text_column"])
+        raise DataError(f"text_column {column}: reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
+                        f"(.parquet) file, not of {source}; a text file is read one sentence a line without it",
+                        column, argument="text_column")
     import pyarrow as pa
 
     table = read_table(source, kind, column)
     if column not in table.column_names:
-        raise DataError(f"{column}: no such column in {source} (it has {', '.join(table.column_names)})", column,
-                        arguments=["text_column"])
+        raise DataError(f"text_column {column}: no such column in {source} (it has {', '.join(table.column_names)})",
+                        column, argument="text_column")
     values = table.column(column)
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
     if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):  # pyarrow's CSV reader, not UTF-8
-        raise DataError(f"{column}: the column of {source} is not UTF-8 text: convert the file, e.g. with `iconv -f "
-                        "ENCODING -t UTF-8`", column, arguments=["text_column"])
+        raise DataError(f"text_column {column}: the column of {source} is not UTF-8 text: convert the file, e.g. with "
+                        "`iconv -f ENCODING -t UTF-8`", column, argument="text_column")
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
-        raise DataError(f"{column}: the column of {source} holds {values.type}, not text", column,
-                        arguments=["text_column"])
+        raise DataError(f"text_column {column}: the column of {source} holds {values.type}, not text", column,
+                        argument="text_column")
     return [(text or "").strip() for text in values.to_pylist()]
 
 
@@ -146,8 +146,8 @@ def read_lines(source, text_column=None):
         except DataError:
             columns = None  # not such a table after all: text with that name
         if columns is not None:
-            raise DataError(f"{source} is a {kind} file (its columns: {', '.join(columns)}): give {{text_column}} "
-                            "to embed one of them, one row a line", source, arguments=["text_column"])
+            raise DataError(f"text_column not given: {source} is a {kind} file (its columns: {', '.join(columns)}): "
+                            "name the one to embed, one row a line", source, argument="text_column")
     if source == "-" and sys.stdin is None:
         raise DataError("-: stdin is closed: give INPUT as a file, or pipe the text into the command", source)
     try:

@@ -38,7 +38,7 @@ def check_folder_output(output, overwrite):
         raise OutputError(f"{output} is a file: give the path of a folder for the Parquet files", output)
     if os.path.isdir(output):
         if not overwrite:
-            raise OutputExistsError(f"{output} exists (pass {{overwrite}} to replace it)", output)
+            raise OutputExistsError(f"{output} exists (pass overwrite=True to replace it)", output)
         others = [name for name in sorted(os.listdir(output)) if not is_shard(output, name)]
         if others:
             raise OutputError(f"{output} holds {others[0]!r}, which embed did not write: it is not an earlier "
@@ -175,6 +175,6 @@ class ParquetOutput:
             os.rename(self.data, self.output)
         except OSError as e:
             if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-                raise OutputExistsError(f"{self.output} exists (pass {{overwrite}} to replace it)",
+                raise OutputExistsError(f"{self.output} exists (pass overwrite=True to replace it)",
                                         self.output) from None
             raise

@@ -1,5 +1,6 @@
 """OUTPUT.partial/ of `embed_file`: the resumable state of a run, whichever format it writes (`hdf5_output`,
-`parquet_output`), and the checks of INPUT and OUTPUT made before any work. It imports no torch, so that a run's
+`parquet_output`), the LSTM state kept after each window of a long line (written and read here), and the checks of
+INPUT and OUTPUT made before any work. It imports no torch (reading a window's state imports it), so that a run's
 paths are checked before the model and torch load."""
 
 import errno
@@ -18,14 +19,14 @@ from .parquet_output import ParquetOutput
 
 CHECK_WAIT = 1  # seconds: longer than another process's check holds the lock, far shorter than a run
 FINISHED = "finished.json"  # in OUTPUT.partial/: every line is done; left: putting OUTPUT in place, removing the folder
-FORMAT = 2  # run.json's "format": OUTPUT written in place (1, unnamed: batches in .npz files, assembled at the end)
 OUTPUTS = {"hdf5": Hdf5Output, "parquet": ParquetOutput}  # what `embed --format` writes
 
 
-def check_paths(source, output, overwrite, resume, model=None, file_format="hdf5"):
-    """Everything about INPUT and OUTPUT (a file, or a folder for `file_format` "parquet") that can be wrong, found
-    before any work is done; `model` (its folder) is an input too. Returns (the absolute path of OUTPUT, whether
-    `resume` found the run finished and completed it: nothing is left to do)."""
+def check_paths(source, output, settings, model=None):
+    """Everything about INPUT `source` and OUTPUT (a file, or a folder for `settings.file_format` "parquet") that can
+    be wrong, found before any work is done; `model` (its folder) is an input too. Returns (the absolute path of
+    OUTPUT, whether `settings.resume` found the run finished and completed it: nothing is left to do)."""
+    file_format, overwrite, resume = settings.file_format, settings.overwrite, settings.resume
     if os.fspath(output) == "-":
         raise DataError("the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path "
                         "of the file to write, ./- for a file of that name")
@@ -42,8 +43,8 @@ def check_paths(source, output, overwrite, resume, model=None, file_format="hdf5
     OUTPUTS[file_format].check_output(output, overwrite)
     run.check_not_running()
     if run.exists() and not resume:
-        raise UnfinishedRunError(f"{run.folder} holds an interrupted run: pass {{resume}} to continue it, or delete it",
-                                 run.folder)
+        raise UnfinishedRunError(
+            f"{run.folder} holds an interrupted run: pass resume=True to continue it, or delete it", run.folder)
     return output, False
 
 
@@ -70,7 +71,8 @@ class PartialRun:
     - `done-RANK.txt`: the journal of the process of rank RANK, one line of line numbers per batch, appended once
       the batch is on the disk (fsync): a line is finished when a journal names it;
     - `window-LINE-START-STOP.npz` (HDF5): the LSTM state after a window of a long line (whose vectors are in the
-      output), written to a temporary name and renamed once the window's vectors are on the disk;
+      output), written to a temporary name and renamed once the window's vectors are on the disk (`add_window`), read
+      by the run that resumes the line (`lstm_state`);
     - `finished.json`: every line is done (written before OUTPUT is put in place): a run killed between that and
       removing the folder is completed by the next command on the same OUTPUT (`complete_finished`).
     """
@@ -109,21 +111,20 @@ class PartialRun:
         """The files of a run are made before run.json, so a folder without it holds nothing to resume."""
         return os.path.isfile(os.path.join(self.folder, "run.json"))
 
-    def start(self, settings, lines, shapes, dtype):
-        """Make the folder, the output (one array of shape `shapes[i]` and `dtype` for line i) and, last, run.json.
-        A failure (a full disk) leaves nothing of it."""
+    def start(self, settings, lines, shapes):
+        """Make the folder, the output (one array of shape `shapes[i]` for line i, in `settings.output_dtype`) and,
+        last, run.json (`settings.record()`). A failure (a full disk) leaves nothing of it."""
         os.makedirs(self.folder, exist_ok=True)
         try:
-            self.writer.create(lines, shapes, dtype)
-            write_file_atomically(os.path.join(self.folder, "run.json"), json.dumps(settings, indent=1))
+            self.writer.create(lines, shapes, settings.output_dtype)
+            write_file_atomically(os.path.join(self.folder, "run.json"), json.dumps(settings.record(), indent=1))
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
 
     def check(self, settings):
-        """Refuse to resume a run whose input or settings differ, naming the first difference (a setting that is a
-        dict, such as the model's config, by the key inside it that differs). Every key either side has is
-        compared: a setting the first run recorded and this one lacks (or the reverse) is a difference too."""
+        """Refuse to resume a run whose input or settings (an `EmbedSettings`) differ from those run.json records,
+        naming the first difference (`EmbedSettings.differences`)."""
         path = os.path.join(self.folder, "run.json")
         try:
             with open(path, encoding="utf-8") as f:
@@ -134,20 +135,13 @@ class PartialRun:
             reason = f"not valid JSON ({saved})" if isinstance(saved, ValueError) else "not a JSON object"
             raise DataError(f"cannot resume {self.folder}: its {path} is {reason}, so what it computed is unknown: "
                             "delete the folder to start over")
-        if saved.get("format") != FORMAT:
-            raise DataError(f"cannot resume {self.folder}: an older version of embed wrote it (batches in .npz files, "
-                            "not output.hdf5): finish it with that version, or delete the folder to start over")
-        settings = json.loads(json.dumps(settings))  # as run.json holds them: lists, not tuples
-        for key in [*settings, *(k for k in saved if k not in settings)]:
-            old, value = saved.get(key), settings.get(key)
-            pairs = [(f"{key}.{k}", old.get(k), value.get(k)) for k in [*value, *(k for k in old if k not in value)]] \
-                if isinstance(value, dict) and isinstance(old, dict) else [(key, old, value)]
-            for name, old, new in pairs:
-                if old != new:
-                    raise DataError(
-                        f"cannot resume {self.folder}: it was started with {name}={old!r:.200}, now "
-                        f"{name}={new!r:.200} (use the first run's settings, or delete the folder to start over)"
-                    )
+        differences = settings.differences(saved)
+        if differences:
+            name, old, new = differences[0]
+            raise DataError(
+                f"cannot resume {self.folder}: it was started with {name}={old!r:.200}, now "
+                f"{name}={new!r:.200} (use the first run's settings, or delete the folder to start over)"
+            )
 
     def damaged(self, what):
         return DataError(f"cannot resume {self.folder}: {what}, so what it computed is unknown: delete the folder to "
@@ -188,6 +182,7 @@ class PartialRun:
             if tuple(sorted(entry)) not in made:
                 raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
         self.writer.check_text(lines, words_of, self.damaged)
+
     def finished_lines(self):
         """How many lines (and long lines begun) this folder keeps: 0 where there is none."""
         if not self.exists():
@@ -242,6 +237,22 @@ class PartialRun:
         name = f"window-{line:09d}-{start:012d}-{start + vectors.shape[-2]:012d}.npz"
         write_file_atomically(os.path.join(self.folder, name), lambda f: np.savez(f, **state))
 
+    def lstm_state(self, window, model):
+        """The LSTM state `add_window` stored after `window` (a `(start, stop, path)` of `progress()`), as
+        `lstm_state` for `model` (its device and dtype)."""
+        import torch
+
+        like = next(model.parameters())
+        try:
+            with np.load(window[2]) as saved:
+                return tuple(
+                    tuple(torch.from_numpy(saved[f"{kind}{k}"]).to(like.device, like.dtype) for kind in "hc")
+                    for k in range(model.config.n_layers)
+                )
+        except (OSError, ValueError, KeyError, EOFError):  # (np.load's errors for a cut or foreign file)
+            raise DataError(f"cannot resume: the window state {window[2]} cannot be read: delete {self.folder} to "
+                            "start over") from None
+
     def finish(self, counts, overwrite):
         """OUTPUT, complete: once every line is done, marked finished (FINISHED), put in place and the folder removed;
         OUTPUT is checked again first (something may have appeared there while the run worked: it is replaced only
@@ -249,7 +260,7 @@ class PartialRun:
         batches, windows = self.progress()
         missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
         if missing:
-            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with {{resume}}", self.folder)
+            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with resume=True", self.folder)
         write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": bool(overwrite)}))
         self._complete(overwrite)
 
@@ -261,7 +272,7 @@ class PartialRun:
                 self.writer.finish(overwrite)
             except OutputExistsError:
                 raise UnfinishedRunError(
-                    f"{self.output} appeared while the run worked: it is not replaced (pass {{overwrite}}); every "
+                    f"{self.output} appeared while the run worked: it is not replaced (pass overwrite=True); every "
                     f"line is done and kept in {self.folder}: move {self.output} away and run again", self.folder
                 ) from None
         shutil.rmtree(self.folder)
@@ -280,6 +291,8 @@ class PartialRun:
         except (OSError, ValueError, AttributeError):
             recorded = False
         self._complete(overwrite or recorded)
+
+
 def covered(windows):
     """Words covered by a long line's windows, counting only an unbroken run from word 0."""
     end = 0

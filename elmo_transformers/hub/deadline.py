@@ -1,16 +1,16 @@
 """Every Hub call of the commands has a deadline. huggingface_hub's HTTP client waits for ever where a call names no
 timeout of its own (`timeout=None`: `model_info`, `create_repo`, the upload's commit), so a Hub, proxy or mirror that
 accepts a connection and never answers would hang `push` and `--model OWNER/NAME` with no output.
-`use_deadlines()` gives each request of that client (`set_client_factory`, huggingface_hub's way to configure it) a
-limit on each wait, connecting, sending or receiving, where the call set none (huggingface_hub passes `timeout=None`
-explicitly, which overrides a client's default, so the limit is set on the request itself):
-HF_HUB_DOWNLOAD_TIMEOUT seconds where the variable is set (huggingface_hub's own variable for its downloads), else
-`HUB_TIMEOUT`. Calls that name their own timeout (file downloads) keep it."""
+`use_deadlines()` gives each request of that client a limit on each wait, connecting, sending or receiving, where
+the call set none (huggingface_hub passes `timeout=None` explicitly, which overrides a client's default, so the limit
+is set on the request itself, by a request hook): HF_HUB_DOWNLOAD_TIMEOUT seconds where the variable is set
+(huggingface_hub's own variable for its downloads), else `HUB_TIMEOUT`. Calls that name their own timeout (file
+downloads) keep it. The client is configured through huggingface_hub's public API: `set_client_factory`, its way to
+configure the client, with the request hooks of its own client (`get_session()`: offline mode, request ids) kept."""
 
 import os
 
-from huggingface_hub import set_client_factory
-from huggingface_hub.utils._http import default_client_factory  # the client huggingface_hub makes, hooks included
+from huggingface_hub import get_session, set_client_factory
 
 HUB_TIMEOUT = 60.0  # seconds: a commit of large files may keep the Hub busy a while before it answers
 
@@ -31,12 +31,14 @@ def with_deadline(request):
     request.extensions["timeout"] = {wait: limits.get(wait) or seconds for wait in ("connect", "read", "write", "pool")}
 
 
-def client_with_deadline():
-    client = default_client_factory()
-    client.event_hooks["request"] = [*client.event_hooks["request"], with_deadline]
-    return client
-
-
 def use_deadlines():
-    """From now on every client huggingface_hub makes in this process has the deadline."""
+    """From now on every client huggingface_hub makes in this process has the deadline: a client like its own
+    (`get_session()`'s class, request hooks and redirects), with `with_deadline` as the last request hook."""
+    own = get_session()
+    hooks = [hook for hook in own.event_hooks["request"] if hook is not with_deadline]
+
+    def client_with_deadline():
+        return type(own)(event_hooks={"request": [*hooks, with_deadline]}, follow_redirects=own.follow_redirects,
+                         timeout=None)
+
     set_client_factory(client_with_deadline)

@@ -13,7 +13,6 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from configuration_elmo import ELMO_AUTO_MAP, ELMO_PIPELINES
 
 from ..errors import ModelError
-from ..model_folder import open_model
 
 # Trainer's metric files and the data split each one measured.
 RESULT_FILES = {"eval_results.json": ("eval_", "validation"), "test_results.json": ("test_", "test")}
@@ -197,10 +196,9 @@ def card_licence(folder, license=None):
 
 def model_card(folder, repo_id, license=None, language=("en",), datasets=(), base_model=None, source=None,
                check=None, eval_dataset=None):
-    """A ModelCard for the ELMo folder `folder` (a path or `open_model`'s ModelFolder: its config gives the
-    architecture, sizes and labels; its licence `card_licence`). `eval_dataset` names the data of the
-    `*_results.json` (default: the first of `datasets`)."""
-    folder = open_model(folder, local=True)
+    """A ModelCard for the ELMo folder `folder` (a ModelFolder: its config gives the architecture, sizes and labels;
+    its licence `card_licence`). `eval_dataset` names the data of the `*_results.json` (default: the first of
+    `datasets`)."""
     config = folder.config
     _, auto_class, task = architecture(config)
     n_layers, projection = config["n_layers"], config["projection_dim"]

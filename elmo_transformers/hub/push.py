@@ -1,6 +1,5 @@
-"""Upload an ELMo folder (converted, trained or fine-tuned) to the Hugging Face Hub, with a model card.
-
-    elmo-transformers push DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]
+"""Upload an ELMo folder (converted, trained or fine-tuned) to the Hugging Face Hub, with a model card: `push`, which
+the command `elmo-transformers push DIR REPO_ID [--private] [--dry-run [--staging-dir FOLDER]]` calls.
 
 1. Builds the upload folder from an allow-list of what a model repo needs (model_files.py: config, weights,
    tokenizer files, the code modules, README.md); anything else in DIR (Trainer's training_args.bin, which can hold
@@ -15,33 +14,32 @@
    the step that failed.
 3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
    `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection. Each wait on the Hub
-   ends after HF_HUB_DOWNLOAD_TIMEOUT seconds (default 60: hub/deadline.py); SIGTERM stops the command as Ctrl+C
-   does, removing the temporary upload folder.
+   ends after HF_HUB_DOWNLOAD_TIMEOUT seconds (default 60: hub/deadline.py, in a command); SIGTERM stops the command
+   as Ctrl+C does, removing the temporary upload folder.
 """
 
-import importlib.util
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 
-from huggingface_hub import HfApi, constants
+from huggingface_hub import get_token
 
-from configuration_elmo import ELMO_MODULES
-
-from ..errors import UserError, first_line
-from ..model_files import GRAPH_FILES, is_model_file
-from ..model_folder import open_model
+from ..errors import UserError
+from ..model_folder import check_hub_id, open_model
+from ..output_paths import check_output_apart
+from . import space as spaces
 from .model_card import architecture, model_card
+from .repo import refuse_links_out, upload, upload_files
 
 logger = logging.getLogger(__name__)
 
 # Run in the fresh process: the architecture's Auto class and the pipeline, from the folder's own code files. Each
 # step names itself when it fails, so that a pipeline that fails is not reported as a folder that does not load.
 LOAD_CHECK = """
-import gc
 import sys
 import torch
 import transformers
@@ -73,66 +71,16 @@ result = step(f"running the {task} pipeline on {text!r}", lambda: pipe(text))
 if task == "feature-extraction" and [len(result), len(result[0])] != [1, 3]:
     sys.exit(f"feature extraction gave {len(result[0])} vectors for 3 words")
 print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {task} pipeline: {type(pipe).__name__}")
-gc.freeze()  # the check is done: no last garbage collection over everything transformers made (cli.freeze_for_exit)
 """
 
 
-def installed_module(name):
-    """The real path of this installation's own module file `name` (e.g. modeling_elmo.py), or None."""
-    module = name.removesuffix(".py")
-    spec = importlib.util.find_spec(module) if name.endswith(".py") and module in ELMO_MODULES else None
-    return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
-
-
-def refuse_links_out(model_dir):
-    """Refuse by name a model file of DIR that is a symbolic link leaving DIR, but for a model module linked to this
-    installation's own copy of that module (the shipped default model links its code to the package's): a file from
-    elsewhere (a token, a key) never reaches the Hub. Checked before any file of DIR is read."""
-    root = os.path.realpath(model_dir)
-    for name in sorted(os.listdir(model_dir)):
-        path = os.path.join(model_dir, name)
-        if name.startswith(".") or not is_model_file(name) or not os.path.islink(path):
-            continue
-        target = os.path.realpath(path)
-        if os.path.commonpath([root, target]) != root and target != installed_module(name):
-            raise UserError(f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
-                            "folder are uploaded (copy the file in, or remove the link)")
-
-
-def upload_files(source):
-    """(names to upload, names left out) of DIR (`source`, its ModelFolder; its links checked by `refuse_links_out`).
-    Uploaded: regular, not hidden files with a model-file name (or README.md) inside DIR, and of the safetensors files
-    only those the model loads, each checked to be one (`ModelFolder.check_weights`)."""
-    model_dir = source.path
-    if source.is_export:
-        raise UserError(f"{model_dir} is an exported ONNX folder (model.onnx, no PyTorch weights): push uploads and "
-                        "checks PyTorch models; push the folder it was exported from")
-    if "tokenizer_config.json" not in source.documents:  # (the model's save_pretrained alone writes none)
-        raise UserError(f"{model_dir} holds no tokenizer files (tokenizer_config.json), which a user's AutoTokenizer "
-                        "needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))")
-    weights = {os.path.basename(path) for path in source.weight_files()}
-    kept, left_out = [], []
-    for name in sorted(os.listdir(model_dir)):
-        path = os.path.join(model_dir, name)
-        wanted = not name.startswith(".") and is_model_file(name)
-        if name.endswith(".safetensors") and name not in weights or name in GRAPH_FILES:
-            wanted = False  # not a file the model loads (a graph beside PyTorch weights is not what is checked)
-        if wanted and os.path.isfile(path):
-            kept.append(name)
-        else:
-            left_out.append(name + "/" if os.path.isdir(path) else name)
-    source.check_weights()
-    return kept, left_out
-
-
-def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
-    """Copy DIR's (a folder or `open_model`'s ModelFolder) model files (`upload_files`) into `staging` (links copied
-    as the files they point to) and add the model card; returns the sorted file names of `staging`. What is left out
-    is logged (a warning)."""
-    refuse_links_out(getattr(model_dir, "path", model_dir))
-    source = open_model(model_dir, local=True)
-    kept, left_out = upload_files(source)
-    model_dir = source.path
+def build_upload_folder(model, staging, repo_id, **card_kwargs):
+    """Copy the model files (`upload_files`) of DIR (`model`, its ModelFolder) into `staging` (links copied as the
+    files they point to) and add the model card (`model_card`'s keyword arguments); returns the sorted file names
+    of `staging`. What is left out is logged (a warning)."""
+    model_dir = model.path
+    refuse_links_out(model_dir)
+    kept, left_out = upload_files(model)
     if left_out:
         logger.warning(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}")
     os.makedirs(staging, exist_ok=True)
@@ -142,13 +90,14 @@ def build_upload_folder(model_dir, staging, repo_id, **card_kwargs):
         logger.warning(f"keeping {model_dir}/README.md as the model card (delete it to generate one)")
     else:
         # From DIR's config.json and *_results.json (the latter are described, not uploaded).
-        model_card(source, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
+        model_card(model, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
     return sorted(os.listdir(staging))
 
 
-def check_loads(folder):
-    """Load `folder` in a fresh isolated process (no repository modules on the path, no network)."""
-    name, auto_class, task = architecture(open_model(folder, local=True).config)
+def check_loads(folder, model):
+    """Load `folder`, the upload folder made from `model` (a ModelFolder: its config is the folder's), in a fresh
+    isolated process (no repository modules on the path, no network); returns what the check says it loaded."""
+    name, auto_class, task = architecture(model.config)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as cwd:
         result = subprocess.run(  # -B: no __pycache__ written into the folder to upload
@@ -161,16 +110,69 @@ def check_loads(folder):
     return result.stdout.strip()
 
 
-def upload(folder, repo_id, private, repo_type="model", commit_message="Upload ELMo model", **create_options):
-    """Create the repo `repo_id` (a model, or with repo_type="space" and space_sdk a Space) if needed and upload
-    `folder` in one commit; returns the repo's URL. A Hub that cannot be reached or refuses (no network, a token
-    without write access) is one UserError line."""
-    api = HfApi()
-    try:
-        url = api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, **create_options)
-        api.upload_folder(repo_id=repo_id, repo_type=repo_type, folder_path=folder, commit_message=commit_message)
-    except Exception as e:  # noqa: BLE001  (no network, proxy, TLS, a refused token: the Hub's answer, in one line)
-        raise UserError(f"cannot upload to {repo_id} on {constants.ENDPOINT}: {type(e).__name__}: {first_line(e)}; "
-                        "check the network and the token (`hf auth login`), then push again") from e
-    return url
+@dataclass(frozen=True)
+class Pushed:
+    """What `push` did: `folder`, the upload folder (kept after a dry run or in the `staging_dir` given, else removed);
+    `files`, its files (relative paths, sorted); `check`, what the fresh-process check says it loaded; `url`, the
+    repo's URL (None after a dry run)."""
 
+    folder: str
+    files: list
+    check: str
+    url: str | None
+
+
+def check_staging_dir(staging_dir, model):
+    """A `staging_dir` given to `push`: apart from DIR (`model`, its ModelFolder), empty, and writable (made if
+    missing)."""
+    check_output_apart(staging_dir, [model.path])
+    if os.path.exists(staging_dir) and os.listdir(staging_dir):
+        raise UserError(f"staging_dir {staging_dir} is not empty", staging_dir, argument="staging_dir")
+    try:
+        os.makedirs(staging_dir, exist_ok=True)
+        tempfile.TemporaryFile(dir=staging_dir).close()
+    except OSError as e:
+        raise UserError(f"staging_dir {staging_dir}: cannot write into it: {e.strerror or e}", staging_dir,
+                        argument="staging_dir") from None
+
+
+def push(model, repo_id, *, private=False, dry_run=False, space=False, staging_dir=None, license=None,
+         language=("en",), datasets=(), base_model=None, source=None, check=None, eval_dataset=None):
+    """Upload the ELMo folder `model` (a path, `default` for the shipped model, or `open_model`'s ModelFolder) to the
+    Hub repo `repo_id` with a model card: the upload folder built, checked in a fresh process and uploaded in one
+    commit (this module's docstring). `space`: a Gradio Space serving the demo page on the model instead
+    (`space.build_space_folder`; the card arguments but `license` do not apply). `dry_run` builds and checks the
+    folder and uploads nothing. The folder is built in `staging_dir` (empty or new) where given, else in a temporary
+    folder removed at the end (kept after a dry run). The card arguments are `model_card`'s. The token comes from
+    HF_TOKEN or `hf auth login`. Every argument is checked before any work; returns a `Pushed`."""
+    for value in (repo_id, base_model, *datasets):
+        if value is not None:
+            check_hub_id(value)
+    folder = open_model(model, local=True)  # (a ModelFolder as it is)
+    if space:
+        from ..demo.server import import_gradio
+
+        import_gradio()  # before anything is staged
+    if not dry_run and get_token() is None:
+        raise UserError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (or pass dry_run=True)")
+    if staging_dir:
+        check_staging_dir(staging_dir, folder)
+    staging = staging_dir or tempfile.mkdtemp(prefix="elmo-upload-")
+    kept = False  # a dry run keeps its folder for inspection; a failed run removes the one it made
+    try:
+        if space:
+            files, _ = spaces.build_space_folder(folder, staging, repo_id, license=license)
+            checked = spaces.check_space(staging)
+            options = {"repo_type": "space", "space_sdk": "gradio", "commit_message": "Upload ELMo demo Space"}
+        else:
+            files = build_upload_folder(folder, staging, repo_id, license=license, language=language,
+                                        datasets=datasets, base_model=base_model, source=source, check=check,
+                                        eval_dataset=eval_dataset)
+            checked = check_loads(staging, folder)
+            options = {}
+        url = None if dry_run else upload(staging, repo_id, private, **options)
+        kept = dry_run
+        return Pushed(staging, files, checked, url)
+    finally:
+        if not kept and not staging_dir:  # only the temporary folder push made itself
+            shutil.rmtree(staging, ignore_errors=True)

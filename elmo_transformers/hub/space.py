@@ -2,7 +2,7 @@
 
 The Space folder holds:
 - app.py: the repository's (the page of `demo --web`), which serves the model in model/;
-- model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `push.upload_files`);
+- model/: DIR's files as `push` uploads a model (the same allow-list and link checks, `repo.upload_files`);
 - this package's code (elmo_transformers/ without its shipped model, and the model modules), so that the Space runs
   the code checked here, and its licence (LICENSE, Apache-2.0);
 - requirements.txt: this package's requirements and its [demo] extra, from the installed package's metadata, with
@@ -15,6 +15,7 @@ Before upload the folder is checked in a fresh, isolated process (`python -I`, o
 app.py must build the page from the folder's own code and model.
 """
 
+import logging
 import os
 import shutil
 import subprocess
@@ -29,9 +30,10 @@ from packaging.requirements import Requirement
 from configuration_elmo import ELMO_MODULES
 
 from ..errors import UserError
-from ..model_folder import open_model
 from .model_card import model_card
-from .push import installed_module, refuse_links_out, upload_files
+from .repo import installed_module, refuse_links_out, upload_files
+
+logger = logging.getLogger(__name__)
 
 PACKAGE = "elmo-transformers"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -102,12 +104,12 @@ def model_licence(source):
     return licence
 
 
-def space_card(model_dir, repo_id, license=None):
-    """The Space's README.md: the Spaces header and a few lines on what the page shows. Its licence is `license`
-    where given, else the model's (`model_licence`), else apache-2.0 (as `push` gives a model)."""
+def space_card(source, repo_id, license=None):
+    """The Space's README.md for the model `source` (a ModelFolder): the Spaces header and a few lines on what the
+    page shows. Its licence is `license` where given, else the model's (`model_licence`), else apache-2.0 (as `push`
+    gives a model)."""
     import gradio
 
-    source = open_model(model_dir, local=True)
     config, name, language_model = source.config, source.title, source.is_language_model
     licence = {"license": license} if license else model_licence(source) or {"license": "apache-2.0"}
     data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
@@ -126,13 +128,14 @@ def space_card(model_dir, repo_id, license=None):
     return SpaceCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
-def build_space_folder(model_dir, staging, repo_id, license=None):
-    """Write the Space folder for DIR into `staging`; returns (its files, relative and sorted; the names of DIR
-    left out of model/)."""
-    refuse_links_out(getattr(model_dir, "path", model_dir))
-    source = open_model(model_dir, local=True)
+def build_space_folder(source, staging, repo_id, license=None):
+    """Write the Space folder for DIR (`source`, its ModelFolder) into `staging`; returns (its files, relative and
+    sorted; the names of DIR left out of model/, which are logged: a warning)."""
     model_dir = source.path
+    refuse_links_out(model_dir)
     kept, left_out = upload_files(source)
+    if left_out:
+        logger.warning(f"not in model/ (not a regular model file of the folder): {', '.join(left_out)}")
     app = PACKAGE_ROOT / "demo" / "app.py"  # the repository's app.py
     files = {"app.py": app, **package_files(), **{f"model/{name}": Path(model_dir) / name for name in kept}}
     for relative, path in files.items():

@@ -2,9 +2,11 @@
 `ORTModel.from_pretrained(..., export=True)` does, kept in the Hugging Face cache (HF_HOME/elmo-transformers/onnx/).
 
 The rules:
-- An entry is keyed by the model's fingerprint in the dtype (`ModelFolder.fingerprint`: its weight files, its config,
-  its tokenizer's rules and vocabularies, the dtype; what `embed --resume` compares too): a changed model, or another
-  tokenization of the same weights, never reuses a stale graph.
+- An entry is keyed by the model's fingerprint in the dtype (`ModelFolder.fingerprint`: its weight files, its
+  config's fields that decide the numbers (`options_elmo.NUMBERS_FIELDS`, which the graph records too), its
+  tokenizer's rules and vocabularies, the dtype; what `embed --resume` compares too): a changed model, or another
+  tokenization of the same weights, never reuses a stale graph; a change of a field that does not decide the
+  numbers (a training setting, `float_kernel`) reuses it.
 - An entry records its key and its own fingerprint (KEY_FILE), and is checked against both before use: an entry
   that another model's export replaced, or that was cut or edited, is exported again (with a warning).
 - An entry that checks out is used without a lock, so a read-only cache that holds it works.

@@ -16,7 +16,7 @@ from ..errors import ModelError, UserError, first_line
 from ..model_files import GRAPH_FILES
 from ..model_folder import loading, open_model
 from . import ModelTraits, threads
-from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, GRAPH_FIELDS, ElmoOnnxConfig
+from .onnx_config import CONFIG_KEY, DTYPE_KEY, DTYPES, ElmoOnnxConfig
 
 INSTALL = 'pip install "elmo-transformers[onnx]"'
 # Word positions (sentences x longest sentence) per onnxruntime run: a longer batch is run in slices of whole
@@ -35,12 +35,12 @@ def check_onnx_installed(packages, purpose, value=None):
 
 def intra_op_threads():
     """As many threads as torch uses: torch.get_num_threads() where torch is already imported (not importing it),
-    else OMP_NUM_THREADS where set (torch's own rule), else the CPUs free to this process now
-    (`runtime.threads.free_cpus`: on a busy machine fewer than onnxruntime's default, the physical cores)."""
+    else OMP_NUM_THREADS where it is a count (`runtime.threads.requested_threads`: at most the CPUs this process may
+    use), else the CPUs free to this process now (`free_cpus`: on a busy machine fewer than onnxruntime's default,
+    the physical cores)."""
     if sys.modules.get("torch") is not None:
         return sys.modules["torch"].get_num_threads()
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() else threads.free_cpus()
+    return threads.requested_threads() or threads.free_cpus()
 
 
 @dataclass
@@ -73,13 +73,15 @@ def check_graph(folder, session, config):
                         f"{folder}: its model.onnx does not fit its config.json: {kind} {name} has shape "
                         f"{shapes[name]}, the config gives {list(shape)}; {again}", folder)
     recorded = session.get_modelmeta().custom_metadata_map.get(CONFIG_KEY)
-    if recorded is not None:  # (exports made before the graph recorded its config are checked by shape only)
-        recorded = json.loads(recorded)
-        for name in GRAPH_FIELDS:
-            if recorded.get(name) != getattr(config, name):
-                raise ModelError(
-                    f"{folder}: its config.json does not fit its model.onnx: {name} is {getattr(config, name)!r} in "
-                    f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
+    if recorded is None:
+        raise ModelError(f"{folder}: its model.onnx does not record the config it was exported with (metadata "
+                         f"{CONFIG_KEY}), as `export onnx` writes it; {again}", folder)
+    recorded = json.loads(recorded)
+    for name, value in config.numbers_fields().items():
+        if recorded.get(name) != value:
+            raise ModelError(
+                f"{folder}: its config.json does not fit its model.onnx: {name} is {value!r} in "
+                f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
 
 
 class OnnxElmoModel:

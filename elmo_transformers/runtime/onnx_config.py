@@ -8,13 +8,9 @@ import json
 
 DTYPES = ("float32", "int8")
 DTYPE_KEY = "dtype"  # metadata: float32 or int8, as exported
-CONFIG_KEY = "elmo_config"  # metadata: the fields of config.json that decide the graph's numbers, as exported
-# The config.json fields the graph was made from (its numbers depend on them); the others (training, bookkeeping)
-# may change after the export.
-GRAPH_FIELDS = ("activation", "cell_clip", "char_embedding_dim", "char_vocab_size", "do_layer_norm", "filters",
-                "lstm_dim", "max_characters_per_token", "n_characters", "n_highway", "n_layers", "proj_clip",
-                "projection_dim", "scalar_mix_parameters", "sentence_boundary_ids", "use_skip_connections",
-                "word_embedding_dim", "word_vocab_size")
+# metadata: the fields of config.json that decide the graph's numbers (`options_elmo.NUMBERS_FIELDS`), as exported;
+# the others (training, performance settings) may change after the export
+CONFIG_KEY = "elmo_config"
 
 
 class ElmoOnnxConfig:
@@ -50,8 +46,9 @@ class ElmoOnnxConfig:
                 for name in names}
 
     def graph_fields(self):
-        """The recorded metadata CONFIG_KEY: the config's GRAPH_FIELDS, as JSON."""
-        return json.dumps({name: getattr(self.config, name) for name in GRAPH_FIELDS}, sort_keys=True)
+        """The recorded metadata CONFIG_KEY: the config's fields that decide the numbers (`numbers_fields()`), as
+        JSON."""
+        return json.dumps(self.config.numbers_fields(), sort_keys=True)
 
     def describe(self):
         """The card's Inputs and Outputs sections (Markdown), from the same specs the export uses."""

@@ -42,8 +42,7 @@ def export_onnx(model, tokenizer, output, dtype="float32", overwrite=False, sour
     `output_paths.check_output`); returns its absolute path. `source` is how the card names the model (default: its
     `name_or_path`)."""
     if dtype not in DTYPES:
-        raise UserError(f"{{dtype}} {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", dtype,
-                        arguments=["dtype"])
+        raise UserError(f"dtype {dtype!r:.50}: the ONNX export offers {', '.join(DTYPES)}", dtype, argument="dtype")
     check_onnx_installed(PACKAGES, "exporting to ONNX")
     source = str(source or getattr(model, "name_or_path", "") or "an ELMo model")
     output = check_output(output, overwrite, [getattr(model, "name_or_path", None)])

@@ -6,13 +6,20 @@ may run on (its affinity mask) less the load the other processes put on them now
 /proc/loadavg's fourth field, less this one; taken as spread evenly over the machine's CPUs), at most its cgroup's
 CPU quota (cpu.max, as a container sets it), and at least one. Not the one-minute load average (read only where
 there is no /proc): it lags, so a run started right after another (a benchmark, a script that embeds file after
-file) would see that one's load and take one thread on an idle machine."""
+file) would see that one's load and take one thread on an idle machine. OMP_NUM_THREADS, where it is a count, names
+the count instead, at most the CPUs of the affinity mask (`requested_threads`)."""
 
+import contextlib
+import functools
+import logging
 import math
 import os
 import time
 
+logger = logging.getLogger(__name__)
+
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+THREADS_VARIABLE = "OMP_NUM_THREADS"
 
 
 def affinity_cpus():
@@ -64,3 +71,60 @@ def free_cpus():
     free = math.floor(cpus - others + 0.5)
     quota = cgroup_quota()
     return max(1, free if quota is None else min(free, math.floor(quota)))
+
+
+@contextlib.contextmanager
+def cpu_threads(threads, runtime):
+    """Around a run of a PyTorch model: torch's threads set to `threads` (default: OMP_NUM_THREADS as
+    `requested_threads` takes it, else the CPUs free to this process now, `free_cpus`), and back afterwards. Yields
+    the count the model runs with (None for a model in another `runtime`: an exported graph's onnxruntime threads are
+    set when it loads)."""
+    if runtime != "torch":
+        yield None
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or requested_threads() or free_cpus())
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def requested_threads():
+    """The threads OMP_NUM_THREADS asks for, as a run takes them (`threads_asked`), or None where it is unset."""
+    value = os.environ.get(THREADS_VARIABLE)
+    return None if value is None else threads_asked(value, affinity_cpus())
+
+
+@functools.cache
+def threads_asked(value, cpus):
+    """The threads OMP_NUM_THREADS=`value` asks for: None where it is not a whole number above 0 (`0`, `-1`, `abc`,
+    empty: treated as unset, where OpenMP would warn and take every CPU); at most `cpus`, the CPUs this process may
+    use (more only wait on each other, and tens of thousands crash OpenMP). Either change is said in one warning
+    line, once a process (cached). A list for nested levels ("4,2") counts by its first number."""
+    first = value.split(",")[0].strip()
+    count = int(first) if first.isascii() and first.isdigit() else 0
+    if count < 1:
+        logger.warning(f"{THREADS_VARIABLE}={value!r} is not a number of threads, so it is ignored and the threads are "
+                       f"chosen as where it is unset: set {THREADS_VARIABLE} to a whole number from 1 to {cpus}, or "
+                       "unset it")
+        return None
+    if count > cpus:
+        logger.warning(f"{THREADS_VARIABLE}={value} asks for more threads than the {cpus} CPUs this process may use, "
+                       f"so {cpus} are used: set {THREADS_VARIABLE} to {cpus} or fewer")
+        return cpus
+    return count
+
+
+def settle_threads_variable():
+    """OMP_NUM_THREADS rewritten as `requested_threads` takes it (removed where it is not a count), in this process's
+    environment, before torch loads: OpenMP reads it once, as it loads, for the teams of every thread the process
+    starts (a Python thread's are not torch's count: tens of thousands crash OpenMP) and of its children, and warns
+    of an invalid value itself. The commands call this first."""
+    value, count = os.environ.get(THREADS_VARIABLE), requested_threads()
+    if count is None:
+        os.environ.pop(THREADS_VARIABLE, None)
+    elif count < int(value.split(",")[0]):
+        os.environ[THREADS_VARIABLE] = str(count)

@@ -1,10 +1,13 @@
 """The arguments of the training functions (`finetuning.token_classification`, `finetuning.sequence_classification`,
 `pretraining.pretrain`), besides Trainer's `TrainingArguments`: a dataclass each, whose fields the training commands
-take as options (`cli/training_arguments.py` parses them) and a Python caller fills in. This module imports neither
+take as options (`cli/training_arguments.py` parses them) and a Python caller fills in. `model` is no option
+(`init=False`, as TrainingArguments keeps what it works out): the ModelFolder of `model_name_or_path`, which the
+command opens once (`open_model`) and the training function opens where no one has. This module imports neither
 torch nor transformers: the commands' help is read from it."""
 
 from dataclasses import dataclass, field
 
+from ..model_folder import ModelFolder
 from ..models import DEFAULT_MODEL
 
 
@@ -25,6 +28,7 @@ class HeadArguments:
         metadata={"help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
                   "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."},
     )
+    model: ModelFolder | None = field(default=None, init=False, repr=False)  # model_name_or_path, opened
 
 
 @dataclass
@@ -65,6 +69,7 @@ class PretrainModelArguments:
                                                 "text's out-of-vocabulary words to its vocabulary and softmax."})
     add_words_min_count: int = field(default=5, metadata={"help": "Of the words to add, only those seen this often."})
     lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
+    model: ModelFolder | None = field(default=None, init=False, repr=False)  # model_name_or_path, opened
 
 
 @dataclass

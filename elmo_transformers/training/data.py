@@ -167,8 +167,8 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None, split_words=
     that carry the LSTM state over), so a paragraph cut in several windows has one artificial boundary per cut.
     """
     if text_column not in dataset.column_names:
-        raise DataError(f"no column {text_column!r} in the data (columns: {dataset.column_names}); set "
-                        "{text_column}", text_column, arguments=["text_column"])
+        raise DataError(f"text_column {text_column!r}: no such column in the data (its columns: "
+                        f"{dataset.column_names})", text_column, argument="text_column")
     feature = dataset.features[text_column]
     if getattr(feature, "dtype", None) not in ("string", "large_string"):
         raise DataError(f"column {text_column!r} holds {feature}, not lines of text: give a text file (one sentence "

@@ -15,10 +15,10 @@ from .runner import check_splits, json_argument, limit_samples, model_options, r
 
 
 def load(head_args, data_args, training_args):
-    """(the starting ModelFolder, its config, the data splits) of the arguments, the splits checked against the
-    do_* arguments: what both fine-tuning tasks start with. The config first: a broken one is one line before the
-    data is read."""
-    source = open_model(head_args.model_name_or_path)
+    """(the starting ModelFolder: `head_args.model`, else `model_name_or_path` opened; its config; the data splits)
+    of the arguments, the splits checked against the do_* arguments: what both fine-tuning tasks start with. The
+    config first: a broken one is one line before the data is read."""
+    source = head_args.model or open_model(head_args.model_name_or_path)
     with loading(source.name):
         config = source.elmo_config()
     raw = load_data(data_args)
@@ -31,8 +31,7 @@ def load_data(data_args):
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     files = {split: [path] for split, path in files.items() if path}
     if data_args.dataset_name is None and not files:
-        raise DataError("give {train_file} / {validation_file} / {test_file} or {dataset_name}",
-                        arguments=["train_file", "validation_file", "test_file", "dataset_name"])
+        raise DataError("no data: give train_file / validation_file / test_file or dataset_name")
     raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
         if len(raw[split]) == 0:
@@ -65,8 +64,8 @@ def require_column(raw, column, argument):
     """`column` is in the data, else an error that says to set `argument` (the name of the argument that gives it)."""
     columns = next(iter(raw.values())).column_names
     if column not in columns:
-        raise DataError(f"no column {column!r} in the data (columns: {columns}); set {{{argument}}}", column,
-                        arguments=[argument])
+        raise DataError(f"{argument} {column!r}: no such column in the data (its columns: {columns})", column,
+                        argument=argument)
 
 
 def class_label(raw, column, nested):
@@ -165,7 +164,7 @@ def token_metrics(labels):
 
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
-    (`head_args.model_name_or_path`, the ModelFolder the command opened); returns the Trainer."""
+    (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
@@ -201,7 +200,7 @@ def sequence_metrics(prediction):
 
 def sequence_classification(head_args, data_args, training_args):
     """Fine-tune a sequence-classification head (`finetune sequence-classification`) on a model folder
-    (`head_args.model_name_or_path`, the ModelFolder the command opened); returns the Trainer."""
+    (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
     source, config, raw = load(head_args, data_args, training_args)
     text_column, label_column = data_args.text_column or "text", data_args.label_column or "label"
     require_column(raw, text_column, "text_column")

@@ -69,10 +69,10 @@ def load_windows(data_args, training_args, split_words=None):
     if "validation" not in raw and "train" in raw and data_args.validation_split_percentage > 0:
         lines, share = len(raw["train"]), data_args.validation_split_percentage / 100
         if not 0 < share < 1 or lines - math.ceil(lines * share) < 1:  # datasets holds out ceil(share x lines)
-            raise DataError(f"cannot hold out {data_args.validation_split_percentage}% of {lines:,} training lines "
-                            "for validation (each part needs a line): give {validation_file}, or set "
-                            "{validation_split_percentage} to 0 for none", data_args.validation_split_percentage,
-                            arguments=["validation_file", "validation_split_percentage"])
+            percentage = data_args.validation_split_percentage
+            raise DataError(f"validation_split_percentage {percentage}: cannot hold out {percentage}% of {lines:,} "
+                            "training lines for validation (each part needs a line): give 0 to hold out none, or a "
+                            "validation file", percentage, argument="validation_split_percentage")
         held_out = raw["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
@@ -91,21 +91,22 @@ def vocab_file_tokenizer(data_args):
     try:
         return ElmoTokenizer(vocab_file=data_args.vocab_file)
     except (OSError, ValueError) as e:
-        raise DataError(f"{{vocab_file}} {data_args.vocab_file}: {first_line(e)}", data_args.vocab_file,
-                        arguments=["vocab_file"]) from None
+        raise DataError(f"vocab_file {data_args.vocab_file}: {first_line(e)}", data_args.vocab_file,
+                        argument="vocab_file") from None
 
 
-def load_tokenizer(model_args, data_args, training_args, train_windows, start, start_tokenizer):
+def load_tokenizer(model_args, data_args, training_args, train_windows, start, start_tokenizer, resumed):
     """The word vocabulary and whether it is the starting model's own (then its softmax is kept too): a resumed
-    checkpoint's (its softmax rows follow that word order), else `vocab_file`, else the starting model's (`start`,
-    its ModelFolder, and `start_tokenizer`, if it has an LM softmax of that size), else built from the text."""
+    checkpoint's (`resumed`, its ModelFolder: its softmax rows follow that word order), else `vocab_file`, else the
+    starting model's (`start`, its ModelFolder, and `start_tokenizer`, if it has an LM softmax of that size), else
+    built from the text."""
     checkpoint = training_args.resume_from_checkpoint
-    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
-        tokenizer = open_model(checkpoint, local=True).tokenizer()
+    if resumed is not None:
+        tokenizer = resumed.tokenizer()
         if data_args.vocab_file and vocab_file_tokenizer(data_args).get_vocab() != tokenizer.get_vocab():
-            raise DataError(f"{{vocab_file}} {data_args.vocab_file} differs from the vocabulary of the checkpoint "
-                            f"{checkpoint}: its softmax rows follow the checkpoint's words "
-                            "(drop {vocab_file} to resume)", data_args.vocab_file, arguments=["vocab_file"])
+            raise DataError(f"vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
+                            f"{checkpoint}: its softmax rows follow the checkpoint's words (resume without it)",
+                            data_args.vocab_file, argument="vocab_file")
         logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; vocab_size and "
                     "min_count apply only when a vocabulary is built")
         return tokenizer, False
@@ -118,12 +119,12 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start, s
             logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
             return tokenizer, True
         if model_args.add_words and not checkpoint:  # refused before a vocabulary is built and written
-            raise DataError(f"{{add_words}} extends the starting model's own softmax, but the vocab.txt of "
+            raise DataError(f"add_words extends the starting model's own softmax, but the vocab.txt of "
                             f"{model_args.model_name_or_path} has {tokenizer.vocab_size:,} words and its softmax "
-                            f"{lm_vocab_size or 0:,}: restore its vocab.txt", arguments=["add_words"])
+                            f"{lm_vocab_size or 0:,}: restore its vocab.txt", argument="add_words")
     if train_windows is None:
-        raise DataError("no vocabulary: give {vocab_file}, or training data to build one from",
-                        arguments=["vocab_file"])
+        raise DataError("vocab_file not given, and no training data to build a vocabulary from: give one of them",
+                        argument="vocab_file")
 
     def build(path):
         size = build_vocabulary(train_windows, path, data_args.vocab_size, data_args.min_count)
@@ -204,44 +205,47 @@ def write_run_vocabulary(training_args, write):
 
 
 def pretrain(model_args, data_args, training_args):
-    """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`, as
-    the ModelFolder the command opened), into `training_args.output_dir` (the command has checked that it is
+    """Pre-train (`pretrain`) from scratch or from a model folder (`model_args.model_name_or_path`; `model_args.model`
+    where it is open already), into `training_args.output_dir` (the command has checked that it is
     apart from the inputs and empty, or to be written into): every check first, then data, vocabulary, model and the
     Trainer run. Returns the Trainer."""
     if data_args.max_words < 1:
-        raise DataError(f"{{max_words}} {data_args.max_words}: must be at least 1 (the words of a training window)",
-                        data_args.max_words, arguments=["max_words"])
+        raise DataError(f"max_words {data_args.max_words}: must be at least 1 (the words of a training window)",
+                        data_args.max_words, argument="max_words")
     if model_args.add_words < 0:
-        raise DataError(f"{{add_words}} {model_args.add_words}: must be 0 (none) or more", model_args.add_words,
-                        arguments=["add_words"])
+        raise DataError(f"add_words {model_args.add_words}: must be 0 (none) or more", model_args.add_words,
+                        argument="add_words")
     if model_args.add_words_min_count < 1:
-        raise DataError(f"{{add_words_min_count}} {model_args.add_words_min_count}: must be at least 1",
-                        model_args.add_words_min_count, arguments=["add_words_min_count"])
-    start = open_model(model_args.model_name_or_path) if model_args.model_name_or_path else None
+        raise DataError(f"add_words_min_count {model_args.add_words_min_count}: must be at least 1",
+                        model_args.add_words_min_count, argument="add_words_min_count")
+    start = model_args.model
+    if start is None and model_args.model_name_or_path:
+        start = open_model(model_args.model_name_or_path)
     if start is not None:  # a config.json value ElmoConfig refuses: one line, before the data is read
         with loading(start.name):
             start.elmo_config()
     if model_args.add_words and not training_args.resume_from_checkpoint:  # before anything is written
         if start is None or not start.is_language_model or not training_args.do_train or data_args.vocab_file:
-            raise DataError("{add_words} extends the starting model's own softmax: give {model_name_or_path} of a "
-                            "language model (with its vocab.txt), {do_train}, and no {vocab_file}",
-                            arguments=["add_words", "model_name_or_path", "do_train", "vocab_file"])
+            raise DataError("add_words extends the starting model's own softmax: it needs a language model (with its "
+                            "vocab.txt) to start from, training, and no other vocabulary file", argument="add_words")
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
-        raise DataError("give {train_file} / {validation_file} or {dataset_name}",
-                        arguments=["train_file", "validation_file", "dataset_name"])
+        raise DataError("no data: give train_file / validation_file or dataset_name")
     if training_args.do_train and data_args.dataset_name is None and not data_args.train_file:
-        raise DataError("{do_train} needs {train_file} or {dataset_name}",
-                        arguments=["do_train", "train_file", "dataset_name"])
+        raise DataError("do_train needs training data: give train_file or dataset_name")
 
     start_tokenizer = None
     if start is not None:
         with loading(start.name):
             start_tokenizer = start.tokenizer()
     windows = load_windows(data_args, training_args, start_tokenizer.split_words if start_tokenizer else None)
+    checkpoint = training_args.resume_from_checkpoint
+    resumed = None  # a checkpoint with its vocabulary: what the run goes on with
+    if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
+        resumed = open_model(checkpoint, local=True)
     tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start,
-                                             start_tokenizer)
+                                             start_tokenizer, resumed)
     with model_options():
         model = build_language_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:

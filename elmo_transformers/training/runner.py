@@ -23,8 +23,8 @@ def json_argument(value, argument, example):
     try:
         return json.loads(value)
     except json.JSONDecodeError as e:
-        raise UserError(f"{{{argument}}} {value!r:.100} is not JSON ({e.msg}); write it like {example}", value,
-                        arguments=[argument]) from None
+        raise UserError(f"{argument} {value!r:.100} is not JSON ({e.msg}); write it like {example}", value,
+                        argument=argument) from None
 
 
 @contextlib.contextmanager
@@ -52,7 +52,7 @@ def check_splits(training_args, splits):
     """Each do_* argument needs its split: train, validation (do_eval), test (do_predict)."""
     for argument, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
         if getattr(training_args, argument) and split not in splits:
-            raise DataError(f"{{{argument}}} needs a {split} split", arguments=[argument])
+            raise DataError(f"{argument} needs a {split} split", argument=argument)
 
 
 def run(model, tokenizer, training_args, splits, collator, compute_metrics, length_column=None):

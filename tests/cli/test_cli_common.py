@@ -129,10 +129,10 @@ def test_a_json_file_of_word_lists_is_one_line(lm_dir, tmp_path, capsys):
 
 def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp_path, capsys):
     embed = ["embed", text, tmp_path / "out.hdf5", "--top", "--model", tiny_model_dir]
-    one_line(*run([*embed, "--device", "banana"], capsys), "--device banana: not usable here")
+    assert one_line(*run([*embed, "--device", "banana"], capsys)).startswith("error: --device banana: not usable here")
     one_line(*run(["perplexity", text, "--model", lm_dir, "--device", "banana"], capsys), "--device banana")
     if not torch.cuda.is_available():  # a CPU-only torch, as on the test machines
-        one_line(*run([*embed, "--device", "cuda"], capsys), "--device cuda: not usable here")
+        assert one_line(*run([*embed, "--device", "cuda"], capsys)).startswith("error: --device cuda: not usable here")
     assert not (tmp_path / "out.hdf5").exists()
 
 
@@ -232,6 +232,58 @@ def test_a_folder_of_another_architecture_is_one_line_in_every_command(tmp_path,
     one_line(*run(missing_model_commands(tmp_path, str(bert))["demo"], capsys),
              f"--model {bert}: its config.json cannot be read as JSON")
     assert not any((tmp_path / name).exists() for name in ("out.hdf5", "ft", "pt"))
+
+
+def test_an_error_reads_in_python_words_to_a_caller_and_in_flags_to_a_command():
+    """A message is whole where it is raised; only `cli.one_line` names flags: the argument an error starts with, a
+    switch a refusal advises, the option that gave a value (once, never also in front of an argument's flag)."""
+    from elmo_transformers import cli
+    from elmo_transformers.errors import DataError, OutputExistsError, UnfinishedRunError, UserError
+
+    cases = [
+        (DataError("max_words 0: must be at least 1", 0, argument="max_words"), None,
+         "max_words 0: must be at least 1", "--max-words 0: must be at least 1"),
+        (UserError("vocab_path v.txt: no such file", "v.txt", argument="vocab_path"), None,
+         "vocab_path v.txt: no such file", "--vocab v.txt: no such file"),
+        (UserError("device cuda: not usable here", "cuda", argument="device"), "--device",
+         "device cuda: not usable here", "--device cuda: not usable here"),
+        (UserError("nosuch: no such folder", "nosuch"), "--model", "nosuch: no such folder",
+         "--model nosuch: no such folder"),
+        (OutputExistsError("out.h5 exists (pass overwrite=True to replace it)", "out.h5"), "--output",
+         "out.h5 exists (pass overwrite=True to replace it)",
+         "--output out.h5 exists (pass --overwrite to replace it)"),
+        (UnfinishedRunError("o.partial lacks lines [3]: rerun with resume=True", "o.partial"), None,
+         "o.partial lacks lines [3]: rerun with resume=True", "o.partial lacks lines [3]: rerun with --resume"),
+    ]
+    for error, option, python_words, command_words in cases:
+        assert str(error) == python_words
+        if option:
+            error.option = option  # as `cli.option(FLAG, value)` marks an error about the value FLAG gave
+        assert cli.one_line(error) == command_words
+
+
+def test_embed_refusals_name_the_flags(text, tiny_model_dir, tmp_path, capsys):
+    """The embed command's refusals of its flags, each one whole line (as they read, word for word)."""
+    embed = ["embed", text, tmp_path / "out.hdf5", "--top", "--model", tiny_model_dir]
+    table = tmp_path / "rows.jsonl"
+    table.write_text('{"id": 1, "text": "the cat"}\n')
+    rows = ["embed", table, tmp_path / "out.hdf5", "--top", "--model", tiny_model_dir]
+    cases = [
+        ([*embed, "--batch-size", "3", "--batch-words", "100"],
+         "--batch-size 3: give either the lines or the words of a batch, not both"),
+        ([*embed, "--threads", "0"], "--threads 0: must be a positive int"),
+        ([*embed, "--text-column", "text"],
+         f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet (.parquet) file, not "
+         f"of {text}; a text file is read one sentence a line without it"),
+        (rows, f"--text-column not given: {table} is a json file (its columns: id, text): name the one to embed, one "
+               "row a line"),
+        ([*rows, "--text-column", "words"], f"--text-column words: no such column in {table} (it has id, text)"),
+    ]
+    for argv, line in cases:
+        assert one_line(*run(argv, capsys)) == f"error: {line}"
+    assert not (tmp_path / "out.hdf5").exists()
+    (tmp_path / "out.hdf5").write_text("mine")
+    assert one_line(*run(embed, capsys)) == f"error: {tmp_path / 'out.hdf5'} exists (pass --overwrite to replace it)"
 
 
 def test_debug_variable_prints_the_traceback_behind_the_line(tmp_path, capsys, monkeypatch):

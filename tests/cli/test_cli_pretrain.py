@@ -27,8 +27,10 @@ def test_an_output_dir_that_holds_files_is_refused_unless_asked(tmp_path, capsys
 
 
 def test_pretrain_on_too_few_lines_to_hold_out_validation_is_one_line(text, tmp_path, capsys):
-    one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train",
-                   "--validation-split-percentage", "60"], capsys), "cannot hold out 60.0% of 2 training lines")
+    assert one_line(*run(["pretrain", "--train-file", text, "--output-dir", tmp_path / "pt", "--do-train",
+                          "--validation-split-percentage", "60"], capsys)) == (
+        "error: --validation-split-percentage 60.0: cannot hold out 60.0% of 2 training lines for validation (each "
+        "part needs a line): give 0 to hold out none, or a validation file")
 
 
 def test_pretrain_add_words_refusals_write_nothing(text, lm_dir, tmp_path, capsys):

@@ -14,4 +14,4 @@ def test_push_of_a_bogus_architecture_or_to_an_unwritable_staging_dir_is_one_lin
     one_line(*run(["push", model, "me/x", "--dry-run"], capsys), "config.architectures names 'Banana'")
     (tmp_path / "a-file").write_text("")
     one_line(*run(["push", tiny_model_dir, "me/x", "--dry-run", "--staging-dir", tmp_path / "a-file" / "stage"],
-                  capsys), "cannot write into --staging-dir")
+                  capsys), "error: --staging-dir ", ": cannot write into it: ")

@@ -72,26 +72,27 @@ def test_the_training_functions_name_arguments_and_the_commands_name_flags(text,
         (lambda: pretrain(PretrainModelArguments(add_words=5), PretrainDataArguments(train_file=[str(text)]),
                           training_args),
          ["pretrain", "--add-words", "5", "--train-file", text],
-         "{add_words} extends the starting model's own softmax: give {model_name_or_path} of a language model (with "
-         "its vocab.txt), {do_train}, and no {vocab_file}"),
+         "add_words extends the starting model's own softmax: it needs a language model (with its vocab.txt) to start "
+         "from, training, and no other vocabulary file",
+         "--add-words extends the starting model's own softmax: it needs a language model (with its vocab.txt) to "
+         "start from, training, and no other vocabulary file"),
         (lambda: pretrain(PretrainModelArguments(), PretrainDataArguments(train_file=[str(text)], max_words=0),
                           training_args),
          ["pretrain", "--max-words", "0", "--train-file", text],
-         "{max_words} 0: must be at least 1 (the words of a training window)"),
+         "max_words 0: must be at least 1 (the words of a training window)",
+         "--max-words 0: must be at least 1 (the words of a training window)"),
         (lambda: sequence_classification(HeadArguments(model_name_or_path=str(tiny_model_dir)),
                                          FinetuneDataArguments(train_file=str(data)), training_args),
          ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data],
-         "no column 'text' in the data (columns: ['sentence', 'label']); set {text_column}"),
+         "text_column 'text': no such column in the data (its columns: ['sentence', 'label'])",
+         "--text-column 'text': no such column in the data (its columns: ['sentence', 'label'])"),
     ]
-    for call, argv, template in cases:
+    for call, argv, python_message, command_message in cases:
         with pytest.raises(DataError) as refused:
             call()
-        names = {"add_words", "model_name_or_path", "do_train", "vocab_file", "max_words", "text_column"}
-        assert str(refused.value) == template.format(**{name: name for name in names})
-        assert "--" not in str(refused.value)
-        flags = {name: "--" + name.replace("_", "-") for name in names}
+        assert str(refused.value) == python_message
         code, err = run([*argv, "--output-dir", tmp_path / "out", "--do-train", "--report-to", "none"], capsys)
-        assert one_line(code, err) == f"error: {template.format(**flags)}"
+        assert one_line(code, err) == f"error: {command_message}"
     assert not (tmp_path / "out").exists()
 
 
@@ -119,7 +120,7 @@ def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_p
     finetune = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--do-train",
                 "--max-steps", "1", "--report-to", "none"]
     cases = [('{"text": "a b", "label": 1}\n{"text": "c d", "label": "pos"}\n', "mix types (int, str)"),
-             ('{"txt": "a b", "label": "x"}\n', "no column 'text' in the data"),
+             ('{"txt": "a b", "label": "x"}\n', "--text-column 'text': no such column in the data"),
              ('{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n', "sentence 0 is None"),
              ('{"text": "a b", "label": [1]}\n', "a label must be one string or number")]
     for n, (rows, fragment) in enumerate(cases):
@@ -139,3 +140,17 @@ def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_p
     one_line(*run([*pretrain, "--output-dir", tmp_path / "p2", "--vocab-file", empty], capsys),
              f"--vocab-file {empty}: ")
     assert not any((tmp_path / name).exists() for name in ("out0", "out1", "out2", "out3", "tc", "p1"))
+
+
+def test_the_command_opens_the_model_once_into_a_field_of_its_own(tiny_model_dir, tmp_path):
+    """--model-name-or-path stays the user's string; the ModelFolder the command opened is `model`, no option of its
+    own, which the training function loads instead of opening the folder again."""
+    from elmo_transformers.cli.training_arguments import finetune_arguments, pretrain_arguments
+    from elmo_transformers.model_folder import ModelFolder
+
+    head, _, _ = finetune_arguments(["--model-name-or-path", str(tiny_model_dir), "--output-dir",
+                                     str(tmp_path / "head"), "--train-file", "train.jsonl"])
+    assert head.model_name_or_path == str(tiny_model_dir)
+    assert isinstance(head.model, ModelFolder) and head.model.path == str(tiny_model_dir)
+    lm, _, _ = pretrain_arguments(["--output-dir", str(tmp_path / "lm"), "--train-file", "text.txt"])
+    assert lm.model_name_or_path is None and lm.model is None  # from scratch

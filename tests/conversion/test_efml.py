@@ -314,9 +314,10 @@ def test_feature_extraction_pipeline_gives_the_package_average(converted):
 def test_push_to_hub_uploads_the_vocabularies(converted, tmp_path):
     """The .dic files are part of the model: the upload folder (the same file list the converter writes) has them."""
     from elmo_transformers.hub import push as hub
+    from elmo_transformers.model_folder import open_model
 
     _, folder = converted
-    files = hub.build_upload_folder(folder, tmp_path / "stage", "me/elmo-zh")
+    files = hub.build_upload_folder(open_model(folder), tmp_path / "stage", "me/elmo-zh")
     vocabularies = {name for name in os.listdir(folder) if name.endswith(".dic")}
     assert "word.dic" in vocabularies and vocabularies | {"config.json", "model.safetensors"} <= set(files)
 

@@ -120,7 +120,8 @@ def corrupt_softmax(path, **datasets):
         ("no softmax/b", r"lacks the datasets \['softmax/b'\]"),
         ("other layout", r"lacks the datasets \['softmax/W', 'softmax/b'\]"),
         ("word twice", "lists the word 'the' twice"),
-        ("vocab alone", "give --softmax-weights and --vocab together"),
+        ("vocab alone", r"^error: --vocab \S+/vocab.txt: give the softmax weights too \(the softmax rows are the "
+                        r"vocabulary's words\)$"),
     ],
 )
 def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
@@ -162,8 +163,11 @@ def test_the_converter_names_its_arguments_to_a_python_caller():
     from elmo_transformers.conversion.allennlp import convert
     from elmo_transformers.errors import ConversionError
 
-    with pytest.raises(ConversionError, match="^give softmax_path and vocab_path together: the softmax rows"):
-        convert(LM / "options.json", LM / "weights.hdf5", vocab_path=LM / "vocab.txt")
+    vocab = LM / "vocab.txt"
+    with pytest.raises(ConversionError) as refused:
+        convert(LM / "options.json", LM / "weights.hdf5", vocab_path=vocab)
+    assert str(refused.value) == f"vocab_path {vocab}: give the softmax weights too (the softmax rows are the " \
+                                 "vocabulary's words)"
 
 
 @pytest.mark.fidelity

@@ -232,14 +232,16 @@ def test_a_mirror_serving_another_model_is_refused_and_the_card_names_the_mirror
     url, handler = bucket
     assert convert("--preset", "small", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
-    assert line.startswith(f"error: {url}/{SMALL['options']} is not the options file AllenNLP published for 'small' "
+    assert line.startswith(f"error: --options not given, and {url}/{SMALL['options']} is not the options file "
+                           "AllenNLP published for 'small' "
                            "(the options of another model: lstm.dim is 16, published 1024; ")
     assert f"set {presets.URL_VARIABLE} to a mirror" in line
     options = bucket_path(tmp_path, SMALL["options"])
     options.write_text(json.dumps(PRESETS["small"].options))
     assert convert("--preset", "small", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
-    assert line.startswith(f"error: {url}/{SMALL['weights']} is not the weights file AllenNLP published for 'small' "
+    assert line.startswith(f"error: --weights not given, and {url}/{SMALL['weights']} is not the weights file "
+                           "AllenNLP published for 'small' "
                            "(the weights of another model: ")
     assert "dataset char_embed has shape (261, 4), expected (261, 16)" in line or "missing dataset" in line
     assert not (tmp_path / "out").exists() and cache_files(tmp_path) == [options.name, options.name + ".source"]
@@ -275,9 +277,11 @@ def test_what_is_not_the_published_file_is_refused_before_it_is_cached(bucket, p
     bucket_path(tmp_path, name).write_bytes(content)
     assert convert("--preset", "original", "--with-lm", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
-    assert line.startswith(f"error: {url}/{name} is not the {key} file AllenNLP published for 'original' ({problem}")
     flag = {"options": "--options", "weights": "--weights", "softmax": "--softmax-weights", "vocab": "--vocab"}[key]
-    assert f"download it yourself and give its path as {flag}, or set" in line
+    assert line.startswith(f"error: {flag} not given, and {url}/{name} is not the {key} file AllenNLP published for "
+                           f"'original' ({problem}")
+    assert line.endswith("the server sent something else: download the file yourself and give its path, or set "
+                         f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files")
     assert not (tmp_path / "out").exists() and name.rsplit("/")[-1] not in cache_files(tmp_path)
     assert not [f for f in cache_files(tmp_path) if f.endswith(".incomplete")]
     shutil.copy(LM_FIXTURE / SOURCES[key], bucket_path(tmp_path, name))  # the mirror mended
@@ -303,10 +307,10 @@ def test_a_server_that_hangs_trickles_or_cuts_ends_in_one_line(bucket, publish_f
     line = error_line(capsys)
     if "cut" in serve.values():
         file = PRESETS["medium"].files(with_lm=False)["weights"]
-    assert line.startswith(f"error: cannot download {url}/{file} ({reason}")
     flag = "--options" if file.endswith(".json") else "--weights"
-    assert line.endswith(f"{download.ATTEMPTS} attempts in a row brought no new data): download it yourself and give "
-                         f"its path as {flag}, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
+    assert line.startswith(f"error: {flag} not given, and cannot download {url}/{file} ({reason}")
+    assert line.endswith(f"{download.ATTEMPTS} attempts in a row brought no new data): download the file yourself and "
+                         f"give its path, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
     tries = [request for request in handler.requests if request[1] == f"/elmo/{file}"]
     assert len(tries) <= 2 * (download.ATTEMPTS + 1), tries
     assert not (tmp_path / "out").exists()
@@ -321,12 +325,17 @@ def test_an_unreachable_server_and_offline_mode_fail_in_one_line(bucket, tmp_pat
         closed = s.getsockname()[1]
     monkeypatch.setenv(presets.URL_VARIABLE, f"http://127.0.0.1:{closed}/elmo")
     assert convert("--preset", "original", "--output", tmp_path / "o") == 1
-    assert error_line(capsys).startswith(f"error: cannot download http://127.0.0.1:{closed}/elmo/")
+    assert error_line(capsys).startswith(
+        f"error: --options not given, and cannot download http://127.0.0.1:{closed}/elmo/")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert convert("--preset", "original", "--output", tmp_path / "o") == 1
-    assert "HF_HUB_OFFLINE is set (unset it): download it yourself and give its path as --options" in error_line(
-        capsys) and not (tmp_path / "o").exists()
-    with pytest.raises(ConversionError, match="HF_HUB_OFFLINE is set .* give its path as options_path, or set"):
+    options = PRESETS["original"].files(with_lm=False)["options"]
+    assert error_line(capsys) == (f"error: --options not given, and cannot download {presets.base_url()}/{options}: "
+                                  "HF_HUB_OFFLINE is set (unset it): download the file yourself and give its path, or "
+                                  f"set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConversionError, match="^options_path not given, and cannot download .*: HF_HUB_OFFLINE is set "
+                                              r"\(unset it\): download the file yourself and give its path, or set"):
         presets.fetch_preset("original")  # a Python caller reads the argument of conversion.allennlp.convert
 
 

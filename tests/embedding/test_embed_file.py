@@ -106,10 +106,6 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(UnfinishedRunError) as refused:
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
     assert "pass --resume to continue it" in one_line(refused.value)  # the command's wording
-    with pytest.raises(UserError, match="an older version of embed wrote it"):
-        main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
-    with open(str(output) + "2.partial/run.json", "w") as f:
-        f.write('{"format": 2}')
     with pytest.raises(UserError, match="started with file_format=None, now file_format=.hdf5."):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
@@ -200,9 +196,9 @@ def test_killed_while_the_output_file_is_made_a_rerun_finishes_it(tmp_path, tiny
 
 @pytest.mark.slow
 def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, tiny_model_dir, one_thread):
-    """Two embed_file runs on one OUTPUT at once: the second is told, in one line, that another run writes it (not a
-    raw ENOENT about a .tmp shard, nor "an interrupted run"); once that process is gone the lock file it left does not
-    block --resume."""
+    """Two embed_file runs on one OUTPUT at once: the second is told that another run writes it (not a raw ENOENT
+    about a .tmp shard, nor "an interrupted run"); once that process is gone the lock file it left does not block
+    --resume."""
     source = tmp_path / "input.txt"
     source.write_text("the cat sat on the mat .\n" * 3000, encoding="utf-8")
     output = tmp_path / "out.hdf5"
@@ -600,8 +596,8 @@ def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model
 @pytest.mark.slow
 def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model_dir, monkeypatch):
     """The folder --model names is the same path with the same weights, but its config.json changed between the
-    runs (a clip value, the activation): the resumed run would mix two models. Another --dtype is named as such, not
-    as other weights_sha256."""
+    runs (a clip value, the activation): the resumed run would mix two models. Another --dtype is named as such (not
+    as other weights_sha256)."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top")
     with pytest.raises(UserError, match=r"started with dtype='float32', now dtype='bfloat16'"):
@@ -780,5 +776,5 @@ def test_bfloat16_output_is_refused_naming_the_formats(tmp_path, tiny_model_dir)
         main([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--output-dtype",
               "bfloat16"])
     with pytest.raises(UserError, match="output_dtype 'bfloat16': neither HDF5 nor Parquet holds bfloat16"):
-        embed_file_module.embed_file(tiny_model_dir, str(source), str(tmp_path / "o.hdf5"), "top",
-                                     output_dtype="bfloat16")
+        embed_file_module.embed_file(embedder_module.ElmoEmbedder(tiny_model_dir), str(source),
+                                     str(tmp_path / "o.hdf5"), "top", output_dtype="bfloat16")

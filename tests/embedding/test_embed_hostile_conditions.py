@@ -83,8 +83,9 @@ def test_a_run_killed_after_it_finished_is_completed_not_lost(tmp_path, tiny_mod
 
 @pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
 def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_model_dir, monkeypatch, file_format):
-    """A folder (or file) made at OUTPUT while the run works (Parquet; HDF5: two runs on one OUTPUT) is neither
-    deleted nor replaced: the run stops there, keeps every line for --resume, and touches nothing it did not make."""
+    """A folder (or file) made at OUTPUT while the run worked is neither deleted at the end without --overwrite
+    (Parquet) nor replaced (HDF5, two runs on one OUTPUT): the run stops there, keeps every line for --resume, and
+    touches nothing it did not make."""
     output = tmp_path / ("out" if file_format == "parquet" else "out.hdf5")
     args = [*args_of(tmp_path, tiny_model_dir, output.name), "--format", file_format]
     real_add = partial_run.PartialRun.add_batch
@@ -101,7 +102,8 @@ def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_mo
     monkeypatch.setattr(partial_run.PartialRun, "add_batch", someone_else_writes)
     message = one_line_error(args)
     monkeypatch.undo()
-    assert "appeared while the run worked: it is not replaced" in message, message
+    assert message == (f"error: {output} appeared while the run worked: it is not replaced (pass --overwrite); every "
+                       f"line is done and kept in {output}.partial: move {output} away and run again"), message
     if file_format == "parquet":
         assert (output / "notes.txt").read_text() == "mine" and (output / "sub").is_dir()
         shutil.rmtree(output)
@@ -148,10 +150,9 @@ def interrupted(monkeypatch, args):
 
 @pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
 def test_hand_forged_run_state_is_refused(tmp_path, tiny_model_dir, monkeypatch, file_format):
-    """Run state edited by hand is refused in one line: a journal naming lines never computed (which would finish
-    with all-zero vectors for them), a run.json whose input hash was edited (which would mix two texts' vectors in one
-    output), damaged journals, window files and run.json (no traceback; a deeply nested run.json, no
-    RecursionError)."""
+    """Refused in one line, each: a journal naming lines never computed (they would be finished as all-zero
+    vectors), a run.json whose input hash was edited (two texts' vectors in one output), damaged journals, window
+    files and run.json (a deeply nested one, which json reads as a RecursionError)."""
     output = "out" if file_format == "parquet" else "out.hdf5"
     args = [*args_of(tmp_path, tiny_model_dir, output), "--format", file_format]
     folder = tmp_path / f"{output}.partial"
@@ -216,8 +217,8 @@ def test_a_table_given_as_text_is_refused_naming_its_columns(tmp_path, tiny_mode
     table = tmp_path / "reviews.jsonl"
     table.write_text('{"id": 0, "text": "a fine film"}\n{"id": 1, "text": "dull"}\n')
     message = one_line_error([str(table), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == (f"error: {table} is a json file (its columns: id, text): give --text-column to embed one of "
-                       "them, one row a line")
+    assert message == (f"error: --text-column not given: {table} is a json file (its columns: id, text): name the "
+                       "one to embed, one row a line")
 
 
 @pytest.mark.slow
@@ -241,8 +242,8 @@ def test_tables_pyarrow_reads_only_with_options(tmp_path, tiny_model_dir):
 
 
 def test_an_empty_input_is_refused_for_parquet(tmp_path, tiny_model_dir):
-    """A 0-line input is refused for Parquet, with nothing written: `datasets` cannot read a Parquet folder of no
-    rows, so there is none to write (HDF5 takes it: a file of `sentence_to_index` alone)."""
+    """A 0-line input is refused for Parquet: `datasets` cannot read a Parquet folder of no rows, so there is none
+    to write (HDF5 takes it: a file of `sentence_to_index` alone)."""
     source = tmp_path / "empty.txt"
     source.write_text("")
     message = one_line_error([str(source), str(tmp_path / "out"), "--model", str(tiny_model_dir), "--top",

@@ -1,6 +1,7 @@
-"""The batches `embed` feeds the model (elmo_transformers/embedding/batches.py) and the threads it runs on
-(elmo_transformers/runtime/threads.py): the same inputs as the tokenizer's own, filled to a word budget, a thread
-count that fits the CPUs free to the process."""
+"""The batches `embed` feeds the model (elmo_transformers/embedding/batches.py), the threads it runs on
+(elmo_transformers/runtime/threads.py) and the settings its run.json records (elmo_transformers/embedding/settings.py):
+the same inputs as the tokenizer's own, filled to a word budget, a thread count that fits the CPUs free to the
+process, a resume refused where a setting that decides the output differs."""
 
 import json
 import os
@@ -13,23 +14,27 @@ import torch
 from conftest import interrupt_after
 
 from elmo_transformers.cli.embed import main
-from elmo_transformers.embedding.batches import WordRows, Writer, in_background, work_units
+from elmo_transformers.embedding.batches import Writer, in_background, work_units
 from elmo_transformers.errors import UserError
 from elmo_transformers.runtime import threads
 
 
-def test_word_rows_encode_as_the_tokenizer_pads(tiny):
-    _, tokenizer = tiny
+def test_embed_encodes_as_the_tokenizer_pads(tiny):
+    """The batches embed feeds the model (`ElmoEmbedder.encode`) are the tokenizer's own padded encoding, their
+    rows made once, by the tokenizer's one encoder."""
+    from elmo_transformers import ElmoEmbedder
+
+    model, tokenizer = tiny
+    embedder = ElmoEmbedder(model, tokenizer)
+    assert embedder.tokenizer is tokenizer.basic
     sentences = [["Hello", "world", "!"], [], ["x" * 60, "café", "東京", "Hello"], ["<S>", "</S>"]]
-    rows = WordRows(tokenizer)
     for _ in range(2):  # the second time from the cache
-        got = rows.encode(sentences)
+        got = embedder.encode(sentences)
         want = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
         assert got["input_ids"].dtype == np.int64 and got["input_ids"].shape == (4, 4, 50)
         np.testing.assert_array_equal(got["input_ids"], want["input_ids"])
         np.testing.assert_array_equal(got["attention_mask"], want["attention_mask"])
-    assert rows.size == 1 + 8  # padding and each distinct word once
-    assert rows.encode([[]])["input_ids"].shape == (1, 0, 50)
+    assert embedder.encode([[]])["input_ids"].shape == (1, 0, 50)
 
 
 def test_batches_fill_a_word_budget_in_length_order_or_hold_batch_size_lines():
@@ -87,6 +92,7 @@ def test_onnxruntime_takes_the_free_cpus_where_nothing_names_a_count(monkeypatch
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "free_cpus", lambda: 3)
     assert runner.intra_op_threads() == 3
+    monkeypatch.setattr(threads, "affinity_cpus", lambda: 8)  # (a count above them is capped: tests/runtime)
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
     assert runner.intra_op_threads() == 5
 
@@ -125,8 +131,8 @@ def interrupted(monkeypatch, tmp_path, model_dir):
 
 @pytest.mark.parametrize("first, then", [("jieba", "whitespace"), ("whitespace", "jieba")])
 def test_resume_refuses_a_changed_segmenter_either_way(tmp_path, tiny_model_dir, monkeypatch, first, then):
-    """run.json records the segmenter also when it is whitespace, and resume compares every key of either run's
-    settings: jieba -> whitespace (or back) is refused, not resumed into an output of two tokenizations."""
+    """run.json records the segmenter whichever it is, and every key either run has is compared: jieba ->
+    whitespace (or the reverse) is refused, not resumed into two tokenizations in one output."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     config_file = model_dir / "tokenizer_config.json"
     config = json.loads(config_file.read_text())
@@ -146,6 +152,37 @@ def test_resume_refuses_a_setting_the_first_run_recorded_and_this_one_lacks(tmp_
     run_json.write_text(json.dumps(settings))
     with pytest.raises(UserError, match="started with tokenizer.lowercase=True, now tokenizer.lowercase=None"):
         main([*args, "--resume"])
+
+
+def test_run_json_records_what_decides_the_output_and_a_resume_may_change_the_rest(tmp_path, tiny_model_dir,
+                                                                                    monkeypatch):
+    """run.json holds the settings that decide the output (EmbedSettings' compared fields) and the model's identity
+    beside them; --threads and --quiet change no number, so they are not recorded and a resume may change them."""
+    import hashlib
+
+    args = interrupted(monkeypatch, tmp_path, tiny_model_dir)
+    recorded = json.loads((tmp_path / "out.hdf5.partial" / "run.json").read_text())
+    text = "".join(" ".join(["w"] * n) + "\n" for n in range(1, 13)).encode()
+    assert {key: recorded[key] for key in list(recorded)[:8]} == {
+        "file_format": "hdf5", "input_sha256": hashlib.sha256(text).hexdigest(), "mode": "top",
+        "output_dtype": "float32", "model": os.path.abspath(tiny_model_dir), "batch_size": 2, "batch_words": None,
+        "max_sentence_words": 1000,
+    }
+    assert list(recorded)[8:] == ["dtype", "weights_sha256", "config", "tokenizer"]
+    assert main([*args, "--resume", "--threads", "1", "--quiet"]) == 0
+    assert not (tmp_path / "out.hdf5.partial").exists() and (tmp_path / "out.hdf5").exists()
+
+
+def test_settings_differences_name_the_key_inside_an_object_and_a_key_either_side_lacks():
+    from elmo_transformers.embedding.settings import EmbedSettings
+
+    settings = EmbedSettings(mode="top", identity={"dtype": "float32", "config": {"cell_clip": 3.0}})
+    recorded = {**settings.record(), "config": {"cell_clip": 4.0}, "lowercase": True}
+    assert settings.differences(recorded) == [("config.cell_clip", 4.0, 3.0), ("lowercase", True, None)]
+    assert EmbedSettings(threads=1) == EmbedSettings(threads=2, progress=False)  # (changing no number)
+    assert EmbedSettings().record()["identity"] is None
+    with pytest.raises(UserError, match="batch_size 0: must be a positive int"):
+        EmbedSettings(batch_size=0)
 
 
 def test_threads_of_the_command_are_restored_after_it(tmp_path, tiny_model_dir):

@@ -1,6 +1,6 @@
 """`elmo-transformers embed -` from a stream (a pipe, a FIFO): read up to inputs.MAX_STREAM_CHARS characters,
-then refused in one line, so a stream that never ends cannot fill the memory; a file redirected to stdin
-has no such bound."""
+then refused in one line, so a stream that never ends cannot fill the memory; a file redirected to stdin has no such
+bound."""
 
 import subprocess
 import sys

@@ -108,3 +108,22 @@ def test_requests_get_the_deadline_unless_they_name_one(monkeypatch):
     assert named.extensions["timeout"] == dict.fromkeys(("connect", "read", "write", "pool"), 3.0)
     with_deadline(unlimited := httpx2.Request("GET", "http://127.0.0.1/"))
     assert unlimited.extensions["timeout"]["read"] == 7.0
+
+
+def test_the_client_with_deadlines_keeps_huggingface_hubs_own_hooks(monkeypatch):
+    """use_deadlines builds the client through huggingface_hub's public API: its own request hook still runs (offline
+    mode refuses a request), the deadline comes once however often a command sets it, and redirects are followed."""
+    from huggingface_hub import constants, get_session
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    from elmo_transformers.hub.deadline import use_deadlines, with_deadline
+
+    use_deadlines()
+    use_deadlines()
+    client = get_session()
+    hooks = client.event_hooks["request"]
+    assert hooks.count(with_deadline) == 1 and hooks[-1] is with_deadline, hooks
+    assert client.follow_redirects
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OfflineModeIsEnabled):
+        client.get("http://127.0.0.1:9/")

@@ -65,10 +65,11 @@ CHILD = textwrap.dedent(
 def hub_cache(lm_dir, tmp_path_factory):
     """What `push` would upload of the converted LM fixture, placed in a fresh hub cache as a download of REPO_ID."""
     from elmo_transformers.hub.push import build_upload_folder
+    from elmo_transformers.model_folder import open_model
 
     root = tmp_path_factory.mktemp("hub-cache")
     snapshot = root / f"models--{REPO_ID.replace('/', '--')}" / "snapshots" / REVISION
-    build_upload_folder(lm_dir, snapshot, REPO_ID)
+    build_upload_folder(open_model(lm_dir), snapshot, REPO_ID)
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text(REVISION)
     return root

@@ -24,6 +24,7 @@ from elmo_transformers.hub import push as hub
 from elmo_transformers.cli import push as push_to_hub
 from elmo_transformers.errors import UserError
 from elmo_transformers.model_files import MODEL_FILES
+from elmo_transformers.model_folder import open_model
 
 EXPECTED_FILES = {
     "README.md",
@@ -130,7 +131,7 @@ def test_the_docs_name_the_upload_allow_list_the_code_uses():
 def test_symlinked_modules_are_uploaded_as_files(tmp_path):
     """The shipped model folder links its modules to the repository root: the upload holds the files themselves."""
     stage = tmp_path / "stage"
-    files = hub.build_upload_folder(SHIPPED, stage, "me/elmo-en-small")
+    files = hub.build_upload_folder(open_model(SHIPPED), stage, "me/elmo-en-small")
     for name in (f"{module}.py" for module in ELMO_MODULES):
         assert name in files and not (stage / name).is_symlink()
         assert (stage / name).read_bytes() == (REPO / name).read_bytes()
@@ -163,9 +164,9 @@ def test_a_folder_without_tokenizer_files_is_named_as_such(tmp_path, tiny_model_
 
 def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
     calls = fake_hub
-    monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
+    monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
     checked = []
-    monkeypatch.setattr(hub, "check_loads", lambda folder: checked.append(folder) or "loads")  # run above
+    monkeypatch.setattr(hub, "check_loads", lambda folder, model: checked.append(folder) or "loads")  # run above
 
     model_dir = tmp_path / "trained"
     shutil.copytree(tiny_model_dir, model_dir)
@@ -194,10 +195,10 @@ def test_an_unreachable_hub_is_one_line_and_the_upload_folder_is_removed(tiny_mo
         endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(push_to_hub, "get_token", lambda: "hf_test")
-    monkeypatch.setattr(hub, "check_loads", lambda folder: "loads")  # tested above
+    monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
+    monkeypatch.setattr(hub, "check_loads", lambda folder, model: "loads")  # tested above
     staged, mkdtemp = [], tempfile.mkdtemp
-    monkeypatch.setattr(push_to_hub.tempfile, "mkdtemp",
+    monkeypatch.setattr(hub.tempfile, "mkdtemp",
                         lambda **kwargs: staged.append(mkdtemp(**kwargs)) or staged[-1])
     assert cli_main(["push", str(tiny_model_dir), "me/elmo-tiny"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after check_loads' "loads"
@@ -207,7 +208,7 @@ def test_an_unreachable_hub_is_one_line_and_the_upload_folder_is_removed(tiny_mo
 
 
 def test_no_token_is_a_clear_error(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(push_to_hub, "get_token", lambda: None)
+    monkeypatch.setattr(hub, "get_token", lambda: None)
     with pytest.raises(UserError, match="HF_TOKEN"):
         push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny"])
 
@@ -232,13 +233,13 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_m
         (model_dir / name).unlink(missing_ok=True)
         os.symlink(secret, model_dir / name)
         with pytest.raises(UserError, match=f"{name} is a symbolic link"):
-            hub.build_upload_folder(model_dir, tmp_path / f"stage-{name}", "me/x")
+            hub.refuse_links_out(model_dir)  # (opening the folder reads its JSON files: the link is no JSON)
         (model_dir / name).unlink()
 
     os.symlink("model.safetensors", model_dir / "char.dic")  # stays inside the folder: uploaded as a file
     os.symlink(secret, model_dir / "notes.txt")  # not a model file: left out, never read
     caplog.clear()
-    files = hub.build_upload_folder(model_dir, stage, "me/x")
+    files = hub.build_upload_folder(open_model(model_dir), stage, "me/x")
     assert "char.dic" in files and not (stage / "char.dic").is_symlink()
     assert "notes.txt" not in files and "notes.txt" in caplog.text
 
@@ -250,13 +251,13 @@ def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir,
     shutil.copytree(tiny_model_dir, model_dir)
     (model_dir / ".env.safetensors").write_text("HF_TOKEN=hf_secret")
     (model_dir / "big.safetensors").write_bytes(b"\0" * 4096)
-    files = hub.build_upload_folder(model_dir, tmp_path / "stage", "me/x")
+    files = hub.build_upload_folder(open_model(model_dir), tmp_path / "stage", "me/x")
     err = caplog.text
     assert ".env.safetensors" not in files and "big.safetensors" not in files and "model.safetensors" in files
     assert ".env.safetensors" in err and "big.safetensors" in err
     (model_dir / "model.safetensors").write_bytes(b"\0" * 4096)
     with pytest.raises(UserError, match=r"model\.safetensors is not a safetensors file"):
-        hub.build_upload_folder(model_dir, tmp_path / "stage2", "me/x")
+        hub.build_upload_folder(open_model(model_dir), tmp_path / "stage2", "me/x")
 
 
 @pytest.mark.slow
@@ -270,7 +271,7 @@ def test_repo_ids_and_card_texts_are_checked_before_any_work(tmp_path, tiny_mode
         assert cli_main(["push", str(tiny_model_dir), *argv, "--dry-run"]) == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "is not a Hub repo id" in err and len(err.splitlines()) == 1, err
-    card = hub.model_card(tiny_model_dir, "me/x", source="x\n\n# Heading <script>", check="<b>1e-6</b>")
+    card = hub.model_card(open_model(tiny_model_dir), "me/x", source="x\n\n# Heading <script>", check="<b>1e-6</b>")
     assert "\n# Heading" not in str(card) and "`x\\n\\n# Heading <script>`" in str(card)
     assert "Checked: `<b>1e-6</b>`" in str(card)
     broken = tmp_path / "broken"
@@ -290,7 +291,7 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
                                                        label2id={label: i for i, label in enumerate(labels)})
     model.save_pretrained(tmp_path / "head")
     shutil.copy(os.path.join(tiny_model_dir, "tokenizer_config.json"), tmp_path / "head")
-    files = hub.build_upload_folder(tmp_path / "head", tmp_path / "stage", "me/x")
+    files = hub.build_upload_folder(open_model(tmp_path / "head"), tmp_path / "stage", "me/x")
     card = (tmp_path / "stage" / "README.md").read_text()
     line = next(card_line for card_line in card.splitlines() if card_line.startswith("5 labels:"))
     assert line == r"5 labels: `O`, `x\n\n# Injected heading`, `[click](https://evil.example)`, ``a`b``, `<img src=x>`."
@@ -361,3 +362,23 @@ def test_the_shipped_model_has_a_name_push_accepts(tmp_path, capsys):
                                        "`default` for the shipped model\n")
     assert main(["push", "default", "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")]) == 0
     assert (tmp_path / "stage" / "README.md").read_text() == (SHIPPED / "README.md").read_text()
+
+
+def test_push_is_a_library_function(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
+    """`elmo_transformers.push`, what the command calls: a Python caller gets what it did (a `Pushed`), the temporary
+    folder removed after an upload; without a token the error names the Python argument, not the command's flag."""
+    import elmo_transformers
+
+    assert elmo_transformers.push is hub.push
+    monkeypatch.setattr(hub, "get_token", lambda: None)
+    with pytest.raises(UserError, match=r"^no Hugging Face token: set HF_TOKEN .* \(or pass dry_run=True\)$"):
+        elmo_transformers.push(tiny_model_dir, "me/elmo-tiny")
+    monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
+    monkeypatch.setattr(hub, "check_loads", lambda folder, model: f"loads {model.name}")  # run above
+    pushed = elmo_transformers.push(str(tiny_model_dir), "me/elmo-tiny", datasets=["conll2003"])
+    assert pushed.url == "https://huggingface.co/me/elmo-tiny" and pushed.check == f"loads {tiny_model_dir}"
+    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.folder)
+    assert ModelCard(fake_hub["readme"]).data.datasets == ["conll2003"]
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"^staging_dir .* is not empty$"):
+        elmo_transformers.push(tiny_model_dir, "me/elmo-tiny", staging_dir=tmp_path)

@@ -48,12 +48,11 @@ def test_a_space_folder_that_cannot_build_the_page_is_refused(tmp_path):
 
 def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     """Without --dry-run the checked folder goes to a Space of the Gradio SDK, in one commit; an unreachable Hub is
-    one line (hub.push.upload, shared with the model upload)."""
+    one line (hub.repo.upload, shared with the model upload)."""
     from huggingface_hub import HfApi
 
     from elmo_transformers.cli import main
-    from elmo_transformers.cli import push
-    from elmo_transformers.hub import space
+    from elmo_transformers.hub import push, space
 
     calls = fake_hub
     monkeypatch.setattr(push, "get_token", lambda: "hf_test")
@@ -109,7 +108,7 @@ def test_a_converted_folder_is_named_in_its_space(lm_dir, tmp_path):
     from elmo_transformers.model_folder import open_model
     from elmo_transformers.hub.space import build_space_folder
 
-    files, _ = build_space_folder(lm_dir, tmp_path / "space", "me/elmo-demo")
+    files, _ = build_space_folder(open_model(lm_dir), tmp_path / "space", "me/elmo-demo")
     assert "model/README.md" in files and open_model(tmp_path / "space" / "model").title == lm_dir.name
 
 

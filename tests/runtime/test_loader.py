@@ -63,19 +63,32 @@ def test_a_swapped_graph_is_refused_at_load(exported, other_export, tmp_path):
 @pytest.mark.slow
 def test_a_config_edited_after_export_is_refused_at_load(exported, tmp_path):
     """config.json edited after the export: a size the graph's shapes show (projection_dim), or a value only its
-    recorded config shows (cell_clip)."""
+    recorded config shows (cell_clip, num_output_representations); a graph that records no config is refused too.
+    A field that does not decide the numbers may change (options_elmo.NUMBERS_FIELDS)."""
+    import onnx
+
     for field, value, shown in [("projection_dim", 4, "output last_hidden_state has shape"),
-                                ("cell_clip", 1.5, "cell_clip is 1.5 in config.json, the graph was exported with")]:
+                                ("cell_clip", 1.5, "cell_clip is 1.5 in config.json, the graph was exported with"),
+                                ("num_output_representations", 2, "num_output_representations is 2 in config.json")]:
         edited = shutil.copytree(exported, tmp_path / field)
         config = json.loads((edited / "config.json").read_text())
         (edited / "config.json").write_text(json.dumps({**config, field: value}))
         with pytest.raises(ModelError) as refused:
             load_model(edited)
         assert str(refused.value).startswith(f"{edited}: its ") and shown in str(refused.value), str(refused.value)
-    changed = shutil.copytree(exported, tmp_path / "dropout")  # a field only training reads may change
-    config = json.loads((changed / "config.json").read_text())
-    (changed / "config.json").write_text(json.dumps({**config, "dropout": 0.1}))
-    load_model(changed)
+    unrecorded = shutil.copytree(exported, tmp_path / "unrecorded")
+    graph = onnx.load(unrecorded / "model.onnx")
+    kept = [p for p in graph.metadata_props if p.key != "elmo_config"]
+    del graph.metadata_props[:]
+    graph.metadata_props.extend(kept)
+    onnx.save(graph, unrecorded / "model.onnx")
+    with pytest.raises(ModelError, match="its model.onnx does not record the config it was exported with"):
+        load_model(unrecorded)
+    for field, value in [("dropout", 0.1), ("float_kernel", "aten"), ("lstm_gates_block_elements", 1024)]:
+        changed = shutil.copytree(exported, tmp_path / f"changed-{field}")
+        config = json.loads((changed / "config.json").read_text())
+        (changed / "config.json").write_text(json.dumps({**config, field: value}))
+        load_model(changed)
 
 
 @pytest.mark.slow

@@ -147,6 +147,9 @@ def test_export_folder_card_and_graph(exported_tiny):
     assert sorted(metadata) == ["dtype", "elmo_config"] and metadata["dtype"] == "float32"
     config = json.loads((exported_tiny / "config.json").read_text())
     recorded = json.loads(metadata["elmo_config"])
+    from options_elmo import NUMBERS_FIELDS
+
+    assert sorted(recorded) == sorted(NUMBERS_FIELDS)  # the fields that decide the numbers, and no other
     assert recorded["projection_dim"] == config["projection_dim"] == 8
     assert recorded == {name: config.get(name) for name in recorded}
     card = (exported_tiny / "README.md").read_text()

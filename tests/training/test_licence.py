@@ -71,12 +71,13 @@ def test_pretrain_keeps_the_licence(lm_dir, tmp_path, capsys):
 
 def test_an_explicit_licence_wins_and_none_is_apache(tiny_model_dir, tmp_path):
     from elmo_transformers.hub.model_card import model_card
+    from elmo_transformers.model_folder import open_model
 
-    base = with_licence(tiny_model_dir, tmp_path, "base")
+    base = open_model(with_licence(tiny_model_dir, tmp_path, "base"))
     assert model_card(base, "me/x").data.license == "other"
     assert model_card(base, "me/x", license="cc-by-sa-4.0").data.to_dict().get("license_name") is None
     assert model_card(base, "me/x", license="cc-by-sa-4.0").data.license == "cc-by-sa-4.0"
-    assert model_card(tiny_model_dir, "me/x").data.license == "apache-2.0"
+    assert model_card(open_model(tiny_model_dir), "me/x").data.license == "apache-2.0"
 
 
 def test_a_licence_file_of_the_users_and_a_link_are_never_copied_over(tmp_path, caplog):

@@ -131,8 +131,7 @@ def test_text_in_a_script_written_without_spaces_warns_whatever_its_length(said,
 
 def test_the_byte_cut_says_how_many_characters_it_kept(said):
     word = "中华人民共和国全国人民代表大会常务委员会"  # 20 characters, 60 bytes
-    basic_tokenization_elmo.word_to_char_ids.cache_clear()
-    ElmoTokenizer()([word], is_split_into_words=True)
+    ElmoTokenizer()([word], is_split_into_words=True)  # a new tokenizer: its rows are made anew
     message = said()
     assert "keeps 16 of its 20 characters ('中华人民共和国全国人民代表大会常')" in message, message
 

@@ -31,6 +31,44 @@ def test_48_byte_rule_and_lone_surrogate(tok):
     assert word_to_char_ids("a\ud800b") == word_to_char_ids("ab")  # unencodable code points are dropped
 
 
+def test_one_row_encoder_with_one_cache(monkeypatch):
+    """The tokenizer, its basic tokenizer (what `embed` and the inference core call) and `token_row` make rows by
+    the same code, from one table: each distinct word's row is made once, whichever asks first; a copy or a pickle
+    starts with an empty table and makes the same rows; a tokenizer past WORD_CACHE_SIZE words starts again."""
+    import copy
+    import pickle
+
+    import basic_tokenization_elmo
+
+    made = []
+    monkeypatch.setattr(basic_tokenization_elmo, "word_to_char_ids", lambda word, max_chars: made.append(word) or
+                        word_to_char_ids(word, max_chars))
+    tokenizer = ElmoTokenizer()
+    sentences = [["Hello", "world", "!"], [], ["x" * 60, "café", "東京", "Hello"], ["<S>", "</S>"]]
+    words = ["Hello", "world", "!", "x" * 60, "café", "東京", "<S>", "</S>"]
+    expected = np.zeros((4, 4, 50), np.int64)
+    for i, sentence in enumerate(sentences):
+        expected[i, : len(sentence)] = [word_to_char_ids(word) for word in sentence] or np.zeros((0, 50))
+    for _ in range(2):
+        ragged = tokenizer(sentences, is_split_into_words=True)["input_ids"]
+        assert ragged == [[list(word_to_char_ids(word)) for word in sentence] for sentence in sentences]
+        encoded = tokenizer.basic.encode(sentences)
+        assert encoded["input_ids"].dtype == np.int64
+        np.testing.assert_array_equal(encoded["input_ids"], expected)
+        np.testing.assert_array_equal(encoded["attention_mask"], expected.any(axis=-1))
+        assert [tokenizer.token_row(word) for word in words] == [word_to_char_ids(word) for word in words]
+    assert made == words
+    for copied in (copy.deepcopy(tokenizer), pickle.loads(pickle.dumps(tokenizer))):
+        np.testing.assert_array_equal(copied.basic.encode(sentences)["input_ids"], expected)
+    assert made == words * 3
+    monkeypatch.setattr(basic_tokenization_elmo, "WORD_CACHE_SIZE", 4)
+    made.clear()
+    tokenizer.basic.encode([["a", "b", "c"]])  # 8 words kept, past 4: an empty table, then these 3
+    tokenizer.basic.encode([["a", "d", "e"]])  # 5 words kept
+    assert tokenizer.token_row("a") == word_to_char_ids("a")  # an empty table again: "a" made again
+    assert made == ["a", "b", "c", "d", "e", "a"]
+
+
 def test_raw_text_whitespace_split_and_shapes(tok):
     single = tok("Hello   world\t!\n")
     assert np.array(single["input_ids"]).shape == (3, 50) and single["attention_mask"] == [1, 1, 1]
