@@ -7,8 +7,8 @@ The rules the documents follow (docs/code-layout.md says them too):
 - The names in PLACEHOLDERS stand for a model or file of the user's; the test replaces each one (as a quoted string,
   or a bare name for the ALL_CAPS ones) by a small model or file of its own. Any other name must be defined in the
   block itself.
-- The blocks of one document run in order, each with fresh globals, in one working folder (a block may read a file
-  an earlier one wrote); the documents run one after another in one process.
+- The blocks of one document run in order, each with fresh globals, in one process and one working folder (a block
+  may read a file an earlier one wrote).
 """
 
 import contextlib
@@ -126,28 +126,44 @@ def test_every_command_on_the_samples_runs(placeholders, tmp_path, monkeypatch, 
         assert code == 0, f"{line}\n{err[-3000:]}"
 
 
-# Runs the documents' blocks (argv[1]: a JSON file of {document: {"folder": ..., "blocks": [...]}}): each document in
-# its folder, its blocks in order with fresh globals; prints, as its last line, JSON {document: the failure, or None}.
+# Runs the documents' blocks (argv[1]: a JSON file of {document: {"folder": ..., "blocks": [...]}}); prints, as its
+# last line, JSON {document: the failure, or None}. Each document runs in a process of its own, forked after torch and
+# transformers are imported (what every document's code imports first, paid once): no document sees what another
+# one's code did (an `elmo_transformers.register()`, a model loaded, a folder's code imported). In it, the blocks run
+# in order in the document's folder, each with fresh globals.
 RUNNER = """
 import json, os, sys, traceback
+import torch, transformers
 failures = {}
 for document, run in json.load(open(sys.argv[1], encoding="utf-8")).items():
-    os.chdir(run["folder"])
-    failures[document] = None
-    for number, block in enumerate(run["blocks"]):
-        try:
-            exec(compile(block, f"{document}, block {number}", "exec"), {"__name__": "__main__"})
-        except BaseException:
-            failures[document] = f"python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}"
-            break
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+        os.chdir(run["folder"])
+        failure = None
+        for number, block in enumerate(run["blocks"]):
+            try:
+                exec(compile(block, f"{document}, block {number}", "exec"), {"__name__": "__main__"})
+            except BaseException:
+                failure = f"python block {number} of the runnable ones:\\n{block}\\n{traceback.format_exc()}"
+                break
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.write(write, json.dumps(failure).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        failure = answer.read()
+    _, status = os.wait()
+    failures[document] = json.loads(failure) if failure else f"its process ended with status {status}"
 print(json.dumps(failures))
 """
 
 
 @pytest.fixture(scope="module")
 def blocks_run(placeholders, tmp_path_factory):
-    """Every document's runnable blocks, run in one fresh `python -I` (a user's process, whose imports are paid
-    once), each document in a folder of its own holding sentences.txt: (the failures, by document; the process)."""
+    """Every document's runnable blocks, run from one fresh `python -I` (a user's process; RUNNER), each document in
+    a folder of its own holding sentences.txt: (the failures, by document; the process)."""
     runs = {}
     for document in DOCUMENTS:
         blocks = [fill_in(b, placeholders) for b in python_blocks(document) if not b.startswith(OTHER_PACKAGES)]
