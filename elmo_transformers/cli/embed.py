@@ -8,7 +8,7 @@ import time
 
 from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, OUTPUT_DTYPES, RUNTIMES
 from ..models import DEFAULT_MODEL
-from . import interruption, option
+from . import exit_code, interruption, option
 
 
 DESCRIPTION = """Write the ELMo vectors of a text file, one sentence a line (or a column of a JSON lines, CSV
@@ -98,11 +98,8 @@ def main(argv=None):
                 settings, args.input, output)
     except KeyboardInterrupt as e:
         partial = PartialRun(os.path.abspath(args.output), args.format)
-        kept = partial.finished_lines()
-        by = f"interrupted by {interruption(e)}"
-        print(f"\n{by}: the {kept:,} finished lines are kept in {partial.folder}; rerun with --resume" if kept
-              else f"\n{by} before any line was finished: nothing is kept", file=sys.stderr)
-        return 130
+        print(f"\ninterrupted by {interruption(e)}{what_is_kept(e, partial)}", file=sys.stderr)
+        return exit_code(e)
     if report.main_process and not args.quiet:
         print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
         if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
@@ -110,6 +107,22 @@ def main(argv=None):
                   "split='train').sort('line') gives them in line order", file=sys.stderr)
         print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     return 0
+
+
+def what_is_kept(error, partial):
+    """The end of the message of a run stopped by `error` (a KeyboardInterrupt): where its work is (`partial`: its
+    PartialRun) and the command that finishes it."""
+    output = partial.output
+    if getattr(error, "output_complete", False):
+        return f" after the run finished: {output} is complete"
+    if partial.finished():
+        where = "in place" if not partial.writer.pending() else f"kept in {partial.folder}"
+        return (f" after every line was finished: {output} is {where}; rerun with --resume to complete the run "
+                f"(it removes {partial.folder})")
+    kept = partial.finished_lines()
+    if kept:
+        return f": the {kept:,} finished lines are kept in {partial.folder}; rerun with --resume"
+    return " before any line was finished: nothing is kept"
 
 
 def speed_line(report, seconds):

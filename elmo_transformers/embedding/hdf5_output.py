@@ -32,7 +32,7 @@ class Hdf5Output:
     def __init__(self, folder, output):
         self.output = output
         self.file = os.path.join(folder, "output.hdf5")
-        self.fd = None
+        self.fd = self.opened = None  # (opened: the file's (device, inode), to know it is still the one written)
         self.offsets = self.shapes = self.dtype = None
 
     check_output = staticmethod(check_file_output)
@@ -48,7 +48,9 @@ class Hdf5Output:
             self.shapes = [d.shape for d in datasets]
             self.offsets = [d.id.get_offset() for d in datasets]
             self.dtype = datasets[0].dtype if datasets else None
-        self.fd = os.open(self.file, os.O_RDWR)
+        self.fd = os.open(self.file, os.O_RDWR | os.O_NOFOLLOW)
+        opened = os.fstat(self.fd)
+        self.opened = (opened.st_dev, opened.st_ino)
 
     def close(self):
         if self.fd is not None:
@@ -95,9 +97,42 @@ class Hdf5Output:
         if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
             raise damaged(f"its {self.file} holds the lines of another text than the input")
 
+    def holds(self, batch):
+        """Whether the file holds a journaled batch (its lines): always, once journaled."""
+        return True
+
+    def check_whole(self, lines, shapes, dtype):
+        """What keeps the file from being the finished output of `lines` (one dataset of shape `shapes[i]` and `dtype`
+        for line i, and their `sentence_to_index`), or None: gone, replaced since this process opened it, or not
+        of this run's layout."""
+        try:
+            now = os.stat(self.file)
+        except FileNotFoundError:
+            return f"its {self.file} is gone"
+        if self.opened is not None and (now.st_dev, now.st_ino) != self.opened:
+            return f"its {self.file} was replaced by another file"
+        try:
+            with h5py.File(self.file, "r") as f:
+                if len(f) != len(shapes) + 1:
+                    return f"its {self.file} holds {len(f) - 1:,} lines' datasets, not {len(shapes):,}"
+                for i, shape in enumerate(shapes):
+                    found = f.get(str(i))
+                    if not isinstance(found, h5py.Dataset) or found.shape != tuple(shape) or found.dtype != dtype:
+                        return f"its {self.file} lacks line {i}'s dataset {dtype} {tuple(shape)}"
+                index = f["sentence_to_index"][0]
+        except (OSError, KeyError, ValueError):
+            return f"its {self.file} cannot be read as HDF5"
+        index = index.decode("utf-8", "surrogatepass") if isinstance(index, bytes) else index
+        if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
+            return f"its {self.file} holds the lines of another text"
+        return None
+
     def pending(self):
-        """Whether the finished file is still here, not yet put in place."""
-        return os.path.exists(self.file)
+        """Whether the finished file is still here, not yet put in place (a file already linked as OUTPUT, by a run
+        stopped before it removed its own name, is in place)."""
+        if not os.path.exists(self.file):
+            return False
+        return not (os.path.exists(self.output) and os.path.samefile(self.file, self.output))
 
     def finish(self, overwrite):
         """Put the file in place as OUTPUT: replacing it with `overwrite`, else only where nothing is there (a hard

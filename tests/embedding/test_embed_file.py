@@ -439,7 +439,7 @@ def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_tempor
     monkeypatch.setattr(partial_run.os, "pwrite", fill_up)
     message = one_line_error(args)
     assert message == (f"error: writing {output} failed: No space left on device; the 12 finished lines are kept in "
-                       f"{output}.partial: free space there and rerun with --resume")
+                       f"{output}.partial: free space there and rerun with resume")
     monkeypatch.undo()
     assert len(finished_lines(tmp_path / "out.hdf5.partial")) == 12
     saved = []
