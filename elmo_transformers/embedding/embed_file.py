@@ -178,7 +178,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
         run.close()
         state.wait_for_everyone()
         if state.is_main_process:
-            run.finish(settings, lines, shapes)
+            run.finish(settings, shapes)
         state.wait_for_everyone()
     except BaseException as error:
         run.close()

@@ -32,7 +32,7 @@ class Hdf5Output:
     def __init__(self, folder, output):
         self.output = output
         self.file = os.path.join(folder, "output.hdf5")
-        self.fd = self.opened = None  # (opened: the file's (device, inode), to know it is still the one written)
+        self.fd = self.opened = None  # (opened: the file's device, inode and size, `check_whole`)
         self.offsets = self.shapes = self.dtype = None
 
     check_output = staticmethod(check_file_output)
@@ -50,7 +50,7 @@ class Hdf5Output:
             self.dtype = datasets[0].dtype if datasets else None
         self.fd = os.open(self.file, os.O_RDWR | os.O_NOFOLLOW)
         opened = os.fstat(self.fd)
-        self.opened = (opened.st_dev, opened.st_ino)
+        self.opened = (opened.st_dev, opened.st_ino, opened.st_size)
 
     def close(self):
         if self.fd is not None:
@@ -101,30 +101,19 @@ class Hdf5Output:
         """Whether the file holds a journaled batch (its lines): always, once journaled."""
         return True
 
-    def check_whole(self, lines, shapes, dtype):
-        """What keeps the file from being the finished output of `lines` (one dataset of shape `shapes[i]` and `dtype`
-        for line i, and their `sentence_to_index`), or None: gone, replaced since this process opened it, or not
-        of this run's layout."""
+    def check_whole(self, shapes, dtype):
+        """What keeps the file from being the finished output (one dataset of shape `shapes[i]` and `dtype` for line
+        i), or None: gone, or not the file this process opened (`open` read its layout; its text was
+        checked when it was made or resumed, `check_text`), whose size no vector changes (its blocks are allocated
+        when it is made)."""
         try:
             now = os.stat(self.file)
         except FileNotFoundError:
             return f"its {self.file} is gone"
-        if self.opened is not None and (now.st_dev, now.st_ino) != self.opened:
-            return f"its {self.file} was replaced by another file"
-        try:
-            with h5py.File(self.file, "r") as f:
-                if len(f) != len(shapes) + 1:
-                    return f"its {self.file} holds {len(f) - 1:,} lines' datasets, not {len(shapes):,}"
-                for i, shape in enumerate(shapes):
-                    found = f.get(str(i))
-                    if not isinstance(found, h5py.Dataset) or found.shape != tuple(shape) or found.dtype != dtype:
-                        return f"its {self.file} lacks line {i}'s dataset {dtype} {tuple(shape)}"
-                index = f["sentence_to_index"][0]
-        except (OSError, KeyError, ValueError):
-            return f"its {self.file} cannot be read as HDF5"
-        index = index.decode("utf-8", "surrogatepass") if isinstance(index, bytes) else index
-        if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
-            return f"its {self.file} holds the lines of another text"
+        if (now.st_dev, now.st_ino, now.st_size) != self.opened:
+            return f"its {self.file} was replaced or rewritten by another file"
+        if [tuple(shape) for shape in shapes] != self.shapes or (shapes and self.dtype != dtype):
+            return f"its {self.file} holds datasets of other shapes than this run's lines"
         return None
 
     def pending(self):

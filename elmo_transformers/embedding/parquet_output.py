@@ -180,9 +180,9 @@ class ParquetOutput:
         hand is computed again."""
         return os.path.isfile(os.path.join(self.data, f"lines-{batch[0]:09d}.parquet")) if batch else True
 
-    def check_whole(self, lines, shapes, dtype):
-        """What keeps data/ from being the finished output of `lines` (line i's vectors of shape `shapes[i]` and
-        `dtype`), or None: gone, or not one row of each line, with its words and the vectors' type."""
+    def check_whole(self, shapes, dtype):
+        """What keeps data/ from being the finished output (line i's vectors of shape `shapes[i]` and `dtype`), or
+        None: gone, or not one row of each line, with as many words as the line and vectors of the run's type."""
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 

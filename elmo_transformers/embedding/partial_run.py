@@ -47,8 +47,9 @@ def check_paths(source, output, settings, model=None):
         if resume:
             return output, True
     if resume and not overwrite and not run.exists() and os.path.lexists(output):
-        raise OutputExistsError(f"{output} exists and {run.folder} holds no run to resume: a run stopped as it "
-                                "ended had finished it (to replace it, rerun with overwrite)", output)
+        run.check_not_running()  # (an empty folder and the lock file a killed run left go)
+        raise OutputExistsError(f"{output} exists and there is no run to resume in {run.folder} (a run stopped as "
+                                "it ended leaves its finished output so): to replace it, rerun with overwrite", output)
     OUTPUTS[file_format].check_output(output, overwrite)
     run.check_not_running()
     if run.exists() and not resume:
@@ -82,8 +83,9 @@ class PartialRun:
     - `window-LINE-START-STOP.npz` (HDF5): the LSTM state after a window of a long line (whose vectors are in the
       output), written to a temporary name and renamed once the window's vectors are on the disk (`add_window`), read
       by the run that resumes the line (`lstm_state`);
-    - `finished.json`: every line is done (written before OUTPUT is put in place): a run killed between that and
-      removing the folder is completed by the next command on the same OUTPUT (`complete_finished`).
+    - `finished.json`: every line is done and the output checked whole (written before OUTPUT is put in place,
+      removed after every other file of the folder): a run stopped between that and removing the folder is completed
+      by the next command on the same OUTPUT (`complete_finished`); an empty folder left after it is removed.
     """
 
     def __init__(self, output, file_format="hdf5"):
@@ -302,9 +304,9 @@ class PartialRun:
             raise DataError(f"cannot resume: the window state {window[2]} cannot be read: delete {self.folder} to "
                             "start over") from None
 
-    def finish(self, settings, lines, shapes):
+    def finish(self, settings, shapes):
         """OUTPUT, complete: once every line is done and what is put in place is whole (`check_whole`: the run of
-        `settings`, `lines`, one array of shape `shapes[i]` for line i), marked finished (FINISHED), put in place and
+        `settings`, one array of shape `shapes[i]` for line i), marked finished (FINISHED), put in place and
         the folder removed; OUTPUT is checked again first (something may have appeared there while the run worked:
         it is replaced only under the rules of `settings.overwrite`, as before the run)."""
         if not os.path.isdir(self.folder):
@@ -317,28 +319,30 @@ class PartialRun:
                 f"{self.folder} lacks the vectors of {len(missing):,} lines (numbered from 0: {missing[:10]}), though "
                 f"the run computed them (removed while it worked?): {self.output} is not written; rerun with resume "
                 "to compute them", self.folder)
-        self.check_whole(settings, lines, shapes)
+        self.check_whole(settings, shapes)
         self.check_lock()
         write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": settings.overwrite}))
         self._complete(settings.overwrite)
 
-    def check_whole(self, settings, lines, shapes):
+    def check_whole(self, settings, shapes):
         """Refuse to put OUTPUT in place unless it is what this run computed: run.json records `settings`, and the
-        output holds every line, each of its shape, of this text (`writer.check_whole`)."""
+        output holds every line, each of its shape (`writer.check_whole`)."""
         try:
             saved = json.loads(read_own(os.path.join(self.folder, "run.json")))
         except (OSError, ValueError, RecursionError):
             saved = None
-        if not isinstance(saved, dict) or settings.differences(saved):
-            self.unusable(f"its run.json no longer records this run ({settings.differences(saved)[0][0]} differs)"
-                          if isinstance(saved, dict) else "its run.json is gone or unreadable")
-        problem = self.writer.check_whole(lines, shapes, settings.output_dtype)
+        differences = settings.differences(saved) if isinstance(saved, dict) else None
+        if differences is None:
+            self.unusable("its run.json is gone or unreadable")
+        if differences:
+            self.unusable(f"its run.json no longer records this run ({differences[0][0]} differs)")
+        problem = self.writer.check_whole(shapes, settings.output_dtype)
         if problem:
             self.unusable(problem)
 
     def unusable(self, what):
-        raise OutputError(f"{self.output} is not written: {what} (changed while the run worked?), so it is not what "
-                          f"this run computed: delete {self.folder} and run again", self.folder)
+        raise OutputError(f"{self.output} is not written: {what}, so the folder no longer holds what this run "
+                          f"computed (changed while it worked?): delete {self.folder} and run again", self.folder)
 
     def _complete(self, overwrite):
         """Put the finished output in place (unless it is there already), then remove the folder, FINISHED last:
