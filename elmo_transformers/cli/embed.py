@@ -82,6 +82,7 @@ def main(argv=None):
     from ..embedding.settings import EmbedSettings
     from ..model_folder import open_model
 
+    report = None
     try:
         with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
                 option("--runtime", args.runtime), option("--text-column", args.text_column):
@@ -96,24 +97,25 @@ def main(argv=None):
             report = Report() if finished else embed(
                 ElmoEmbedder(folder, dtype=args.dtype, device=args.device, runtime=args.runtime, threads=args.threads),
                 settings, args.input, output)
+        if report.main_process and not args.quiet:
+            print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
+            if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
+                print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
+                      "split='train').sort('line') gives them in line order", file=sys.stderr)
+            print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     except KeyboardInterrupt as e:
         partial = PartialRun(os.path.abspath(args.output), args.format)
-        print(f"\ninterrupted by {interruption(e)}{what_is_kept(e, partial)}", file=sys.stderr)
+        complete = report is not None or getattr(e, "output_complete", False)
+        print(f"\ninterrupted by {interruption(e)}{what_is_kept(partial, complete)}", file=sys.stderr)
         return exit_code(e)
-    if report.main_process and not args.quiet:
-        print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
-        if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
-            print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
-                  "split='train').sort('line') gives them in line order", file=sys.stderr)
-        print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     return 0
 
 
-def what_is_kept(error, partial):
-    """The end of the message of a run stopped by `error` (a KeyboardInterrupt): where its work is (`partial`: its
-    PartialRun) and the command that finishes it."""
+def what_is_kept(partial, complete):
+    """The end of the message of a run stopped by a signal: where its work is (`partial`: its PartialRun; `complete`:
+    OUTPUT was put in place, by `embed` or a finished run it completed) and the command that finishes it."""
     output = partial.output
-    if getattr(error, "output_complete", False):
+    if complete:
         return f" after the run finished: {output} is complete"
     if partial.finished():
         where = "in place" if not partial.writer.pending() else f"kept in {partial.folder}"

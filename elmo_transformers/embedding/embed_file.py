@@ -124,13 +124,18 @@ def embed(embedder, settings, input_file, output):
     """The run of `settings` (an `EmbedSettings`) once they, the paths (`partial_run.check_paths`: `output` is the
     absolute path it returns) and the embedder are checked: OUTPUT.partial/ made or resumed, every line not yet done
     embedded, OUTPUT put in place. Returns a `Report`."""
-    report, started_at = Report(), time.perf_counter()
+    report, started_at, done = Report(), time.perf_counter(), False
     run_traits = traits(embedder.model)
-    with cpu_threads(settings.threads, run_traits.runtime) as torch_threads:
-        report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
-        report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
-        report.device = str(getattr(embedder.model, "device", "cpu"))
-        _run(embedder, settings, input_file, output, report, started_at)
+    try:
+        with cpu_threads(settings.threads, run_traits.runtime) as torch_threads:
+            report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
+            report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
+            report.device = str(getattr(embedder.model, "device", "cpu"))
+            _run(embedder, settings, input_file, output, report, started_at)
+            done = True
+    except KeyboardInterrupt as stop:
+        stop.output_complete = done or getattr(stop, "output_complete", False)  # (what the command's message says)
+        raise
     report.total = time.perf_counter() - started_at
     return report
 
@@ -183,7 +188,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
     except BaseException as error:
         run.close()
         if run.output_in_place:  # stopped as it removed its folder: OUTPUT is complete, the rest is removal
-            error.output_complete = True  # (what the command's message says)
+            error.output_complete = True  # (`embed`: what the command's message says)
             with contextlib.suppress(OSError, KeyboardInterrupt):  # (a second Ctrl+C: the next command removes it)
                 run.remove_folder()
             raise

@@ -255,6 +255,23 @@ def test_an_interruption_at_each_step_of_the_end_is_finished_by_resume(tmp_path,
     assert_finished(output, reference[file_format])
 
 
+def test_an_interruption_after_output_is_in_place_says_it_is_complete(tmp_path, tiny_model_dir, monkeypatch,
+                                                                     reference, capsys):
+    """Stopped while it prints its closing line: nothing is left to do, and the message says so."""
+    from elmo_transformers.cli import embed as embed_command
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed_command, "speed_line", interrupted)
+    args = [arg for arg in args_of(tmp_path, tiny_model_dir) if arg != "--quiet"]
+    assert main(args) == 130
+    output = tmp_path / "out.hdf5"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted by Ctrl+C (SIGINT) after the run finished: {output} is complete")
+    assert_finished(output, reference["hdf5"])
+
+
 CHILD = """
 import json, os, signal, sys
 from elmo_transformers.cli import main
