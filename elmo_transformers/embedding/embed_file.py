@@ -162,6 +162,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
     if state.is_main_process:
         run.claim()
     shapes = [dataset_shape(n, settings.mode, embedder.model.config) for n in counts]
+    opened = False
     try:
         if state.is_main_process and not run.exists():
             if settings.progress and settings.file_format == "hdf5" and len(lines) >= MANY_LINES:
@@ -171,6 +172,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
         state.wait_for_everyone()
         words_of = partial(words_of_line, lines, embedder.tokenizer)
         run.open(state.process_index, words_of)
+        opened = True
         units = work_units(counts, settings.batch_size, settings.max_sentence_words, settings.batch_words)
         if resumed:
             run.check_progress(units, lines, words_of)
@@ -192,10 +194,11 @@ def _run(embedder, settings, input_file, output, report, started_at):
             with contextlib.suppress(OSError, KeyboardInterrupt):  # (a second Ctrl+C: the next command removes it)
                 run.remove_folder()
             raise
-        if isinstance(error, OSError) and not os.path.isdir(run.folder):
+        if opened and isinstance(error, OSError) and not os.path.isdir(run.folder):
             raise OutputError(f"{run.folder} was removed while the run worked, and the vectors with it: run again",
                               run.folder) from None
-        if isinstance(error, OSError) and settings.file_format == "parquet" and not os.path.isdir(run.writer.data):
+        if opened and isinstance(error, OSError) and settings.file_format == "parquet" and \
+                not os.path.isdir(run.writer.data):
             raise OutputError(f"{run.writer.data} was removed while the run worked, and the vectors with it: delete "
                               f"{run.folder} and run again", run.folder) from None
         if state.is_main_process and started and os.path.isdir(run.folder) and not os.path.islink(run.folder) \
