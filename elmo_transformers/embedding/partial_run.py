@@ -316,9 +316,9 @@ class PartialRun:
         missing = [i for i, shape in enumerate(shapes) if i not in batches and covered(windows.get(i, [])) != shape[-2]]
         if missing:
             raise UnfinishedRunError(
-                f"{self.folder} lacks the vectors of {len(missing):,} lines (numbered from 0: {missing[:10]}), though "
-                f"the run computed them (removed while it worked?): {self.output} is not written; rerun with resume "
-                "to compute them", self.folder)
+                f"{self.folder} lacks the vectors of {len(missing):,} line{'s' * (len(missing) != 1)} (numbered from "
+                f"0: {missing[:10]}), though the run computed them (removed while it worked?): {self.output} is not "
+                "written; rerun with resume to compute them", self.folder)
         self.check_whole(settings, shapes)
         self.check_lock()
         write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": settings.overwrite}))
