@@ -188,7 +188,8 @@ class ParquetOutput:
 
         if not os.path.isdir(self.data):
             return f"its {self.data} is gone"
-        expected = vectors_column([np.zeros(shapes[0], dtype)]).type if shapes else None
+        none = [np.zeros((*shapes[0][:-2], 0, shapes[0][-1]), dtype)] if shapes else None  # (a line of no words)
+        expected = (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if shapes else None
         seen = np.zeros(len(shapes), bool)
         for name in sorted(os.listdir(self.data)):
             if not SHARD.fullmatch(name):
@@ -196,11 +197,13 @@ class ParquetOutput:
             try:
                 shard = pq.ParquetFile(os.path.join(self.data, name))
                 table = shard.read(columns=["line", "words"])
-                vectors = shard.schema_arrow.field("vectors").type
+                schema = shard.schema_arrow
+                found = (schema.field("vectors").type,  # (and its shape and dtype, which the type's == leaves out)
+                         json.loads(schema.metadata[b"huggingface"])["info"]["features"])
             except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types
                 return f"its {name} cannot be read as Parquet"
-            if vectors != expected:
-                return f"its {name} holds vectors of another type ({vectors})"
+            if found != expected:
+                return f"its {name} holds vectors of another type ({found[1].get('vectors')})"
             line = table["line"].to_numpy()
             words = pc.list_value_length(table["words"]).fill_null(0).to_numpy()
             if line.size and (line.min() < 0 or line.max() >= len(shapes) or seen[line].any()):

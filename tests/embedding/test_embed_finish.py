@@ -131,6 +131,17 @@ def test_a_parquet_file_removed_while_the_run_works_is_computed_again_on_resume(
     assert_finished(tmp_path / "out", reference["parquet"])
 
 
+def test_a_parquet_file_of_another_dtype_is_not_put_in_place(tmp_path, tiny_model_dir, monkeypatch):
+    """A file swapped in from a float16 run of the same text: the same lines and words, vectors of another type."""
+    other = tmp_path / "half"
+    assert main([*args_of(tmp_path, tiny_model_dir, "parquet", output=other), "--output-dtype", "float16"]) == 0
+    first = sorted(other.iterdir())[0]
+    at_batch(monkeypatch, 3, lambda run: shutil.copyfile(first, os.path.join(run.writer.data, first.name)))
+    message = one_line_error(args_of(tmp_path, tiny_model_dir, "parquet"))
+    assert f"its {first.name} holds vectors of another type" in message and "float16" in message, message
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("file_format", FORMATS)
 def test_a_run_json_changed_while_the_run_works_stops_it_before_output(tmp_path, tiny_model_dir, monkeypatch,
                                                                       file_format):
