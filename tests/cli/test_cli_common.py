@@ -153,7 +153,8 @@ def test_a_weight_file_that_is_not_safetensors_is_one_line(lm_dir, tmp_path, cap
     (model / "model.safetensors").write_text("garbage\n")
     for command in ("demo", "perplexity", "embed"):
         argv = missing_model_commands(tmp_path, str(model))[command]
-        one_line(*run(argv, capsys), f"--model {model}: cannot load it: Error while deserializing header")
+        one_line(*run(argv, capsys), f"--model {model}/model.safetensors is not a safetensors file (its header does "
+                 "not parse): save the model again")
 
 
 def rewrite_keeping_the_time_stamp(path, content):
