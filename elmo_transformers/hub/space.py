@@ -96,7 +96,7 @@ def model_licence(source):
     """{field: value} of the licence of the model `source` (a ModelFolder): its card's (README.md's metadata), else
     that of the licence file it holds (`ModelFolder.licence`), a `license_link` to a file of the folder pointing into
     the Space's model/; {} without either."""
-    data = source.card_metadata("give --license")
+    data = source.card_metadata("give the Space's licence as license")
     licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)} or source.licence() or {}
     link = licence.get("license_link")
     if isinstance(link, str) and os.path.isfile(source.file(link)):
