@@ -57,7 +57,7 @@ def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     calls = fake_hub
     monkeypatch.setattr(push, "get_token", lambda: "hf_test")
     checked = []
-    monkeypatch.setattr(space, "check_space", lambda folder: checked.append(folder) or "the page builds")
+    monkeypatch.setattr(space, "check_space", lambda staging: checked.append(staging) or "the page builds")
     staging = tmp_path / "space"
     assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(staging)]) == 0
     assert calls["create_repo"] == ("me/elmo-demo", {"repo_type": "space", "private": False, "exist_ok": True,
