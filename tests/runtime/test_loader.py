@@ -266,9 +266,9 @@ def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_pat
     monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
     first = ElmoEmbedder(tiny_model_dir, runtime="onnxruntime")
     (cached,) = (tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32")
-    assert first.model.folder == str(cached) and first.traits.runtime == "onnxruntime"
+    assert first.model.folder.path == str(cached) and first.traits.runtime == "onnxruntime"
     stamp = (cached / "model.onnx").stat().st_mtime_ns
-    assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder == str(cached)
+    assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder.path == str(cached)
     assert (cached / "model.onnx").stat().st_mtime_ns == stamp  # reused, not exported again
     assert_close_to_reference(first.embed_sentence(["a", "b"]), ElmoEmbedder(tiny_model_dir).embed_sentence(["a", "b"]),
                               "cached export")
