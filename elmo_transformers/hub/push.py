@@ -96,11 +96,11 @@ def check_loads(staging, folder):
 
 @dataclass(frozen=True)
 class Pushed:
-    """What `push` did: `folder`, the upload folder (kept after a dry run or in the `staging_dir` given, else removed);
-    `files`, its files (relative paths, sorted); `check`, what the fresh-process check says it loaded; `url`, the
-    repo's URL (None after a dry run)."""
+    """What `push` did: `upload_folder`, the folder built for upload (kept after a dry run or in the `staging_dir`
+    given, else removed); `files`, its files (relative paths, sorted); `check`, what the fresh-process check says it
+    loaded; `url`, the repo's URL (None after a dry run)."""
 
-    folder: str
+    upload_folder: str
     files: list
     check: str
     url: str | None

@@ -379,7 +379,7 @@ def test_push_is_a_library_function(tmp_path, tiny_model_dir, monkeypatch, fake_
     monkeypatch.setattr(hub, "check_loads", lambda staging, folder: f"loads {folder.name}")  # run above
     pushed = elmo_transformers.push(str(tiny_model_dir), "me/elmo-tiny", datasets=["conll2003"])
     assert pushed.url == "https://huggingface.co/me/elmo-tiny" and pushed.check == f"loads {tiny_model_dir}"
-    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.folder)
+    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.upload_folder)
     assert ModelCard(fake_hub["readme"]).data.datasets == ["conll2003"]
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match=r"^staging_dir .* is not empty$"):
