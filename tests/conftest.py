@@ -175,9 +175,9 @@ def load_checks_forked():
     (tests/warm_python.py), with the same flags, folder, environment and streams."""
     import types
 
-    from elmo_transformers.hub import push, space
+    from elmo_transformers.hub import repo
 
-    modules = (push, space)
+    modules = (repo,)  # (its check_in_fresh_process runs both checks)
     real = [module.subprocess for module in modules]
     for module in modules:
         module.subprocess = types.SimpleNamespace(run=warm_python.run)

@@ -204,7 +204,8 @@ EFML_PRESETS = {
 }
 # Said when zh-hant is converted without OpenCC, and in its card: its character vocabulary is traditional.
 TRADITIONAL_NOTE = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use "
-                    "--preset zh-hans, or convert with --opencc s2t (the tokenizer's opencc_config)")
+                    "the preset zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to "
+                    "traditional characters first)")
 EFML_MANUAL = (f"download the archive yourself, unpack it and give its folder, or set {NLPL_URL_VARIABLE} "
                f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror")
 
@@ -255,9 +256,10 @@ def fetch_efml_preset(name):
     with WeakFileLock(cache / "model.lock"):
         if (unpacked / "config.json").is_file():
             return unpacked, source
-        shutil.rmtree(unpacked, ignore_errors=True)  # an earlier version's copy (the archive's folders kept): again
+        # model/ is renamed into place whole, with its config.json: a model/ of this cache without one is not a
+        # finished unpacking and is unpacked again (the archive was checked when it was downloaded)
+        shutil.rmtree(unpacked, ignore_errors=True)
         try:
-            check(archive)  # also an archive cached before these checks
             members = model_members(archive_members(archive))
         except ConversionError:
             forget_efml_preset(name)

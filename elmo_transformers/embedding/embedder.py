@@ -153,7 +153,7 @@ class ElmoEmbedder:
         """What decides the numbers this embedder computes (`ModelFolder.identity`: the model's weights, config,
         tokenizer and dtype; for runtime onnxruntime, its export's), which a resumed run compares; None for a model
         given already loaded, which has no folder to identify it."""
-        folder = getattr(self.model, "source", None) or self.folder  # an exported model's own folder
+        folder = getattr(self.model, "folder", None) or self.folder  # an exported model's own folder
         return None if folder is None else folder.identity(self.traits.dtype)
 
     def encode(self, sentences):

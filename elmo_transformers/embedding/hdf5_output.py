@@ -154,7 +154,8 @@ def create_output(path, lines, shapes, dtype):
     too small is found now, before any work, in one line, and leaves nothing.
 
     HDF5 is written by a child process: a write that fails there (a full disk, a file-size limit) can crash h5py
-    (a segfault, not an exception), and this process must survive it to say so."""
+    (a segfault, not an exception), and this process must survive it to say so (why, and what the child costs:
+    docs/embedding-files.md, "The HDF5 layout in a child process")."""
     needed, free = output_bytes(lines, shapes, dtype), shutil.disk_usage(os.path.dirname(path)).free
     if needed > free:
         raise OutputError(f"not enough disk space for {os.path.basename(path)} in {os.path.dirname(path)}: it needs "
@@ -200,7 +201,8 @@ def create_output(path, lines, shapes, dtype):
 
 def die_with_parent():
     """Have the kernel kill this (child) process when its parent dies (Linux's PR_SET_PDEATHSIG), so that a parent
-    killed with `kill -9` leaves no child writing a file the next run would meet."""
+    killed with `kill -9` leaves no child writing a file the next run would meet
+    (docs/embedding-files.md, "The HDF5 layout in a child process")."""
     try:
         import ctypes
 
