@@ -108,9 +108,9 @@ def exit_code(error):
     return 128 + (error.signum if isinstance(error, Interrupted) else signal.SIGINT)
 
 
-# The library arguments whose flag is not their name (convert's files).
+# The library arguments whose flag is not their name (convert's files, embed's --format).
 FLAGS = {"options_path": "--options", "weights_path": "--weights", "softmax_path": "--softmax-weights",
-         "vocab_path": "--vocab"}
+         "vocab_path": "--vocab", "file_format": "--format"}
 
 
 # The switches a message's advice may name ("pass overwrite=True"): a command words them as flags (--overwrite).

@@ -114,9 +114,6 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     output, finished = check_paths(input_file, output_file_path, settings, model_files)
     if finished:  # the interrupted run had computed every line: its OUTPUT is now in place
         return Report()
-    if resume and embedder.identity() is None:
-        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
-                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     return embed(embedder, settings, input_file, output)
 
 
@@ -142,6 +139,10 @@ def embed(embedder, settings, input_file, output):
 
 def _run(embedder, settings, input_file, output, report, started_at):
     """`embed` within the model's threads."""
+    identity = embedder.identity()  # (a SHA-256 of the weight files: once a run)
+    if settings.resume and identity is None:
+        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
+                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     if settings.batch_size is None and settings.batch_words is None:
         settings = replace(settings, batch_words=default_batch_words(embedder))
     run = PartialRun(output, settings.file_format)
@@ -151,7 +152,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
                         "folder of no rows)", input_file)
     counts = [count_words(line, embedder.tokenizer) for line in lines]
     check_windows(embedder, counts, settings.max_sentence_words, input_file)
-    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=embedder.identity())
+    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=identity)
     resumed = run.exists()
     if resumed:
         run.check(settings)
