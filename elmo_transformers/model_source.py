@@ -117,7 +117,7 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
             return _load_torch(source, ElmoModel, False, None, "float32", None, None)
 
         export = cached_export(source, dtype or "float32", load_float32)
-        return _load_export(export, dtype, device, threads, name=source.name)
+        return _load_export(export, dtype or "float32", device, threads, name=source.name)
     return _load_torch(source, model_class, language_model, config, dtype, quantization_config, device)
 
 
