@@ -76,9 +76,9 @@ PRESETS = {
 }
 
 
-def manual(key):
-    """What to do when file `key` of a preset cannot be downloaded (the error names `ARGUMENTS[key]`)."""
-    return (f"download it yourself and give its path as {{{ARGUMENTS[key]}}}, or set {URL_VARIABLE} to a mirror of "
+def manual(key, argument):
+    """What to do when file `key` of a preset cannot be downloaded (the error names `argument`)."""
+    return (f"download it yourself and give its path as {{{argument}}}, or set {URL_VARIABLE} to a mirror of "
             "AllenNLP's files")
 
 
@@ -98,9 +98,11 @@ def fetch_preset(name, with_lm=False):
     return {key: path for key, (path, _) in fetched.items()}, {key: url for key, (_, url) in fetched.items()}
 
 
-def fetch_file(name, key):
+def fetch_file(name, key, argument=None):
     """(local path, the URL it came from) of file `key` ("options", "weights", "softmax" or "vocab") of preset
-    `name`, from the cache or downloaded from the base URL and checked."""
+    `name`, from the cache or downloaded from the base URL and checked; an error names `argument`, the caller's
+    parameter for the file (default: `convert`'s, ARGUMENTS)."""
+    argument = argument or ARGUMENTS[key]
     from .allennlp import check_published_file  # torch and transformers: not before `convert --help` has answered
 
     preset = PRESETS[name]
@@ -112,13 +114,13 @@ def fetch_file(name, key):
             check_published_file(key, path, preset.options)
         except ConversionError as e:
             raise ConversionError(f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
-                                  f"the server sent something else; {manual(key)}",
-                                  arguments=[ARGUMENTS[key]]) from None
+                                  f"the server sent something else; {manual(key, argument)}",
+                                  arguments=[argument]) from None
 
     try:
         return download(url, cache / os.path.basename(url), check)
     except DownloadError as e:
-        raise ConversionError(f"{e}: {manual(key)}", arguments=[ARGUMENTS[key]]) from None
+        raise ConversionError(f"{e}: {manual(key, argument)}", arguments=[argument]) from None
 
 
 def fetch_url(url, argument):
@@ -129,7 +131,7 @@ def fetch_url(url, argument):
     for name, preset in PRESETS.items():
         for key, path in preset.files(with_lm=preset.softmax is not None).items():
             if url in {f"{base}/{path}" for base in (*BUCKET_URLS, base_url())}:
-                return fetch_file(name, key)[0]
+                return fetch_file(name, key, argument)[0]
     raise ConversionError(f"{url} is not one of the files AllenNLP published for ELMo (those of the presets "
                           f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its local path as "
                           f"{argument}")

@@ -239,11 +239,22 @@ class ElmoEmbedder:
         while batch := list(islice(sentences, batch_size)):
             yield from self.embed_batch(batch)
 
-    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, **options):
+    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, forget_sentences=False,
+                   use_sentence_keys=False, **options):
         """AllenNLP's `embed_file`: the work of `elmo-transformers embed` with this embedder's model (see
         `elmo_transformers.embedding.embed_file.embed_file`, which also documents `options`); `input_file` is a path,
         "-" (stdin) or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded
-        words. Returns the run's `Report` (what was done, where the time went)."""
+        words. AllenNLP's `forget_sentences` and `use_sentence_keys` are taken at their default, False, the one way
+        offered. Returns the run's `Report` (what was done, where the time went)."""
+        if forget_sentences:
+            raise UserError("forget_sentences=True is not offered: the HDF5 file always holds sentence_to_index "
+                            "(AllenNLP's default); leave forget_sentences out, and skip that dataset where you read "
+                            "the file")
+        if use_sentence_keys:
+            raise UserError("use_sentence_keys=True is not offered: each line is a sentence, its dataset keyed by "
+                            "its line number (\"0\", \"1\", ...); leave use_sentence_keys out, and to keep your "
+                            "own keys put them beside the text in a JSON lines or CSV file (text_column names the "
+                            "text column) and match them to the line numbers")
         from .embed_file import embed_file  # (its outputs' modules load only for a file)
 
         return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)

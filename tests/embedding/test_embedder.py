@@ -172,6 +172,21 @@ def test_embed_file_takes_an_open_file_as_allennlp(embedder, tmp_path):
         assert_close_to_reference(f["0"][...], expected["sent_0_activations"][-1], what="embed_file --top")
 
 
+def test_embed_file_refuses_allennlps_sentence_options_in_one_line(embedder, tmp_path):
+    """`use_sentence_keys` and `forget_sentences` were a plain TypeError (an unexpected keyword); AllenNLP's default,
+    False, is the way offered, and runs as written (also positionally)."""
+    from elmo_transformers.errors import UserError
+
+    source = io.StringIO("Hello world !\n")
+    for argument in ("use_sentence_keys", "forget_sentences"):
+        with pytest.raises(UserError, match=rf"^{argument}=True is not offered: .*; leave {argument} out, and "):
+            embedder.embed_file(source, tmp_path / "out.hdf5", **{argument: True})
+    assert not (tmp_path / "out.hdf5").exists()
+    embedder.embed_file(source, tmp_path / "out.hdf5", "top", 2, False, False)
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert json.loads(f["sentence_to_index"][0]) == {"Hello world !": "0"}
+
+
 @pytest.mark.parametrize("name", ["efml-charword", "efml-word"])
 def test_converted_elmoformanylangs_folder_through_the_embedder(tmp_path, name):
     """The elmoformanylangs package's own outputs (tests/fixtures/efml-*), through a converted folder."""
