@@ -26,9 +26,9 @@ def check_tokenizer(config, tokenizer):
 
 
 def torch_device(name):
-    """`name` (a str) as a torch device this torch can use (a tensor is put there and holds data), else a one-line
-    UserError: a name torch does not know ("banana"), an accelerator this build or machine lacks ("cuda" with a
-    CPU-only torch), the meta device (tensors without data: nothing can be computed there)."""
+    """`name` (a str or torch.device) as a device this torch can use (a tensor is put there and holds data), else a
+    one-line UserError: a name torch does not know ("banana"), an accelerator this build or machine lacks ("cuda"
+    with a CPU-only torch), the meta device (tensors without data: nothing can be computed there)."""
     import torch
 
     from .errors import first_line

@@ -285,7 +285,6 @@ class ElmoEmbedder:
         from .embed_file import embed_file  # (its outputs' modules load only for a file)
 
         options.setdefault("threads", self.threads)
-
         return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 
     def embed_window(self, words, lstm_state=None, mode="all", output_dtype="float32"):

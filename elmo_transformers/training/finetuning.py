@@ -49,8 +49,8 @@ def label_mapping(raw, column, nested, config, head_class):
     """The label names, in class-id order. A head of this kind (the starting model's `config`) keeps its own
     `label2id` (its classifier rows mean those labels: data whose names sort differently must not swap them);
     otherwise the ClassLabel names of the data, else the sorted values seen in every split (an integer written as a
-    float, 1.0, is the integer: `label_name`). At least two classes; a warning names the labels of a split that the
-    train split lacks (classes the model never learns)."""
+    float, 1.0, is the integer: `label_name`). At least two classes in the train split; a warning names the labels of
+    another split that the train split lacks (classes the model never learns)."""
     if head_class.__name__ in (config.architectures or []):
         return [config.id2label[i] for i in range(config.num_labels)]
     require_column(raw, column, "label_column")
@@ -71,9 +71,11 @@ def label_mapping(raw, column, nested, config, head_class):
                             "same way (e.g. all as strings)")
         labels = [label_name(value) for value in sorted(values)]
         seen = {name: {label_name(value) for value in values} for name, values in seen.items()}
-    if len(labels) < 2:
-        raise DataError(f"the column {column!r} holds one label ({', '.join(map(repr, labels))}): a classifier needs "
-                        "at least two classes; give data with examples of two or more labels")
+    trained = sorted(seen["train"]) if "train" in seen else labels  # (a validation label does not train)
+    if len(trained) < 2:
+        where = " in the train split" if "train" in seen else ""
+        raise DataError(f"the column {column!r} holds one label ({', '.join(map(repr, trained))}){where}: a "
+                        "classifier needs at least two classes; give data with examples of two or more labels")
     for name, values in seen.items():
         if "train" in seen and name != "train" and values - seen["train"]:
             untrained = ", ".join(repr(label) for label in sorted(values - seen["train"]))

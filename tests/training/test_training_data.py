@@ -129,8 +129,14 @@ def test_one_label_is_refused(tiny_model_dir, tmp_path, capsys):
     train = write_jsonl(tmp_path / "train.jsonl", polarity_rows(["pos"], 2))
     one_line(*run(["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
                    train, "--output_dir", tmp_path / "out", "--do_train", *COMMON], capsys),
-             "error: the column 'label' holds one label ('pos'): a classifier needs at least two classes")
+             "error: the column 'label' holds one label ('pos') in the train split: a classifier needs at least two "
+             "classes; give data with examples of two or more labels")
     assert not (tmp_path / "out").exists()
+    valid = write_jsonl(tmp_path / "valid.jsonl", polarity_rows(["pos", "neg"], 2))  # another label, never trained
+    one_line(*run(["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
+                   train, "--validation_file", valid, "--output_dir", tmp_path / "out", "--do_train", "--do_eval",
+                   *COMMON], capsys),
+             "error: the column 'label' holds one label ('pos') in the train split: a classifier needs")
 
 
 def label_mapping_of(splits, nested=False):
