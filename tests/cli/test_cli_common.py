@@ -275,8 +275,8 @@ def test_embed_refusals_name_the_flags(text, tiny_model_dir, tmp_path, capsys):
          "--batch-size 3: give either the lines or the words of a batch, not both"),
         ([*embed, "--threads", "0"], "--threads 0: must be a positive int"),
         ([*embed, "--text-column", "text"],
-         f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet (.parquet) file, not "
-         f"of {text}; a text file is read one sentence a line without it"),
+         f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or Parquet (.parquet) "
+         f"file, not of {text}; a text file is read one sentence a line without it"),
         (rows, f"--text-column not given: {table} is a json file (its columns: id, text): name the one to embed, one "
                "row a line"),
         ([*rows, "--text-column", "words"], f"--text-column words: no such column in {table} (it has id, text)"),
