@@ -239,7 +239,7 @@ def load_checks_once(tmp_path_factory):
 
     import filelock
 
-    from elmo_transformers.hub import push, space
+    from elmo_transformers.hub import repo
 
     store = run_store(tmp_path_factory, "load-checks")
 
@@ -259,8 +259,7 @@ def load_checks_once(tmp_path_factory):
                                            err.replace("{folder}", str(folder)))
 
     with pytest.MonkeyPatch.context() as patch:
-        for module in (push, space):
-            patch.setattr(module, "subprocess", types.SimpleNamespace(run=run))
+        patch.setattr(repo, "subprocess", types.SimpleNamespace(run=run))  # (check_in_fresh_process: both checks)
         yield
 
 

@@ -6,6 +6,7 @@ threads that prepare and write them (`batches`), the device step (the embedder's
 The command checks the paths (`partial_run.check_paths`) before it loads its model, then calls `embed`. Under
 accelerate launch / torchrun every process runs it with the same arguments."""
 
+import contextlib
 import errno
 import os
 import shutil
@@ -18,7 +19,7 @@ from itertools import islice
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import DataError, UnfinishedRunError, UserError
+from ..errors import DataError, OutputError, UnfinishedRunError, UserError
 from ..runtime import process_state, traits
 from ..runtime.threads import cpu_threads
 from .batches import Writer, in_background, work_units
@@ -113,9 +114,6 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     output, finished = check_paths(input_file, output_file_path, settings, model_files)
     if finished:  # the interrupted run had computed every line: its OUTPUT is now in place
         return Report()
-    if resume and embedder.identity() is None:
-        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
-                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     return embed(embedder, settings, input_file, output)
 
 
@@ -123,19 +121,28 @@ def embed(embedder, settings, input_file, output):
     """The run of `settings` (an `EmbedSettings`) once they, the paths (`partial_run.check_paths`: `output` is the
     absolute path it returns) and the embedder are checked: OUTPUT.partial/ made or resumed, every line not yet done
     embedded, OUTPUT put in place. Returns a `Report`."""
-    report, started_at = Report(), time.perf_counter()
+    report, started_at, done = Report(), time.perf_counter(), False
     run_traits = traits(embedder.model)
-    with cpu_threads(settings.threads, run_traits.runtime) as torch_threads:
-        report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
-        report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
-        report.device = str(getattr(embedder.model, "device", "cpu"))
-        _run(embedder, settings, input_file, output, report, started_at)
+    try:
+        with cpu_threads(settings.threads, run_traits.runtime) as torch_threads:
+            report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
+            report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
+            report.device = str(getattr(embedder.model, "device", "cpu"))
+            _run(embedder, settings, input_file, output, report, started_at)
+            done = True
+    except KeyboardInterrupt as stop:
+        stop.output_complete = done or getattr(stop, "output_complete", False)  # (what the command's message says)
+        raise
     report.total = time.perf_counter() - started_at
     return report
 
 
 def _run(embedder, settings, input_file, output, report, started_at):
     """`embed` within the model's threads."""
+    identity = embedder.identity()  # (a SHA-256 of the weight files: once a run)
+    if settings.resume and identity is None:
+        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
+                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     if settings.batch_size is None and settings.batch_words is None:
         settings = replace(settings, batch_words=default_batch_words(embedder))
     run = PartialRun(output, settings.file_format)
@@ -145,7 +152,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
                         "folder of no rows)", input_file)
     counts = [count_words(line, embedder.tokenizer) for line in lines]
     check_windows(embedder, counts, settings.max_sentence_words, input_file)
-    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=embedder.identity())
+    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=identity)
     resumed = run.exists()
     if resumed:
         run.check(settings)
@@ -155,15 +162,18 @@ def _run(embedder, settings, input_file, output, report, started_at):
     started = not os.path.exists(run.folder)
     if state.is_main_process:
         run.claim()
+    shapes = [dataset_shape(n, settings.mode, embedder.model.config) for n in counts]
+    opened = False
     try:
         if state.is_main_process and not run.exists():
             if settings.progress and settings.file_format == "hdf5" and len(lines) >= MANY_LINES:
                 print(f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
                       "first batch; --format parquet has no such step", file=sys.stderr)
-            run.start(settings, lines, [dataset_shape(n, settings.mode, embedder.model.config) for n in counts])
+            run.start(settings, lines, shapes)
         state.wait_for_everyone()
         words_of = partial(words_of_line, lines, embedder.tokenizer)
         run.open(state.process_index, words_of)
+        opened = True
         units = work_units(counts, settings.batch_size, settings.max_sentence_words, settings.batch_words)
         if resumed:
             run.check_progress(units, lines, words_of)
@@ -176,16 +186,30 @@ def _run(embedder, settings, input_file, output, report, started_at):
         run.close()
         state.wait_for_everyone()
         if state.is_main_process:
-            run.finish(counts, settings.overwrite)
+            run.finish(settings, shapes)
         state.wait_for_everyone()
     except BaseException as error:
         run.close()
-        if state.is_main_process and started and os.path.isdir(run.folder) and not run.finished_lines():
+        if run.output_in_place:  # stopped as it removed its folder: OUTPUT is complete, the rest is removal
+            error.output_complete = True  # (`embed`: what the command's message says)
+            with contextlib.suppress(OSError, KeyboardInterrupt):  # (a second Ctrl+C: the next command removes it)
+                run.remove_folder()
+            raise
+        if opened and isinstance(error, OSError) and not os.path.isdir(run.folder):
+            raise OutputError(f"{run.folder} was removed while the run worked, and the vectors with it: run again",
+                              run.folder) from None
+        if opened and isinstance(error, OSError) and settings.file_format == "parquet" and \
+                not os.path.isdir(run.writer.data):
+            raise OutputError(f"{run.writer.data} was removed while the run worked, and the vectors with it: delete "
+                              f"{run.folder} and run again", run.folder) from None
+        if state.is_main_process and started and os.path.isdir(run.folder) and not os.path.islink(run.folder) \
+                and not run.finished() and not run.finished_lines():
             shutil.rmtree(run.folder)  # this call made it and computed nothing: leave nothing that looks resumable
         if isinstance(error, OSError) and error.errno in FULL_DISK:
             kept = run.finished_lines()
-            keep = (f"the {kept:,} finished lines are kept in {run.folder}: free space there and rerun with "
-                    "resume=True") if kept else "nothing was finished: free space there and rerun"
+            limit = "raise the file-size limit (ulimit -f)" if error.errno == errno.EFBIG else "free space there"
+            keep = (f"the {kept:,} finished lines are kept in {run.folder}: {limit} and rerun with resume=True" if kept
+                    else f"nothing was finished: {limit} and rerun")
             raise UnfinishedRunError(f"writing {output} failed: {os.strerror(error.errno)}; {keep}",
                                      run.folder) from None
         raise

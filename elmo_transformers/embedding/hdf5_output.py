@@ -32,7 +32,7 @@ class Hdf5Output:
     def __init__(self, folder, output):
         self.output = output
         self.file = os.path.join(folder, "output.hdf5")
-        self.fd = None
+        self.fd = self.opened = None  # (opened: the file's device, inode and size, `check_whole`)
         self.offsets = self.shapes = self.dtype = None
 
     check_output = staticmethod(check_file_output)
@@ -48,7 +48,9 @@ class Hdf5Output:
             self.shapes = [d.shape for d in datasets]
             self.offsets = [d.id.get_offset() for d in datasets]
             self.dtype = datasets[0].dtype if datasets else None
-        self.fd = os.open(self.file, os.O_RDWR)
+        self.fd = os.open(self.file, os.O_RDWR | os.O_NOFOLLOW)
+        opened = os.fstat(self.fd)
+        self.opened = (opened.st_dev, opened.st_ino, opened.st_size)
 
     def close(self):
         if self.fd is not None:
@@ -95,9 +97,31 @@ class Hdf5Output:
         if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
             raise damaged(f"its {self.file} holds the lines of another text than the input")
 
+    def holds(self, batch):
+        """Whether the file holds a journaled batch (its lines): always, once journaled."""
+        return True
+
+    def check_whole(self, shapes, dtype):
+        """What keeps the file from being the finished output (one dataset of shape `shapes[i]` and `dtype` for line
+        i), or None: gone, or not the file this process opened (`open` read its layout; its text was
+        checked when it was made or resumed, `check_text`), whose size no vector changes (its blocks are allocated
+        when it is made)."""
+        try:
+            now = os.stat(self.file)
+        except FileNotFoundError:
+            return f"its {self.file} is gone"
+        if (now.st_dev, now.st_ino, now.st_size) != self.opened:
+            return f"its {self.file} was replaced or rewritten by another file"
+        if [tuple(shape) for shape in shapes] != self.shapes or (shapes and self.dtype != dtype):
+            return f"its {self.file} holds datasets of other shapes than this run's lines"
+        return None
+
     def pending(self):
-        """Whether the finished file is still here, not yet put in place."""
-        return os.path.exists(self.file)
+        """Whether the finished file is still here, not yet put in place (a file already linked as OUTPUT, by a run
+        stopped before it removed its own name, is in place)."""
+        if not os.path.exists(self.file):
+            return False
+        return not (os.path.exists(self.output) and os.path.samefile(self.file, self.output))
 
     def finish(self, overwrite):
         """Put the file in place as OUTPUT: replacing it with `overwrite`, else only where nothing is there (a hard
@@ -130,7 +154,8 @@ def create_output(path, lines, shapes, dtype):
     too small is found now, before any work, in one line, and leaves nothing.
 
     HDF5 is written by a child process: a write that fails there (a full disk, a file-size limit) can crash h5py
-    (a segfault, not an exception), and this process must survive it to say so."""
+    (a segfault, not an exception), and this process must survive it to say so (why, and what the child costs:
+    docs/embedding-files.md, "The HDF5 layout in a child process")."""
     needed, free = output_bytes(lines, shapes, dtype), shutil.disk_usage(os.path.dirname(path)).free
     if needed > free:
         raise OutputError(f"not enough disk space for {os.path.basename(path)} in {os.path.dirname(path)}: it needs "
@@ -176,7 +201,8 @@ def create_output(path, lines, shapes, dtype):
 
 def die_with_parent():
     """Have the kernel kill this (child) process when its parent dies (Linux's PR_SET_PDEATHSIG), so that a parent
-    killed with `kill -9` leaves no child writing a file the next run would meet."""
+    killed with `kill -9` leaves no child writing a file the next run would meet
+    (docs/embedding-files.md, "The HDF5 layout in a child process")."""
     try:
         import ctypes
 

@@ -122,6 +122,27 @@ def test_options_that_do_not_match_weights(tmp_path):
                          "unexpected dataset RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B")
 
 
+def test_the_ways_weights_differ_from_the_options_are_separated(tmp_path):
+    """They ran together on the command's one line ("...expected (4,) from the options dataset CNN/W_cnn_1...")."""
+    from elmo_transformers.conversion.allennlp import convert
+    from elmo_transformers.errors import ConversionError
+
+    options = json.loads((TINY / "options.json").read_text())
+    options["char_cnn"]["filters"][0][1] += 1  # one more filter of the first width: its kernel and bias differ
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(ConversionError) as raised:
+        convert(str(path), str(TINY / "weights.hdf5"))
+    width, count = options["char_cnn"]["filters"][0]
+    dim = options["char_cnn"]["embedding"]["dim"]
+    message = str(raised.value)
+    assert message.startswith(f"{TINY / 'weights.hdf5'} does not match the options: dataset CNN/W_cnn_0 has shape "
+                              f"(1, {width}, {dim}, {count - 1}), expected (1, {width}, {dim}, {count}) from the "
+                              f"options; dataset CNN/b_cnn_0 has shape ({count - 1},), expected ({count},) from the "
+                              "options; ")
+    assert "\n" not in message
+
+
 @pytest.mark.parametrize(
     "change, fragment",
     [(lambda o: o["lstm"].pop("dim"), "'dim'"), (lambda o: o["char_cnn"].update(activation="gelu"), "activation")],

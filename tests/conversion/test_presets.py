@@ -388,6 +388,19 @@ def test_allennlp_0x_code_with_the_bucket_urls(bucket, publish_fixture, tmp_path
         ElmoEmbedder("https://example.org/options.json", f"{BASE_URL}/{SMALL['weights']}")
 
 
+def test_a_download_failing_in_elmo_embedder_names_its_argument(bucket, monkeypatch):
+    """The error names ElmoEmbedder's own argument for the file (options_file, weight_file), not convert's."""
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    options, weights = f"{BASE_URL}/{SMALL['options']}", f"{BASE_URL}/{SMALL['weights']}"
+    for files, argument in (((options, weights), "options_file"), ((LM_FIXTURE / "options.json", weights),
+                                                                   "weight_file")):
+        with pytest.raises(ConversionError) as raised:
+            ElmoEmbedder(*files)
+        assert str(raised.value).startswith(f"{argument} not given, and cannot download "), str(raised.value)
+        assert str(raised.value).endswith(": download the file yourself and give its path, or set "
+                                          f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files"), str(raised.value)
+
+
 def test_a_killed_download_leaves_nothing_the_next_run_keeps(bucket, publish_fixture, tmp_path):
     """kill -9 leaves the temporary file of the download it stopped (nothing can clean up after SIGKILL); the next
     run, holding the file's lock, removes it and downloads anew."""

@@ -316,6 +316,16 @@ def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path, tiny_model_dir)
     assert_close_to_reference(arrays["0"], expected["sent_0_activations"], what="line after a BOM")
 
 
+def test_a_lone_carriage_return_ends_a_line_and_crlf_is_one_break(tmp_path, tiny_model_dir):
+    """Python's universal newlines, as docs/embedding-files.md says (`wc -l` counts one line less here)."""
+    source = tmp_path / "cr.txt"
+    source.write_bytes(b"a b\rc d e\r\nf\n")
+    output = tmp_path / "cr.hdf5"
+    assert main([str(source), str(output), "--model", str(tiny_model_dir), "--top", "--quiet"]) == 0
+    with h5py.File(output, "r") as f:
+        assert [f[str(i)].shape[0] for i in range(3)] == [2, 3, 1] and len(f) == 4
+
+
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Bad paths must be found before the work: loading the model would already be too late."""

@@ -56,32 +56,6 @@ def test_a_fifo_as_input_is_read_not_closed_under_its_writer(tmp_path, tiny_mode
 
 
 @pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
-def test_a_run_killed_after_it_finished_is_completed_not_lost(tmp_path, tiny_model_dir, monkeypatch, file_format):
-    """Killed between putting OUTPUT in place and removing OUTPUT.partial: the next command completes it (the folder
-    goes, OUTPUT stays whole); no recovery step deletes the complete output."""
-    output = "out" if file_format == "parquet" else "out.hdf5"
-    args = [*args_of(tmp_path, tiny_model_dir, output), "--format", file_format]
-    real_rmtree = shutil.rmtree
-
-    def killed(path, *a, **k):
-        if str(path).endswith(".partial"):
-            raise KeyboardInterrupt  # as a kill would stop it, between the rename and the removal
-        return real_rmtree(path, *a, **k)
-
-    monkeypatch.setattr(partial_run.shutil, "rmtree", killed)
-    assert main(args) == 130
-    monkeypatch.undo()
-    out = tmp_path / output
-    assert out.exists() and (tmp_path / f"{output}.partial" / partial_run.FINISHED).exists()
-    before = sorted((p.name, p.read_bytes()) for p in (out.iterdir() if out.is_dir() else [out]))
-    message = one_line_error(args)  # completed, then the usual rule: an existing OUTPUT needs --overwrite
-    assert message.endswith("exists (pass --overwrite to replace it)"), message
-    assert not (tmp_path / f"{output}.partial").exists()
-    assert sorted((p.name, p.read_bytes()) for p in (out.iterdir() if out.is_dir() else [out])) == before
-    assert main([*args, "--resume", "--overwrite"]) == 0 and out.exists()
-
-
-@pytest.mark.parametrize("file_format", ["hdf5", "parquet"])
 def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_model_dir, monkeypatch, file_format):
     """A folder (or file) made at OUTPUT while the run worked is neither deleted at the end without --overwrite
     (Parquet) nor replaced (HDF5, two runs on one OUTPUT): the run stops there, keeps every line for --resume, and
@@ -102,8 +76,8 @@ def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_mo
     monkeypatch.setattr(partial_run.PartialRun, "add_batch", someone_else_writes)
     message = one_line_error(args)
     monkeypatch.undo()
-    assert message == (f"error: {output} appeared while the run worked: it is not replaced (pass --overwrite); every "
-                       f"line is done and kept in {output}.partial: move {output} away and run again"), message
+    assert message == (f"error: {output} appeared while the run worked: it is not replaced; every line is done and "
+                       f"kept in {output}.partial: move {output} away and rerun with --resume"), message
     if file_format == "parquet":
         assert (output / "notes.txt").read_text() == "mine" and (output / "sub").is_dir()
         shutil.rmtree(output)
@@ -207,7 +181,7 @@ def test_the_signal_that_stopped_a_run_is_named(tmp_path, tiny_model_dir):
         time.sleep(0.1)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 130, stderr[-2000:]
+    assert process.returncode == 143, stderr[-2000:]
     assert stderr.strip().splitlines()[-1].startswith("interrupted by SIGTERM: the "), stderr[-500:]
 
 

@@ -21,6 +21,7 @@ from tolerance import assert_close_to_reference
 
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
+from elmo_transformers.hub.repo import refuse_links_out
 from elmo_transformers.cli import push as push_to_hub
 from elmo_transformers.errors import UserError
 from elmo_transformers.model_files import MODEL_FILES
@@ -166,7 +167,7 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
     calls = fake_hub
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
     checked = []
-    monkeypatch.setattr(hub, "check_loads", lambda folder, model: checked.append(folder) or "loads")  # run above
+    monkeypatch.setattr(hub, "check_loads", lambda staging, folder: checked.append(staging) or "loads")  # run above
 
     model_dir = tmp_path / "trained"
     shutil.copytree(tiny_model_dir, model_dir)
@@ -196,7 +197,7 @@ def test_an_unreachable_hub_is_one_line_and_the_upload_folder_is_removed(tiny_mo
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
-    monkeypatch.setattr(hub, "check_loads", lambda folder, model: "loads")  # tested above
+    monkeypatch.setattr(hub, "check_loads", lambda staging, folder: "loads")  # tested above
     staged, mkdtemp = [], tempfile.mkdtemp
     monkeypatch.setattr(hub.tempfile, "mkdtemp",
                         lambda **kwargs: staged.append(mkdtemp(**kwargs)) or staged[-1])
@@ -233,7 +234,7 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_m
         (model_dir / name).unlink(missing_ok=True)
         os.symlink(secret, model_dir / name)
         with pytest.raises(UserError, match=f"{name} is a symbolic link"):
-            hub.refuse_links_out(model_dir)  # (opening the folder reads its JSON files: the link is no JSON)
+            refuse_links_out(model_dir)  # (opening the folder reads its JSON files: the link is no JSON)
         (model_dir / name).unlink()
 
     os.symlink("model.safetensors", model_dir / "char.dic")  # stays inside the folder: uploaded as a file
@@ -374,10 +375,10 @@ def test_push_is_a_library_function(tmp_path, tiny_model_dir, monkeypatch, fake_
     with pytest.raises(UserError, match=r"^no Hugging Face token: set HF_TOKEN .* \(or pass dry_run=True\)$"):
         elmo_transformers.push(tiny_model_dir, "me/elmo-tiny")
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
-    monkeypatch.setattr(hub, "check_loads", lambda folder, model: f"loads {model.name}")  # run above
+    monkeypatch.setattr(hub, "check_loads", lambda staging, folder: f"loads {folder.name}")  # run above
     pushed = elmo_transformers.push(str(tiny_model_dir), "me/elmo-tiny", datasets=["conll2003"])
     assert pushed.url == "https://huggingface.co/me/elmo-tiny" and pushed.check == f"loads {tiny_model_dir}"
-    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.folder)
+    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.upload_folder)
     assert ModelCard(fake_hub["readme"]).data.datasets == ["conll2003"]
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match=r"^staging_dir .* is not empty$"):

@@ -2,6 +2,7 @@
 disagree is refused at load in one line, empty and big batches, every kind of folder through one function, and the
 start-up rules (the lazy package; an exported folder embedded where torch cannot be imported)."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -263,9 +264,9 @@ def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_pat
     monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
     first = ElmoEmbedder(tiny_model_dir, runtime="onnxruntime")
     (cached,) = (tmp_path / "hf" / "elmo-transformers" / "onnx").glob("*-float32")
-    assert first.model.folder == str(cached) and first.traits.runtime == "onnxruntime"
+    assert first.model.folder.path == str(cached) and first.traits.runtime == "onnxruntime"
     stamp = (cached / "model.onnx").stat().st_mtime_ns
-    assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder == str(cached)
+    assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder.path == str(cached)
     assert (cached / "model.onnx").stat().st_mtime_ns == stamp  # reused, not exported again
     assert_close_to_reference(first.embed_sentence(["a", "b"]), ElmoEmbedder(tiny_model_dir).embed_sentence(["a", "b"]),
                               "cached export")
@@ -362,7 +363,8 @@ def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypat
     assert model.config.projection_dim == json.loads((exported / "config.json").read_text())["projection_dim"]
     with open(os.path.join(tiny_model_dir, "config.json"), encoding="utf-8") as f:
         saved = json.load(f)
-    assert core.config.as_dict() == {name: saved[name] for name in core.config.as_dict()}
+    options = dataclasses.asdict(core.config)
+    assert options == {name: saved[name] for name in options}
     loaded = torch_model.config.to_dict()
     assert {name: loaded[name] for name in saved if name != "transformers_version"} == {
         name: value for name, value in saved.items() if name != "transformers_version"}
