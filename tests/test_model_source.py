@@ -1,6 +1,6 @@
 """The devices `load_model` takes (model_source.torch_device): a device this torch cannot use, or one that holds no
-data, is one line naming it once, from Python and from a command. Each test fails on the code before its fix (issue
-60: "--device --device cuda", the meta device a 49-line traceback)."""
+data, is one line naming it once (never "--device --device cuda"), from Python and from a command, and the meta
+device is refused, not a traceback."""
 
 import pytest
 import torch
@@ -18,7 +18,7 @@ from elmo_transformers.model_source import load_model
 def test_a_device_without_data_or_backend_is_one_line(tiny_model_dir, device, reason):
     with pytest.raises(UserError) as raised:
         load_model(tiny_model_dir, device=device)
-    assert str(raised.value) == f"{device}: not usable here as a torch device ({reason}); devices available: cpu"
+    assert str(raised.value) == f"device {device}: not usable here as a torch device ({reason}); devices available: cpu"
 
 
 def test_the_command_names_the_device_flag_once(text, tiny_model_dir, tmp_path, capsys):

@@ -104,6 +104,8 @@ class OnnxElmoModel:
         # not stop it): set here unless the user chose otherwise (docs/serving.md).
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         import onnxruntime
+
+        # onnxruntime raises these only from its compiled module: it exports no other name for them.
         from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
                                                                  NoSuchFile)
 

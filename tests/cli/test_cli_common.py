@@ -12,7 +12,7 @@ import sys
 import huggingface_hub
 import pytest
 import torch
-from conftest import FIXTURES, command_env, missing_model_commands, one_line, run
+from conftest import FIXTURES, REPO, command_env, missing_model_commands, one_line, run
 from conftest import command as elmo_command
 from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -343,3 +343,17 @@ def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
                            "--top <&-"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.strip() == ("error: -: stdin is closed: give INPUT as a file, or pipe "
                                                             "the text into the command"), done.stderr
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
+def test_each_script_runs_its_command(script, capsys, monkeypatch):
+    """`python scripts/NAME.py --help` answers with the usage of the command its docstring names."""
+    import runpy
+
+    path = REPO / "scripts" / script
+    command = " ".join(path.read_text().split()).split("runs `elmo-transformers ", 1)[1].split(" ARGS`", 1)[0]
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(path), run_name="__main__")
+    assert exited.value.code == 0
+    assert f"usage: elmo-transformers {command} " in " ".join(capsys.readouterr().out.split())

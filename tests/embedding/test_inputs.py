@@ -1,6 +1,6 @@
 """The tables `embed` reads (embedding/inputs.py): a CSV row longer than pyarrow's default block, a header that names a
-column twice, a TSV read as a CSV is (a header, `text_column`), a Parquet column of bytes. Each test fails on the
-code before its fix (issue 60)."""
+column twice, a TSV read as a CSV is (a header, `text_column`), a Parquet column of bytes: each read, or refused in
+one line that says what to do."""
 
 import pyarrow as pa
 import pyarrow.parquet as pq
