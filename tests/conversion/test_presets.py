@@ -351,7 +351,8 @@ def test_the_timeout_variables_and_ctrl_c_in_a_command(bucket, tmp_path):
     done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(
-        f"error: cannot download {url}/{SMALL['options']} (no answer within 1 s, set by HF_HUB_ETAG_TIMEOUT")
+        f"error: --options not given, and cannot download {url}/{SMALL['options']} (no answer within 1 s, set by "
+        "HF_HUB_ETAG_TIMEOUT")
 
     handler.serve, handler.delay = {"_weights.hdf5": "trickle"}, 0.01
     interrupted = subprocess.Popen(run, env=env, stderr=subprocess.PIPE, text=True,

@@ -314,7 +314,7 @@ def test_a_kill_at_each_step_of_the_end_is_finished_by_resume(tmp_path, tiny_mod
     if not folder.exists() or not list(folder.iterdir()):  # killed after its last file went: OUTPUT is in place
         message = one_line_error([*args, "--resume"])
         assert message == (f"error: {output} exists and there is no run to resume in {folder} (a run stopped as it "
-                           "ended leaves its finished output so): to replace it, rerun with overwrite"), message
+                           "ended leaves its finished output so): to replace it, rerun with --overwrite"), message
     else:
         assert main([*args, "--resume"]) == 0
     assert_finished(output, reference[file_format])
