@@ -202,9 +202,9 @@ def test_a_journal_entry_cut_short_is_not_counted_nor_run_on_from(tmp_path):
     run = PartialRun(str(tmp_path / "out.hdf5"))
     os.makedirs(run.folder)
     (tmp_path / "out.hdf5.partial" / "done-0.txt").write_text("3 4\n12 1")
-    assert run.progress()[0] == {3, 4}
+    assert run.progress()[0].tolist() == [3, 4]
     run.open_journal(0)
     run.note_done([16, 17])
     run.close()
     assert (tmp_path / "out.hdf5.partial" / "done-0.txt").read_text() == "3 4\n16 17\n"
-    assert run.progress()[0] == {3, 4, 16, 17}
+    assert run.progress()[0].tolist() == [3, 4, 16, 17]
