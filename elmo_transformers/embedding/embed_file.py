@@ -260,6 +260,7 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
 
     def prepare(unit):
         with timed(report, "tokenizing"):
+            unit = unit.tolist()  # (Python ints, from here on: a batch's own)
             return unit, embedder.pinned(embedder.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
 
     def write(item):

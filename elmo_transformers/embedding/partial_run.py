@@ -226,7 +226,7 @@ class PartialRun:
         """Refuse to resume a folder whose journals name a batch this run does not make (`units`: its batches and
         long lines), or whose output holds another text than `lines`: an edited or foreign folder would finish with
         vectors never computed, or mix two texts' vectors in one output."""
-        made = {tuple(sorted(unit)) if isinstance(unit, list) else (unit,) for unit in units}
+        made = {(unit,) if isinstance(unit, int) else tuple(sorted(unit.tolist())) for unit in units}
         for entry in self.journal_entries():
             if tuple(sorted(entry)) not in made:
                 raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
