@@ -25,7 +25,7 @@ from ..runtime.threads import cpu_threads
 from .batches import Writer, in_background, work_units
 from .defaults import BATCH_WORDS, MAX_SENTENCE_WORDS
 from .inputs import count_words, input_name, line_words, read_lines, text_sha256
-from .partial_run import PartialRun, check_paths, covered
+from .partial_run import PartialRun, check_paths, covered, finished_mask
 from .settings import EmbedSettings
 
 FULL_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a disk, a quota or a file-size limit that is full
@@ -74,9 +74,13 @@ def default_batch_words(embedder):
     return BATCH_WORDS[kind]
 
 
-def dataset_shape(words, mode, config):
-    """The shape of a line's vectors: [n_layers + 1, words, 2P] (all), else [words, 2P]."""
-    return (config.n_layers + 1, words, config.hidden_size) if mode == "all" else (words, config.hidden_size)
+def dataset_shapes(counts, mode, config):
+    """The shape of each line's vectors, a row a line (an int64 array: a few bytes a line, where tuples take some
+    60): [n_layers + 1, words, 2P] (all), else [words, 2P]."""
+    shape = (config.n_layers + 1, 0, config.hidden_size) if mode == "all" else (0, config.hidden_size)
+    shapes = np.tile(np.array(shape, np.int64), (len(counts), 1))
+    shapes[:, -2] = counts
+    return shapes
 
 
 def check_windows(embedder, counts, max_words, source):
@@ -84,9 +88,9 @@ def check_windows(embedder, counts, max_words, source):
     LSTM state (an exported ONNX model), naming the longest such line and the two ways on."""
     if embedder.traits.stateful:
         return
-    longest = max(range(len(counts)), key=counts.__getitem__, default=None)
-    if longest is None or counts[longest] <= max_words:
+    if not len(counts) or counts.max() <= max_words:
         return
+    longest = int(np.argmax(counts))  # (the first of the longest)
     raise DataError(
         f"max_sentence_words {max_words}: shorter than line {longest + 1} of {input_name(source)} "
         f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
@@ -150,7 +154,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
     if not lines and settings.file_format == "parquet":
         raise DataError(f"{input_name(input_file)} has no lines: nothing to embed (`datasets` cannot read a Parquet "
                         "folder of no rows)", input_file)
-    counts = [count_words(line, embedder.tokenizer) for line in lines]
+    counts = np.fromiter((count_words(line, embedder.tokenizer) for line in lines), np.int64, len(lines))
     check_windows(embedder, counts, settings.max_sentence_words, input_file)
     settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=identity)
     resumed = run.exists()
@@ -162,7 +166,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
     started = not os.path.exists(run.folder)
     if state.is_main_process:
         run.claim()
-    shapes = [dataset_shape(n, settings.mode, embedder.model.config) for n in counts]
+    shapes = dataset_shapes(counts, settings.mode, embedder.model.config)
     opened = False
     try:
         if state.is_main_process and not run.exists():
@@ -241,10 +245,11 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
     it before any wrote), prepared (tokenized, padded, pinned) in one thread, computed here
     (`ElmoEmbedder.layers`), written in another; then its long lines, window by window."""
     batches, windows = done
+    finished = finished_mask(batches, len(counts))
     pending = [
         unit for unit in units
-        if (unit not in batches and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
-            else unit[0] not in batches)
+        if (not finished[unit] and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
+            else not finished[unit[0]])
     ]
     mine = pending[state.process_index :: state.num_processes]
     if settings.progress and state.is_main_process and state.num_processes > 1:
@@ -255,6 +260,7 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
 
     def prepare(unit):
         with timed(report, "tokenizing"):
+            unit = unit.tolist()  # (Python ints, from here on: a batch's own)
             return unit, embedder.pinned(embedder.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
 
     def write(item):
@@ -278,11 +284,11 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
                 with timed(report, "model"):
                     writer.put((unit, *embedder.layers(batch, settings.mode, settings.output_dtype)))
                 report.lines += len(unit)
-                report.words += sum(counts[i] for i in unit)
+                report.words += int(counts[unit].sum())
         for unit in mine:
             if isinstance(unit, int):
                 with timed(report, "model"):
                     embed_long_line(embedder, run, settings, unit, lines[unit], windows.get(unit, []))
                 report.lines += 1
-                report.words += counts[unit]
+                report.words += int(counts[unit])
                 bar.update(1)

@@ -2,6 +2,7 @@
 a row of a column of a JSON lines, CSV, TSV or Parquet file; each line's words as the model's tokenizer splits raw text;
 and the SHA-256 that identifies the text in a resumed run. Imports no torch."""
 
+import array
 import hashlib
 import os
 import re
@@ -16,6 +17,37 @@ LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a l
 MAX_STREAM_CHARS = MAX_LINE_CHARS  # the most read from stdin or a pipe: what one line may hold, no more
 TABLE_READERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}
 MAX_BLOCK_BYTES = 1 << 30  # the most pyarrow's JSON and CSV readers read at once: the longest row they can read
+
+
+class Lines:
+    """The stripped lines of the input, kept compactly: their UTF-8 bytes end to end and where each ends (8 bytes a
+    line, where a list of str takes some 57 more: docs/embedding-files.md, "Memory"); `lines[i]` is line i as str."""
+
+    def __init__(self, lines=()):
+        self.text, self.ends = bytearray(), array.array("q")
+        for line in lines:
+            self.append(line)
+
+    def append(self, line):
+        self.text += line.encode("utf-8", "surrogatepass")
+        self.ends.append(len(self.text))
+
+    def __len__(self):
+        return len(self.ends)
+
+    def __getitem__(self, i):
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        start = self.ends[i - 1] if i else 0
+        return self.text[start : self.ends[i]].decode("utf-8", "surrogatepass")
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def utf8_bytes(self):
+        """The UTF-8 bytes of all lines."""
+        return len(self.text)
 
 
 def count_words(line, tokenizer):
@@ -49,14 +81,15 @@ def is_stream(file):
 def stripped_lines(file, name):
     """The stripped lines of the open text file `file`; from a stream, at most MAX_STREAM_CHARS characters."""
     limit = MAX_STREAM_CHARS if is_stream(file) else None
-    lines, read = [], 0
+    lines, read = Lines(), 0
     for line in checked_lines(file, name):
         read += len(line)
         if limit is not None and read > limit:
             raise DataError(f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
                             "stream (it holds the whole input in memory until the end): save the text to a file "
                             "and embed the file")
-        lines.append(line.strip())
+        line = line.strip()
+        lines.append(line[1:].strip() if not lines and line.startswith("\ufeff") else line)
     return lines
 
 
@@ -141,7 +174,7 @@ def read_column(source, column):
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
         raise DataError(f"text_column {column}: the column of {source} holds {values.type}, not text", column,
                         argument="text_column")
-    return [(text or "").strip() for text in values.to_pylist()]
+    return Lines((text or "").strip() for text in values.to_pylist())
 
 
 def read_lines(source, text_column=None):
@@ -170,8 +203,6 @@ def read_lines(source, text_column=None):
                 lines = stripped_lines(f, input_name(source))
     except OSError as e:
         raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:].strip()
     return lines
 
 

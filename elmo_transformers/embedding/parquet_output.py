@@ -87,7 +87,7 @@ def vectors_column(arrays):
     from datasets.features.features import Array2DExtensionType
 
     width, dtype = arrays[0].shape[-1], arrays[0].dtype
-    values = pa.array(np.concatenate([a.reshape(-1) for a in arrays]))
+    values = pa.array(np.concatenate([a.reshape(-1) for a in arrays]) if len(arrays) > 1 else arrays[0].reshape(-1))
     rows = nested(values, arrays, arrays[0].ndim - 1)
     matrices = pa.ExtensionArray.from_storage(Array2DExtensionType((None, width), dtype.name),
                                               nested(rows, arrays, arrays[0].ndim - 2))
@@ -156,11 +156,12 @@ class ParquetOutput:
     def add_window(self, line, start, vectors):
         """Keep a long line's window; once the line is whole, its array (which the run stores as a batch of one
         line), else None."""
-        pieces = self.pieces.setdefault(line, [])
-        pieces.append(vectors)
-        if sum(piece.shape[-2] for piece in pieces) < len(self.words_of(line)):
-            return None
-        return np.concatenate(self.pieces.pop(line), axis=-2)
+        if line not in self.pieces:  # the line's array, filled window by window (held once, never concatenated)
+            words = len(self.words_of(line))
+            self.pieces[line] = np.empty((*vectors.shape[:-2], words, vectors.shape[-1]), vectors.dtype)
+        whole = self.pieces[line]
+        whole[..., start : start + vectors.shape[-2], :] = vectors
+        return self.pieces.pop(line) if start + vectors.shape[-2] >= whole.shape[-2] else None
 
     def check_text(self, lines, words_of, damaged):
         """Raise `damaged(what)` unless every file written so far holds the words of `lines` for its lines."""
@@ -188,8 +189,9 @@ class ParquetOutput:
 
         if not os.path.isdir(self.data):
             return f"its {self.data} is gone"
-        none = [np.zeros((*shapes[0][:-2], 0, shapes[0][-1]), dtype)] if shapes else None  # (a line of no words)
-        expected = (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if shapes else None
+        none = [np.zeros((*shapes[0][:-2], 0, shapes[0][-1]), dtype)] if len(shapes) else None  # (no words)
+        expected = (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if len(shapes) \
+            else None
         seen = np.zeros(len(shapes), bool)
         for name in sorted(os.listdir(self.data)):
             if not SHARD.fullmatch(name):
@@ -209,9 +211,9 @@ class ParquetOutput:
             if line.size and (line.min() < 0 or line.max() >= len(shapes) or seen[line].any()):
                 return f"its {name} holds a line twice or one the input does not have"
             seen[line] = True
-            wrong = next((int(i) for i, n in zip(line, words) if n != shapes[i][-2]), None)
-            if wrong is not None:
-                return f"its {name} holds line {wrong} with another number of words than the input's"
+            wrong = line[words != shapes[line, -2]]
+            if wrong.size:
+                return f"its {name} holds line {int(wrong[0])} with another number of words than the input's"
         if not seen.all():
             return f"its {self.data} lacks line {int(np.argmin(seen))}"
         return None

@@ -195,23 +195,23 @@ class PartialRun:
                          "start over")
 
     def journal_entries(self):
-        """The lines of each journaled batch, [[line, ...], ...], of every process's journal."""
-        entries = []
+        """The lines of each journaled batch, [line, ...] one at a time, of every process's journal."""
         for name in sorted(os.listdir(self.folder)):
             if name.startswith("done-") and name.endswith(".txt"):
                 text = read_own(os.path.join(self.folder, name))
                 for entry in text.split(b"\n")[:-1]:  # a last entry without its line break is not done
                     try:
-                        entries.append([int(line) for line in entry.decode("ascii").split()])
+                        lines = [int(line) for line in entry.decode("ascii").split()]
                     except ValueError:
                         raise self.damaged(f"its journal {name} holds {entry[:40]!r}, not line numbers") from None
-        return entries
+                    yield lines
 
     def progress(self):
-        """(set of the lines of finished batches, line -> sorted [(start, stop, path)] of long-line windows). A batch
-        is finished when a journal names it and the output still holds it (`writer.holds`: a Parquet file removed by
-        hand is computed again)."""
-        batches = {line for entry in self.journal_entries() if self.writer.holds(entry) for line in entry}
+        """(the lines of finished batches, a sorted int64 array, each once; line -> sorted [(start, stop, path)] of
+        long-line windows). A batch is finished when a journal names it and the output still holds it
+        (`writer.holds`: a Parquet file removed by hand is computed again)."""
+        entries = [np.array(entry, np.int64) for entry in self.journal_entries() if self.writer.holds(entry)]
+        batches = np.unique(np.concatenate(entries)) if entries else np.zeros(0, np.int64)
         windows = {}
         for name in sorted(os.listdir(self.folder)):
             if name.startswith("window-") and name.endswith(".npz"):
@@ -226,7 +226,7 @@ class PartialRun:
         """Refuse to resume a folder whose journals name a batch this run does not make (`units`: its batches and
         long lines), or whose output holds another text than `lines`: an edited or foreign folder would finish with
         vectors never computed, or mix two texts' vectors in one output."""
-        made = {tuple(sorted(unit)) if isinstance(unit, list) else (unit,) for unit in units}
+        made = {(unit,) if isinstance(unit, int) else tuple(sorted(unit.tolist())) for unit in units}
         for entry in self.journal_entries():
             if tuple(sorted(entry)) not in made:
                 raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
@@ -314,7 +314,11 @@ class PartialRun:
             raise OutputError(f"{self.folder} was removed while the run worked, and the vectors with it: run again",
                               self.folder)
         batches, windows = self.progress()
-        missing = [i for i, shape in enumerate(shapes) if i not in batches and covered(windows.get(i, [])) != shape[-2]]
+        done = finished_mask(batches, len(shapes))
+        for line, line_windows in windows.items():
+            if 0 <= line < len(shapes) and covered(line_windows) == shapes[line, -2]:
+                done[line] = True
+        missing = np.flatnonzero(~done).tolist()
         if missing:
             raise UnfinishedRunError(
                 f"{self.folder} lacks the vectors of {len(missing):,} line{'s' * (len(missing) != 1)} (numbered from "
@@ -389,6 +393,14 @@ class PartialRun:
         except (OSError, ValueError, AttributeError):
             recorded = False
         self._complete(overwrite or recorded)
+
+
+def finished_mask(batches, lines):
+    """Which of `lines` lines the finished `batches` (of `progress()`) hold, a bool array (numbers past the end are
+    left out)."""
+    done = np.zeros(lines, bool)
+    done[batches[(batches >= 0) & (batches < lines)]] = True
+    return done
 
 
 def covered(windows):

@@ -603,6 +603,24 @@ def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model
     assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)
 
 
+LINE_BYTES = {"parquet": 100, "hdf5": 1500}  # docs/embedding-files.md, "Memory": at most, a line beyond its text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("file_format", "more_lines"), [("parquet", 500_000), ("hdf5", 100_000)])
+def test_memory_grows_with_the_number_of_lines_as_documented(tmp_path, tiny_model_dir, file_format, more_lines):
+    """The documented rule for many short lines: batches of the same size whatever the input, so the peak grows
+    only by what the run keeps for each line (its text, its word count and shape, its batch; HDF5's layout)."""
+    sizes, peaks = [5_000, 5_000 + more_lines], []
+    for lines in sizes:
+        source = tmp_path / f"{lines}.txt"
+        source.write_text("".join(f"w{i % 997} b c\n" for i in range(lines)))
+        peaks.append(peak_rss_mb(["embed", source, tmp_path / f"{lines}.{file_format}", "--model", tiny_model_dir,
+                                  "--top", "--format", file_format, "--quiet"]))
+    text_growth = more_lines * len("w500 b c") / 2**20  # (MiB, as peak_rss_mb)
+    assert peaks[1] - peaks[0] <= text_growth + more_lines * LINE_BYTES[file_format] / 2**20, (sizes, peaks)
+
+
 @pytest.mark.slow
 def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model_dir, monkeypatch):
     """The folder --model names is the same path with the same weights, but its config.json changed between the

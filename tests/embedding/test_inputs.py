@@ -17,7 +17,7 @@ def test_a_csv_value_longer_than_a_block_is_read(tmp_path):
     value = "x\n" * 1_100_000
     source = tmp_path / "long.csv"
     source.write_text(f'text,id\nfirst,0\n"{value}",1\nlast,2\n')
-    assert read_lines(source, "text") == ["first", value.strip(), "last"]
+    assert list(read_lines(source, "text")) == ["first", value.strip(), "last"]
 
 
 def test_a_header_naming_a_column_twice_is_one_line(tmp_path, tiny_model_dir):
@@ -33,7 +33,7 @@ def test_a_tsv_is_a_table_read_as_a_csv_is(tmp_path, tiny_model_dir):
     """A .tsv refused `text_column`, and without it was embedded as text: its header and its id column as words."""
     source = tmp_path / "in.tsv"
     source.write_text('id\ttext\n1\t"Yes," she said.\n2\t\n3\tNA\n')
-    assert read_lines(source, "text") == ['"Yes," she said.', "", "NA"]  # no quoting in a TSV: a `"` is text
+    assert list(read_lines(source, "text")) == ['"Yes," she said.', "", "NA"]  # no quoting in a TSV: a `"` is text
     message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
     assert message == (f"error: --text-column not given: {source} is a tsv file (its columns: id, text): name the "
                        "one to embed, one row a line")
