@@ -364,7 +364,7 @@ def scan_lstm(gemms, inputs, batch_sizes, h, c, cell, config):
     the example's length. `batch_sizes` is a tensor [steps] (sentences still running at each step, longest first):
     every sentence runs every step, and one that has ended keeps its final state and outputs zeros, which is what the
     eager loop's shrinking batch gives. Returns the outputs [2, B, steps, P] and the final (h, c)."""
-    from torch._higher_order_ops.scan import scan
+    from torch._higher_order_ops.scan import scan  # private, and why: docs/serving.md (The graph)
 
     input_gates = gemms.input_gates(inputs)  # x W_x + b for all steps, as one GEMM: [2, B, steps, 4H]
     running = torch.arange(inputs.shape[1], device=inputs.device) < batch_sizes.unsqueeze(1)  # [steps, B]

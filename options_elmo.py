@@ -183,10 +183,6 @@ class ElmoOptions:
     def __post_init__(self):
         self.store_lists()
 
-    def as_dict(self):
-        """The ELMo fields, {name: value}, as config.json holds them."""
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(ElmoOptions)}
-
     def numbers_fields(self):
         """The fields that decide the numbers (NUMBERS_FIELDS), {name: value}, as config.json holds them."""
         return {name: copy.deepcopy(getattr(self, name)) for name in NUMBERS_FIELDS}

@@ -1,4 +1,4 @@
-"""The files of an ELMo model folder: what a conversion writes (and so what `--overwrite` may replace) and what
+"""The files of an ELMo model folder: what a conversion writes (and so what `overwrite` may replace) and what
 `elmo-transformers push` uploads. One list, so that a file a model needs is never written by one tool and left out
 by another."""
 

@@ -330,19 +330,24 @@ class ModelFolder:
         """Raise ModelError naming a safetensors weight file whose header does not parse (a cut or foreign file), or
         a tensor saved in a dtype other than a float one (`check_float`; a pickle is read whole for this:
         `read_weights`)."""
-        from safetensors import safe_open
-
         for path in self.weight_files():
             if path.endswith(".safetensors"):
-                try:
-                    with safe_open(path, framework="numpy") as f:
-                        dtypes = {key: f.get_slice(key).get_dtype() for key in f.keys()}
-                except Exception:  # noqa: BLE001 - safetensors reports a bad header with its own error type
-                    raise ModelError(f"{path} is not a safetensors file (its header does not parse): save the model "
-                                     "again", self.name) from None
-                self.check_float(path, {key: SAFETENSORS_DTYPES.get(dtype, dtype) for key, dtype in dtypes.items()})
+                self.check_safetensors(path)
             elif path.endswith(".bin"):
                 self.read_weights(path)
+
+    def check_safetensors(self, path):
+        """Refuse the safetensors file `path` whose header does not parse, or that holds other than float tensors
+        (`check_float`), reading only its header."""
+        from safetensors import safe_open
+
+        try:
+            with safe_open(path, framework="numpy") as f:
+                dtypes = {key: f.get_slice(key).get_dtype() for key in f.keys()}
+        except Exception:  # noqa: BLE001 - safetensors reports a bad header with its own error type
+            raise ModelError(f"{path} is not a safetensors file (its header does not parse): save the model again",
+                             self.name) from None
+        self.check_float(path, {key: SAFETENSORS_DTYPES.get(dtype, dtype) for key, dtype in dtypes.items()})
 
     def check_float(self, path, dtypes):
         """Refuse, in one line naming the tensor, weights of the file `path` ({name: dtype name}) saved in another
@@ -390,6 +395,7 @@ class ModelFolder:
 
         name = os.path.basename(path)
         if path.endswith(".safetensors"):
+            self.check_safetensors(path)
             tensors = load_file(path)
         else:
             try:
@@ -405,7 +411,7 @@ class ModelFolder:
             if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
                 raise ModelError(f"{self.name}: its weight file {name} holds no dict of tensors: restore the weights "
                                  "saved with the model", self.name)
-        self.check_float(path, {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()})
+            self.check_float(path, {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()})
         self.check_finite(tensors, path)
         return tensors
 

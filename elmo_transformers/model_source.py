@@ -26,8 +26,9 @@ def check_tokenizer(config, tokenizer):
 
 
 def torch_device(name):
-    """`name` (a str) as a torch device this torch can use (a tensor is put there), else a one-line UserError: a name
-    torch does not know ("banana"), or an accelerator this build or machine lacks ("cuda" with a CPU-only torch)."""
+    """`name` (a str or torch.device) as a device this torch can use (a tensor is put there and holds data), else a
+    one-line UserError: a name torch does not know ("banana"), an accelerator this build or machine lacks ("cuda"
+    with a CPU-only torch), the meta device (tensors without data: nothing can be computed there)."""
     import torch
 
     from .errors import first_line
@@ -35,11 +36,14 @@ def torch_device(name):
     try:
         device = torch.device(name)
         torch.empty(0, device=device)
-    except (RuntimeError, AssertionError, ValueError) as e:
+        reason = "the meta device holds no data, so no model runs there" if device.type == "meta" else None
+    except (RuntimeError, AssertionError, ValueError, NotImplementedError) as e:
+        reason = first_line(e).split(". ")[0]  # (an unbuilt backend lists every dispatch key after it)
+    if reason is not None:
         accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
         available = ["cpu", *([accelerator.type] if accelerator else [])]
-        raise UserError(f"device {name}: not usable here ({first_line(e)}); devices available: "
-                        f"{', '.join(available)}", name, argument="device") from None
+        raise UserError(f"device {name}: not usable here as a torch device ({reason}); devices available: "
+                        f"{', '.join(available)}", name, argument="device")
     return device
 
 
@@ -90,7 +94,7 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
     if device == "auto":  # an export, onnxruntime and int8 run on the CPU
         exported = source.is_export or runtime == "onnxruntime" or dtype == "int8"
         device = None if exported else process_state().device
-    elif isinstance(device, str) and not (source.is_export or runtime == "onnxruntime"):
+    elif device is not None and not (source.is_export or runtime == "onnxruntime"):
         device = torch_device(device)
     if source.is_export:
         if runtime == "torch":
@@ -113,7 +117,7 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
             return _load_torch(source, ElmoModel, False, None, "float32", None, None)
 
         export = cached_export(source, dtype or "float32", load_float32)
-        return _load_export(export, dtype, device, threads, name=source.name)
+        return _load_export(export, dtype or "float32", device, threads, name=source.name)
     return _load_torch(source, model_class, language_model, config, dtype, quantization_config, device)
 
 

@@ -84,10 +84,43 @@ def write_file_atomically(path, data):
 
 def hold_lock(path, wait=0):
     """The lock file `path`, acquired within `wait` seconds (filelock.Timeout if another process holds it), announcing
-    this process's work until `release_lock` or the process's end."""
+    this process's work until `release_lock` or the process's end. A path that is not a plain file (a symbolic link,
+    a folder) or cannot be opened is an OutputError naming it."""
+    check_lock_path(path)
     lock = filelock.FileLock(path, timeout=wait, thread_local=False)
-    lock.acquire()
+    try:
+        lock.acquire()
+    except filelock.Timeout:  # (an OSError too)
+        raise
+    except OSError as e:
+        raise OutputError(f"{path}: cannot lock it: {e.strerror or e}{disk_hint(e.errno)}", path) from None
+    try:
+        held = os.stat(path)
+        lock.held_file = (held.st_dev, held.st_ino)  # what `lock_is_held` compares the path with
+    except OSError:
+        lock.held_file = None
     return lock
+
+
+def check_lock_path(path):
+    """Refuse, in one line, a lock path that is a symbolic link or not a plain file: a lock is a plain file the tool
+    makes, never followed elsewhere."""
+    if os.path.islink(path):
+        raise OutputError(f"{path} is a symbolic link, where a lock file is a plain file the tool makes: remove the "
+                          "link (not what it points to) and rerun", path)
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise OutputError(f"{path} is not a plain file, where a lock file is one the tool makes: move it away and "
+                          "rerun", path)
+
+
+def lock_is_held(lock):
+    """Whether the lock file of `lock` (held) is still the file this process locked: removed or replaced (by hand),
+    another process may have taken a new lock at the same path and be doing the same work."""
+    try:
+        now = os.stat(lock.lock_file)
+    except OSError:
+        return False
+    return getattr(lock, "held_file", None) == (now.st_dev, now.st_ino)
 
 
 def release_lock(lock):

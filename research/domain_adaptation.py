@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Domain adaptation of the shipped default model on movie-review text, measured two ways (issue 18 section 3).
+"""Domain adaptation of the shipped default model on movie-review text, measured two ways.
 
     python research/domain_adaptation.py --work /tmp/domain-adaptation [--seeds 0 1 2]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32's before/after figures for one language-model folder, each with the same protocol and budget:
+# The before/after figures of the default model's card for one language-model folder, each with the same protocol and budget:
 #   bash research/evaluate_modern_model.sh MODEL EVAL_DIR TRAIN_FILE
 # MODEL: an ElmoForLanguageModeling folder (the shipped default model, or a new run's shipped folder);
 # TRAIN_FILE: the text MODEL was trained on (tokenised), for evaluate_perplexity.py's unigram/bigram baselines.
@@ -27,7 +27,7 @@ fill_mask() {
   # Fill-mask: everyday sentences, hits in the top 10.
   python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill_mask_sentences.tsv --top-k 10 \
     --output "$EVAL/fill_mask.json"
-  # Issue 38's 40, held out of the corpus (checked), one intended word each.
+  # The 40 everyday sentences, held out of the corpus (checked), one intended word each.
   python research/evaluate_fill_mask.py --model "$MODEL" --sentences research/fill_mask_everyday.tsv --top-k 10 \
     --check-corpus "$MODERN"/{train,valid,test}.txt.gz --output "$EVAL/fill_mask_everyday.json"
 }

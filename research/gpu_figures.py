@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Inference speed of ElmoModel on a GPU (issue 37 item 5): the Original size (random weights, the published shape)
+"""Inference speed of ElmoModel on a GPU: the Original size (random weights, the published shape)
 in float32 and bf16 at batch 1 and 32, on benchmark.py's sentences of 20-25 words; median of `--repeats` timed calls
 after two warm-ups, each call ended by a device synchronisation. Prints one table in tokens/s.
 

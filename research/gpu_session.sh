@@ -5,7 +5,7 @@
 # then (FIGURES=1) time inference (research/gpu_figures.py). Carried beside the tree: .whl/ (the Python packages the
 # machine lacks, or has at other versions) and .gpu/ (train.txt.xz and valid.txt.gz of research/prepare_modern_corpus.py).
 #   bash research/gpu_session.sh ["NAME|pretrain arguments" ...]
-# Each argument is one run (its model, learning-rate and seed arguments, which override the common ones); the default is issue 38's first continuation
+# Each argument is one run (its model, learning-rate and seed arguments, which override the common ones); the default is stage 2's first continuation
 # of the shipped model. Runs share the GPU, so each probe measures its step time beside the others.
 # Env: MINUTES (training budget, probes included), BATCH (windows a step), WORKERS (data workers a run), LOCAL=1 (no
 # wheels, CPU, for a dry run).

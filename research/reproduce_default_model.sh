@@ -46,7 +46,7 @@ mkdir -p "$EVAL"
   --bf16 $DEVICE_ARGS --learning-rate 2e-3 --lr-scheduler-type cosine --warmup-steps 200 --max-grad-norm 5.0 \
   --logging-steps 50 --save-strategy steps --save-steps 100 --save-total-limit 2 --report-to none --seed 0
 
-# 1b. Issue 38's continuation (modern corpus only; STAGE2=0 skips it): five runs of 1,024 windows a step, each from
+# 1b. Stage 2, the continuation (modern corpus only; STAGE2=0 skips it): five runs of 1,024 windows a step, each from
 # the last one's weights, with a cosine schedule of its own; one H100 ran them (research/results/default-model-h100.txt).
 # Run 5's schedule was planned for 2,600 steps and the model is its checkpoint at step 2,000, where its time ran out.
 # Each run is skipped when its folder holds what the next one starts from.
@@ -81,7 +81,7 @@ with open(f"{target}/config.json", "w") as f:
     json.dump(config, f, indent=2, sort_keys=True)
 PY
 
-# 3-5. The modern-English model: issue 32's before/after protocol (perplexity on the new and old test splits, word
+# 3-5. The modern-English model: the before/after protocol (perplexity on the new and old test splits, word
 # sense, EWT POS and polarity mix vs layer 0, fill-mask), the figures of its card.
 if [ "$PREPARE" = modern ]; then
   bash research/evaluate_modern_model.sh "$OUT" "$EVAL" "$WORK/data/train.txt.gz"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers convert allennlp ...` (run it with --help)."""
+"""`python scripts/convert_allennlp_elmo.py ARGS` runs `elmo-transformers convert allennlp ARGS`: the script name of the
+project's first instructions, before the command existed."""
 
 import sys
 

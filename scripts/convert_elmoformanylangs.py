@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers convert elmoformanylangs ...` (run it with --help)."""
+"""`python scripts/convert_elmoformanylangs.py ARGS` runs `elmo-transformers convert elmoformanylangs ARGS`: the script
+name of the project's first instructions, before the command existed."""
 
 import sys
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers demo ...` (run it with --help)."""
+"""`python scripts/demo.py ARGS` runs `elmo-transformers demo ARGS`: the script name of the project's first
+instructions, before the command existed."""
 
 import sys
 

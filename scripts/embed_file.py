@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers embed ...` (run it with --help)."""
+"""`python scripts/embed_file.py ARGS` runs `elmo-transformers embed ARGS`: the script name of the project's first
+instructions, before the command existed."""
 
 import sys
 

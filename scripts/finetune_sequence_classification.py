@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers finetune sequence-classification ...` (run it with
---help)."""
+"""`python scripts/finetune_sequence_classification.py ARGS` runs `elmo-transformers finetune sequence-classification
+ARGS`: the script name of the project's first instructions, before the command existed."""
 
 import sys
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers finetune token-classification ...` (run it with
---help)."""
+"""`python scripts/finetune_token_classification.py ARGS` runs `elmo-transformers finetune token-classification ARGS`:
+the script name of the project's first instructions, before the command existed."""
 
 import sys
 

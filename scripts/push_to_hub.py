@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers push ...` (run it with --help)."""
+"""`python scripts/push_to_hub.py ARGS` runs `elmo-transformers push ARGS`: the script name of the project's first
+instructions, before the command existed."""
 
 import sys
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Kept for earlier instructions: the same as `elmo-transformers pretrain ...` (run it with --help)."""
+"""`python scripts/train_bilm.py ARGS` runs `elmo-transformers pretrain ARGS`: the script name of the project's first
+instructions, before the command existed."""
 
 import sys
 

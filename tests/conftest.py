@@ -14,7 +14,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import warm_python
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -36,14 +35,14 @@ def command(*args):
 
 
 def run_command(*args, env=None, **options):
-    """subprocess.run of `command(*args)` with `env` (None: `command_env()`), in a clean process forked from a warm
-    one (tests/warm_python.py: for a test that needs no fresh interpreter)."""
-    return warm_python.run(command(*args), command_env() if env is None else env, **options)
+    """subprocess.run of `command(*args)` in a fresh process, with `env` (None: `command_env()`): for a test whose
+    subject is the process (signals, kill -9, what it imports, resource limits); any other runs `run_cli`."""
+    return subprocess.run(command(*args), env=command_env() if env is None else env, **options)
 
 
 def start_command(*args, env=None, **options):
     """subprocess.Popen of `command(*args)`, as `run_command`."""
-    return warm_python.popen(command(*args), command_env() if env is None else env, **options)
+    return subprocess.Popen(command(*args), env=command_env() if env is None else env, **options)
 
 
 def command_env(**variables):
@@ -53,9 +52,65 @@ def command_env(**variables):
                 **variables)
 
 
+@contextlib.contextmanager
+def process_state_kept():
+    """What a command may change in the process that runs it, put back afterwards, so that the next test finds the
+    process as it was: the environment, the working folder, the root logger's handlers and level (the training
+    commands' `logging.basicConfig`), torch's thread count and the signal handlers."""
+    import signal
+
+    import torch
+
+    environment, folder, root = dict(os.environ), os.getcwd(), logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    threads = torch.get_num_threads()
+    signals = {number: signal.getsignal(number) for number in signal.valid_signals()
+               if signal.getsignal(number) is not None and number not in (signal.SIGKILL, signal.SIGSTOP)}
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        os.chdir(folder)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        for number, handler in signals.items():
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+
+
+def cli_in_process(argv):
+    """`elmo-transformers ARGV` run in this process by `cli.main(argv)`, as the console entry point runs it, with what
+    it changes in the process put back (`process_state_kept`): (exit code, the message of a SystemExit that carries
+    one, which Python itself would print on exit: argparse's usage errors)."""
+    from elmo_transformers.cli import main  # imported here: HF_HUB_OFFLINE above must come first
+
+    with process_state_kept():
+        try:
+            return main([str(arg) for arg in argv]), ""
+        except SystemExit as e:
+            return (e.code or 0, "") if isinstance(e.code, (int, type(None))) else (1, str(e.code))
+
+
+@pytest.fixture
+def run_cli(capfd):
+    """`run_cli(*args)`: (exit code, stdout, stderr) of `elmo-transformers ARGS` run in this process
+    (`cli_in_process`). The output is read from the file descriptors, so that what a child process of the command
+    prints is there too."""
+
+    def run_cli(*args):
+        capfd.readouterr()  # (what came before is not the command's)
+        code, message = cli_in_process(args)
+        out, err = capfd.readouterr()
+        return code, out, err + message
+
+    return run_cli
+
+
 # The environment of a user's isolated process (`python -I`) in the tests: a minimal one, offline, with a HOME and
-# an HF_HOME of the tests' (never the user's; one per test process, so that one warm Python serves them all) and the
-# worker's share of the cores.
+# an HF_HOME of the tests' (never the user's) and the worker's share of the cores.
 USER_HOME = Path(tempfile.mkdtemp(prefix="elmo-tests-home-"))
 atexit.register(shutil.rmtree, USER_HOME, ignore_errors=True)
 USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(USER_HOME), "HF_HOME": str(USER_HOME / "hf_home"),
@@ -63,15 +118,14 @@ USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(USER_HOME), "HF_HOME": str(USER
 
 
 def run_isolated(code, *args, folder, hf_home=None):
-    """`python -I` running the script `code` with `args` in `folder` (USER_ENV; `hf_home` as HF_HOME where given): a
-    user's clean process (forked from a warm one, tests/warm_python.py), which sees the installed package and the
-    model folder, never this checkout (-I leaves the current folder, PYTHONPATH and user site-packages off the path).
-    The CompletedProcess (text)."""
+    """A fresh `python -I` running the script `code` with `args` in `folder` (USER_ENV; `hf_home` as HF_HOME where
+    given): a user's process, which sees the installed package and the model folder, never this checkout (-I leaves
+    the current folder, PYTHONPATH and user site-packages off the path). The CompletedProcess (text)."""
     script = Path(folder) / "child.py"
     script.write_text(code)
     env = dict(USER_ENV, **({"HF_HOME": str(hf_home)} if hf_home else {}))
-    return warm_python.run([sys.executable, "-I", str(script), *map(str, args)], env, cwd=folder,
-                           capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-I", str(script), *map(str, args)], env=env, cwd=folder,
+                          capture_output=True, text=True, timeout=300)
 
 
 def load_fixture(name):
@@ -99,10 +153,7 @@ def graphs_traced_once(tmp_path_factory):
     from elmo_transformers.runtime import onnx_export
 
     trace, exporter = onnx_export.export_graph, torch.onnx.export
-    # this run's: shared by its xdist workers (their base folders are in the run's), never by another run
-    run_folder = tmp_path_factory.getbasetemp()
-    store = (run_folder.parent if "PYTEST_XDIST_WORKER" in os.environ else run_folder) / "traced-graphs"
-    store.mkdir(exist_ok=True)
+    store = run_store(tmp_path_factory, "traced-graphs")
 
     def export_graph(model, tokenizer, path, contract):
         weights = model.state_dict()
@@ -122,6 +173,14 @@ def graphs_traced_once(tmp_path_factory):
     onnx_export.export_graph = export_graph
     yield
     onnx_export.export_graph = trace
+
+
+def run_store(tmp_path_factory, name):
+    """A folder of this test run's, shared by its xdist workers (their base folders are in the run's)."""
+    run_folder = tmp_path_factory.getbasetemp()
+    store = (run_folder.parent if "PYTEST_XDIST_WORKER" in os.environ else run_folder) / name
+    store.mkdir(exist_ok=True)
+    return store
 
 
 UNFILLED = re.compile(r"\{[A-Za-z_]\w*\}")  # a `{name}` left in a message, as a template would leave it
@@ -169,21 +228,39 @@ def messages_are_whole(monkeypatch):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def load_checks_forked():
-    """push --dry-run and push --space check the staged folder in a fresh `python -I -B` (the user's first load of
-    it), which the tests do dozens of times: there, that process is a clean one forked from a warm one
-    (tests/warm_python.py), with the same flags, folder, environment and streams."""
+def load_checks_once(tmp_path_factory):
+    """push and push --space check the staged folder in a fresh `python -I -B` (the user's first load of it), which
+    the tests ask for dozens of times, of a few folders. The check's answer is a function of its command line and the
+    folder's files (this run's code being fixed; README.md aside, which no load reads), so each such folder is checked
+    in a fresh process once per test run, for every xdist worker (a file lock), and that answer is given again, its
+    folder named as the one asked for."""
+    import hashlib
     import types
 
-    from elmo_transformers.hub import push, space
+    import filelock
 
-    modules = (push, space)
-    real = [module.subprocess for module in modules]
-    for module in modules:
-        module.subprocess = types.SimpleNamespace(run=warm_python.run)
-    yield
-    for module, original in zip(modules, real):
-        module.subprocess = original
+    from elmo_transformers.hub import repo
+
+    store = run_store(tmp_path_factory, "load-checks")
+
+    def run(argv, **options):
+        folder = Path(argv[argv.index("-c") + 2])  # (python -I -B -c CHECK FOLDER ...)
+        key = hashlib.sha256(json.dumps([a for a in argv if a != str(folder)]).encode())
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "README.md"):
+            key.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+        answer = store / f"{key.hexdigest()}.json"
+        with filelock.FileLock(f"{answer}.lock"):
+            if not answer.exists():
+                done = subprocess.run(argv, **options)
+                answer.write_text(json.dumps([done.returncode, *(text.replace(str(folder), "{folder}")
+                                                                 for text in (done.stdout, done.stderr))]))
+        code, out, err = json.loads(answer.read_text())
+        return subprocess.CompletedProcess(argv, code, out.replace("{folder}", str(folder)),
+                                           err.replace("{folder}", str(folder)))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(repo, "subprocess", types.SimpleNamespace(run=run))  # (check_in_fresh_process: both checks)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -296,16 +373,9 @@ def fake_hub(monkeypatch):
 
 
 def run(argv, capsys):
-    """(exit code, what the user reads on stderr) of a command line run in-process through `cli.main`."""
-    from elmo_transformers.cli import main as cli_main  # imported here: HF_HUB_OFFLINE above must come first
-
-    try:
-        code = cli_main([str(a) for a in argv])
-        err = capsys.readouterr().err
-    except SystemExit as e:  # argparse's usage errors; a str code is printed by Python itself on exit
-        err = capsys.readouterr().err + (e.code if isinstance(e.code, str) else "")
-        code = e.code if isinstance(e.code, int) else 1
-    return code, err
+    """(exit code, what the user reads on stderr) of a command line run in this process (`cli_in_process`)."""
+    code, message = cli_in_process(argv)
+    return code, capsys.readouterr().err + message
 
 
 def one_line(code, err, *fragments):
@@ -394,11 +464,9 @@ def interrupt_after(monkeypatch, method, calls):
 
 def one_line_error(args):
     """The stderr of `elmo-transformers embed ARGS`, which must fail with one line `error: ...`, exit 1."""
-    from elmo_transformers.cli import main as cli_main
-
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        assert cli_main(["embed", *args]) == 1
+        assert cli_in_process(["embed", *args])[0] == 1
     message = err.getvalue().strip().split("\n")[-1]  # after the progress bars, if any
     assert message.startswith("error: ") and "Traceback" not in err.getvalue()
     return message

@@ -117,8 +117,8 @@ def test_save_pretrained_keeps_the_loaded_dtype(tmp_path, dtype):
 
 
 def test_the_cards_fill_mask_example_quotes_the_model():
-    """The card said "find 0.109, get 0.088, check 0.042" where the model gives 0.120 / 0.091 / 0.040: its figures
-    are rerun here by the script that makes them, each within the rounding of its three decimals."""
+    """The card's fill-mask figures are the model's: rerun here by the script that makes them, each within the
+    rounding of its three decimals."""
     import re
 
     from card_fill_mask_example import SHOWN, top_words

@@ -3,6 +3,7 @@ not), its title and its config are answered there; the card writers, push, the S
 and training take a ModelFolder and read no config.json themselves; the package's imports keep their layers."""
 
 import builtins
+import dataclasses
 import json
 import os
 import shutil
@@ -106,7 +107,7 @@ def test_the_fields_that_decide_the_numbers_decide_the_fingerprint(tiny_model_di
     from options_elmo import NUMBERS_FIELDS, ElmoOptions
 
     assert sorted(NUMBERS_CHANGES) == sorted(NUMBERS_FIELDS)
-    assert sorted([*NUMBERS_CHANGES, *SAME_NUMBERS_CHANGES]) == sorted(ElmoOptions().as_dict())
+    assert sorted([*NUMBERS_CHANGES, *SAME_NUMBERS_CHANGES]) == sorted(dataclasses.asdict(ElmoOptions()))
     folder = shutil.copytree(tiny_model_dir, tmp_path / "m", symlinks=True)
     config = json.loads((folder / "config.json").read_text())
     # A character vocabulary and a word embedding: input rows of a word id and 50 char ids.

@@ -30,8 +30,8 @@ def embed_main(argv):
 
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
 def test_embed_file_never_replaces_its_input(tmp_path, tiny_model_dir, overwrite):
-    """`embed_file in.txt in.txt --overwrite` used to replace the text with HDF5; without --overwrite the message
-    told the user to pass it."""
+    """`embed_file in.txt in.txt`, with or without --overwrite, refuses in one line that does not suggest --overwrite,
+    also where OUTPUT is a symlink or a hard link to the input; the text stays."""
     text = tmp_path / "in.txt"
     text.write_text("The cat sat .\n", encoding="utf-8")
     for output in (text, tmp_path / "link.txt"):

@@ -4,7 +4,8 @@ A subcommand's module is imported only when it runs, so `elmo-transformers embed
 its arguments before it imports torch or transformers (`import_package`), so that --help and usage errors answer at
 once. This is the one place where errors become exit codes: a `UserError` (elmo_transformers.errors) or an OSError
 is printed as one line `error: ...`, exit 1, without a traceback (ELMO_TRANSFORMERS_DEBUG=1 prints the traceback
-too); Ctrl-C is one line, exit 130; usage errors exit 2 (argparse).
+too); Ctrl-C is one line, exit 130 (a signal that stops a command, 128 + its number: SIGTERM 143); usage errors
+exit 2 (argparse).
 """
 
 import contextlib
@@ -101,9 +102,15 @@ def interruption(error):
     return error.name if isinstance(error, Interrupted) else "Ctrl+C (SIGINT)"
 
 
-# The library arguments whose flag is not their name (convert's files).
+def exit_code(error):
+    """The exit code of a command stopped by `error` (a KeyboardInterrupt), as a shell gives a process a signal
+    ended: 128 + the signal's number (Ctrl+C 130, SIGTERM 143, SIGHUP 129)."""
+    return 128 + (error.signum if isinstance(error, Interrupted) else signal.SIGINT)
+
+
+# The library arguments whose flag is not their name (convert's files, embed's --format).
 FLAGS = {"options_path": "--options", "weights_path": "--weights", "softmax_path": "--softmax-weights",
-         "vocab_path": "--vocab"}
+         "vocab_path": "--vocab", "file_format": "--format"}
 
 
 # The switches a message's advice may name ("pass overwrite=True"): a command words them as flags (--overwrite).
@@ -228,5 +235,5 @@ def main(argv=None):
         print_traceback_when_debugging()
         print(f"\ninterrupted by {interruption(e)}: elmo-transformers {argv[0]} stopped before it finished",
               file=sys.stderr)
-        return 130
+        return exit_code(e)
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

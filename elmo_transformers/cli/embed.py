@@ -8,7 +8,7 @@ import time
 
 from ..embedding.defaults import BATCH_WORDS, DTYPE_NAMES, FILE_FORMATS, MAX_SENTENCE_WORDS, OUTPUT_DTYPES, RUNTIMES
 from ..models import DEFAULT_MODEL
-from . import interruption, option
+from . import exit_code, interruption, option
 
 
 DESCRIPTION = """Write the ELMo vectors of a text file, one sentence a line (or a column of a JSON lines, CSV
@@ -82,6 +82,7 @@ def main(argv=None):
     from ..embedding.settings import EmbedSettings
     from ..model_folder import open_model
 
+    report = None
     try:
         with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
                 option("--runtime", args.runtime), option("--text-column", args.text_column):
@@ -96,20 +97,34 @@ def main(argv=None):
             report = Report() if finished else embed(
                 ElmoEmbedder(folder, dtype=args.dtype, device=args.device, runtime=args.runtime, threads=args.threads),
                 settings, args.input, output)
+        if report.main_process and not args.quiet:
+            print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
+            if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
+                print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
+                      "split='train').sort('line') gives them in line order", file=sys.stderr)
+            print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     except KeyboardInterrupt as e:
         partial = PartialRun(os.path.abspath(args.output), args.format)
-        kept = partial.finished_lines()
-        by = f"interrupted by {interruption(e)}"
-        print(f"\n{by}: the {kept:,} finished lines are kept in {partial.folder}; rerun with --resume" if kept
-              else f"\n{by} before any line was finished: nothing is kept", file=sys.stderr)
-        return 130
-    if report.main_process and not args.quiet:
-        print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
-        if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
-            print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
-                  "split='train').sort('line') gives them in line order", file=sys.stderr)
-        print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
+        complete = report is not None or getattr(e, "output_complete", False)
+        print(f"\ninterrupted by {interruption(e)}{what_is_kept(partial, complete)}", file=sys.stderr)
+        return exit_code(e)
     return 0
+
+
+def what_is_kept(partial, complete):
+    """The end of the message of a run stopped by a signal: where its work is (`partial`: its PartialRun; `complete`:
+    OUTPUT was put in place, by `embed` or a finished run it completed) and the command that finishes it."""
+    output = partial.output
+    if complete:
+        return f" after the run finished: {output} is complete"
+    if partial.finished():
+        where = "in place" if not partial.writer.pending() else f"kept in {partial.folder}"
+        return (f" after every line was finished: {output} is {where}; rerun with --resume to complete the run "
+                f"(it removes {partial.folder})")
+    kept = partial.finished_lines()
+    if kept:
+        return f": the {kept:,} finished lines are kept in {partial.folder}; rerun with --resume"
+    return " before any line was finished: nothing is kept"
 
 
 def speed_line(report, seconds):

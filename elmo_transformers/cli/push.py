@@ -67,7 +67,7 @@ def main(argv=None):
                       eval_dataset=args.eval_dataset)
     print(pushed.check, file=sys.stderr)
     if pushed.url is None:
-        print(f"dry run: would upload {pushed.folder} to {'the Space ' if args.space else ''}{args.repo_id} "
+        print(f"dry run: would upload {pushed.upload_folder} to {'the Space ' if args.space else ''}{args.repo_id} "
               f"({'private' if args.private else 'public'}):")
         print("\n".join(f"  {name}" for name in pushed.files))
     else:

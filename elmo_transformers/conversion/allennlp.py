@@ -282,14 +282,19 @@ def check_softmax(config, weight_shape, bias_shape, n_words, softmax_path, vocab
                               f"{weight_shape[0]:,} rows: the vocabulary must be the softmax's, one word a line")
 
 
+def vocabulary_words(vocab_path):
+    """The words of the vocabulary file `vocab_path` (one a line), or ConversionError naming the problem."""
+    try:
+        check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
+        return read_vocabulary(vocab_path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e
+
+
 def read_softmax(config, softmax_path, vocab_path):
     """The published softmax and its vocabulary, checked against each other and the biLM: (W [V, P], b [V], words),
     or ConversionError naming the problem."""
-    try:
-        check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
-        words = read_vocabulary(vocab_path)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e
+    words = vocabulary_words(vocab_path)
     try:
         hdf5 = h5py.File(softmax_path, "r")
     except OSError as e:

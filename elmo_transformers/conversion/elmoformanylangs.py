@@ -7,7 +7,7 @@ char.dic and word.dic, token_embedder.pkl and encoder.pkl. The model config is f
 finds it: at `config_path` relative to MODEL_DIR, then by its file name in MODEL_DIR, then among the configs the
 package ships (their contents are built in here); no file outside MODEL_DIR is read (a `config_path` that leaves it
 is looked up by its file name, an absolute one is refused). The output folder is written by the same rules as every
-converter (conversion/output.py): it appears only complete, and --overwrite replaces only an earlier conversion.
+converter (conversion/output.py): it appears only complete, and `overwrite` replaces only an earlier conversion.
 """
 
 import copy

@@ -11,12 +11,13 @@ MAX_PROBLEMS_SHOWN = 10
 
 def mismatch_error(path, problems, reference="the model config"):
     """A ConversionError listing the first `MAX_PROBLEMS_SHOWN` ways the weight file `path` does not match the
-    options and counting the rest: a short message whatever the file or the options hold."""
+    options, separated by "; " on one line, and counting the rest: a short message whatever the file or the options
+    hold."""
     shown = problems[:MAX_PROBLEMS_SHOWN]
     more = len(problems) - len(shown)
     if more:
         shown.append(f"... and {more:,} more")
-    return ConversionError(f"{path} does not match {reference}:\n  " + "\n  ".join(shown))
+    return ConversionError(f"{path} does not match {reference}: " + "; ".join(shown))
 
 
 def save_atomically(model, tokenizer, output, overwrite=False, card=None):

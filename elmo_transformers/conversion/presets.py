@@ -76,10 +76,9 @@ PRESETS = {
 }
 
 
-def unfetched(key, problem):
-    """The error for file `key` of a preset that cannot be fetched (`problem`): about the argument that gives that
-    file itself (`ARGUMENTS[key]`), and what to do."""
-    argument = ARGUMENTS[key]
+def unfetched(argument, problem):
+    """The error for a preset's file that cannot be fetched (`problem`): about `argument`, the caller's parameter that
+    gives that file itself, and what to do."""
     return ConversionError(f"{argument} not given, and {problem}: download the file yourself and give its path, or set "
                            f"{URL_VARIABLE} to a mirror of AllenNLP's files", argument=argument)
 
@@ -100,9 +99,11 @@ def fetch_preset(name, with_lm=False):
     return {key: path for key, (path, _) in fetched.items()}, {key: url for key, (_, url) in fetched.items()}
 
 
-def fetch_file(name, key):
+def fetch_file(name, key, argument=None):
     """(local path, the URL it came from) of file `key` ("options", "weights", "softmax" or "vocab") of preset
-    `name`, from the cache or downloaded from the base URL and checked."""
+    `name`, from the cache or downloaded from the base URL and checked; an error names `argument`, the caller's
+    parameter for the file (default: `convert`'s, ARGUMENTS)."""
+    argument = argument or ARGUMENTS[key]
     from .allennlp import check_published_file  # torch and transformers: not before `convert --help` has answered
 
     preset = PRESETS[name]
@@ -113,13 +114,13 @@ def fetch_file(name, key):
         try:
             check_published_file(key, path, preset.options)
         except ConversionError as e:
-            raise unfetched(key, f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
+            raise unfetched(argument, f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
                                  "the server sent something else") from None
 
     try:
         return download(url, cache / os.path.basename(url), check)
     except DownloadError as e:
-        raise unfetched(key, e) from None
+        raise unfetched(argument, e) from None
 
 
 def fetch_url(url, argument):
@@ -130,7 +131,7 @@ def fetch_url(url, argument):
     for name, preset in PRESETS.items():
         for key, path in preset.files(with_lm=preset.softmax is not None).items():
             if url in {f"{base}/{path}" for base in (*BUCKET_URLS, base_url())}:
-                return fetch_file(name, key)[0]
+                return fetch_file(name, key, argument)[0]
     raise ConversionError(f"{url} is not one of the files AllenNLP published for ELMo (those of the presets "
                           f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its local path as "
                           f"{argument}")
@@ -204,7 +205,8 @@ EFML_PRESETS = {
 }
 # Said when zh-hant is converted without OpenCC, and in its card: its character vocabulary is traditional.
 TRADITIONAL_NOTE = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use "
-                    "--preset zh-hans, or convert with --opencc s2t (the tokenizer's opencc_config)")
+                    "the preset zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to "
+                    "traditional characters first)")
 EFML_MANUAL = (f"download the archive yourself, unpack it and give its folder, or set {NLPL_URL_VARIABLE} "
                f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror")
 
@@ -255,9 +257,10 @@ def fetch_efml_preset(name):
     with WeakFileLock(cache / "model.lock"):
         if (unpacked / "config.json").is_file():
             return unpacked, source
-        shutil.rmtree(unpacked, ignore_errors=True)  # an earlier version's copy (the archive's folders kept): again
+        # model/ is renamed into place whole, with its config.json: a model/ of this cache without one is not a
+        # finished unpacking and is unpacked again (the archive was checked when it was downloaded)
+        shutil.rmtree(unpacked, ignore_errors=True)
         try:
-            check(archive)  # also an archive cached before these checks
             members = model_members(archive_members(archive))
         except ConversionError:
             forget_efml_preset(name)

@@ -29,12 +29,9 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
-from basic_tokenization_elmo import read_vocabulary
-
 from ..errors import ConversionError, first_line
-from ..text_input import check_text_file
 from .allennlp import (build_model, check_input_files, check_softmax, config_from_options, expected_shapes,
-                       options_from_shapes, shape_problems, to_state_dict)
+                       options_from_shapes, shape_problems, to_state_dict, vocabulary_words)
 from .output import mismatch_error
 from .tf_checkpoint import MAX_INDEX_BYTES, Checkpoint, checkpoint_prefix, open_file
 
@@ -237,11 +234,7 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
                 raise ConversionError(f"vocab_path {vocab_path}: {path} has no softmax (softmax/W, softmax/b) for the "
                                       "vocabulary (a bilm-tf training checkpoint has one); convert without it for the "
                                       "biLM alone", vocab_path, argument="vocab_path")
-            try:
-                check_text_file(vocab_path)  # bounded lines: read_vocabulary reads it whole
-                words = read_vocabulary(vocab_path)
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                raise ConversionError(f"cannot use the vocabulary {vocab_path}: {e}") from e
+            words = vocabulary_words(vocab_path)
             check_softmax(config, extras["softmax/W"], extras["softmax/b"], len(words), path, vocab_path)
         read = checkpoint.read(list(names.values()), np.float32)
         arrays = {target: np.array(read[name]) for target, name in names.items()}  # writable copies

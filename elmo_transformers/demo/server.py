@@ -146,5 +146,5 @@ def public_warning(host):
     use the page and its CPU time), else None."""
     if host in ALL_INTERFACES:
         return (f"warning: serving on every network interface ({host or 'all'}): anyone who can reach this machine "
-                "can use the page; --host 127.0.0.1 serves this machine only")
+                "can use the page; host 127.0.0.1 serves this machine only")
     return None

@@ -6,25 +6,28 @@ batches beside it (`Writer`)."""
 import queue
 import threading
 
+import numpy as np
+
 
 def work_units(counts, batch_size, max_words, batch_words):
     """The same list on every process and every run: batches of line numbers sorted by length (little padding),
     each of `batch_size` lines, or (batch_size None) of as many lines as keep the padded batch (lines x the longest
-    line's words) within `batch_words`; then each line longer than `max_words` on its own (an int)."""
-    order = sorted(range(len(counts)), key=counts.__getitem__)
-    short = [i for i in order if counts[i] <= max_words]
+    line's words) within `batch_words`; then each line longer than `max_words` on its own (an int). `counts`: the
+    words of each line. A batch is an int64 array, a view of one array of all line numbers (8 bytes a line)."""
+    counts = np.asarray(counts, np.int64)
+    order = np.argsort(counts, kind="stable")  # (as `sorted`: lines of one length in their order)
+    long = counts[order] > max_words
+    short = order[~long]
     if batch_size is not None:
-        batches = [short[k : k + batch_size] for k in range(0, len(short), batch_size)]
+        cuts = range(batch_size, len(short), batch_size)
     else:
-        batches, batch = [], []
-        for i in short:  # ascending: the line added is the batch's longest
-            if batch and (len(batch) + 1) * max(counts[i], 1) > batch_words:
-                batches.append(batch)
-                batch = []
-            batch.append(i)
-        batches += [batch] if batch else []
-    return batches + [i for i in order if counts[i] > max_words]
-
+        cuts, size = [], 0
+        for k, words in enumerate(counts[short].tolist()):  # ascending: the line added is the batch's longest
+            if size and (size + 1) * max(words, 1) > batch_words:
+                cuts.append(k)
+                size = 0
+            size += 1
+    return [*np.split(short, cuts), *order[long].tolist()] if len(short) else order[long].tolist()
 
 class in_background:
     """Iterate over `items` in a thread, `depth` items ahead of the consumer; an error there is raised here, and

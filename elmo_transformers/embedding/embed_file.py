@@ -6,6 +6,7 @@ threads that prepare and write them (`batches`), the device step (the embedder's
 The command checks the paths (`partial_run.check_paths`) before it loads its model, then calls `embed`. Under
 accelerate launch / torchrun every process runs it with the same arguments."""
 
+import contextlib
 import errno
 import os
 import shutil
@@ -18,13 +19,13 @@ from itertools import islice
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import DataError, UnfinishedRunError, UserError
+from ..errors import DataError, OutputError, UnfinishedRunError, UserError
 from ..runtime import process_state, traits
 from ..runtime.threads import cpu_threads
 from .batches import Writer, in_background, work_units
 from .defaults import BATCH_WORDS, MAX_SENTENCE_WORDS
 from .inputs import count_words, input_name, line_words, read_lines, text_sha256
-from .partial_run import PartialRun, check_paths, covered
+from .partial_run import PartialRun, check_paths, covered, finished_mask
 from .settings import EmbedSettings
 
 FULL_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a disk, a quota or a file-size limit that is full
@@ -73,9 +74,13 @@ def default_batch_words(embedder):
     return BATCH_WORDS[kind]
 
 
-def dataset_shape(words, mode, config):
-    """The shape of a line's vectors: [n_layers + 1, words, 2P] (all), else [words, 2P]."""
-    return (config.n_layers + 1, words, config.hidden_size) if mode == "all" else (words, config.hidden_size)
+def dataset_shapes(counts, mode, config):
+    """The shape of each line's vectors, a row a line (an int64 array: a few bytes a line, where tuples take some
+    60): [n_layers + 1, words, 2P] (all), else [words, 2P]."""
+    shape = (config.n_layers + 1, 0, config.hidden_size) if mode == "all" else (0, config.hidden_size)
+    shapes = np.tile(np.array(shape, np.int64), (len(counts), 1))
+    shapes[:, -2] = counts
+    return shapes
 
 
 def check_windows(embedder, counts, max_words, source):
@@ -83,9 +88,9 @@ def check_windows(embedder, counts, max_words, source):
     LSTM state (an exported ONNX model), naming the longest such line and the two ways on."""
     if embedder.traits.stateful:
         return
-    longest = max(range(len(counts)), key=counts.__getitem__, default=None)
-    if longest is None or counts[longest] <= max_words:
+    if not len(counts) or counts.max() <= max_words:
         return
+    longest = int(np.argmax(counts))  # (the first of the longest)
     raise DataError(
         f"max_sentence_words {max_words}: shorter than line {longest + 1} of {input_name(source)} "
         f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
@@ -113,9 +118,6 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     output, finished = check_paths(input_file, output_file_path, settings, model_files)
     if finished:  # the interrupted run had computed every line: its OUTPUT is now in place
         return Report()
-    if resume and embedder.identity() is None:
-        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
-                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     return embed(embedder, settings, input_file, output)
 
 
@@ -123,19 +125,28 @@ def embed(embedder, settings, input_file, output):
     """The run of `settings` (an `EmbedSettings`) once they, the paths (`partial_run.check_paths`: `output` is the
     absolute path it returns) and the embedder are checked: OUTPUT.partial/ made or resumed, every line not yet done
     embedded, OUTPUT put in place. Returns a `Report`."""
-    report, started_at = Report(), time.perf_counter()
+    report, started_at, done = Report(), time.perf_counter(), False
     run_traits = traits(embedder.model)
-    with cpu_threads(settings.threads, run_traits.runtime) as torch_threads:
-        report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
-        report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
-        report.device = str(getattr(embedder.model, "device", "cpu"))
-        _run(embedder, settings, input_file, output, report, started_at)
+    try:
+        with cpu_threads(settings.threads, run_traits.runtime) as torch_threads:
+            report.threads = torch_threads or getattr(embedder.model, "threads", None)  # (onnxruntime's own)
+            report.dtype, report.runtime = run_traits.dtype, run_traits.runtime
+            report.device = str(getattr(embedder.model, "device", "cpu"))
+            _run(embedder, settings, input_file, output, report, started_at)
+            done = True
+    except KeyboardInterrupt as stop:
+        stop.output_complete = done or getattr(stop, "output_complete", False)  # (what the command's message says)
+        raise
     report.total = time.perf_counter() - started_at
     return report
 
 
 def _run(embedder, settings, input_file, output, report, started_at):
     """`embed` within the model's threads."""
+    identity = embedder.identity()  # (a SHA-256 of the weight files: once a run)
+    if settings.resume and identity is None:
+        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
+                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
     if settings.batch_size is None and settings.batch_words is None:
         settings = replace(settings, batch_words=default_batch_words(embedder))
     run = PartialRun(output, settings.file_format)
@@ -143,9 +154,9 @@ def _run(embedder, settings, input_file, output, report, started_at):
     if not lines and settings.file_format == "parquet":
         raise DataError(f"{input_name(input_file)} has no lines: nothing to embed (`datasets` cannot read a Parquet "
                         "folder of no rows)", input_file)
-    counts = [count_words(line, embedder.tokenizer) for line in lines]
+    counts = np.fromiter((count_words(line, embedder.tokenizer) for line in lines), np.int64, len(lines))
     check_windows(embedder, counts, settings.max_sentence_words, input_file)
-    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=embedder.identity())
+    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=identity)
     resumed = run.exists()
     if resumed:
         run.check(settings)
@@ -155,15 +166,18 @@ def _run(embedder, settings, input_file, output, report, started_at):
     started = not os.path.exists(run.folder)
     if state.is_main_process:
         run.claim()
+    shapes = dataset_shapes(counts, settings.mode, embedder.model.config)
+    opened = False
     try:
         if state.is_main_process and not run.exists():
             if settings.progress and settings.file_format == "hdf5" and len(lines) >= MANY_LINES:
                 print(f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
                       "first batch; --format parquet has no such step", file=sys.stderr)
-            run.start(settings, lines, [dataset_shape(n, settings.mode, embedder.model.config) for n in counts])
+            run.start(settings, lines, shapes)
         state.wait_for_everyone()
         words_of = partial(words_of_line, lines, embedder.tokenizer)
         run.open(state.process_index, words_of)
+        opened = True
         units = work_units(counts, settings.batch_size, settings.max_sentence_words, settings.batch_words)
         if resumed:
             run.check_progress(units, lines, words_of)
@@ -176,16 +190,30 @@ def _run(embedder, settings, input_file, output, report, started_at):
         run.close()
         state.wait_for_everyone()
         if state.is_main_process:
-            run.finish(counts, settings.overwrite)
+            run.finish(settings, shapes)
         state.wait_for_everyone()
     except BaseException as error:
         run.close()
-        if state.is_main_process and started and os.path.isdir(run.folder) and not run.finished_lines():
+        if run.output_in_place:  # stopped as it removed its folder: OUTPUT is complete, the rest is removal
+            error.output_complete = True  # (`embed`: what the command's message says)
+            with contextlib.suppress(OSError, KeyboardInterrupt):  # (a second Ctrl+C: the next command removes it)
+                run.remove_folder()
+            raise
+        if opened and isinstance(error, OSError) and not os.path.isdir(run.folder):
+            raise OutputError(f"{run.folder} was removed while the run worked, and the vectors with it: run again",
+                              run.folder) from None
+        if opened and isinstance(error, OSError) and settings.file_format == "parquet" and \
+                not os.path.isdir(run.writer.data):
+            raise OutputError(f"{run.writer.data} was removed while the run worked, and the vectors with it: delete "
+                              f"{run.folder} and run again", run.folder) from None
+        if state.is_main_process and started and os.path.isdir(run.folder) and not os.path.islink(run.folder) \
+                and not run.finished() and not run.finished_lines():
             shutil.rmtree(run.folder)  # this call made it and computed nothing: leave nothing that looks resumable
         if isinstance(error, OSError) and error.errno in FULL_DISK:
             kept = run.finished_lines()
-            keep = (f"the {kept:,} finished lines are kept in {run.folder}: free space there and rerun with "
-                    "resume=True") if kept else "nothing was finished: free space there and rerun"
+            limit = "raise the file-size limit (ulimit -f)" if error.errno == errno.EFBIG else "free space there"
+            keep = (f"the {kept:,} finished lines are kept in {run.folder}: {limit} and rerun with resume=True" if kept
+                    else f"nothing was finished: {limit} and rerun")
             raise UnfinishedRunError(f"writing {output} failed: {os.strerror(error.errno)}; {keep}",
                                      run.folder) from None
         raise
@@ -217,10 +245,11 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
     it before any wrote), prepared (tokenized, padded, pinned) in one thread, computed here
     (`ElmoEmbedder.layers`), written in another; then its long lines, window by window."""
     batches, windows = done
+    finished = finished_mask(batches, len(counts))
     pending = [
         unit for unit in units
-        if (unit not in batches and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
-            else unit[0] not in batches)
+        if (not finished[unit] and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
+            else not finished[unit[0]])
     ]
     mine = pending[state.process_index :: state.num_processes]
     if settings.progress and state.is_main_process and state.num_processes > 1:
@@ -231,6 +260,7 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
 
     def prepare(unit):
         with timed(report, "tokenizing"):
+            unit = unit.tolist()  # (Python ints, from here on: a batch's own)
             return unit, embedder.pinned(embedder.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
 
     def write(item):
@@ -254,11 +284,11 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
                 with timed(report, "model"):
                     writer.put((unit, *embedder.layers(batch, settings.mode, settings.output_dtype)))
                 report.lines += len(unit)
-                report.words += sum(counts[i] for i in unit)
+                report.words += int(counts[unit].sum())
         for unit in mine:
             if isinstance(unit, int):
                 with timed(report, "model"):
                     embed_long_line(embedder, run, settings, unit, lines[unit], windows.get(unit, []))
                 report.lines += 1
-                report.words += counts[unit]
+                report.words += int(counts[unit])
                 bar.update(1)

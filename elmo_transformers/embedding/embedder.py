@@ -26,6 +26,7 @@ from ..model_folder import ModelFolder, open_model
 from ..model_source import check_tokenizer, load_model
 from ..models import DEFAULT_MODEL
 from ..runtime import process_state, traits
+from ..runtime.threads import cpu_threads, free_cpus
 from .defaults import DEFAULT_BATCH_SIZE, MODES, OUTPUT_DTYPES
 
 
@@ -53,6 +54,22 @@ def no_grad(model):
     import torch
 
     return torch.no_grad()
+
+
+def thread_count(threads):
+    """ElmoEmbedder's `threads` as a count of CPU threads: None stays None (the process's own, as torch set them),
+    "auto" is the CPUs free to this process now (`runtime.threads.free_cpus`, what `embed` takes), else a number
+    from 1 to the machine's CPUs (more only slow the LSTM's steps, and tens of thousands crash the threading
+    libraries)."""
+    if threads is None:
+        return None
+    if threads == "auto":
+        return free_cpus()
+    cpus = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cpus:
+        raise UserError(f"threads {threads!r:.50}: give a number of CPU threads from 1 to {cpus} (this machine's "
+                        "CPUs), \"auto\" for the CPUs free now, or None for the process's own", threads)
+    return threads
 
 
 def check_word_lists(batch, where):
@@ -100,9 +117,11 @@ class ElmoEmbedder:
     defaults to the accelerator accelerate picks (cuda, mps, ... else cpu) for a model loaded here, and to where a
     given model already is; `dtype` (e.g. torch.bfloat16) is the compute dtype, outputs stay float32.
     `quantization_config=ElmoInt8Config()` loads the model with int8 LSTM weights, as `from_pretrained` does (CPU,
-    float32 activations; the fastest way on a CPU, within the int8 rule of docs/speed.md). `threads`: an exported
-    model's onnxruntime threads (a PyTorch model's are torch's, `torch.set_num_threads`). The model is put in eval
-    mode (no dropout).
+    float32 activations; the fastest way on a CPU, within the int8 rule of docs/speed.md). `threads`: the CPU
+    threads of its calls (`thread_count`: a number, or "auto", the CPUs free when it is made; torch's are set for
+    each call and restored after it, an exported model's onnxruntime threads when it loads, and `embed_file` takes
+    them as its default); None, the default, leaves torch's as the process set them (docs/speed.md, "Threads in
+    Python and Trainer"). The model is put in eval mode (no dropout).
 
     AllenNLP 0.x's call runs as written: `ElmoEmbedder(options_file, weight_file, cuda_device=-1)` (or the same as
     keywords) converts the original files in memory (`convert_original`: local paths, or the URLs of AllenNLP's
@@ -120,6 +139,7 @@ class ElmoEmbedder:
                 raise TypeError("ElmoEmbedder(options_file=..., weight_file=...): give both files")
             model, tokenizer = options_file, weight_file
         source, self.folder = None, None
+        self.threads = threads = thread_count(threads)
         if isinstance(tokenizer, (str, os.PathLike)):  # AllenNLP's ElmoEmbedder(options_file, weight_file)
             if quantization_config is not None:
                 raise TypeError("ElmoEmbedder(options_file, weight_file, quantization_config=...): convert the files "
@@ -153,7 +173,7 @@ class ElmoEmbedder:
         """What decides the numbers this embedder computes (`ModelFolder.identity`: the model's weights, config,
         tokenizer and dtype; for runtime onnxruntime, its export's), which a resumed run compares; None for a model
         given already loaded, which has no folder to identify it."""
-        folder = getattr(self.model, "source", None) or self.folder  # an exported model's own folder
+        folder = getattr(self.model, "folder", None) or self.folder  # an exported model's own folder
         return None if folder is None else folder.identity(self.traits.dtype)
 
     def encode(self, sentences):
@@ -202,8 +222,14 @@ class ElmoEmbedder:
         event.record()
         return host, event.synchronize
 
+    def threads_set(self):
+        """Around one of its calls: torch's threads set to `threads` and restored after (nothing for None, or for an
+        exported model, whose onnxruntime threads were set when it loaded)."""
+        return contextlib.nullcontext() if self.threads is None else cpu_threads(self.threads, self.traits.runtime)
+
     def _run(self, sentences, **kwargs):
-        return self.forward(self.pinned(self.encode(sentences)), **kwargs)
+        with self.threads_set():
+            return self.forward(self.pinned(self.encode(sentences)), **kwargs)
 
     def batch_to_embeddings(self, batch):
         """AllenNLP's layout: (activations [batch, n_layers + 1, longest, 2P] float32, mask [batch, longest] bool),
@@ -223,8 +249,9 @@ class ElmoEmbedder:
         check_word_lists(batch, "embed_batch")
         if not batch:
             return []
-        activations, wait = self.layers(self.encode(batch), "all")
-        wait()
+        with self.threads_set():
+            activations, wait = self.layers(self.encode(batch), "all")
+            wait()
         return [np.asarray(activations[i, :, : len(words)]).copy() for i, words in enumerate(batch)]
 
     def embed_sentence(self, sentence):
@@ -239,13 +266,25 @@ class ElmoEmbedder:
         while batch := list(islice(sentences, batch_size)):
             yield from self.embed_batch(batch)
 
-    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, **options):
+    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, forget_sentences=False,
+                   use_sentence_keys=False, **options):
         """AllenNLP's `embed_file`: the work of `elmo-transformers embed` with this embedder's model (see
         `elmo_transformers.embedding.embed_file.embed_file`, which also documents `options`); `input_file` is a path,
         "-" (stdin) or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded
-        words. Returns the run's `Report` (what was done, where the time went)."""
+        words. AllenNLP's `forget_sentences` and `use_sentence_keys` are taken at their default, False, the one way
+        offered. Returns the run's `Report` (what was done, where the time went)."""
+        if forget_sentences:
+            raise UserError("forget_sentences=True is not offered: the HDF5 file always holds sentence_to_index "
+                            "(AllenNLP's default); leave forget_sentences out, and skip that dataset where you read "
+                            "the file")
+        if use_sentence_keys:
+            raise UserError("use_sentence_keys=True is not offered: each line is a sentence, its dataset keyed by "
+                            "its line number (\"0\", \"1\", ...); leave use_sentence_keys out, and to keep your "
+                            "own keys put them beside the text in a JSON lines or CSV file (text_column names the "
+                            "text column) and match them to the line numbers")
         from .embed_file import embed_file  # (its outputs' modules load only for a file)
 
+        options.setdefault("threads", self.threads)
         return embed_file(self, input_file, output_file_path, output_format, batch_size, **options)
 
     def embed_window(self, words, lstm_state=None, mode="all", output_dtype="float32"):

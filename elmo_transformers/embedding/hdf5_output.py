@@ -10,7 +10,6 @@ written once, never copied. Imports no torch."""
 import contextlib
 import errno
 import json
-import math
 import multiprocessing
 import os
 import shutil
@@ -32,7 +31,7 @@ class Hdf5Output:
     def __init__(self, folder, output):
         self.output = output
         self.file = os.path.join(folder, "output.hdf5")
-        self.fd = None
+        self.fd = self.opened = None  # (opened: the file's device, inode and size, `check_whole`)
         self.offsets = self.shapes = self.dtype = None
 
     check_output = staticmethod(check_file_output)
@@ -42,13 +41,14 @@ class Hdf5Output:
         create_output(self.file, lines, shapes, dtype)
 
     def open(self, words_of=None):
-        """Open the file for writing vectors into it (`words_of`, the words of a line: not stored here)."""
+        """Open the file for writing vectors into it (`words_of`, the words of a line: not stored here). Its layout
+        (`shapes`, `offsets`: arrays, a row a line) is read one dataset at a time, each closed before the next: HDF5
+        holds some 16 KB for each dataset kept open (docs/embedding-files.md, "Memory")."""
         with h5py.File(self.file, "r") as f:
-            datasets = [f[str(i)] for i in range(len(f) - 1)]
-            self.shapes = [d.shape for d in datasets]
-            self.offsets = [d.id.get_offset() for d in datasets]
-            self.dtype = datasets[0].dtype if datasets else None
-        self.fd = os.open(self.file, os.O_RDWR)
+            self.shapes, self.offsets, self.dtype = layout(f)
+        self.fd = os.open(self.file, os.O_RDWR | os.O_NOFOLLOW)
+        opened = os.fstat(self.fd)
+        self.opened = (opened.st_dev, opened.st_ino, opened.st_size)
 
     def close(self):
         if self.fd is not None:
@@ -57,7 +57,7 @@ class Hdf5Output:
 
     def put(self, line, vectors, start=0):
         """Write `vectors` ([..., words, 2P], the file's dtype) into line `line`'s dataset from word `start` on."""
-        shape = self.shapes[line]
+        shape = tuple(self.shapes[line].tolist())
         if vectors.shape[:-2] != shape[:-2] or vectors.shape[-1] != shape[-1] or \
                 start + vectors.shape[-2] > shape[-2] or vectors.dtype != self.dtype:
             raise ValueError(f"line {line}: vectors {vectors.dtype} {vectors.shape} from word {start} do not fit "
@@ -67,7 +67,7 @@ class Hdf5Output:
         words, width = shape[-2], shape[-1]
         planes = vectors.reshape(-1, vectors.shape[-2] * width)  # one contiguous run of the file per layer
         for k, plane in enumerate(planes):
-            offset = self.offsets[line] + vectors.itemsize * (k * words * width + start * width)
+            offset = int(self.offsets[line]) + vectors.itemsize * (k * words * width + start * width)
             data = memoryview(np.ascontiguousarray(plane)).cast("B")
             while data:  # a regular file takes it whole, but a short write is not an error
                 written = os.pwrite(self.fd, data, offset)
@@ -95,9 +95,32 @@ class Hdf5Output:
         if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
             raise damaged(f"its {self.file} holds the lines of another text than the input")
 
+    def holds(self, batch):
+        """Whether the file holds a journaled batch (its lines): always, once journaled."""
+        return True
+
+    def check_whole(self, shapes, dtype):
+        """What keeps the file from being the finished output (one dataset of shape `shapes[i]` and `dtype` for line
+        i), or None: gone, or not the file this process opened (`open` read its layout; its text was
+        checked when it was made or resumed, `check_text`), whose size no vector changes (its blocks are allocated
+        when it is made)."""
+        try:
+            now = os.stat(self.file)
+        except FileNotFoundError:
+            return f"its {self.file} is gone"
+        if (now.st_dev, now.st_ino, now.st_size) != self.opened:
+            return f"its {self.file} was replaced or rewritten by another file"
+        if len(shapes) != len(self.shapes) or len(shapes) and (not np.array_equal(shapes, self.shapes) or
+                                                               self.dtype != dtype):
+            return f"its {self.file} holds datasets of other shapes than this run's lines"
+        return None
+
     def pending(self):
-        """Whether the finished file is still here, not yet put in place."""
-        return os.path.exists(self.file)
+        """Whether the finished file is still here, not yet put in place (a file already linked as OUTPUT, by a run
+        stopped before it removed its own name, is in place)."""
+        if not os.path.exists(self.file):
+            return False
+        return not (os.path.exists(self.output) and os.path.samefile(self.file, self.output))
 
     def finish(self, overwrite):
         """Put the file in place as OUTPUT: replacing it with `overwrite`, else only where nothing is there (a hard
@@ -118,10 +141,24 @@ class Hdf5Output:
         os.unlink(self.file)
 
 
+def layout(f):
+    """The layout of an open output file `f`: (shapes, [lines, rank] int64; offsets in the file, [lines] int64;
+    -1 where a dataset has no bytes; the vectors' dtype, None for no lines), one dataset open at a time."""
+    lines = len(f) - 1  # (every key but sentence_to_index)
+    offsets, shapes, dtype = np.zeros(lines, np.int64), None, None
+    for i in range(lines):
+        dataset = h5py.h5d.open(f.id, str(i).encode())
+        if shapes is None:
+            shapes, dtype = np.zeros((lines, len(dataset.shape)), np.int64), dataset.dtype
+        offset = dataset.get_offset()  # (None for a blank line's dataset, which has no bytes)
+        shapes[i], offsets[i] = dataset.shape, -1 if offset is None else offset
+    return (np.zeros((0, 0), np.int64) if shapes is None else shapes), offsets, dtype
+
+
 def output_bytes(lines, shapes, dtype):
     """About the size of OUTPUT: the vectors, the text twice (sentence_to_index) and ~1 KB of HDF5 a line."""
-    text = sum(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass")) for line in lines)
-    return np.dtype(dtype).itemsize * sum(math.prod(shape) for shape in shapes) + 2 * text + 1024 * len(lines)
+    text = lines.utf8_bytes()  # (`inputs.Lines`)
+    return np.dtype(dtype).itemsize * int(np.prod(shapes, axis=1).sum()) + 2 * text + 1024 * len(lines)
 
 
 def create_output(path, lines, shapes, dtype):
@@ -130,7 +167,8 @@ def create_output(path, lines, shapes, dtype):
     too small is found now, before any work, in one line, and leaves nothing.
 
     HDF5 is written by a child process: a write that fails there (a full disk, a file-size limit) can crash h5py
-    (a segfault, not an exception), and this process must survive it to say so."""
+    (a segfault, not an exception), and this process must survive it to say so (why, and what the child costs:
+    docs/embedding-files.md, "The HDF5 layout in a child process")."""
     needed, free = output_bytes(lines, shapes, dtype), shutil.disk_usage(os.path.dirname(path)).free
     if needed > free:
         raise OutputError(f"not enough disk space for {os.path.basename(path)} in {os.path.dirname(path)}: it needs "
@@ -176,7 +214,8 @@ def create_output(path, lines, shapes, dtype):
 
 def die_with_parent():
     """Have the kernel kill this (child) process when its parent dies (Linux's PR_SET_PDEATHSIG), so that a parent
-    killed with `kill -9` leaves no child writing a file the next run would meet."""
+    killed with `kill -9` leaves no child writing a file the next run would meet
+    (docs/embedding-files.md, "The HDF5 layout in a child process")."""
     try:
         import ctypes
 
@@ -196,7 +235,7 @@ def _write_layout(send, path, lines, shapes, dtype):
         dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
         with h5py.File(path, "w") as f:
             for i, shape in enumerate(shapes):
-                f.create_dataset(str(i), shape=shape, dtype=np.dtype(dtype), dcpl=dcpl)
+                f.create_dataset(str(i), shape=tuple(shape.tolist()), dtype=np.dtype(dtype), dcpl=dcpl)
             index = json.dumps({line: str(i) for i, line in enumerate(lines)})
             f.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())[0] = index
         send.send(None)

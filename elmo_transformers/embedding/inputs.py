@@ -1,7 +1,8 @@
 """The text `embed` reads (docs/embedding-files.md): one sentence a line of a text file, stdin or an open file, or one
-a row of a column of a JSON lines, CSV or Parquet file; each line's words as the model's tokenizer splits raw text;
+a row of a column of a JSON lines, CSV, TSV or Parquet file; each line's words as the model's tokenizer splits raw text;
 and the SHA-256 that identifies the text in a resumed run. Imports no torch."""
 
+import array
 import hashlib
 import os
 import re
@@ -14,7 +15,39 @@ from ..text_input import MAX_LINE_CHARS, checked_lines
 WORD = re.compile(r"\S+")  # the words of str.split() (\s is str.isspace), found one at a time
 LONG_LINE_CHARS = 1 << 20  # from here on words are counted without building a list of them
 MAX_STREAM_CHARS = MAX_LINE_CHARS  # the most read from stdin or a pipe: what one line may hold, no more
-TABLE_READERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+TABLE_READERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}
+MAX_BLOCK_BYTES = 1 << 30  # the most pyarrow's JSON and CSV readers read at once: the longest row they can read
+
+
+class Lines:
+    """The stripped lines of the input, kept compactly: their UTF-8 bytes end to end and where each ends (8 bytes a
+    line, where a list of str takes some 57 more: docs/embedding-files.md, "Memory"); `lines[i]` is line i as str."""
+
+    def __init__(self, lines=()):
+        self.text, self.ends = bytearray(), array.array("q")
+        for line in lines:
+            self.append(line)
+
+    def append(self, line):
+        self.text += line.encode("utf-8", "surrogatepass")
+        self.ends.append(len(self.text))
+
+    def __len__(self):
+        return len(self.ends)
+
+    def __getitem__(self, i):
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        start = self.ends[i - 1] if i else 0
+        return self.text[start : self.ends[i]].decode("utf-8", "surrogatepass")
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def utf8_bytes(self):
+        """The UTF-8 bytes of all lines."""
+        return len(self.text)
 
 
 def count_words(line, tokenizer):
@@ -48,19 +81,20 @@ def is_stream(file):
 def stripped_lines(file, name):
     """The stripped lines of the open text file `file`; from a stream, at most MAX_STREAM_CHARS characters."""
     limit = MAX_STREAM_CHARS if is_stream(file) else None
-    lines, read = [], 0
+    lines, read = Lines(), 0
     for line in checked_lines(file, name):
         read += len(line)
         if limit is not None and read > limit:
             raise DataError(f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
                             "stream (it holds the whole input in memory until the end): save the text to a file "
                             "and embed the file")
-        lines.append(line.strip())
+        line = line.strip()
+        lines.append(line[1:].strip() if not lines and line.startswith("\ufeff") else line)
     return lines
 
 
 def table_kind(source):
-    """"json", "csv" or "parquet" for a path whose name says it is such a table, else None."""
+    """"json", "csv", "tsv" or "parquet" for a path whose name says it is such a table, else None."""
     if not isinstance(source, (str, os.PathLike)) or source == "-":
         return None
     return TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
@@ -80,56 +114,67 @@ def check_table_file(source, kind):
 
 
 def read_table(source, kind, text_column=None):
-    """The pyarrow table of the file `source` of `kind` (pyarrow's readers, those of `datasets`): a JSON line of any
-    length, quoted line breaks in CSV values, a CSV's `text_column` as text whatever it reads like (a cell "NA",
-    "null" or "123" is that text, an empty one a blank line); one line naming what cannot be read."""
+    """The pyarrow table of the file `source` of `kind` (pyarrow's readers, those of `datasets`): a JSON line or CSV
+    row of any length up to MAX_BLOCK_BYTES, quoted line breaks in CSV values, a TSV as IANA's tab-separated values
+    (no quoting: a `"` is text), a CSV's or TSV's `text_column` as text whatever it reads like (a cell "NA", "null"
+    or "123" is that text, an empty one a blank line); one line naming what cannot be read."""
     import pyarrow as pa
     import pyarrow.csv
     import pyarrow.json
     import pyarrow.parquet
 
     check_table_file(source, kind)
+    block = max(1 << 20, min(os.path.getsize(source) + 1, MAX_BLOCK_BYTES))  # a block must hold the longest row
     try:
-        if kind == "json":  # a block must hold the longest line (pyarrow's default is 1 MB)
-            block = max(1 << 20, min(os.path.getsize(source) + 1, 1 << 30))
+        if kind == "json":
             return pyarrow.json.read_json(str(source), read_options=pyarrow.json.ReadOptions(block_size=block))
-        if kind == "csv":
+        if kind in ("csv", "tsv"):
             text = {} if text_column is None else {"column_types": {text_column: pa.string()}}
-            return pyarrow.csv.read_csv(str(source), parse_options=pyarrow.csv.ParseOptions(newlines_in_values=True),
-                                        convert_options=pyarrow.csv.ConvertOptions(
+            parse = (pyarrow.csv.ParseOptions(newlines_in_values=True) if kind == "csv"
+                     else pyarrow.csv.ParseOptions(delimiter="\t", quote_char=False))
+            return pyarrow.csv.read_csv(str(source), read_options=pyarrow.csv.ReadOptions(block_size=block),
+                                        parse_options=parse, convert_options=pyarrow.csv.ConvertOptions(
                                             strings_can_be_null=False, quoted_strings_can_be_null=False, **text))
         return pyarrow.parquet.read_table(str(source))
     except (pa.ArrowException, OSError) as e:
         reason = str(e).splitlines()[0]
         if "UTF8" in reason or "UTF-8" in reason:
             reason = "it is not UTF-8 text: convert it, e.g. with `iconv -f ENCODING -t UTF-8`"
+        elif "straddl" in reason:
+            reason = (f"a row is longer than {MAX_BLOCK_BYTES >> 20} MiB, the most read at once: split it, or give "
+                      "the text as a text file, one sentence a line")
         raise DataError(f"{source}: cannot read it as {kind}: {reason}", source) from None
 
 
 def read_column(source, column):
-    """The stripped texts of column `column` of a JSON lines, CSV or Parquet file, a missing value as a blank line
-    (a categorical column, dictionary-encoded, by its values)."""
+    """The stripped texts of column `column` of a JSON lines, CSV, TSV or Parquet file, a missing value as a blank
+    line (a categorical column, dictionary-encoded, by its values)."""
     kind = table_kind(source)
     if kind is None:
-        raise DataError(f"text_column {column}: reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet "
-                        f"(.parquet) file, not of {source}; a text file is read one sentence a line without it",
-                        column, argument="text_column")
+        raise DataError(f"text_column {column}: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or "
+                        f"Parquet (.parquet) file, not of {source}; a text file is read one sentence a line without "
+                        "it", column, argument="text_column")
     import pyarrow as pa
 
     table = read_table(source, kind, column)
     if column not in table.column_names:
         raise DataError(f"text_column {column}: no such column in {source} (it has {', '.join(table.column_names)})",
                         column, argument="text_column")
+    if table.column_names.count(column) > 1:
+        raise DataError(f"text_column {column}: {table.column_names.count(column)} columns of {source} have that "
+                        "name: rename all but one in its header, then give text_column the one to embed", column,
+                        argument="text_column")
     values = table.column(column)
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
-    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):  # pyarrow's CSV reader, not UTF-8
-        raise DataError(f"text_column {column}: the column of {source} is not UTF-8 text: convert the file, e.g. with "
-                        "`iconv -f ENCODING -t UTF-8`", column, argument="text_column")
+    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):  # a Parquet file's bytes
+        raise DataError(f"text_column {column}: the column of {source} holds bytes ({values.type}), not strings: "
+                        "write it as a string column of UTF-8 text (in pyarrow, `column.cast(pyarrow.string())`)",
+                        column, argument="text_column")
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
         raise DataError(f"text_column {column}: the column of {source} holds {values.type}, not text", column,
                         argument="text_column")
-    return [(text or "").strip() for text in values.to_pylist()]
+    return Lines((text or "").strip() for text in values.to_pylist())
 
 
 def read_lines(source, text_column=None):
@@ -158,8 +203,6 @@ def read_lines(source, text_column=None):
                 lines = stripped_lines(f, input_name(source))
     except OSError as e:
         raise OSError(f"cannot read the input {input_name(source)}: {e.strerror or e}") from None
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:].strip()
     return lines
 
 

@@ -17,11 +17,12 @@ import json
 import os
 import re
 import shutil
+import tempfile
 
 import numpy as np
 
 from ..errors import OutputError, OutputExistsError
-from ..output_paths import write_file_atomically
+from ..output_paths import disk_hint, write_file_atomically
 
 
 def check_folder_output(output, overwrite):
@@ -32,6 +33,11 @@ def check_folder_output(output, overwrite):
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
+    try:
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as e:
+        raise OutputError(f"{output}: cannot write into {parent}: {e.strerror or e}{disk_hint(e.errno)}",
+                          output) from None
     if os.path.islink(output):
         raise OutputError(f"{output} is a symbolic link: give the real folder (links are never replaced)", output)
     if os.path.lexists(output) and not os.path.isdir(output):
@@ -81,7 +87,7 @@ def vectors_column(arrays):
     from datasets.features.features import Array2DExtensionType
 
     width, dtype = arrays[0].shape[-1], arrays[0].dtype
-    values = pa.array(np.concatenate([a.reshape(-1) for a in arrays]))
+    values = pa.array(np.concatenate([a.reshape(-1) for a in arrays]) if len(arrays) > 1 else arrays[0].reshape(-1))
     rows = nested(values, arrays, arrays[0].ndim - 1)
     matrices = pa.ExtensionArray.from_storage(Array2DExtensionType((None, width), dtype.name),
                                               nested(rows, arrays, arrays[0].ndim - 2))
@@ -108,6 +114,7 @@ class ParquetOutput:
         self.output = output
         self.data = os.path.join(folder, "data")
         self.words_of, self.pieces = None, {}
+        self.mode = 0o644  # a file's mode, as `open` gives files less the umask (set by `open`)
 
     def create(self, lines, shapes, dtype):
         os.makedirs(self.data, exist_ok=True)
@@ -116,6 +123,9 @@ class ParquetOutput:
         """`words_of(line)`: the words of a line, stored beside its vectors. What a killed process left of a file it
         was writing (never journaled: its lines are computed again) is removed."""
         self.words_of = words_of
+        umask = os.umask(0)  # (read once, before the threads that write start)
+        os.umask(umask)
+        self.mode = 0o666 & ~umask
         for name in os.listdir(self.data):
             if UNFINISHED.fullmatch(name):
                 with contextlib.suppress(FileNotFoundError):  # (another process of the run removed it first)
@@ -136,18 +146,22 @@ class ParquetOutput:
                           "vectors": vectors_column(vectors)})
         table = table.replace_schema_metadata(
             {"huggingface": json.dumps({"info": {"features": features(vectors).to_dict()}})})
-        write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"),  # (SHARD)
-                              lambda f: pq.write_table(table, f, compression="none", use_dictionary=False,
-                                                       write_statistics=False))
+
+        def write(f):
+            os.fchmod(f.fileno(), self.mode)  # (the temporary file is made 0600)
+            pq.write_table(table, f, compression="none", use_dictionary=False, write_statistics=False)
+
+        write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"), write)  # (SHARD)
 
     def add_window(self, line, start, vectors):
         """Keep a long line's window; once the line is whole, its array (which the run stores as a batch of one
         line), else None."""
-        pieces = self.pieces.setdefault(line, [])
-        pieces.append(vectors)
-        if sum(piece.shape[-2] for piece in pieces) < len(self.words_of(line)):
-            return None
-        return np.concatenate(self.pieces.pop(line), axis=-2)
+        if line not in self.pieces:  # the line's array, filled window by window (held once, never concatenated)
+            words = len(self.words_of(line))
+            self.pieces[line] = np.empty((*vectors.shape[:-2], words, vectors.shape[-1]), vectors.dtype)
+        whole = self.pieces[line]
+        whole[..., start : start + vectors.shape[-2], :] = vectors
+        return self.pieces.pop(line) if start + vectors.shape[-2] >= whole.shape[-2] else None
 
     def check_text(self, lines, words_of, damaged):
         """Raise `damaged(what)` unless every file written so far holds the words of `lines` for its lines."""
@@ -161,6 +175,48 @@ class ParquetOutput:
             for line, words in zip(table["line"], table["words"]):
                 if not 0 <= line < len(lines) or words != words_of(line):
                     raise damaged(f"its {name} holds line {line} of another text than the input")
+
+    def holds(self, batch):
+        """Whether data/ holds the file of a journaled batch (its lines, the first naming the file): one removed by
+        hand is computed again."""
+        return os.path.isfile(os.path.join(self.data, f"lines-{batch[0]:09d}.parquet")) if batch else True
+
+    def check_whole(self, shapes, dtype):
+        """What keeps data/ from being the finished output (line i's vectors of shape `shapes[i]` and `dtype`), or
+        None: gone, or not one row of each line, with as many words as the line and vectors of the run's type."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        if not os.path.isdir(self.data):
+            return f"its {self.data} is gone"
+        none = [np.zeros((*shapes[0][:-2], 0, shapes[0][-1]), dtype)] if len(shapes) else None  # (no words)
+        expected = (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if len(shapes) \
+            else None
+        seen = np.zeros(len(shapes), bool)
+        for name in sorted(os.listdir(self.data)):
+            if not SHARD.fullmatch(name):
+                return f"its {self.data} holds {name!r}, which the run did not write"
+            try:
+                shard = pq.ParquetFile(os.path.join(self.data, name))
+                table = shard.read(columns=["line", "words"])
+                schema = shard.schema_arrow
+                found = (schema.field("vectors").type,  # (and its shape and dtype, which the type's == leaves out)
+                         json.loads(schema.metadata[b"huggingface"])["info"]["features"])
+            except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types
+                return f"its {name} cannot be read as Parquet"
+            if found != expected:
+                return f"its {name} holds vectors of another type ({found[1].get('vectors')})"
+            line = table["line"].to_numpy()
+            words = pc.list_value_length(table["words"]).fill_null(0).to_numpy()
+            if line.size and (line.min() < 0 or line.max() >= len(shapes) or seen[line].any()):
+                return f"its {name} holds a line twice or one the input does not have"
+            seen[line] = True
+            wrong = line[words != shapes[line, -2]]
+            if wrong.size:
+                return f"its {name} holds line {int(wrong[0])} with another number of words than the input's"
+        if not seen.all():
+            return f"its {self.data} lacks line {int(np.argmin(seen))}"
+        return None
 
     def pending(self):
         """Whether the finished files are still here, not yet put in place."""

@@ -3,6 +3,7 @@
 INPUT and OUTPUT made before any work. It imports no torch (reading a window's state imports it), so that a run's
 paths are checked before the model and torch load."""
 
+import contextlib
 import errno
 import json
 import os
@@ -12,8 +13,9 @@ import stat
 import filelock
 import numpy as np
 
-from ..errors import DataError, OutputExistsError, UnfinishedRunError
-from ..output_paths import abandoned_work, check_output_apart, hold_lock, release_lock, write_file_atomically
+from ..errors import DataError, OutputError, OutputExistsError, UnfinishedRunError
+from ..output_paths import (abandoned_work, check_output_apart, hold_lock, lock_is_held, release_lock,
+                            write_file_atomically)
 from .hdf5_output import Hdf5Output
 from .parquet_output import ParquetOutput
 
@@ -30,16 +32,25 @@ def check_paths(source, output, settings, model=None):
     if os.fspath(output) == "-":
         raise DataError("the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path "
                         "of the file to write, ./- for a file of that name")
+    if file_format == "hdf5" and os.fspath(output).endswith((os.sep, "/")):
+        raise OutputError(f"{output}: a path that ends in / names a folder, and HDF5 is one file: give the file's "
+                          "path without the trailing /", output)
     output = os.path.abspath(output)
     if isinstance(source, (str, os.PathLike)) and source != "-":
         check_readable(source)
     check_output_apart(output, [source, model])
     run = PartialRun(output, file_format)
+    run.check_folder()
     if run.finished():  # a run killed after it finished: completed first, then OUTPUT is what it made
         run.check_not_running()
         run.complete_finished(overwrite)
         if resume:
             return output, True
+    if resume and not overwrite and not run.exists() and os.path.lexists(output):
+        run.check_not_running()  # (an empty folder and the lock file a killed run left go)
+        raise OutputExistsError(f"{output} exists and there is no run to resume in {run.folder} (a run stopped as "
+                                "it ended leaves its finished output so): to replace it, rerun with overwrite=True",
+                                output)
     OUTPUTS[file_format].check_output(output, overwrite)
     run.check_not_running()
     if run.exists() and not resume:
@@ -73,8 +84,9 @@ class PartialRun:
     - `window-LINE-START-STOP.npz` (HDF5): the LSTM state after a window of a long line (whose vectors are in the
       output), written to a temporary name and renamed once the window's vectors are on the disk (`add_window`), read
       by the run that resumes the line (`lstm_state`);
-    - `finished.json`: every line is done (written before OUTPUT is put in place): a run killed between that and
-      removing the folder is completed by the next command on the same OUTPUT (`complete_finished`).
+    - `finished.json`: every line is done and the output checked whole (written before OUTPUT is put in place,
+      removed after every other file of the folder): a run stopped between that and removing the folder is completed
+      by the next command on the same OUTPUT (`complete_finished`); an empty folder left after it is removed.
     """
 
     def __init__(self, output, file_format="hdf5"):
@@ -83,24 +95,58 @@ class PartialRun:
         self.writer = OUTPUTS[file_format](self.folder, output)
         self.lock_file = self.folder + ".lock"  # held by the process writing OUTPUT (output_paths.py's locks)
         self.lock = self.journal = None
+        self.output_in_place = False  # set by `_complete` once OUTPUT is whole in place: what is left is removal
+
+    def check_folder(self):
+        """Refuse a folder this run would follow elsewhere or cannot use: OUTPUT.partial that is a symbolic link or
+        not a folder, or that holds a symbolic link (a journal, data/): a run writes and removes only what it made,
+        never through a link."""
+        if os.path.islink(self.folder):
+            raise OutputError(f"{self.folder} is a symbolic link, where a run keeps its own folder: remove the link "
+                              "(not what it points to) and rerun", self.folder)
+        if os.path.lexists(self.folder) and not os.path.isdir(self.folder):
+            raise OutputError(f"{self.folder} is a file, not the folder of a run: move it away and rerun", self.folder)
+        if not os.path.isdir(self.folder):
+            return
+        data = os.path.join(self.folder, "data")
+        inside = [*os.scandir(self.folder), *(os.scandir(data) if os.path.isdir(data) and not
+                                              os.path.islink(data) else [])]
+        link = next((entry.path for entry in inside if entry.is_symlink()), None)
+        if link is not None:
+            raise OutputError(f"{link} is a symbolic link, which a run never makes nor follows: remove it (or "
+                              f"delete {self.folder}) and rerun", link)
 
     def _refuse(self):
         raise DataError(f"{self.output} is being written by another run, which holds {self.lock_file}: wait for it "
                         "to finish or stop it")
 
     def check_not_running(self):
-        """Refuse while another run, still alive, writes the same OUTPUT. (A check holds the lock for a moment; the
+        """Refuse while another run, still alive, writes the same OUTPUT; else remove an empty OUTPUT.partial/ (a run
+        killed as it removed its folder left it: it holds nothing). (A check holds the lock for a moment; the
         processes of one run check at once, so each waits out the others' checks.)"""
         with abandoned_work(self.lock_file, CHECK_WAIT) as free:
             if not free:
                 self._refuse()
+            with contextlib.suppress(OSError):  # (not empty, or not there)
+                os.rmdir(self.folder)
 
     def claim(self):
-        """Announce this process as the writer of OUTPUT, taking over from a run that was killed."""
+        """Announce this process as the writer of OUTPUT, taking over from a run that was killed; the folder is
+        checked again once the lock is held (`check_folder`)."""
         try:
             self.lock = hold_lock(self.lock_file, CHECK_WAIT)
         except filelock.Timeout:
             self._refuse()
+        self.check_folder()
+
+    def check_lock(self):
+        """Refuse to finish when the lock this process holds is no longer at its path (removed or replaced by
+        hand): another run may then have taken the folder and be writing it beside this one."""
+        if self.lock is not None and not lock_is_held(self.lock):
+            raise UnfinishedRunError(
+                f"{self.lock_file} was removed or replaced while the run worked, so another run may be writing "
+                f"{self.folder} beside this one: nothing is put in place; once no other run works on "
+                f"{self.output}, rerun with resume=True", self.folder)
 
     def release(self):
         if self.lock is not None:
@@ -115,6 +161,7 @@ class PartialRun:
         """Make the folder, the output (one array of shape `shapes[i]` for line i, in `settings.output_dtype`) and,
         last, run.json (`settings.record()`). A failure (a full disk) leaves nothing of it."""
         os.makedirs(self.folder, exist_ok=True)
+        self.check_folder()
         try:
             self.writer.create(lines, shapes, settings.output_dtype)
             write_file_atomically(os.path.join(self.folder, "run.json"), json.dumps(settings.record(), indent=1))
@@ -148,22 +195,24 @@ class PartialRun:
                          "start over")
 
     def journal_entries(self):
-        """The lines of each journaled batch, [[line, ...], ...], of every process's journal."""
-        entries = []
+        """The lines of each journaled batch, [line, ...] one at a time, of every process's journal."""
         for name in sorted(os.listdir(self.folder)):
             if name.startswith("done-") and name.endswith(".txt"):
-                with open(os.path.join(self.folder, name), "rb") as f:
-                    text = f.read()
+                text = read_own(os.path.join(self.folder, name))
                 for entry in text.split(b"\n")[:-1]:  # a last entry without its line break is not done
                     try:
-                        entries.append([int(line) for line in entry.decode("ascii").split()])
+                        lines = [int(line) for line in entry.decode("ascii").split()]
                     except ValueError:
                         raise self.damaged(f"its journal {name} holds {entry[:40]!r}, not line numbers") from None
-        return entries
+                    yield lines
 
     def progress(self):
-        """(set of the lines of finished batches, line -> sorted [(start, stop, path)] of long-line windows)."""
-        batches, windows = {line for entry in self.journal_entries() for line in entry}, {}
+        """(the lines of finished batches, a sorted int64 array, each once; line -> sorted [(start, stop, path)] of
+        long-line windows). A batch is finished when a journal names it and the output still holds it
+        (`writer.holds`: a Parquet file removed by hand is computed again)."""
+        entries = [np.array(entry, np.int64) for entry in self.journal_entries() if self.writer.holds(entry)]
+        batches = np.unique(np.concatenate(entries)) if entries else np.zeros(0, np.int64)
+        windows = {}
         for name in sorted(os.listdir(self.folder)):
             if name.startswith("window-") and name.endswith(".npz"):
                 try:
@@ -177,7 +226,7 @@ class PartialRun:
         """Refuse to resume a folder whose journals name a batch this run does not make (`units`: its batches and
         long lines), or whose output holds another text than `lines`: an edited or foreign folder would finish with
         vectors never computed, or mix two texts' vectors in one output."""
-        made = {tuple(sorted(unit)) if isinstance(unit, list) else (unit,) for unit in units}
+        made = {(unit,) if isinstance(unit, int) else tuple(sorted(unit.tolist())) for unit in units}
         for entry in self.journal_entries():
             if tuple(sorted(entry)) not in made:
                 raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
@@ -200,9 +249,12 @@ class PartialRun:
         """This process's journal, for appending; an entry cut short (a crash mid-write) is cut off first, so that
         the next entry does not run on from it."""
         path = os.path.join(self.folder, f"done-{rank}.txt")
-        self.journal = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)  # (less the umask, as open's)
-        with open(path, "rb") as f:
-            entries = f.read()
+        try:  # (less the umask, as open's; never through a link: O_NOFOLLOW)
+            self.journal = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
+        except OSError as e:
+            raise OutputError(f"{path}: cannot open the journal: {e.strerror or e} (a symbolic link is never "
+                              f"followed): delete {self.folder} to start over", path) from None
+        entries = read_own(self.journal)
         if entries and not entries.endswith(b"\n"):
             os.ftruncate(self.journal, entries.rfind(b"\n") + 1)
 
@@ -253,29 +305,79 @@ class PartialRun:
             raise DataError(f"cannot resume: the window state {window[2]} cannot be read: delete {self.folder} to "
                             "start over") from None
 
-    def finish(self, counts, overwrite):
-        """OUTPUT, complete: once every line is done, marked finished (FINISHED), put in place and the folder removed;
-        OUTPUT is checked again first (something may have appeared there while the run worked: it is replaced only
-        under the rules of `overwrite`, as before the run)."""
+    def finish(self, settings, shapes):
+        """OUTPUT, complete: once every line is done and what is put in place is whole (`check_whole`: the run of
+        `settings`, one array of shape `shapes[i]` for line i), marked finished (FINISHED), put in place and
+        the folder removed; OUTPUT is checked again first (something may have appeared there while the run worked:
+        it is replaced only under the rules of `settings.overwrite`, as before the run)."""
+        if not os.path.isdir(self.folder):
+            raise OutputError(f"{self.folder} was removed while the run worked, and the vectors with it: run again",
+                              self.folder)
         batches, windows = self.progress()
-        missing = [i for i, n in enumerate(counts) if i not in batches and covered(windows.get(i, [])) != n]
+        done = finished_mask(batches, len(shapes))
+        for line, line_windows in windows.items():
+            if 0 <= line < len(shapes) and covered(line_windows) == shapes[line, -2]:
+                done[line] = True
+        missing = np.flatnonzero(~done).tolist()
         if missing:
-            raise UnfinishedRunError(f"{self.folder} lacks lines {missing[:10]}: rerun with resume=True", self.folder)
-        write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": bool(overwrite)}))
-        self._complete(overwrite)
+            raise UnfinishedRunError(
+                f"{self.folder} lacks the vectors of {len(missing):,} line{'s' * (len(missing) != 1)} (numbered from "
+                f"0: {missing[:10]}), though the run computed them (removed while it worked?): {self.output} is not "
+                "written; rerun with resume=True to compute them", self.folder)
+        self.check_whole(settings, shapes)
+        self.check_lock()
+        write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": settings.overwrite}))
+        self._complete(settings.overwrite)
+
+    def check_whole(self, settings, shapes):
+        """Refuse to put OUTPUT in place unless it is what this run computed: run.json records `settings`, and the
+        output holds every line, each of its shape (`writer.check_whole`)."""
+        try:
+            saved = json.loads(read_own(os.path.join(self.folder, "run.json")))
+        except (OSError, ValueError, RecursionError):
+            saved = None
+        differences = settings.differences(saved) if isinstance(saved, dict) else None
+        if differences is None:
+            self.unusable("its run.json is gone or unreadable")
+        if differences:
+            self.unusable(f"its run.json no longer records this run ({differences[0][0]} differs)")
+        problem = self.writer.check_whole(shapes, settings.output_dtype)
+        if problem:
+            self.unusable(problem)
+
+    def unusable(self, what):
+        raise OutputError(f"{self.output} is not written: {what}, so the folder no longer holds what this run "
+                          f"computed (changed while it worked?): delete {self.folder} and run again", self.folder)
 
     def _complete(self, overwrite):
-        """Put the finished output in place (unless it is there already), then remove the folder."""
+        """Put the finished output in place (unless it is there already), then remove the folder, FINISHED last:
+        until then the next command on OUTPUT completes the run (`complete_finished`), wherever it stopped."""
+        self.check_folder()
         if self.writer.pending():
             try:
                 self.writer.check_output(self.output, overwrite)
                 self.writer.finish(overwrite)
-            except OutputExistsError:
+            except OutputError as e:
+                what = "" if isinstance(e, OutputExistsError) else " and holds what embed did not write"
                 raise UnfinishedRunError(
-                    f"{self.output} appeared while the run worked: it is not replaced (pass overwrite=True); every "
-                    f"line is done and kept in {self.folder}: move {self.output} away and run again", self.folder
+                    f"{self.output} appeared while the run worked{what}: it is not replaced; every line is done and "
+                    f"kept in {self.folder}: move {self.output} away and rerun with resume=True", self.folder
                 ) from None
-        shutil.rmtree(self.folder)
+        self.output_in_place = True
+        self.remove_folder()
+
+    def remove_folder(self):
+        """Remove this run's folder (never through a link), FINISHED last, then the empty folder."""
+        for entry in os.scandir(self.folder):
+            if entry.name == FINISHED:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.folder, FINISHED))
+        os.rmdir(self.folder)
 
     def finished(self):
         """Whether every line of this folder's run is done (FINISHED): what is left is putting OUTPUT in place."""
@@ -293,6 +395,14 @@ class PartialRun:
         self._complete(overwrite or recorded)
 
 
+def finished_mask(batches, lines):
+    """Which of `lines` lines the finished `batches` (of `progress()`) hold, a bool array (numbers past the end are
+    left out)."""
+    done = np.zeros(lines, bool)
+    done[batches[(batches >= 0) & (batches < lines)]] = True
+    return done
+
+
 def covered(windows):
     """Words covered by a long line's windows, counting only an unbroken run from word 0."""
     end = 0
@@ -301,3 +411,18 @@ def covered(windows):
             break
         end = stop
     return end
+
+
+def read_own(file):
+    """The bytes of a file of the run's folder (a path, never followed if it is a symbolic link, or an open file
+    descriptor, read from its start)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW) if isinstance(file, str) else file
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        if fd is not file:
+            os.close(fd)

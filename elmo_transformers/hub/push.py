@@ -13,7 +13,7 @@ the command `elmo-transformers push DIR REPO_ID [--private] [--dry-run [--stagin
    pipeline must run on a sentence (for a language model, fill-mask on one with a `<mask>` word). A failure names
    the step that failed.
 3. Creates the repo (if needed) and uploads the folder in one commit. The token comes from the HF_TOKEN variable or
-   `hf auth login`. `--dry-run` stops before this step and keeps the folder for inspection. Each wait on the Hub
+   `hf auth login`. `dry_run` stops before this step and keeps the folder for inspection. Each wait on the Hub
    ends after HF_HUB_DOWNLOAD_TIMEOUT seconds (default 60: hub/deadline.py, in a command); SIGTERM stops the command
    as Ctrl+C does, removing the temporary upload folder.
 """
@@ -21,8 +21,6 @@ the command `elmo-transformers push DIR REPO_ID [--private] [--dry-run [--stagin
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 
@@ -33,7 +31,7 @@ from ..model_folder import check_hub_id, open_model
 from ..output_paths import check_output_apart
 from . import space as spaces
 from .model_card import architecture, model_card
-from .repo import refuse_links_out, upload, upload_files
+from .repo import check_in_fresh_process, upload, upload_files
 
 logger = logging.getLogger(__name__)
 
@@ -77,58 +75,44 @@ print(f"loads: {name} ({auto_class}), {model.num_parameters():,} parameters; {ta
 """
 
 
-def build_upload_folder(model, staging, repo_id, **card_kwargs):
-    """Copy the model files (`upload_files`) of DIR (`model`, its ModelFolder) into `staging` (links copied as the
+def build_upload_folder(folder, staging, repo_id, **card_kwargs):
+    """Copy the model files (`upload_files`) of DIR (`folder`, its ModelFolder) into `staging` (links copied as the
     files they point to) and add the model card (`model_card`'s keyword arguments); returns the sorted file names
-    of `staging`. What is left out is logged (a warning)."""
-    model_dir = model.path
-    refuse_links_out(model_dir)
-    kept, left_out = upload_files(model)
-    if left_out:
-        logger.warning(f"not uploading (not a regular model file of the folder): {', '.join(left_out)}")
+    of `staging`."""
+    kept, _ = upload_files(folder)
     os.makedirs(staging, exist_ok=True)
     for name in kept:
-        shutil.copyfile(os.path.join(model_dir, name), os.path.join(staging, name))  # follows the checked links
+        shutil.copyfile(folder.file(name), os.path.join(staging, name))  # follows the checked links
     if "README.md" in kept:
-        logger.warning(f"keeping {model_dir}/README.md as the model card (delete it to generate one)")
+        logger.warning(f"keeping {folder.path}/README.md as the model card (delete it to generate one)")
     else:
         # From DIR's config.json and *_results.json (the latter are described, not uploaded).
-        model_card(model, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
+        model_card(folder, repo_id, **card_kwargs).save(os.path.join(staging, "README.md"))
     return sorted(os.listdir(staging))
 
 
-def check_loads(folder, model):
-    """Load `folder`, the upload folder made from `model` (a ModelFolder: its config is the folder's), in a fresh
-    isolated process (no repository modules on the path, no network); returns what the check says it loaded."""
-    name, auto_class, task = architecture(model.config)
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    with tempfile.TemporaryDirectory() as cwd:
-        result = subprocess.run(  # -B: no __pycache__ written into the folder to upload
-            [sys.executable, "-I", "-B", "-c", LOAD_CHECK, os.path.abspath(folder), name, auto_class, task],
-            cwd=cwd, env=env, capture_output=True, text=True,
-        )
-    if result.returncode != 0:
-        last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
-        raise UserError(f"{folder} fails the check in a fresh process: {last}")
-    return result.stdout.strip()
+def check_loads(staging, folder):
+    """Load `staging`, the upload folder made from DIR (`folder`, its ModelFolder, whose config `staging` holds), in
+    a fresh isolated process (`check_in_fresh_process`); returns what the check says it loaded."""
+    return check_in_fresh_process(LOAD_CHECK, staging, *architecture(folder.config))
 
 
 @dataclass(frozen=True)
 class Pushed:
-    """What `push` did: `folder`, the upload folder (kept after a dry run or in the `staging_dir` given, else removed);
-    `files`, its files (relative paths, sorted); `check`, what the fresh-process check says it loaded; `url`, the
-    repo's URL (None after a dry run)."""
+    """What `push` did: `upload_folder`, the folder built for upload (kept after a dry run or in the `staging_dir`
+    given, else removed); `files`, its files (relative paths, sorted); `check`, what the fresh-process check says it
+    loaded; `url`, the repo's URL (None after a dry run)."""
 
-    folder: str
+    upload_folder: str
     files: list
     check: str
     url: str | None
 
 
-def check_staging_dir(staging_dir, model):
-    """A `staging_dir` given to `push`: apart from DIR (`model`, its ModelFolder), empty, and writable (made if
+def check_staging_dir(staging_dir, folder):
+    """A `staging_dir` given to `push`: apart from DIR (`folder`, its ModelFolder), empty, and writable (made if
     missing)."""
-    check_output_apart(staging_dir, [model.path])
+    check_output_apart(staging_dir, [folder.path])
     if os.path.exists(staging_dir) and os.listdir(staging_dir):
         raise UserError(f"staging_dir {staging_dir} is not empty", staging_dir, argument="staging_dir")
     try:

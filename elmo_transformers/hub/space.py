@@ -15,12 +15,8 @@ Before upload the folder is checked in a fresh, isolated process (`python -I`, o
 app.py must build the page from the folder's own code and model.
 """
 
-import logging
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -31,9 +27,7 @@ from configuration_elmo import ELMO_MODULES
 
 from ..errors import UserError
 from .model_card import model_card
-from .repo import installed_module, refuse_links_out, upload_files
-
-logger = logging.getLogger(__name__)
+from .repo import check_in_fresh_process, installed_module, upload_files
 
 PACKAGE = "elmo-transformers"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -92,26 +86,26 @@ def code_licence():
     raise UserError(f"{PACKAGE}'s LICENSE file is not installed: reinstall the package (pip install \".[demo]\")")
 
 
-def model_licence(source):
-    """{field: value} of the licence of the model `source` (a ModelFolder): its card's (README.md's metadata), else
+def model_licence(folder):
+    """{field: value} of the licence of the model `folder` (a ModelFolder): its card's (README.md's metadata), else
     that of the licence file it holds (`ModelFolder.licence`), a `license_link` to a file of the folder pointing into
     the Space's model/; {} without either."""
-    data = source.card_metadata("give --license")
-    licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)} or source.licence() or {}
+    data = folder.card_metadata("give the Space's licence as license")
+    licence = {field: data[field] for field in LICENSE_FIELDS if data.get(field)} or folder.licence() or {}
     link = licence.get("license_link")
-    if isinstance(link, str) and os.path.isfile(source.file(link)):
+    if isinstance(link, str) and os.path.isfile(folder.file(link)):
         licence["license_link"] = f"model/{link}"
     return licence
 
 
-def space_card(source, repo_id, license=None):
-    """The Space's README.md for the model `source` (a ModelFolder): the Spaces header and a few lines on what the
+def space_card(folder, repo_id, license=None):
+    """The Space's README.md for the model `folder` (a ModelFolder): the Spaces header and a few lines on what the
     page shows. Its licence is `license` where given, else the model's (`model_licence`), else apache-2.0 (as `push`
     gives a model)."""
     import gradio
 
-    config, name, language_model = source.config, source.title, source.is_language_model
-    licence = {"license": license} if license else model_licence(source) or {"license": "apache-2.0"}
+    config, name, language_model = folder.config, folder.title, folder.is_language_model
+    licence = {"license": license} if license else model_licence(folder) or {"license": "apache-2.0"}
     data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
                          app_file="app.py", emoji="🔤", colorFrom="blue", colorTo="green",
                          short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"],
@@ -128,37 +122,28 @@ def space_card(source, repo_id, license=None):
     return SpaceCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
-def build_space_folder(source, staging, repo_id, license=None):
-    """Write the Space folder for DIR (`source`, its ModelFolder) into `staging`; returns (its files, relative and
-    sorted; the names of DIR left out of model/, which are logged: a warning)."""
-    model_dir = source.path
-    refuse_links_out(model_dir)
-    kept, left_out = upload_files(source)
-    if left_out:
-        logger.warning(f"not in model/ (not a regular model file of the folder): {', '.join(left_out)}")
+def build_space_folder(folder, staging, repo_id, license=None):
+    """Write the Space folder for DIR (`folder`, its ModelFolder) into `staging`; returns (its files, relative and
+    sorted; the names of DIR left out of model/, which `upload_files` logs)."""
+    kept, left_out = upload_files(folder, skipped="not in model/")
     app = PACKAGE_ROOT / "demo" / "app.py"  # the repository's app.py
-    files = {"app.py": app, **package_files(), **{f"model/{name}": Path(model_dir) / name for name in kept}}
+    files = {"app.py": app, **package_files(), **{f"model/{name}": Path(folder.file(name)) for name in kept}}
     for relative, path in files.items():
         target = Path(staging) / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)  # follows the checked links
     if "README.md" not in kept:  # the page names the model by its card's title, not by the folder name model/
-        card = model_card(source, source.title, license=license)
+        card = model_card(folder, folder.title, license=license)
         card.save(Path(staging) / "model" / "README.md")
     (Path(staging) / "requirements.txt").write_text("\n".join(requirements()) + "\n", encoding="utf-8")
-    space_card(source, repo_id, license).save(os.path.join(staging, "README.md"))
+    space_card(folder, repo_id, license).save(os.path.join(staging, "README.md"))
     written = sorted(p.relative_to(staging).as_posix() for p in Path(staging).rglob("*") if p.is_file())
     return written, left_out
 
 
-def check_space(folder):
-    """Build the page from `folder` alone in a fresh isolated process (no repository on the path, no network)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
-    with tempfile.TemporaryDirectory() as cwd:
-        # -B: no __pycache__ written into the folder to upload
-        result = subprocess.run([sys.executable, "-I", "-B", "-c", PAGE_CHECK, os.path.abspath(folder)], cwd=cwd,
-                                env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
-        raise UserError(f"the Space folder {folder} fails the check in a fresh process: {last}")
-    return result.stdout.strip().splitlines()[-1]
+def check_space(staging):
+    """Build the page from the Space folder `staging` alone in a fresh isolated process (`check_in_fresh_process`);
+    returns what the check says it built."""
+    checked = check_in_fresh_process(PAGE_CHECK, staging, env={"GRADIO_ANALYTICS_ENABLED": "False"},
+                                     what=f"the Space folder {staging}")
+    return checked.splitlines()[-1]

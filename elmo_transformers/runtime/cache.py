@@ -7,8 +7,10 @@ The rules:
   tokenizer's rules and vocabularies, the dtype; what `embed --resume` compares too): a changed model, or another
   tokenization of the same weights, never reuses a stale graph; a change of a field that does not decide the
   numbers (a training setting, `float_kernel`) reuses it.
-- An entry records its key and its own fingerprint (KEY_FILE), and is checked against both before use: an entry
-  that another model's export replaced, or that was cut or edited, is exported again (with a warning).
+- An entry records its key and its own fingerprint (KEY_FILE), and is checked against both and its graph against the
+  entry's dtype (the graph's own metadata) before use: an entry that another model's export replaced, or that was
+  cut or edited, is exported again (with a warning). A file where an entry belongs is not the cache's: it is named,
+  and left to the user to remove.
 - An entry that checks out is used without a lock, so a read-only cache that holds it works.
 - Exporting takes a file lock (filelock), so that two processes starting at once export once; a process that finds
   another exporting says so and waits at most LOCK_WAIT_SECONDS. The staging folders of killed exports, which no
@@ -45,8 +47,11 @@ def export_folder(source, dtype):
 
 def checked_entry(folder, key, dtype):
     """The ModelFolder of the entry `folder` (an export in `dtype`) when it holds an export recorded under `key`
-    whose fingerprint is the one it recorded; None when there is no entry; a string saying what is wrong with a
-    damaged one."""
+    whose fingerprint is the one it recorded and whose graph is in `dtype`; None when there is no entry; a string
+    saying what is wrong with a damaged one; a UserError for a file where the entry belongs."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise UserError(f"{folder}: a file stands where the export cache keeps this model's export (a folder), and "
+                        "the cache never removes what it did not make: remove it, then run again", folder)
     if not os.path.isdir(folder):
         return None
     try:
@@ -59,7 +64,28 @@ def checked_entry(folder, key, dtype):
         return "it was stored for another model"
     if recorded.get("fingerprint") != fingerprint or not entry.is_export:
         return "its files changed after the export"
+    exported_in = graph_dtype(entry)
+    if exported_in != dtype:
+        return f"its graph's dtype is {exported_in or 'unreadable'}, the entry's {dtype}"
     return entry
+
+
+def graph_dtype(entry):
+    """The dtype an exported ModelFolder's graph records in its metadata (as `export onnx` wrote it), read without
+    its external weights; None for a graph that cannot be parsed."""
+    from .onnx import check_onnx_installed
+
+    check_onnx_installed(("onnx",), "runtime onnxruntime on a PyTorch folder (its export cache)", entry.path)
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    from .onnx_config import DTYPE_KEY
+
+    try:
+        graph = onnx.load(entry.file("model.onnx"), load_external_data=False)
+    except (OSError, DecodeError):
+        return None
+    return next((prop.value for prop in graph.metadata_props if prop.key == DTYPE_KEY), None)
 
 
 def cached_export(source, dtype, load_float32):

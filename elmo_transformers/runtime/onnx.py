@@ -96,42 +96,44 @@ class OnnxElmoModel:
         read there). `dtype` ("float32" or "int8"; None: the folder's own) and `device` (None or the CPU) are
         checked against the folder: a dtype other than the one it was exported in is refused, naming it. `threads`:
         onnxruntime's intra-op threads (default: `intra_op_threads`)."""
-        self.source = source = open_model(folder, local=True)
-        self.folder = source.path
-        check_onnx_installed(("onnxruntime",), f"{self.folder} is an exported ONNX model: running it", self.folder)
+        self.folder = open_model(folder, local=True)
+        path = self.folder.path
+        check_onnx_installed(("onnxruntime",), f"{path} is an exported ONNX model: running it", path)
         # onnxruntime records each process (its Python's path, the OS, the CPU) in a telemetry database under
         # ~/.cache/Microsoft/ unless this variable is set when it is first imported (disable_telemetry_events() does
         # not stop it): set here unless the user chose otherwise (docs/serving.md).
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         import onnxruntime
+
+        # onnxruntime raises these only from its compiled module: it exports no other name for them.
         from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
                                                                  NoSuchFile)
 
         if device is not None and str(device).split(":")[0] != "cpu":
-            raise UserError(f"{device}: {self.folder} is an exported ONNX model, which runs on the CPU here "
+            raise UserError(f"{device}: {path} is an exported ONNX model, which runs on the CPU here "
                             "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
-        with loading(self.folder):
-            self.config = source.options()
+        with loading(path):
+            self.config = self.folder.options()
         self.device = "cpu"
         options = onnxruntime.SessionOptions()
         self.threads = threads or intra_op_threads()
         options.intra_op_num_threads, options.inter_op_num_threads = self.threads, 1
         options.log_severity_level = 3  # errors only: its graph optimiser's notes ("Removing initializer") are not ours
-        path = source.file(GRAPH_FILES[0])
+        graph = self.folder.file(GRAPH_FILES[0])
         try:
-            self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile) as e:  # missing, empty, cut...
-            raise ModelError(f"{self.folder}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
-                             "or export the model again", self.folder) from None
+            raise ModelError(f"{path}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
+                             "or export the model again", path) from None
         self.dtype = self.session.get_modelmeta().custom_metadata_map.get(DTYPE_KEY)
         if self.dtype not in DTYPES:
-            raise ModelError(f"{self.folder}: its model.onnx does not name its dtype (float32 or int8) in its "
-                             "metadata, as `export onnx` writes it: export the model again", self.folder)
-        check_graph(self.folder, self.session, self.config)
+            raise ModelError(f"{path}: its model.onnx does not name its dtype (float32 or int8) in its "
+                             "metadata, as `export onnx` writes it: export the model again", path)
+        check_graph(path, self.session, self.config)
         self.traits = ModelTraits("onnxruntime", self.dtype, stateful=False, tensors="np")
         if dtype not in (None, self.dtype):
             other = f"export the model again in {dtype}" if dtype in DTYPES else "use the PyTorch model"
-            raise UserError(f"{dtype}: {self.folder} is an ONNX model exported in {self.dtype}, the one dtype it runs "
+            raise UserError(f"{dtype}: {path} is an ONNX model exported in {self.dtype}, the one dtype it runs "
                             f"in: leave the dtype out, or {other}", dtype)
 
     def __call__(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
@@ -139,9 +141,10 @@ class OnnxElmoModel:
         """`ElmoModel.forward`'s arguments (`return_dict` as there; the output is always an `OnnxElmoOutput`). An
         empty batch (no sentences, or no words) gives empty arrays without running the graph."""
         if lstm_state is not None or return_lstm_state:
-            raise UserError(f"{self.folder} is an exported ONNX model, whose graph is stateless (every call starts "
-                            "from a zero LSTM state): it cannot carry the LSTM state from one window of a text to the "
-                            "next; use the PyTorch model for stateful windows", self.folder)
+            path = self.folder.path
+            raise UserError(f"{path} is an exported ONNX model, whose graph is stateless (every call starts from a "
+                            "zero LSTM state): it cannot carry the LSTM state from one window of a text to the next; "
+                            "use the PyTorch model for stateful windows", path)
         input_ids = np.asarray(input_ids, dtype=np.int64)
         if input_ids.ndim != 3 or input_ids.shape[2] != self.config.input_width:
             raise ValueError(f"input_ids must be [batch, words, {self.config.input_width}], got {input_ids.shape}")

@@ -38,7 +38,7 @@ EXAMPLE = [["ELMo", "leaves", "PyTorch", "."], ["Hello"]]
 def export_onnx(model, tokenizer, output, dtype="float32", overwrite=False, source=None):
     """Export `model` (a float32 ElmoModel or ElmoForLanguageModeling, e.g. `model_source.load_model(folder,
     ElmoModel, dtype="float32")`, with its `tokenizer`) in `dtype` (float32, or int8 LSTM weights) into the folder
-    `output`, written whole or not at all (`--overwrite` replaces only an earlier export or conversion:
+    `output`, written whole or not at all (`overwrite=True` replaces only an earlier export or conversion:
     `output_paths.check_output`); returns its absolute path. `source` is how the card names the model (default: its
     `name_or_path`)."""
     if dtype not in DTYPES:
@@ -207,7 +207,8 @@ ELMo (Peters et al., 2018, *Deep contextualized word representations*): the biLM
 {config.n_layers} bidirectional LSTM layers of {config.lstm_dim} cells projected to {config.projection_dim}) and its
 scalar mix, as one ONNX graph (opset {opset}, {weights}) that onnxruntime runs without PyTorch.
 {lm}
-Made by `elmo-transformers export onnx --dtype {dtype}` from `{source}` ({versions}), with
+Made by elmo-transformers' ONNX export in {dtype} (`elmo-transformers export onnx --dtype {dtype}`, or on first use
+with `runtime="onnxruntime"`) from `{source}` ({versions}), with
 `torch.onnx.export(..., dynamo=True)`; the LSTM is a loop in the graph (`Scan`), so any batch and length run.
 
 {contract.describe()}

@@ -6,6 +6,8 @@ import collections
 import re
 import string
 
+import logging
+
 import datasets
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
@@ -15,13 +17,16 @@ from ..errors import DataError, first_line
 from ..model_folder import loading, open_model
 from ..model_source import load_model
 from .data import is_squad_file, load_splits, read_squad
-from .runner import check_splits, json_argument, limit_samples, model_options, run
+from .runner import check_splits, json_argument, limit_samples, model_options, run, settle_resume_point
+
+logger = logging.getLogger(__name__)
 
 
 def load(head_args, data_args, training_args):
     """(the starting ModelFolder: `head_args.model`, else `model_name_or_path` opened; its config; the data splits)
     of the arguments, the splits checked against the do_* arguments: what both fine-tuning tasks start with. The
     config first: a broken one is one line before the data is read."""
+    settle_resume_point(training_args)
     source = head_args.model or open_model(head_args.model_name_or_path)
     with loading(source.name):
         config = source.elmo_config()
@@ -48,24 +53,43 @@ def load_data(data_args):
 
 
 def label_mapping(raw, column, nested, config, head_class):
-    """The labels, in class-id order. A head of this kind (the starting model's `config`) keeps its own `label2id`
-    (its classifier rows mean those labels: data whose names sort differently must not swap them); otherwise the
-    ClassLabel names of the data, else the sorted values seen in every split."""
+    """The label names, in class-id order. A head of this kind (the starting model's `config`) keeps its own
+    `label2id` (its classifier rows mean those labels: data whose names sort differently must not swap them);
+    otherwise the ClassLabel names of the data, else the sorted values seen in every split (an integer written as a
+    float, 1.0, is the integer: `label_name`). At least two classes in the train split; a warning names the labels of
+    another split that the train split lacks (classes the model never learns)."""
     if head_class.__name__ in (config.architectures or []):
         return [config.id2label[i] for i in range(config.num_labels)]
     require_column(raw, column, "label_column")
     feature = class_label(raw, column, nested)
-    if feature is not None:
-        return list(feature.names)
-    values = set()
+    seen = {}
     for name, split in raw.items():
+        seen[name] = set()
         for index, value in enumerate(split[column]):
-            values.update(label_values(value, nested, f"{name} example {index}"))
-    types = sorted({type(value).__name__ for value in values})
-    if len(types) > 1:
-        raise DataError(f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the same "
-                        "way (e.g. all as strings)")
-    return sorted(values)
+            seen[name].update(label_values(value, nested, f"{name} example {index}"))
+    if feature is not None:
+        labels = list(feature.names)
+        seen = {name: {feature.int2str(label) for label in values} for name, values in seen.items()}
+    else:
+        values = set().union(*seen.values())
+        if len({type(value) in (int, float) or type(value) for value in values}) > 1:  # ints and floats are numbers
+            types = sorted({type(value).__name__ for value in values})
+            raise DataError(f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the "
+                            "same way (e.g. all as strings)")
+        labels = [label_name(value) for value in sorted(values)]
+        seen = {name: {label_name(value) for value in values} for name, values in seen.items()}
+    trained = sorted(seen["train"]) if "train" in seen else labels  # (a validation label does not train)
+    if len(trained) < 2:
+        where = " in the train split" if "train" in seen else ""
+        raise DataError(f"the column {column!r} holds one label ({', '.join(map(repr, trained))}){where}: a "
+                        "classifier needs at least two classes; give data with examples of two or more labels")
+    for name, values in seen.items():
+        if "train" in seen and name != "train" and values - seen["train"]:
+            untrained = ", ".join(repr(label) for label in sorted(values - seen["train"]))
+            logger.warning(f"the {name} split has labels the train split lacks ({untrained}): the model never learns "
+                           "them, so their examples count as errors; add training examples of them or leave those "
+                           "examples out")
+    return labels
 
 
 def require_column(raw, column, argument):
@@ -97,16 +121,22 @@ def label_values(value, nested, where):
     return list(value) if nested else [value]
 
 
+def label_name(label):
+    """The name of the class of a label that is not a ClassLabel id: an integer written as a float (1.0, as a column
+    that also holds a float has it) is the integer's, "1"."""
+    return str(int(label) if isinstance(label, float) and label.is_integer() else label)
+
+
 def label_encoder(raw, column, nested, labels):
     """A function (value, where) -> class id(s) for the label column: names (or ClassLabel ids, read as their
     names) are looked up in `labels`; a label the model does not know is an error naming the example."""
     feature = class_label(raw, column, nested)
-    label2id = {str(label): i for i, label in enumerate(labels)}
+    label2id = {label: i for i, label in enumerate(labels)}
 
     def encode(value, where):
         ids = []
         for label in label_values(value, nested, where):
-            name = feature.int2str(label) if feature is not None else str(label)
+            name = feature.int2str(label) if feature is not None else label_name(label)
             if name not in label2id:
                 raise DataError(f"{where}: label {name!r} is not one of the model's labels {list(label2id)}")
             ids.append(label2id[name])

@@ -17,7 +17,7 @@ from ..model_folder import loading, open_model
 from ..model_source import load_model
 from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
                    write_words)
-from .runner import json_argument, limit_samples, model_options, run
+from .runner import json_argument, limit_samples, model_options, run, settle_resume_point
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +218,7 @@ def pretrain(model_args, data_args, training_args):
     if model_args.add_words_min_count < 1:
         raise DataError(f"add_words_min_count {model_args.add_words_min_count}: must be at least 1",
                         model_args.add_words_min_count, argument="add_words_min_count")
+    settle_resume_point(training_args)
     start = model_args.model
     if start is None and model_args.model_name_or_path:
         start = open_model(model_args.model_name_or_path)

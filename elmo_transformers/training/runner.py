@@ -6,9 +6,11 @@ model's arguments, and the train / evaluate / predict steps with their metrics p
 import contextlib
 import json
 import logging
+import os
 
 from huggingface_hub.errors import StrictDataclassError
 from transformers import Trainer
+from transformers.trainer_utils import get_last_checkpoint
 
 from ..errors import DataError, UserError, first_line
 from .data import settle_before_trainer
@@ -53,6 +55,30 @@ def check_splits(training_args, splits):
     for argument, split in (("do_train", "train"), ("do_eval", "validation"), ("do_predict", "test")):
         if getattr(training_args, argument) and split not in splits:
             raise DataError(f"{argument} needs a {split} split", argument=argument)
+
+
+def settle_resume_point(training_args):
+    """`resume_from_checkpoint` as the checkpoint folder it means, set before anything reads it (pre-training takes
+    the checkpoint's vocabulary): a folder of a checkpoint, or "true" (Trainer.train's True: the last checkpoint of
+    `output_dir`) when no folder has that name; one line for anything else."""
+    value = training_args.resume_from_checkpoint
+    if value is None:
+        return
+    if value is True or str(value).lower() == "true" and not os.path.isdir(value):
+        folder = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        if folder is None:
+            raise DataError(f"resume_from_checkpoint {value}: output_dir {training_args.output_dir} holds no "
+                            "checkpoint-N folder to resume from: leave resume_from_checkpoint out to start a run")
+    elif os.path.isdir(value):
+        folder = value
+    else:
+        raise DataError(f"resume_from_checkpoint {value}: no such folder: give a checkpoint folder (OUTPUT_DIR/"
+                        "checkpoint-N), or true for the last checkpoint of output_dir", value)
+    if not os.path.isfile(os.path.join(folder, "trainer_state.json")):
+        raise DataError(f"resume_from_checkpoint {folder}: not a checkpoint of Trainer (no trainer_state.json): give "
+                        "a checkpoint folder (OUTPUT_DIR/checkpoint-N), or true for the last checkpoint of "
+                        "output_dir", folder)
+    training_args.resume_from_checkpoint = folder
 
 
 def run(model, tokenizer, training_args, splits, collator, compute_metrics, length_column=None):

@@ -11,9 +11,8 @@ import sys
 
 import huggingface_hub
 import pytest
-import warm_python
 import torch
-from conftest import FIXTURES, command_env, missing_model_commands, one_line, run
+from conftest import FIXTURES, REPO, command_env, missing_model_commands, one_line, run
 from conftest import command as elmo_command
 from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -153,7 +152,8 @@ def test_a_weight_file_that_is_not_safetensors_is_one_line(lm_dir, tmp_path, cap
     (model / "model.safetensors").write_text("garbage\n")
     for command in ("demo", "perplexity", "embed"):
         argv = missing_model_commands(tmp_path, str(model))[command]
-        one_line(*run(argv, capsys), f"--model {model}: cannot load it: Error while deserializing header")
+        one_line(*run(argv, capsys), f"--model {model}/model.safetensors is not a safetensors file (its header does "
+                 "not parse): save the model again")
 
 
 def rewrite_keeping_the_time_stamp(path, content):
@@ -274,8 +274,8 @@ def test_embed_refusals_name_the_flags(text, tiny_model_dir, tmp_path, capsys):
          "--batch-size 3: give either the lines or the words of a batch, not both"),
         ([*embed, "--threads", "0"], "--threads 0: must be a positive int"),
         ([*embed, "--text-column", "text"],
-         f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv) or Parquet (.parquet) file, not "
-         f"of {text}; a text file is read one sentence a line without it"),
+         f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or Parquet (.parquet) "
+         f"file, not of {text}; a text file is read one sentence a line without it"),
         (rows, f"--text-column not given: {table} is a json file (its columns: id, text): name the one to embed, one "
                "row a line"),
         ([*rows, "--text-column", "words"], f"--text-column words: no such column in {table} (it has id, text)"),
@@ -322,15 +322,15 @@ def test_help_is_in_a_users_words(capsys):
 
 @pytest.mark.slow
 def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
-    """What a command prints is best effort: a stderr pipe that closes (`| head`) used to hang embed for ever (its
-    writer thread died inside the progress bar's lock), a closed stderr (`2>&-`) failed with no output and no word
-    (the output file took the number 2), and a closed stdin was a traceback."""
+    """What a command prints is best effort, in the process a shell starts: embed finishes its work when its stderr
+    pipe closes (`| head`; no thread that prints dies holding the progress bar's lock) and when stderr is closed
+    (`2>&-`; the output file does not take the number 2), and a closed stdin is one line `error: ...`."""
     import h5py
 
     text = tmp_path / "in.txt"
     text.write_text("".join(f"the cat sat on the mat number {i} .\n" for i in range(300)))
     env = command_env()
-    command_line = shlex.join(warm_python.command_line(elmo_command("embed"), env))  # bash runs it with env
+    command_line = shlex.join(elmo_command("embed"))  # bash runs it with env
     for redirect, output, last in [("2>&1 >/dev/null | head -c 10; exit ${PIPESTATUS[0]}", "piped.hdf5", 300),
                                    ("2>&-", "closed.hdf5", 300)]:
         done = subprocess.run(["bash", "-c", f"{command_line} '{text}' '{tmp_path / output}' --model "
@@ -343,3 +343,17 @@ def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
                            "--top <&-"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.strip() == ("error: -: stdin is closed: give INPUT as a file, or pipe "
                                                             "the text into the command"), done.stderr
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
+def test_each_script_runs_its_command(script, capsys, monkeypatch):
+    """`python scripts/NAME.py --help` answers with the usage of the command its docstring names."""
+    import runpy
+
+    path = REPO / "scripts" / script
+    command = " ".join(path.read_text().split()).split("runs `elmo-transformers ", 1)[1].split(" ARGS`", 1)[0]
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(path), run_name="__main__")
+    assert exited.value.code == 0
+    assert f"usage: elmo-transformers {command} " in " ".join(capsys.readouterr().out.split())

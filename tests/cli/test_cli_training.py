@@ -116,7 +116,7 @@ def test_model_options_the_configuration_refuses_are_one_line(text, tiny_model_d
 
 
 def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_path, capsys):
-    """Found by probing the installed commands: each was a traceback."""
+    """Training data the commands cannot use (mixed label types, a missing column...) is one line, no traceback."""
     finetune = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--do-train",
                 "--max-steps", "1", "--report-to", "none"]
     cases = [('{"text": "a b", "label": 1}\n{"text": "c d", "label": "pos"}\n', "mix types (int, str)"),

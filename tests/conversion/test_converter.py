@@ -1,5 +1,7 @@
 """The converter's command line: success, and a clear error with no output folder for every broken input."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -9,7 +11,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FIXTURES, command, command_env, run_command
+from conftest import FIXTURES, cli_in_process, command_env, run_command
 
 from elmo_transformers.output_paths import hold_lock
 
@@ -22,27 +24,18 @@ class Result:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def run_converter(options, weights, output, *extra, in_process=True, preexec_fn=None):
-    """The converter's command line; in-process by default (the same main()), as a clean process on request (a fresh
-    one where `preexec_fn` must run in it)."""
+def run_converter(options, weights, output, *extra, preexec_fn=None):
+    """The converter's command line, run in this process by `cli.main`; in a fresh process where `preexec_fn` (the
+    resource limits of the process that runs the command) is given."""
     argv = ["convert", "allennlp", "--options", str(options), "--weights", str(weights), "--output", str(output),
             *extra]
-    if in_process:
-        import contextlib
-        import io
-
-        from elmo_transformers.cli import main
-
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-        return Result(code, out.getvalue(), err.getvalue())
-    if preexec_fn:  # a fresh process: the limits are set in the process that runs the command
-        done = subprocess.run(command(*argv), env=command_env(), capture_output=True, text=True, timeout=300,
-                              preexec_fn=preexec_fn)
-    else:
-        done = run_command(*argv, capture_output=True, text=True, timeout=300)
-    return Result(done.returncode, done.stdout, done.stderr)
+    if preexec_fn:
+        done = run_command(*argv, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
+        return Result(done.returncode, done.stdout, done.stderr)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code, _ = cli_in_process(argv)
+    return Result(code, out.getvalue(), err.getvalue())
 
 
 def assert_fails_cleanly(result, output, *fragments):
@@ -64,7 +57,7 @@ def copy_weights(tmp_path, edit):
 
 @pytest.mark.slow
 def test_cli_writes_a_complete_folder(tmp_path):
-    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out", in_process=False)
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     names = set(os.listdir(tmp_path / "out"))
     assert {"config.json", "model.safetensors", "tokenizer_config.json", "configuration_elmo.py", "modeling_elmo.py",
@@ -84,7 +77,7 @@ def test_wrong_shape_is_named(tmp_path):
         del f["CNN_proj/W_proj"]
         f["CNN_proj/W_proj"] = np.zeros((28, 9), np.float32)
 
-    result = run_converter(TINY / "options.json", copy_weights(tmp_path, edit), tmp_path / "out", in_process=False)
+    result = run_converter(TINY / "options.json", copy_weights(tmp_path, edit), tmp_path / "out")
     assert_fails_cleanly(result, tmp_path / "out", "CNN_proj/W_proj", "(28, 9)", "(28, 8)")
 
 
@@ -127,6 +120,27 @@ def test_options_that_do_not_match_weights(tmp_path):
     result = run_converter(path, TINY / "weights.hdf5", tmp_path / "out")
     assert_fails_cleanly(result, tmp_path / "out", "W_0 has shape (16, 64), expected (16, 128)",
                          "unexpected dataset RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B")
+
+
+def test_the_ways_weights_differ_from_the_options_are_separated(tmp_path):
+    """They ran together on the command's one line ("...expected (4,) from the options dataset CNN/W_cnn_1...")."""
+    from elmo_transformers.conversion.allennlp import convert
+    from elmo_transformers.errors import ConversionError
+
+    options = json.loads((TINY / "options.json").read_text())
+    options["char_cnn"]["filters"][0][1] += 1  # one more filter of the first width: its kernel and bias differ
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options))
+    with pytest.raises(ConversionError) as raised:
+        convert(str(path), str(TINY / "weights.hdf5"))
+    width, count = options["char_cnn"]["filters"][0]
+    dim = options["char_cnn"]["embedding"]["dim"]
+    message = str(raised.value)
+    assert message.startswith(f"{TINY / 'weights.hdf5'} does not match the options: dataset CNN/W_cnn_0 has shape "
+                              f"(1, {width}, {dim}, {count - 1}), expected (1, {width}, {dim}, {count}) from the "
+                              f"options; dataset CNN/b_cnn_0 has shape ({count - 1},), expected ({count},) from the "
+                              "options; ")
+    assert "\n" not in message
 
 
 @pytest.mark.parametrize(
@@ -324,7 +338,7 @@ def limit_file_size():
 
 @pytest.mark.slow
 def test_failed_write_is_named_and_leaves_nothing(tmp_path):
-    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out", in_process=False,
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out",
                            preexec_fn=limit_file_size)
     assert_fails_cleanly(result, tmp_path / "out", "cannot write", "file-size limit")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -335,7 +349,7 @@ def test_failed_write_keeps_the_earlier_conversion(tmp_path):
     out = tmp_path / "out"
     assert run_converter(TINY / "options.json", TINY / "weights.hdf5", out).returncode == 0
     before = snapshot(out)
-    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite", in_process=False,
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite",
                            preexec_fn=limit_file_size)
     assert result.returncode != 0 and "file-size limit" in result.stderr and "Traceback" not in result.stderr
     assert snapshot(out) == before
@@ -381,7 +395,7 @@ def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     live.mkdir()
     lock = hold_lock(f"{live}.lock")  # held by this process, which runs on
     try:
-        result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, in_process=False)
+        result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out)
     finally:
         lock.release()
     assert result.returncode == 0, result.stderr

@@ -96,7 +96,10 @@ def test_presets_convert_from_the_mirror_with_their_segmenter(mirror, tmp_path, 
     card = (tmp_path / "out" / "README.md").read_text()
     assert path in card and f"segmenter={segmenter!r}" in card
     # the traditional model says which model fits simplified text, once at conversion and in its card
-    assert (presets.TRADITIONAL_NOTE in card) == (name == "zh-hant") == (f"note: {presets.TRADITIONAL_NOTE}" in err)
+    note = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use the preset "
+            "zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to traditional characters "
+            "first)")
+    assert (note in card) == (name == "zh-hant") == (f"note: {note}\n" in err)
     assert convert(MODEL, "--output", tmp_path / "local")[0] == 0  # the same weights as a local conversion
     ours, local = load_file(tmp_path / "out" / "model.safetensors"), load_file(tmp_path / "local" / "model.safetensors")
     assert ours.keys() == local.keys() and all((ours[k] == local[k]).all() for k in ours)
@@ -186,8 +189,8 @@ def test_an_archive_that_expands_past_what_model_files_do_is_refused_unpacked(mi
 
 
 def test_an_archive_with_two_members_of_one_name_is_refused(mirror, tmp_path):
-    """A second 136/word.dic after the model's own: unpacked, one would replace the other (it failed with a raw
-    FileExistsError and stayed cached)."""
+    """A second 136/word.dic after the model's own: unpacked, one would replace the other. It is refused in one line
+    (no raw FileExistsError), and nothing of it stays cached."""
     import warnings
 
     with warnings.catch_warnings():
@@ -272,8 +275,9 @@ def test_a_pinned_archive_must_be_the_published_file(mirror, tmp_path, monkeypat
     assert convert("--preset", "ja", "--output", tmp_path / "out")[0] == 0
 
 
-def test_an_earlier_versions_unpacked_copy_is_unpacked_again(mirror, tmp_path):
-    """Earlier versions unpacked the whole archive (its folder 179/ kept) into the cache's model/."""
+def test_a_cached_model_folder_without_config_json_is_unpacked_again(mirror, tmp_path):
+    """A model/ in the cache without config.json (here holding the archive's folder 179/) is replaced by the model
+    folder's files."""
     shutil.copytree(MODEL, cache_of(tmp_path, "zh-hant") / "model" / "179")
     code, err = convert("--preset", "zh-hant", "--output", tmp_path / "out")
     assert code == 0, err

@@ -351,7 +351,8 @@ def test_the_timeout_variables_and_ctrl_c_in_a_command(bucket, tmp_path):
     done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(
-        f"error: cannot download {url}/{SMALL['options']} (no answer within 1 s, set by HF_HUB_ETAG_TIMEOUT")
+        f"error: --options not given, and cannot download {url}/{SMALL['options']} (no answer within 1 s, set by "
+        "HF_HUB_ETAG_TIMEOUT")
 
     handler.serve, handler.delay = {"_weights.hdf5": "trickle"}, 0.01
     interrupted = subprocess.Popen(run, env=env, stderr=subprocess.PIPE, text=True,
@@ -386,6 +387,19 @@ def test_allennlp_0x_code_with_the_bucket_urls(bucket, publish_fixture, tmp_path
                                          r"published for ELMo .*: download it yourself and give its local path "
                                          r"as options_file"):
         ElmoEmbedder("https://example.org/options.json", f"{BASE_URL}/{SMALL['weights']}")
+
+
+def test_a_download_failing_in_elmo_embedder_names_its_argument(bucket, monkeypatch):
+    """The error names ElmoEmbedder's own argument for the file (options_file, weight_file), not convert's."""
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    options, weights = f"{BASE_URL}/{SMALL['options']}", f"{BASE_URL}/{SMALL['weights']}"
+    for files, argument in (((options, weights), "options_file"), ((LM_FIXTURE / "options.json", weights),
+                                                                   "weight_file")):
+        with pytest.raises(ConversionError) as raised:
+            ElmoEmbedder(*files)
+        assert str(raised.value).startswith(f"{argument} not given, and cannot download "), str(raised.value)
+        assert str(raised.value).endswith(": download the file yourself and give its path, or set "
+                                          f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files"), str(raised.value)
 
 
 def test_a_killed_download_leaves_nothing_the_next_run_keeps(bucket, publish_fixture, tmp_path):

@@ -181,7 +181,7 @@ def test_the_served_page_refuses_a_large_body_and_answers_the_next_request(lm_di
 
 @pytest.mark.slow
 def test_an_error_leaves_no_empty_table_behind(lm_dir):
-    """After an error the tables are hidden, not left as an empty header (the Surprise error was a table row), and
+    """After an error the tables are hidden, not left as an empty header (nor the error shown as a table row), and
     the next good request shows them again."""
     gr = pytest.importorskip("gradio", reason="the web page needs Gradio (pip install '.[demo]')")
     from elmo_transformers.demo import page

@@ -90,7 +90,7 @@ def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
 
 
 def test_blank_lines_count_toward_the_limit(shipped):
-    """A body of blank lines was accepted whatever its size: they were dropped before anything was counted."""
+    """Blank lines count toward a request's limit: they are counted before they are dropped."""
     _, tokenizer, embedder = shipped
     with pytest.raises(DataError, match=re.escape("100,019 characters: the limit is 100,000 a request (blank lines "
                                                   "included)")):
@@ -109,7 +109,7 @@ def test_a_lone_surrogate_is_one_line(shipped):
 
 
 def test_the_surprise_scores_a_text_holding_mask_and_leaves_it_unscored(lm_dir):
-    """The Surprise box failed on any text holding <mask> (IndexError: its id is past the softmax)."""
+    """The Surprise box scores a text holding <mask> (whose id is past the softmax) and leaves that word unscored."""
     from elmo_transformers.demo import model as demo_model
     from elmo_transformers.demo.language_model import word_scores
 

@@ -51,7 +51,8 @@ def test_an_unknown_word_has_no_colour_of_the_scale():
 
 
 def test_the_surprise_picture_is_whole():
-    """Its colour-bar label was cut ("grey: not in the voca") and a text of 9 words had an empty 10th column."""
+    """Every label lies inside the picture (the colour bar's and the grey words' note too, none cut), and a text of n
+    words has n columns, none empty."""
     for n in (1, 9, 10, 16):
         words = [f"w{i}" for i in range(n)]
         scores = WordScores(words, [-3.0 - i for i in range(n)], [-2.0] * n, [-2.5] * n, [False] * n)

@@ -352,5 +352,8 @@ def test_the_command_names_the_option_at_fault_and_warns_on_every_interface(caps
     err = capsys.readouterr().err
     assert err.startswith("error: --host 192.0.2.1: cannot serve on 192.0.2.1:") and "not an address of this " \
         "machine" in err and err.count("\n") == 1, err
-    assert public_warning("0.0.0.0").startswith("warning: serving on every network interface (0.0.0.0)")
+    assert public_warning("0.0.0.0") == ("warning: serving on every network interface (0.0.0.0): anyone who can "
+                                         "reach this machine can use the page; host 127.0.0.1 serves this machine "
+                                         "only")
+    assert public_warning("").startswith("warning: serving on every network interface (all): ")
     assert public_warning("127.0.0.1") is None

@@ -316,6 +316,16 @@ def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path, tiny_model_dir)
     assert_close_to_reference(arrays["0"], expected["sent_0_activations"], what="line after a BOM")
 
 
+def test_a_lone_carriage_return_ends_a_line_and_crlf_is_one_break(tmp_path, tiny_model_dir):
+    """Python's universal newlines, as docs/embedding-files.md says (`wc -l` counts one line less here)."""
+    source = tmp_path / "cr.txt"
+    source.write_bytes(b"a b\rc d e\r\nf\n")
+    output = tmp_path / "cr.hdf5"
+    assert main([str(source), str(output), "--model", str(tiny_model_dir), "--top", "--quiet"]) == 0
+    with h5py.File(output, "r") as f:
+        assert [f[str(i)].shape[0] for i in range(3)] == [2, 3, 1] and len(f) == 4
+
+
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Bad paths must be found before the work: loading the model would already be too late."""
@@ -591,6 +601,24 @@ def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model
     text_growth = (sizes[1] - sizes[0]) * 1.0001  # MB of text added
     assert peaks[1] - peaks[0] <= 5 * text_growth, (sizes, peaks)
     assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)
+
+
+LINE_BYTES = {"parquet": 100, "hdf5": 1500}  # docs/embedding-files.md, "Memory": at most, a line beyond its text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("file_format", "more_lines"), [("parquet", 500_000), ("hdf5", 100_000)])
+def test_memory_grows_with_the_number_of_lines_as_documented(tmp_path, tiny_model_dir, file_format, more_lines):
+    """The documented rule for many short lines: batches of the same size whatever the input, so the peak grows
+    only by what the run keeps for each line (its text, its word count and shape, its batch; HDF5's layout)."""
+    sizes, peaks = [5_000, 5_000 + more_lines], []
+    for lines in sizes:
+        source = tmp_path / f"{lines}.txt"
+        source.write_text("".join(f"w{i % 997} b c\n" for i in range(lines)))
+        peaks.append(peak_rss_mb(["embed", source, tmp_path / f"{lines}.{file_format}", "--model", tiny_model_dir,
+                                  "--top", "--format", file_format, "--quiet"]))
+    text_growth = more_lines * len("w500 b c") / 2**20  # (MiB, as peak_rss_mb)
+    assert peaks[1] - peaks[0] <= text_growth + more_lines * LINE_BYTES[file_format] / 2**20, (sizes, peaks)
 
 
 @pytest.mark.slow

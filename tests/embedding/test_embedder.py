@@ -172,6 +172,21 @@ def test_embed_file_takes_an_open_file_as_allennlp(embedder, tmp_path):
         assert_close_to_reference(f["0"][...], expected["sent_0_activations"][-1], what="embed_file --top")
 
 
+def test_embed_file_refuses_allennlps_sentence_options_in_one_line(embedder, tmp_path):
+    """`use_sentence_keys` and `forget_sentences` were a plain TypeError (an unexpected keyword); AllenNLP's default,
+    False, is the way offered, and runs as written (also positionally)."""
+    from elmo_transformers.errors import UserError
+
+    source = io.StringIO("Hello world !\n")
+    for argument in ("use_sentence_keys", "forget_sentences"):
+        with pytest.raises(UserError, match=rf"^{argument}=True is not offered: .*; leave {argument} out, and "):
+            embedder.embed_file(source, tmp_path / "out.hdf5", **{argument: True})
+    assert not (tmp_path / "out.hdf5").exists()
+    embedder.embed_file(source, tmp_path / "out.hdf5", "top", 2, False, False)
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        assert json.loads(f["sentence_to_index"][0]) == {"Hello world !": "0"}
+
+
 @pytest.mark.parametrize("name", ["efml-charword", "efml-word"])
 def test_converted_elmoformanylangs_folder_through_the_embedder(tmp_path, name):
     """The elmoformanylangs package's own outputs (tests/fixtures/efml-*), through a converted folder."""
@@ -219,3 +234,44 @@ def test_allennlp_0x_call_converts_the_original_files_in_memory(embedder, tmp_pa
     (tmp_path / "options.json").write_text("<html></html>")
     with pytest.raises(ValueError, match=r"options.json is not valid JSON"):
         ElmoEmbedder(str(tmp_path / "options.json"), str(folder / "weights.hdf5"), cuda_device=-1)
+
+
+def test_threads_are_set_for_each_call_and_restored(tiny_model_dir, monkeypatch, tmp_path):
+    """`ElmoEmbedder(threads=...)`: torch's threads for its calls, as `embed` sets them for a run; the process's own
+    before and after each call, and during it with None (the default)."""
+    from elmo_transformers.embedding import embedder as embedder_module
+    from elmo_transformers.errors import UserError
+
+    seen = []
+    real_forward = ElmoEmbedder.forward
+
+    def forward(self, encoded, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_forward(self, encoded, **kwargs)
+
+    monkeypatch.setattr(ElmoEmbedder, "forward", forward)
+    before = torch.get_num_threads()
+    other = 1 if before > 1 else 2  # a count other than the process's (2 is at most the CPUs of the test machines)
+    monkeypatch.setattr(embedder_module, "free_cpus", lambda: other)
+    sentences, expected, _ = load_fixture("allennlp-tiny")
+    for threads, want in [(None, before), (other, other), ("auto", other)]:
+        seen.clear()
+        embedder = ElmoEmbedder(tiny_model_dir, device="cpu", threads=threads)
+        assert embedder.threads == (None if threads is None else other)
+        vectors = embedder.embed_batch(sentences)
+        embedder.batch_to_embeddings(sentences)
+        embedder.embed_window(sentences[0])
+        embedder.tf_hub_outputs([" ".join(sentences[0])])
+        assert seen == [want] * 4 and torch.get_num_threads() == before, threads
+        assert_close_to_reference(vectors[0], expected["sent_0_activations"], what=f"threads={threads}")
+    monkeypatch.setattr("elmo_transformers.runtime.threads.free_cpus", lambda: before)  # embed's own default
+    for threads, want in [(None, before), (other, other)]:  # embed_file takes the embedder's threads as its default
+        report = ElmoEmbedder(tiny_model_dir, device="cpu", threads=threads).embed_file(
+            io.StringIO("a b\n"), tmp_path / f"{threads}.hdf5", "top", progress=False)
+        assert report.threads == want and torch.get_num_threads() == before
+    with pytest.raises(UserError, match=r"^threads 0: give a number of CPU threads from 1 to \d+ \(this machine's "
+                                        r"CPUs\), \"auto\" for the CPUs free now, or None for the process's own$"):
+        ElmoEmbedder(tiny_model_dir, threads=0)
+    for wrong in (True, "many", 10**6):
+        with pytest.raises(UserError, match=rf"^threads {wrong!r}: give a number of CPU threads"):
+            ElmoEmbedder(tiny_model_dir, threads=wrong)

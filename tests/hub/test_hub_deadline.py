@@ -86,7 +86,7 @@ def test_sigterm_during_an_upload_removes_the_upload_folder(silent_hub, tmp_path
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, stderr
+    assert process.returncode == 143, stderr
     assert stderr.strip().splitlines()[-1] == ("interrupted by SIGTERM: elmo-transformers push stopped before it "
                                                "finished")
     assert not list(tmp_path.glob("elmo-upload-*"))

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 
@@ -17,10 +18,10 @@ import torch
 from conftest import REPO, SHIPPED, TOKEN_LABELS, USER_ENV, load_fixture
 from huggingface_hub import HfApi, ModelCard
 from tolerance import assert_close_to_reference
-import warm_python
 
 from configuration_elmo import ELMO_MODULES
 from elmo_transformers.hub import push as hub
+from elmo_transformers.hub.repo import refuse_links_out
 from elmo_transformers.cli import push as push_to_hub
 from elmo_transformers.errors import UserError
 from elmo_transformers.model_files import MODEL_FILES
@@ -39,12 +40,11 @@ TRAINER_FILES = ["training_args.bin", "trainer_state.json", "all_results.json", 
 
 
 def run_snippet(card, repo_id, folder, cwd, extra):
-    """Run the card's usage snippet on `folder` in an isolated process (no repository modules; forked from a warm
-    one), offline."""
+    """Run the card's usage snippet on `folder` in a fresh isolated process (no repository modules), offline."""
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
     cwd.mkdir()
-    result = warm_python.run([sys.executable, "-I", "-c", snippet], USER_ENV, cwd=cwd, capture_output=True,
-                             text=True)
+    result = subprocess.run([sys.executable, "-I", "-c", snippet], env=USER_ENV, cwd=cwd, capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -150,8 +150,8 @@ def test_broken_folder_is_refused_before_upload(tmp_path, tiny_model_dir, monkey
 
 
 def test_a_folder_without_tokenizer_files_is_named_as_such(tmp_path, tiny_model_dir, capsys):
-    """A folder the model's save_pretrained wrote alone failed the fresh-process check with transformers' words
-    ("You need to have sentencepiece or tiktoken installed"): it is refused first, saying what is missing."""
+    """A folder the model's save_pretrained wrote alone is refused before the fresh-process check, saying what is
+    missing (not with transformers' "You need to have sentencepiece or tiktoken installed")."""
     from modeling_elmo import ElmoModel
 
     from elmo_transformers.cli import main
@@ -167,7 +167,7 @@ def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
     calls = fake_hub
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
     checked = []
-    monkeypatch.setattr(hub, "check_loads", lambda folder, model: checked.append(folder) or "loads")  # run above
+    monkeypatch.setattr(hub, "check_loads", lambda staging, folder: checked.append(staging) or "loads")  # run above
 
     model_dir = tmp_path / "trained"
     shutil.copytree(tiny_model_dir, model_dir)
@@ -197,7 +197,7 @@ def test_an_unreachable_hub_is_one_line_and_the_upload_folder_is_removed(tiny_mo
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
-    monkeypatch.setattr(hub, "check_loads", lambda folder, model: "loads")  # tested above
+    monkeypatch.setattr(hub, "check_loads", lambda staging, folder: "loads")  # tested above
     staged, mkdtemp = [], tempfile.mkdtemp
     monkeypatch.setattr(hub.tempfile, "mkdtemp",
                         lambda **kwargs: staged.append(mkdtemp(**kwargs)) or staged[-1])
@@ -234,7 +234,7 @@ def test_a_link_to_a_file_outside_the_folder_is_refused_by_name(tmp_path, tiny_m
         (model_dir / name).unlink(missing_ok=True)
         os.symlink(secret, model_dir / name)
         with pytest.raises(UserError, match=f"{name} is a symbolic link"):
-            hub.refuse_links_out(model_dir)  # (opening the folder reads its JSON files: the link is no JSON)
+            refuse_links_out(model_dir)  # (opening the folder reads its JSON files: the link is no JSON)
         (model_dir / name).unlink()
 
     os.symlink("model.safetensors", model_dir / "char.dic")  # stays inside the folder: uploaded as a file
@@ -263,9 +263,9 @@ def test_only_valid_files_the_model_loads_are_uploaded(tmp_path, tiny_model_dir,
 
 @pytest.mark.slow
 def test_repo_ids_and_card_texts_are_checked_before_any_work(tmp_path, tiny_model_dir, capsys):
-    """A repo id that is not one fails at once, also in a dry run (it passed, then the real push failed with a
-    traceback); --source and --check show in the card as the user wrote them, adding no Markdown or HTML; a failed
-    push removes the temporary folder it made."""
+    """A repo id that is not one fails at once, also in a dry run (not later, in the real push, with a traceback);
+    --source and --check show in the card as the user wrote them, adding no Markdown or HTML; a failed push removes
+    the temporary folder it made."""
     from elmo_transformers.cli import main as cli_main
 
     for argv in (["../../etc/passwd"], ["me/x", "--base-model", "<b>x</b>"], ["me/x", "--datasets", "a b"]):
@@ -375,10 +375,10 @@ def test_push_is_a_library_function(tmp_path, tiny_model_dir, monkeypatch, fake_
     with pytest.raises(UserError, match=r"^no Hugging Face token: set HF_TOKEN .* \(or pass dry_run=True\)$"):
         elmo_transformers.push(tiny_model_dir, "me/elmo-tiny")
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
-    monkeypatch.setattr(hub, "check_loads", lambda folder, model: f"loads {model.name}")  # run above
+    monkeypatch.setattr(hub, "check_loads", lambda staging, folder: f"loads {folder.name}")  # run above
     pushed = elmo_transformers.push(str(tiny_model_dir), "me/elmo-tiny", datasets=["conll2003"])
     assert pushed.url == "https://huggingface.co/me/elmo-tiny" and pushed.check == f"loads {tiny_model_dir}"
-    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.folder)
+    assert pushed.files == fake_hub["files"] and not os.path.exists(pushed.upload_folder)
     assert ModelCard(fake_hub["readme"]).data.datasets == ["conll2003"]
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match=r"^staging_dir .* is not empty$"):

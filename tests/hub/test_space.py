@@ -57,7 +57,7 @@ def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     calls = fake_hub
     monkeypatch.setattr(push, "get_token", lambda: "hf_test")
     checked = []
-    monkeypatch.setattr(space, "check_space", lambda folder: checked.append(folder) or "the page builds")
+    monkeypatch.setattr(space, "check_space", lambda staging: checked.append(staging) or "the page builds")
     staging = tmp_path / "space"
     assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(staging)]) == 0
     assert calls["create_repo"] == ("me/elmo-demo", {"repo_type": "space", "private": False, "exist_ok": True,
@@ -147,8 +147,9 @@ def test_a_model_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
 
 
 def test_the_code_has_its_licence_at_the_root_and_in_every_space():
-    """pyproject says Apache-2.0; there was no LICENSE for the code (only the shipped model's LICENSE.md), and a Space
-    copied the code without one. The root LICENSE is the Apache License 2.0 as apache.org publishes it."""
+    """pyproject says Apache-2.0: the code has its LICENSE at the root (besides the shipped model's LICENSE.md), and
+    every Space that copies the code copies it too. The root LICENSE is the Apache License 2.0 as apache.org publishes
+    it."""
     import hashlib
 
     from elmo_transformers.hub.space import package_files
@@ -156,3 +157,19 @@ def test_the_code_has_its_licence_at_the_root_and_in_every_space():
     text = (REPO / "LICENSE").read_bytes()
     assert hashlib.sha256(text).hexdigest() == "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
     assert package_files()["LICENSE"].read_bytes() == text
+
+
+def test_a_card_header_that_cannot_be_read_names_the_licence_argument(tmp_path):
+    """The Space's licence comes from the model's card: a card whose header is not YAML is one line that says what
+    else to do."""
+    from elmo_transformers.errors import UserError
+    from elmo_transformers.hub.space import model_licence
+    from elmo_transformers.model_folder import open_model
+
+    (tmp_path / "config.json").write_text('{"model_type": "elmo"}', encoding="utf-8")
+    (tmp_path / "README.md").write_text("---\nlicense: [mit\n---\n\n# Card\n", encoding="utf-8")
+    with pytest.raises(UserError) as refused:
+        model_licence(open_model(tmp_path))
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'README.md'}: its metadata cannot be read (") and message.endswith(
+        "): fix the model card's header, or give the Space's licence as license"), message

@@ -149,3 +149,36 @@ def test_killed_exports_of_other_models_are_removed(model_copy, hf_home):
     finally:
         held.release()
     assert not killed.exists() and running.exists()
+
+
+def test_a_file_where_an_entry_belongs_is_named_and_kept(model_copy, hf_home):
+    """It said "choose another output folder", where there is no folder to choose: the path is the cache's."""
+    folder, _ = cache.export_folder(open_model(model_copy), "float32")
+    (hf_home / "elmo-transformers" / "onnx").mkdir(parents=True)
+    with open(folder, "w") as f:
+        f.write("not the cache's")
+    with pytest.raises(UserError) as error:
+        load_model(model_copy, runtime="onnxruntime")
+    assert str(error.value) == (f"{folder}: a file stands where the export cache keeps this model's export (a "
+                                "folder), and the cache never removes what it did not make: remove it, then run again")
+    with open(folder) as f:
+        assert f.read() == "not the cache's"
+
+
+def test_an_int8_graph_in_a_float32_entry_is_exported_again(model_copy, hf_home, caplog):
+    """An int8 graph put in the float32 entry, its key file recomputed to match, ran as int8 without a word: the
+    entry is checked against its graph's own dtype (its metadata)."""
+    load_model(model_copy, runtime="onnxruntime", dtype="int8")
+    load_model(model_copy, runtime="onnxruntime")
+    source = open_model(model_copy)
+    (int8_folder, _), (folder, key) = cache.export_folder(source, "int8"), cache.export_folder(source, "float32")
+    shutil.copyfile(f"{int8_folder}/model.onnx", f"{folder}/model.onnx")
+    record = {"key": key, "fingerprint": open_model(folder).fingerprint("float32")}
+    with open(f"{folder}/{cache.KEY_FILE}", "w") as f:
+        json.dump(record, f)
+    assert cache.checked_entry(folder, key, "float32") == "its graph's dtype is int8, the entry's float32"
+    with caplog.at_level(logging.WARNING, logger=cache.__name__):
+        model, tokenizer = load_model(model_copy, runtime="onnxruntime")
+    assert model.traits.dtype == "float32"
+    assert any(f"{folder} is damaged (its graph's dtype is int8" in r.message for r in caplog.records)
+    assert_close_to_reference(vectors(model, tokenizer), torch_vectors(model_copy))

@@ -198,7 +198,7 @@ def test_labels_that_would_be_misread_are_refused(tiny_model_dir, tiny):
     for model, labels, error, match in cases:
         with pytest.raises(error, match=match):
             model(**enc, labels=labels)
-    # Integer labels of any width are class ids (int16 used to be taken for multi-label targets), read exactly.
+    # Integer labels of any width are class ids (int16 too, not multi-label targets), read exactly.
     want = sequence(**enc, labels=torch.tensor([2, 0])).loss
     assert torch.equal(sequence(**enc, labels=torch.tensor([2, 0], dtype=torch.int16)).loss, want)
     assert torch.equal(token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]], dtype=torch.int32)).loss,

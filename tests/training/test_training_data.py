@@ -6,7 +6,6 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from conftest import run_command
 from elmo_transformers.errors import DataError
 from tokenization_elmo import ElmoTokenizer
 
@@ -85,15 +84,14 @@ def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
 
 
 @pytest.mark.slow
-def test_data_errors_print_one_line(tiny_model_dir, tmp_path):
+def test_data_errors_print_one_line(tiny_model_dir, tmp_path, run_cli):
     (tmp_path / "empty.jsonl").write_text("")
-    result = run_command("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
-                         tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train", *COMMON,
-                         capture_output=True, text=True)
-    assert result.returncode == 1
-    assert (result.stderr.strip().splitlines()[-1]
-            == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)")
-    assert "Traceback" not in result.stderr
+    code, _, err = run_cli("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir,
+                           "--train_file", tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train",
+                           *COMMON)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)"
+    assert "Traceback" not in err
 
 
 @pytest.mark.slow
@@ -120,3 +118,80 @@ def test_resumed_bilm_training_keeps_the_checkpoint_vocabulary(tmp_path):
     with pytest.raises(DataError, match="differs from the vocabulary of the checkpoint"):
         train_bilm.main(common + ["--max_steps", "3", "--vocab_file", str(tmp_path / "other.txt"),
                                   "--resume_from_checkpoint", str(checkpoint)])
+
+
+def test_one_label_is_refused(tiny_model_dir, tmp_path, capsys):
+    """One label trained a head of one output, which transformers takes for regression (problem_type regression)."""
+    from conftest import one_line, run
+
+    train = write_jsonl(tmp_path / "train.jsonl", polarity_rows(["pos"], 2))
+    one_line(*run(["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
+                   train, "--output_dir", tmp_path / "out", "--do_train", *COMMON], capsys),
+             "error: the column 'label' holds one label ('pos') in the train split: a classifier needs at least two "
+             "classes; give data with examples of two or more labels")
+    assert not (tmp_path / "out").exists()
+    valid = write_jsonl(tmp_path / "valid.jsonl", polarity_rows(["pos", "neg"], 2))  # another label, never trained
+    one_line(*run(["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
+                   train, "--validation_file", valid, "--output_dir", tmp_path / "out", "--do_train", "--do_eval",
+                   *COMMON], capsys),
+             "error: the column 'label' holds one label ('pos') in the train split: a classifier needs")
+
+
+def label_mapping_of(splits, nested=False):
+    import datasets
+
+    from elmo_transformers.training.finetuning import label_mapping
+
+    raw = datasets.DatasetDict({name: datasets.Dataset.from_dict(columns) for name, columns in splits.items()})
+    no_head = type("Config", (), {"architectures": None})
+    return label_mapping(raw, "label", nested, no_head, AutoModelForSequenceClassification)
+
+
+def test_labels_of_other_splits_the_train_split_lacks_are_named(caplog):
+    """They became classes silently, never trained, every example of them an error in the metrics."""
+    with caplog.at_level("WARNING", logger="elmo_transformers.training.finetuning"):
+        labels = label_mapping_of({"train": {"label": ["pos", "neg"]}, "validation": {"label": ["meh", "pos", "bad"]}})
+    assert labels == ["bad", "meh", "neg", "pos"]
+    assert [record.getMessage() for record in caplog.records] == [
+        "the validation split has labels the train split lacks ('bad', 'meh'): the model never learns them, so their "
+        "examples count as errors; add training examples of them or leave those examples out"]
+
+
+def test_integer_labels_stay_integers(tiny_model_dir, tmp_path):
+    """A column of integers that `datasets` holds as floats (one written 0.0, or a split of floats) gave the classes
+    "0.0" and "1.0"; integer tags failed in the metrics ('int' object is not subscriptable)."""
+    from elmo_transformers.cli.finetune import main as finetune
+
+    assert label_mapping_of({"train": {"label": [1.0, 0.0, 10.0]}}) == ["0", "1", "10"]
+    assert label_mapping_of({"train": {"label": [0.5, 1.0]}}) == ["0.5", "1"]
+    with pytest.raises(DataError, match=r"the labels of column 'label' mix types \(int, str\)"):
+        label_mapping_of({"train": {"label": ["1", "0"]}, "validation": {"label": [1, 0]}})
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": "good fine", "label": 1}, {"text": "bad", "label": 0.0}])
+    trainer = run_sequence(tiny_model_dir, tmp_path / "out", train, extra=["--do_train"])
+    assert trainer.model.config.id2label == {0: "0", 1: "1"}
+    tags = write_jsonl(tmp_path / "tags.jsonl", [{"tokens": ["the", "cat"], "tags": [0, 1]}] * 2)
+    trainer = finetune(["token-classification", "--model_name_or_path", str(tiny_model_dir), "--train_file", tags,
+                        "--validation_file", tags, "--output_dir", str(tmp_path / "tags"), "--do_train", "--do_eval",
+                        *COMMON])
+    assert trainer.model.config.id2label == {0: "0", 1: "1"}
+
+
+def test_resume_from_checkpoint_true_is_the_last_checkpoint(tiny_model_dir, tmp_path, capsys):
+    """"true" was taken for a folder's name: a traceback. It is Trainer.train's True, the last checkpoint of
+    output_dir; a folder that is not a checkpoint is one line."""
+    from conftest import one_line, run
+
+    train = write_jsonl(tmp_path / "train.jsonl", polarity_rows(["pos", "neg"], 2))
+    args = ["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file", train,
+            "--output_dir", tmp_path / "out", "--do_train", "--report_to", "none", "--disable_tqdm", "true",
+            "--save_strategy", "steps", "--save_steps", "1"]
+    one_line(*run([*args, "--max_steps", "1", "--resume_from_checkpoint", "true"], capsys),
+             f"error: resume_from_checkpoint true: output_dir {tmp_path / 'out'} holds no checkpoint-N folder")
+    one_line(*run([*args, "--max_steps", "1", "--resume_from_checkpoint", tmp_path], capsys),
+             f"error: resume_from_checkpoint {tmp_path}: not a checkpoint of Trainer (no trainer_state.json)")
+    assert run([*args, "--max_steps", "1"], capsys)[0] == 0
+    first = (tmp_path / "out" / "checkpoint-1" / "trainer_state.json").stat().st_mtime_ns
+    assert run([*args, "--max_steps", "2", "--resume_from_checkpoint", "true"], capsys)[0] == 0
+    state = json.loads((tmp_path / "out" / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2  # step 2 only: a run from the start would have saved checkpoint-1 again
+    assert (tmp_path / "out" / "checkpoint-1" / "trainer_state.json").stat().st_mtime_ns == first

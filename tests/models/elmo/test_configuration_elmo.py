@@ -107,7 +107,7 @@ def test_a_pad_token_after_the_softmax_words_loads_without_a_warning(tmp_path, c
           sentence_boundary_ids=[[1] * 51, [9] + [2] * 50]), "holds the id 9, beyond its vocabulary (ids 1 to 7"),
 ])
 def test_sentence_boundary_ids_beyond_the_vocabularies_are_refused(fields, message):
-    """They passed validation and failed at the first forward with an IndexError."""
+    """Refused when the config is made, not at the first forward with an IndexError."""
     with pytest.raises(StrictDataclassError, match=re.escape(message)):
         ElmoConfig(lstm_dim=12, projection_dim=5, **fields)
 

@@ -147,7 +147,7 @@ def test_auto_follows_the_rule_and_a_folder_saved_with_a_kernel_that_cannot_run_
         monkeypatch, tiny_model_dir, tmp_path, caplog):
     """float_kernel is a performance setting saved in config.json: a folder saved with "onednn" on an x86 machine
     loads where oneDNN cannot run (an ARM Mac, a build without it) on torch's own matmuls, the same numbers but for
-    float rounding, with one warning naming why; it used to be refused by a RuntimeError."""
+    float rounding, with one warning naming why (no RuntimeError)."""
     assert float_kernel("auto") == best_float_kernel() == runnable_float_kernels()[-1]
     assert float_kernel("aten") == "aten"
     ElmoModel.from_pretrained(tiny_model_dir, float_kernel="onednn").save_pretrained(tmp_path)

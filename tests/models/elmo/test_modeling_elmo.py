@@ -520,8 +520,8 @@ def classes_on_the_tiny_biLM(tiny_model_dir, tiny_heads_dir, lm_dir, **kwargs):
 
 @pytest.mark.fidelity
 def test_every_class_honours_output_hidden_states_and_return_dict(tiny, tiny_model_dir, tiny_heads_dir, lm_dir):
-    """output_hidden_states (the argument, or the config's) gives the biLM layers on every class; they were None on
-    the heads and missing on the language model. return_dict=False (argument or config) gives the same as a tuple."""
+    """output_hidden_states (the argument, or the config's) gives the biLM layers on every class, the heads and the
+    language model too. return_dict=False (argument or config) gives the same as a tuple."""
     _, tokenizer = tiny
     sentences, expected, _ = load_fixture("allennlp-tiny")
     batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
@@ -548,9 +548,9 @@ def test_every_class_honours_output_hidden_states_and_return_dict(tiny, tiny_mod
 
 
 def test_hidden_states_are_on_the_gradient_path(tiny, tiny_model_dir, tiny_heads_dir, lm_dir):
-    """`retain_grad()` on the returned layers, then backward: each gets the gradient the outputs send it (they were
-    masked copies off the path: every .grad None, so attribution tools silently got nothing). The mixes read every
-    layer; the language model's softmax reads the top one. A frozen biLM takes gradients with
+    """`retain_grad()` on the returned layers, then backward: each gets the gradient the outputs send it (the layers
+    are on the path, not masked copies off it whose .grad stays None, which attribution tools would read as nothing).
+    The mixes read every layer; the language model's softmax reads the top one. A frozen biLM takes gradients with
     enable_input_require_grads, as transformers' models do."""
     _, tokenizer = tiny
     batch = tokenizer(["The cat sat .", "ELMo"], padding=True, return_tensors="pt")

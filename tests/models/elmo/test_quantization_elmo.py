@@ -144,21 +144,19 @@ def test_int8_runs_without_no_grad(tiny_model_dir, tiny):
 
 
 @pytest.mark.slow
-def test_embed_int8_stays_within_the_int8_rule(tmp_path):
+def test_embed_int8_stays_within_the_int8_rule(tmp_path, run_cli):
     """`elmo-transformers embed --dtype int8` on the shipped model: every vector of every layer against the float32
     run's, cosine median >= 0.999 and 1st percentile >= 0.99 (the rule in embed --help and docs/speed.md)."""
     import h5py
     import numpy as np
-    from conftest import run_command
 
     text = tmp_path / "text.txt"
     text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     arrays = {}
     for dtype in ("float32", "int8"):
         output = tmp_path / f"{dtype}.hdf5"
-        done = run_command("embed", text, output, "--all", "--dtype", dtype, capture_output=True, text=True,
-                           timeout=600)
-        assert done.returncode == 0, done.stderr
+        code, _, err = run_cli("embed", text, output, "--all", "--dtype", dtype)
+        assert code == 0, err
         with h5py.File(output) as f:
             arrays[dtype] = np.concatenate([f[str(i)][()].reshape(-1, f[str(i)].shape[-1])
                                             for i in range(len(SENTENCES))])

@@ -4,15 +4,15 @@ tests/fixtures/make_efml_fixture.py with the segmenters' own APIs); and the warn
 cannot read."""
 
 import json
+import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, command_env, run_command, run_isolated
+from conftest import FIXTURES, command_env, run_isolated
 from tolerance import assert_close_to_reference
-import warm_python
 
 import basic_tokenization_elmo
 from configuration_elmo import ELMO_MODULES
@@ -193,14 +193,13 @@ def test_pipelines_read_raw_text_with_the_segmenter(folders):
 
 @pytest.mark.slow
 @pytest.mark.fidelity
-def test_embed_command_reads_a_raw_text_file(folders, tmp_path):
+def test_embed_command_reads_a_raw_text_file(folders, tmp_path, run_cli):
     import h5py
 
     entries = cases("jieba")
     (tmp_path / "zh.txt").write_text("".join(entry["text"] + "\n" for _, entry in entries), encoding="utf-8")
-    result = run_command("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model", folders["jieba"], "--all",
-                         capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    code, _, err = run_cli("embed", tmp_path / "zh.txt", tmp_path / "zh.hdf5", "--model", folders["jieba"], "--all")
+    assert code == 0, err[-2000:]
     with h5py.File(tmp_path / "zh.hdf5") as f:
         for line, (i, entry) in enumerate(entries):
             assert_close_to_reference(f[str(line)][()], EXPECTED[f"layers_{i}"], what=f"embed {entry['text']}")
@@ -337,8 +336,9 @@ SEGMENTERS = ("jieba", "fugashi", "sudachipy")
 @pytest.mark.parametrize("text", ["東京\x00大阪 京都", "東京\x01大阪\x7f京都", "東京\ud800大阪\udfff京都",
                                   "東京\t大阪\x85京都"])
 def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
-    """NUL ended fugashi's text (1 word), jieba and SudachiPy kept it as a word, and a lone surrogate was a bare
-    UnicodeEncodeError in fugashi and SudachiPy: now each is a space to all three."""
+    """A control character or a lone surrogate is a space to all three segmenters: NUL does not end fugashi's text
+    nor become a word of jieba's or SudachiPy's, and a lone surrogate is no UnicodeEncodeError in fugashi or
+    SudachiPy."""
     tokenizer = ElmoTokenizer(segmenter=segmenter)
     words, spans = tokenizer.segment(text)
     assert words == ["東京", "大阪", "京都"]
@@ -348,13 +348,14 @@ def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
 @pytest.mark.slow
 @pytest.mark.parametrize("segmenter", SEGMENTERS)
 def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
-    """One line of 460,000 characters crashed the process in fugashi (MeCab: a segmentation fault, exit 139): it runs
-    in its own process here, and every segmenter gets it in pieces of at most 4,000 characters without a sentence
-    end."""
+    """One line of 460,000 characters without a sentence end reaches every segmenter in pieces of at most 4,000
+    characters. It runs in a process of its own: whole, the line is a segmentation fault in fugashi (MeCab, exit
+    139)."""
     code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
             f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
             "print(len(''.join(words)), max(map(len, words)))")
-    done = warm_python.run([sys.executable, "-c", code], command_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     kept, longest = map(int, done.stdout.split())
     assert kept == 460000 and longest <= 4000  # nothing lost

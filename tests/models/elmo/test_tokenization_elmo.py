@@ -277,7 +277,8 @@ def test_overflowing_tokens_are_windows_of_words(tok):
 @pytest.mark.parametrize("field, value", [("segmenter", ["jieba"]), ("segmenter", "mecab"),
                                           ("opencc_config", ["s2t"])])
 def test_a_segmenter_of_the_wrong_type_in_tokenizer_config_is_one_line(tmp_path, field, value):
-    """A list where tokenizer_config.json wants a name was a raw TypeError (unhashable type)."""
+    """A list where tokenizer_config.json wants a name is a one-line ValueError naming the value and where to set it,
+    not a raw TypeError (unhashable type)."""
     ElmoTokenizer().save_pretrained(tmp_path)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, field: value}))
