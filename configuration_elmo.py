@@ -81,8 +81,10 @@ class ElmoConfig(PretrainedConfig, ElmoOptions):
         check_dtype_names({"dtype": self.dtype, "torch_dtype": kwargs.get("torch_dtype")})
         # A folder saved before a class or pipeline was added gets it too: this code has it.
         kwargs["auto_map"] = {**ELMO_AUTO_MAP, **(kwargs.get("auto_map") or {})}
-        kwargs["custom_pipelines"] = {**copy.deepcopy(ELMO_PIPELINES),  # pipeline() edits it in place
-                                      **(kwargs.get("custom_pipelines") or {})}
+        kwargs["custom_pipelines"] = {
+            **copy.deepcopy(ELMO_PIPELINES),  # pipeline() edits it in place
+            **(kwargs.get("custom_pipelines") or {}),
+        }
         super().__post_init__(**kwargs)
 
     def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):

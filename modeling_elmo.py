@@ -20,20 +20,34 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
-    QuestionAnsweringModelOutput, SequenceClassifierOutput, TokenClassifierOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
 )
 from transformers.utils import ModelOutput, can_return_tuple, cached_file, logging
 
 try:  # loaded as remote code, the modules are one package
     from .bilm_elmo import (
-        ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
+        ElmoHighway,
+        ElmoLanguageModelMixin,
+        ElmoModelMixin,
+        ElmoOutput,
+        ElmoScalarMix,
+        masked_mean,
+        quantize_lstm_int8,
     )
     from .bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
     from .configuration_elmo import ELMO_AUTO_MAP, LICENCE_FILE, ElmoConfig
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
 except ImportError:  # installed with pip, they are top-level modules
     from bilm_elmo import (
-        ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
+        ElmoHighway,
+        ElmoLanguageModelMixin,
+        ElmoModelMixin,
+        ElmoOutput,
+        ElmoScalarMix,
+        masked_mean,
+        quantize_lstm_int8,
     )
     from bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
     from configuration_elmo import ELMO_AUTO_MAP, LICENCE_FILE, ElmoConfig
@@ -85,15 +99,21 @@ class ElmoPreTrainedModel(PreTrainedModel):
         loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
         model.apply_freezing()
-        where = {name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only")
-                 if name in kwargs}
-        licence = cached_file(pretrained_model_name_or_path, LICENCE_FILE, **where,
-                              _raise_exceptions_for_missing_entries=False,
-                              _raise_exceptions_for_connection_errors=False)
+        where = {
+            name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only") if name in kwargs
+        }
+        licence = cached_file(
+            pretrained_model_name_or_path,
+            LICENCE_FILE,
+            **where,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
         folder = str(pretrained_model_name_or_path)
         if licence and os.path.isdir(folder) and (os.path.islink(licence) or not os.path.isfile(licence)):
-            logger.warning(f"{licence} is not a regular file of {folder} (a link or a folder): save_pretrained will "
-                           "not copy it")
+            logger.warning(
+                f"{licence} is not a regular file of {folder} (a link or a folder): save_pretrained will not copy it"
+            )
             licence = None
         model.licence_file = licence
         return loaded
@@ -108,8 +128,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             return
         if os.path.lexists(target):
             if not (os.path.isfile(target) and filecmp.cmp(source, target, shallow=False)):
-                logger.warning(f"{target} is kept: it is not the licence file the weights came with ({source}); "
-                               "put that one beside the weights yourself if it applies")
+                logger.warning(
+                    f"{target} is kept: it is not the licence file the weights came with ({source}); "
+                    "put that one beside the weights yourself if it applies"
+                )
             return
         shutil.copyfile(source, target)
 
@@ -179,17 +201,27 @@ class ElmoModel(ElmoModelMixin, ElmoPreTrainedModel):
             char_cnn.word_embedding = value
 
     @can_return_tuple
-    def forward(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
-                return_lstm_state=False, output_attentions=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        output_hidden_states=None,
+        lstm_state=None,
+        return_lstm_state=False,
+        output_attentions=None,
+    ):
         """`ElmoModelMixin.forward` (its arguments are documented there), as a ModelOutput or a tuple."""
-        return super().forward(input_ids, attention_mask, output_hidden_states, lstm_state, return_lstm_state,
-                               output_attentions)
+        return super().forward(
+            input_ids, attention_mask, output_hidden_states, lstm_state, return_lstm_state, output_attentions
+        )
 
 
 # Word id of `<S>` when the config does not give one (`config.bos_token_id`): the first line of the vocabulary
 # files `elmo-transformers pretrain` builds. Converted published vocabularies set it (lm_1b's file puts `<S>` on
 # line 1).
 DEFAULT_BOS_ID = 0
+
+
 @dataclass
 class ElmoLanguageModelingOutput(ModelOutput):
     """
@@ -308,7 +340,8 @@ class ElmoForLanguageModeling(ElmoLanguageModelMixin, ElmoPreTrainedModel):
         words = input_ids.shape[1]
         if labels is None:
             return ElmoLanguageModelingOutput(
-                forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states),
+                forward_logits=self.lm_softmax(forward_states),
+                backward_logits=self.lm_softmax(backward_states),
                 hidden_states=hidden_states,
             )
 
@@ -481,8 +514,13 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
     def encode(self, input_ids, attention_mask, **kwargs):
         """Task-encoded ELMo vectors [B, words, D], the word mask and the hidden states (with `output_hidden_states`,
         of the call or the config)."""
-        output = self.elmo(input_ids, attention_mask=attention_mask, output_attentions=kwargs.get("output_attentions"),
-                           output_hidden_states=kwargs.get("output_hidden_states"), return_dict=True)
+        output = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            output_attentions=kwargs.get("output_attentions"),
+            output_hidden_states=kwargs.get("output_hidden_states"),
+            return_dict=True,
+        )
         return self.encoder(output.last_hidden_state, output.mask), output.mask, output.hidden_states
 
     def mix_penalty(self):
@@ -544,8 +582,9 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
             self.pair_encoder = ElmoPairEncoder(config, self.encoder.output_size)
 
     @can_return_tuple
-    def forward(self, input_ids, attention_mask=None, labels=None, pair_input_ids=None, pair_attention_mask=None,
-                **kwargs):
+    def forward(
+        self, input_ids, attention_mask=None, labels=None, pair_input_ids=None, pair_attention_mask=None, **kwargs
+    ):
         r"""
         labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids (floats for regression; `(batch,
             num_labels)` multi-hot floats for multi-label classification).
@@ -560,8 +599,10 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
             logits = self.classifier(masked_mean(vectors, mask))
         else:
             if self.pair_encoder is None:
-                raise ValueError("pair_input_ids given, but this head reads single sentences: load it with "
-                                 "pair_encoder_dim=128 (the size of its ESIM-style pair encoder) to read text pairs")
+                raise ValueError(
+                    "pair_input_ids given, but this head reads single sentences: load it with "
+                    "pair_encoder_dim=128 (the size of its ESIM-style pair encoder) to read text pairs"
+                )
             pair_vectors, pair_mask, _ = self.encode(pair_input_ids, pair_attention_mask, **kwargs)
             logits = self.classifier(self.pair_encoder(vectors, mask, pair_vectors, pair_mask))
         loss = None
@@ -586,8 +627,9 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
                 check_class_ids(labels, self.num_labels, batch, "[batch]")
                 loss = F.cross_entropy(logits.float(), labels.view(-1).long())
             else:
-                if not (labels.shape == logits.shape and not labels.is_complex()
-                        and ((labels >= 0) & (labels <= 1)).all()):
+                if not (
+                    labels.shape == logits.shape and not labels.is_complex() and ((labels >= 0) & (labels <= 1)).all()
+                ):
                     raise ValueError(f"multi-label labels must be a tensor {list(logits.shape)} of values in [0, 1]")
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             loss = loss + self.mix_penalty()
@@ -625,14 +667,23 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
 
     def add_head_layers(self, config):
         self.attention_flow = ElmoAttentionFlow(self.encoder.output_size)
-        self.modeling = nn.LSTM(self.attention_flow.output_size, config.task_encoder_dim, batch_first=True,
-                                bidirectional=True)
+        self.modeling = nn.LSTM(
+            self.attention_flow.output_size, config.task_encoder_dim, batch_first=True, bidirectional=True
+        )
         self.dropout = nn.Dropout(config.dropout)
         self.span_outputs = nn.Linear(self.attention_flow.output_size + 2 * config.task_encoder_dim, 2)
 
     @can_return_tuple
-    def forward(self, input_ids, attention_mask=None, pair_input_ids=None, pair_attention_mask=None,
-                start_positions=None, end_positions=None, **kwargs):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        pair_input_ids=None,
+        pair_attention_mask=None,
+        start_positions=None,
+        end_positions=None,
+        **kwargs,
+    ):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch, words, chars)`): the questions.
         pair_input_ids (`torch.LongTensor` of shape `(batch, context words, chars)`): the contexts.
@@ -643,8 +694,9 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
             two cross entropies.
         """
         if pair_input_ids is None:
-            raise ValueError("ElmoForQuestionAnswering needs the context as pair_input_ids (tokenizer(question, "
-                             "context) gives it)")
+            raise ValueError(
+                "ElmoForQuestionAnswering needs the context as pair_input_ids (tokenizer(question, context) gives it)"
+            )
         question, question_mask, _ = self.encode(input_ids, attention_mask, **kwargs)
         context, context_mask, hidden_states = self.encode(pair_input_ids, pair_attention_mask, **kwargs)
         flow = self.attention_flow(context, context_mask, question, question_mask)
@@ -663,8 +715,9 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
                 positions = torch.where((positions >= 0) & (positions < lengths), positions, ignored)
                 losses.append(F.cross_entropy(position_logits.float(), positions.long(), ignore_index=ignored))
             loss = (losses[0] + losses[1]) / 2 + self.mix_penalty()
-        return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
-                                            hidden_states=hidden_states)
+        return QuestionAnsweringModelOutput(
+            loss=loss, start_logits=start_logits, end_logits=end_logits, hidden_states=hidden_states
+        )
 
 
 for _auto_class, _reference in ELMO_AUTO_MAP.items():  # the one list of which class each Auto class loads

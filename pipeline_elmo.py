@@ -18,7 +18,6 @@ Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO
 `pipeline_class=` instead.
 """
 
-
 import filecmp
 import importlib.util
 import os
@@ -26,10 +25,15 @@ import sys
 
 import numpy as np
 import torch
-from transformers.pipelines import (FeatureExtractionPipeline, FillMaskPipeline, TextClassificationPipeline,
-                                    TokenClassificationPipeline)
+from transformers.pipelines import (
+    FeatureExtractionPipeline,
+    FillMaskPipeline,
+    TextClassificationPipeline,
+    TokenClassificationPipeline,
+)
 from transformers.pipelines.base import ChunkPipeline
 from transformers.pipelines.token_classification import AggregationStrategy
+
 
 def code_source(obj):
     """Where the class of `obj` comes from: a model folder's files (remote code) or the installed package."""
@@ -45,8 +49,7 @@ def differs_from_installed(obj):
     folder = os.path.dirname(sys.modules[type(obj).__module__].__file__)
     for name in os.listdir(folder):
         spec = importlib.util.find_spec(name[:-3]) if name.endswith("_elmo.py") else None
-        if spec is not None and spec.origin and not filecmp.cmp(os.path.join(folder, name), spec.origin,
-                                                                 shallow=False):
+        if spec is not None and spec.origin and not filecmp.cmp(os.path.join(folder, name), spec.origin, shallow=False):
             return True
     return False
 
@@ -104,21 +107,31 @@ class ElmoTextClassificationPipeline(ElmoCharIdsMixin, TextClassificationPipelin
     def preprocess(self, inputs, **tokenizer_kwargs):
         if isinstance(inputs, dict):
             if set(inputs) != {"text", "text_pair"} or not all(isinstance(v, str) for v in inputs.values()):
-                raise ValueError('ELMo text classification takes a text pair as {"text": str, "text_pair": str}, '
-                                 f"got the keys {sorted(inputs)}")
+                raise ValueError(
+                    'ELMo text classification takes a text pair as {"text": str, "text_pair": str}, '
+                    f"got the keys {sorted(inputs)}"
+                )
             encoding = self.tokenizer(inputs["text"], inputs["text_pair"], return_tensors="pt", **tokenizer_kwargs)
-            return {"char_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
-                    "pair_char_ids": encoding["pair_input_ids"], "pair_attention_mask": encoding["pair_attention_mask"]}
+            return {
+                "char_ids": encoding["input_ids"],
+                "attention_mask": encoding["attention_mask"],
+                "pair_char_ids": encoding["pair_input_ids"],
+                "pair_attention_mask": encoding["pair_attention_mask"],
+            }
         if not isinstance(inputs, str):
-            raise ValueError('ELMo text classification takes a text (str) or a text pair {"text": ..., "text_pair": '
-                             f"...}}, got {type(inputs).__name__}")
+            raise ValueError(
+                'ELMo text classification takes a text (str) or a text pair {"text": ..., "text_pair": '
+                f"...}}, got {type(inputs).__name__}"
+            )
         return self._char_inputs(inputs, **tokenizer_kwargs)
 
     def _forward(self, model_inputs):
         pair = {}
         if "pair_char_ids" in model_inputs:
-            pair = {"pair_input_ids": model_inputs.pop("pair_char_ids"),
-                    "pair_attention_mask": model_inputs.pop("pair_attention_mask")}
+            pair = {
+                "pair_input_ids": model_inputs.pop("pair_char_ids"),
+                "pair_attention_mask": model_inputs.pop("pair_attention_mask"),
+            }
         return self.model(**self._model_inputs(model_inputs), **pair)
 
 
@@ -127,8 +140,15 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
     words with the same entity (`"simple"`, and `"first"`/`"average"`/`"max"`, which are the same thing here since
     every word is one token). `word` is always the input's text between `start` and `end`."""
 
-    def _sanitize_parameters(self, ignore_labels=None, aggregation_strategy=None, offset_mapping=None,
-                             is_split_into_words=False, stride=None, delimiter=None):
+    def _sanitize_parameters(
+        self,
+        ignore_labels=None,
+        aggregation_strategy=None,
+        offset_mapping=None,
+        is_split_into_words=False,
+        stride=None,
+        delimiter=None,
+    ):
         if offset_mapping is not None or stride is not None:
             raise ValueError("ELMo token classification takes neither offset_mapping nor stride: it reads whole words")
         preprocess_params, forward_params, postprocess_params = super()._sanitize_parameters(
@@ -149,11 +169,16 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
             sentence = delimiter.join(words)
         else:
             if not isinstance(sentence, str):
-                raise ValueError(f"token classification takes a str (or words with is_split_into_words=True), got "
-                                 f"{type(sentence)}")
+                raise ValueError(
+                    f"token classification takes a str (or words with is_split_into_words=True), got {type(sentence)}"
+                )
             words, spans = self.tokenizer.segment(sentence)
-        yield {**self._char_inputs(words, is_split_into_words=True), "sentence": sentence, "spans": spans,
-               "is_last": True}
+        yield {
+            **self._char_inputs(words, is_split_into_words=True),
+            "sentence": sentence,
+            "spans": spans,
+            "is_last": True,
+        }
 
     def _forward(self, model_inputs):
         logits = self.model(**self._model_inputs(model_inputs)).logits
@@ -167,8 +192,14 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
         scores = np.exp(logits - logits.max(axis=-1, keepdims=True))
         scores /= scores.sum(axis=-1, keepdims=True)
         pre_entities = [
-            {"word": sentence[start:end], "scores": word_scores, "start": start, "end": end, "index": i,
-             "is_subword": False}
+            {
+                "word": sentence[start:end],
+                "scores": word_scores,
+                "start": start,
+                "end": end,
+                "index": i,
+                "is_subword": False,
+            }
             for i, ((start, end), word_scores) in enumerate(zip(spans, scores))
         ]
         entities = self.aggregate(pre_entities, aggregation_strategy)
@@ -211,8 +242,10 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         excluded = {self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token}
         unknown = [t for t in targets if t not in vocab or t in excluded]
         if unknown or not targets:
-            raise ValueError(f"targets must be words of the model's vocabulary other than <S>, </S>, <UNK>; "
-                             f"not: {unknown or targets}")
+            raise ValueError(
+                f"targets must be words of the model's vocabulary other than <S>, </S>, <UNK>; "
+                f"not: {unknown or targets}"
+            )
         return torch.tensor([vocab[t] for t in dict.fromkeys(targets)])
 
     def preprocess(self, inputs):
@@ -222,10 +255,16 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         words, spans = self.tokenizer.segment(inputs)
         masks = [i for i, word in enumerate(words) if word == mask]
         if len(masks) != 1:
-            raise ValueError(f"ELMo fill-mask needs exactly one {mask} per text, as a word of its own (white space "
-                             f"around it); found {len(masks)} in {inputs!r}")
-        return {**self._char_inputs(words, is_split_into_words=True), "position": torch.tensor(masks),
-                "text": inputs, "span": spans[masks[0]]}
+            raise ValueError(
+                f"ELMo fill-mask needs exactly one {mask} per text, as a word of its own (white space "
+                f"around it); found {len(masks)} in {inputs!r}"
+            )
+        return {
+            **self._char_inputs(words, is_split_into_words=True),
+            "position": torch.tensor(masks),
+            "text": inputs,
+            "span": spans[masks[0]],
+        }
 
     def _forward(self, model_inputs):
         position = model_inputs.pop("position")
@@ -233,15 +272,18 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         return {"log_scores": log_scores, "text": model_inputs["text"], "span": model_inputs["span"]}
 
     def postprocess(self, model_outputs, top_k=5, target_ids=None):
-        specials = [self.tokenizer.convert_tokens_to_ids(t) for t in
-                    (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)]
+        specials = [
+            self.tokenizer.convert_tokens_to_ids(t)
+            for t in (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)
+        ]
         best = self.model.best_words(model_outputs["log_scores"][0], top_k, specials, target_ids)
         text, (start, end) = model_outputs["text"], model_outputs["span"]
         result = []
         for word_id, score in best:
             word = self.tokenizer.convert_ids_to_tokens(word_id)
-            result.append({"score": score, "token": word_id, "token_str": word,
-                           "sequence": text[:start] + word + text[end:]})
+            result.append(
+                {"score": score, "token": word_id, "token_str": word, "sequence": text[:start] + word + text[end:]}
+            )
         return result
 
 
@@ -265,18 +307,46 @@ class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
         super().__init__(*args, **kwargs)
         self.check_model_type({"elmo": "ElmoForQuestionAnswering"})
 
-    def _sanitize_parameters(self, top_k=None, doc_stride=None, max_answer_len=None, max_seq_len=None,
-                             max_question_len=None, handle_impossible_answer=None):
-        for name, value in (("top_k", top_k), ("doc_stride", doc_stride), ("max_answer_len", max_answer_len),
-                            ("max_seq_len", max_seq_len), ("max_question_len", max_question_len)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (name !=
-                                                                                                   "doc_stride")):
-                raise ValueError(f"{name} must be an int of at least {int(name != 'doc_stride')} (words), got "
-                                 f"{value!r}")
-        preprocess = {k: v for k, v in (("doc_stride", doc_stride), ("max_seq_len", max_seq_len),
-                                        ("max_question_len", max_question_len)) if v is not None}
-        postprocess = {k: v for k, v in (("top_k", top_k), ("max_answer_len", max_answer_len),
-                                         ("handle_impossible_answer", handle_impossible_answer)) if v is not None}
+    def _sanitize_parameters(
+        self,
+        top_k=None,
+        doc_stride=None,
+        max_answer_len=None,
+        max_seq_len=None,
+        max_question_len=None,
+        handle_impossible_answer=None,
+    ):
+        for name, value in (
+            ("top_k", top_k),
+            ("doc_stride", doc_stride),
+            ("max_answer_len", max_answer_len),
+            ("max_seq_len", max_seq_len),
+            ("max_question_len", max_question_len),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < (name != "doc_stride")
+            ):
+                raise ValueError(
+                    f"{name} must be an int of at least {int(name != 'doc_stride')} (words), got {value!r}"
+                )
+        preprocess = {
+            k: v
+            for k, v in (
+                ("doc_stride", doc_stride),
+                ("max_seq_len", max_seq_len),
+                ("max_question_len", max_question_len),
+            )
+            if v is not None
+        }
+        postprocess = {
+            k: v
+            for k, v in (
+                ("top_k", top_k),
+                ("max_answer_len", max_answer_len),
+                ("handle_impossible_answer", handle_impossible_answer),
+            )
+            if v is not None
+        }
         return preprocess, {}, postprocess
 
     def __call__(self, *args, **kwargs):
@@ -285,41 +355,61 @@ class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
         if not args and "question" in kwargs and "context" in kwargs:
             question, context = kwargs.pop("question"), kwargs.pop("context")
             if isinstance(question, str) != isinstance(context, str) or (
-                    not isinstance(question, str) and len(question) != len(context)):
+                not isinstance(question, str) and len(question) != len(context)
+            ):
                 raise ValueError("question and context must be two strs or two lists of the same length")
-            inputs = ({"question": question, "context": context} if isinstance(question, str) else
-                      [{"question": q, "context": c} for q, c in zip(question, context)])
+            inputs = (
+                {"question": question, "context": context}
+                if isinstance(question, str)
+                else [{"question": q, "context": c} for q, c in zip(question, context)]
+            )
         elif len(args) == 1:
             inputs = args[0]
         else:
-            raise ValueError('question answering takes question=..., context=..., or {"question": ..., "context": '
-                             "...} (or a list of them)")
+            raise ValueError(
+                'question answering takes question=..., context=..., or {"question": ..., "context": '
+                "...} (or a list of them)"
+            )
         if isinstance(inputs, (list, tuple)) and len(inputs) == 1:
             inputs = inputs[0]
         return super().__call__(inputs, **kwargs)
 
     def preprocess(self, example, max_seq_len=384, doc_stride=128, max_question_len=64):
-        if not (isinstance(example, dict) and set(example) == {"question", "context"}
-                and all(isinstance(v, str) for v in example.values())):
-            raise ValueError('question answering takes {"question": str, "context": str}, got '
-                             f"{example!r:.100}")
+        if not (
+            isinstance(example, dict)
+            and set(example) == {"question", "context"}
+            and all(isinstance(v, str) for v in example.values())
+        ):
+            raise ValueError(f'question answering takes {{"question": str, "context": str}}, got {example!r:.100}')
         if doc_stride >= max_seq_len:
-            raise ValueError(f"doc_stride ({doc_stride}) must be less than max_seq_len ({max_seq_len}): the words two "
-                             "windows of the context share")
+            raise ValueError(
+                f"doc_stride ({doc_stride}) must be less than max_seq_len ({max_seq_len}): the words two "
+                "windows of the context share"
+            )
         question = self.tokenizer.tokenize(example["question"])[:max_question_len]
         words, spans = self.tokenizer.segment(example["context"])
         starts = list(range(0, max(len(words) - doc_stride, 1), max_seq_len - doc_stride))
         for i, start in enumerate(starts):
             window = words[start : start + max_seq_len]
             encoding = self.tokenizer([question], [window], is_split_into_words=True, return_tensors="pt")
-            yield {"char_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
-                   "pair_char_ids": encoding["pair_input_ids"], "pair_attention_mask": encoding["pair_attention_mask"],
-                   "offset": start, "spans": spans, "context": example["context"], "is_last": i == len(starts) - 1}
+            yield {
+                "char_ids": encoding["input_ids"],
+                "attention_mask": encoding["attention_mask"],
+                "pair_char_ids": encoding["pair_input_ids"],
+                "pair_attention_mask": encoding["pair_attention_mask"],
+                "offset": start,
+                "spans": spans,
+                "context": example["context"],
+                "is_last": i == len(starts) - 1,
+            }
 
     def _forward(self, model_inputs):
         inputs = self._model_inputs(model_inputs)
-        output = self.model(**inputs, pair_input_ids=model_inputs.pop("pair_char_ids"),
-                            pair_attention_mask=model_inputs["pair_attention_mask"])
+        output = self.model(
+            **inputs,
+            pair_input_ids=model_inputs.pop("pair_char_ids"),
+            pair_attention_mask=model_inputs["pair_attention_mask"],
+        )
         return {"start_logits": output.start_logits, "end_logits": output.end_logits, **model_inputs}
 
     def postprocess(self, all_outputs, top_k=1, max_answer_len=15, handle_impossible_answer=False):
@@ -338,8 +428,15 @@ class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
                 first, last = output["offset"] + index // n, output["offset"] + index % n
                 best[first, last] = max(score, best.get((first, last), 0.0))
         spans, context = all_outputs[0]["spans"], all_outputs[0]["context"]
-        answers = [{"score": score, "start": spans[first][0], "end": spans[last][1],
-                    "answer": context[spans[first][0] : spans[last][1]]} for (first, last), score in best.items()]
+        answers = [
+            {
+                "score": score,
+                "start": spans[first][0],
+                "end": spans[last][1],
+                "answer": context[spans[first][0] : spans[last][1]],
+            }
+            for (first, last), score in best.items()
+        ]
         if handle_impossible_answer or not answers:
             answers.append({"score": null_score, "start": 0, "end": 0, "answer": ""})
         answers = sorted(answers, key=lambda a: -a["score"])[:top_k]

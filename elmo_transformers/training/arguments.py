@@ -13,24 +13,35 @@ from ..models import DEFAULT_MODEL
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(default=DEFAULT_MODEL,
-                                    metadata={"help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
-                                              "`elmo-transformers pretrain` output) or an already fine-tuned head "
-                                              "of the same kind (default: the shipped model)."})
-    freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
-                                                              "fine-tuning."})
+    model_name_or_path: str = field(
+        default=DEFAULT_MODEL,
+        metadata={
+            "help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
+            "`elmo-transformers pretrain` output) or an already fine-tuned head "
+            "of the same kind (default: the shipped model)."
+        },
+    )
+    freeze_bilm: bool = field(
+        default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full fine-tuning."}
+    )
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
     task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
-    pair_encoder_dim: int = field(default=128, metadata={"help": "Text pairs (text_pair_column): size of the "
-                                                                 "ESIM-style pair encoder (projection, BiLSTM)."})
-    pair_alignment: bool = field(default=True, metadata={"help": "Text pairs: align the two sentences (ESIM's "
-                                                                 "attention); false: each sentence pooled alone."})
+    pair_encoder_dim: int = field(
+        default=128,
+        metadata={"help": "Text pairs (text_pair_column): size of the ESIM-style pair encoder (projection, BiLSTM)."},
+    )
+    pair_alignment: bool = field(
+        default=True,
+        metadata={"help": "Text pairs: align the two sentences (ESIM's attention); false: each sentence pooled alone."},
+    )
     mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
     dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})
     scalar_mix_parameters: str | None = field(
         default=None,
-        metadata={"help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
-                  "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."},
+        metadata={
+            "help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
+            "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."
+        },
     )
     model: ModelFolder | None = field(default=None, init=False, repr=False)  # model_name_or_path, opened
 
@@ -43,22 +54,27 @@ class FinetuneDataArguments:
     dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset name (instead of files)."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
     text_column: str | None = field(default=None, metadata={"help": "Column of the words or text."})
-    text_pair_column: str | None = field(default=None, metadata={"help": "sequence-classification: column of the "
-                                                                 "second text of each pair (a pair head)."})
+    text_pair_column: str | None = field(
+        default=None,
+        metadata={"help": "sequence-classification: column of the second text of each pair (a pair head)."},
+    )
     label_column: str | None = field(default=None, metadata={"help": "Column of the labels."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N eval/test examples."})
     max_words: int | None = field(default=None, metadata={"help": "Truncate longer examples to this many words."})
-    max_answer_words: int = field(default=30, metadata={"help": "question-answering: the longest answer the metrics "
-                                                        "pick, in words."})
+    max_answer_words: int = field(
+        default=30, metadata={"help": "question-answering: the longest answer the metrics pick, in words."}
+    )
 
 
 @dataclass
 class PretrainModelArguments:
     model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
-                  "vocabulary is reused); omit to train from scratch with the size arguments below."},
+        metadata={
+            "help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
+            "vocabulary is reused); omit to train from scratch with the size arguments below."
+        },
     )
     char_embedding_dim: int = field(default=16, metadata={"help": "From scratch: character embedding size."})
     filters: str = field(
@@ -70,11 +86,19 @@ class PretrainModelArguments:
     projection_dim: int = field(default=128, metadata={"help": "From scratch: LSTM projection / token embedding size."})
     n_layers: int = field(default=2, metadata={"help": "From scratch: LSTM layers per direction."})
     n_negative_samples: int | None = field(
-        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (default: the starting "
-                                "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."}
+        default=None,
+        metadata={
+            "help": "Sampled softmax with this many negatives per batch (default: the starting "
+            "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."
+        },
     )
-    add_words: int = field(default=0, metadata={"help": "Continuing an LM: append up to this many of the training "
-                                                "text's out-of-vocabulary words to its vocabulary and softmax."})
+    add_words: int = field(
+        default=0,
+        metadata={
+            "help": "Continuing an LM: append up to this many of the training "
+            "text's out-of-vocabulary words to its vocabulary and softmax."
+        },
+    )
     add_words_min_count: int = field(default=5, metadata={"help": "Of the words to add, only those seen this often."})
     lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
     model: ModelFolder | None = field(default=None, init=False, repr=False)  # model_name_or_path, opened

@@ -42,8 +42,12 @@ def load_data(data_args):
     if data_args.dataset_name is None and not files:
         raise DataError("no data: give train_file / validation_file / test_file or dataset_name")
     if data_args.dataset_name is None and all(is_squad_file(path) for paths in files.values() for path in paths):
-        raw = datasets.DatasetDict({split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
-                                    for split, paths in files.items()})
+        raw = datasets.DatasetDict(
+            {
+                split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
+                for split, paths in files.items()
+            }
+        )
     else:
         raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
@@ -74,21 +78,27 @@ def label_mapping(raw, column, nested, config, head_class):
         values = set().union(*seen.values())
         if len({type(value) in (int, float) or type(value) for value in values}) > 1:  # ints and floats are numbers
             types = sorted({type(value).__name__ for value in values})
-            raise DataError(f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the "
-                            "same way (e.g. all as strings)")
+            raise DataError(
+                f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the "
+                "same way (e.g. all as strings)"
+            )
         labels = [label_name(value) for value in sorted(values)]
         seen = {name: {label_name(value) for value in values} for name, values in seen.items()}
     trained = sorted(seen["train"]) if "train" in seen else labels  # (a validation label does not train)
     if len(trained) < 2:
         where = " in the train split" if "train" in seen else ""
-        raise DataError(f"the column {column!r} holds one label ({', '.join(map(repr, trained))}){where}: a "
-                        "classifier needs at least two classes; give data with examples of two or more labels")
+        raise DataError(
+            f"the column {column!r} holds one label ({', '.join(map(repr, trained))}){where}: a "
+            "classifier needs at least two classes; give data with examples of two or more labels"
+        )
     for name, values in seen.items():
         if "train" in seen and name != "train" and values - seen["train"]:
             untrained = ", ".join(repr(label) for label in sorted(values - seen["train"]))
-            logger.warning(f"the {name} split has labels the train split lacks ({untrained}): the model never learns "
-                           "them, so their examples count as errors; add training examples of them or leave those "
-                           "examples out")
+            logger.warning(
+                f"the {name} split has labels the train split lacks ({untrained}): the model never learns "
+                "them, so their examples count as errors; add training examples of them or leave those "
+                "examples out"
+            )
     return labels
 
 
@@ -96,8 +106,9 @@ def require_column(raw, column, argument):
     """`column` is in the data, else an error that says to set `argument` (the name of the argument that gives it)."""
     columns = next(iter(raw.values())).column_names
     if column not in columns:
-        raise DataError(f"{argument} {column!r}: no such column in the data (its columns: {columns})", column,
-                        argument=argument)
+        raise DataError(
+            f"{argument} {column!r}: no such column in the data (its columns: {columns})", column, argument=argument
+        )
 
 
 def class_label(raw, column, nested):
@@ -116,8 +127,7 @@ def label_values(value, nested, where):
         if label is None:
             raise DataError(f"{where}: missing label (null)")
         if not isinstance(label, (str, int, float, bool)):
-            raise DataError(f"{where}: a label must be one string or number, got {type(label).__name__} "
-                            f"{label!r:.50}")
+            raise DataError(f"{where}: a label must be one string or number, got {type(label).__name__} {label!r:.50}")
     return list(value) if nested else [value]
 
 
@@ -151,8 +161,11 @@ def load_head(head_class, source, head_args, labels, default_encoder, **head_upd
     (`head_updates`)."""
     with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
         if labels is not None:
-            head_updates.update(num_labels=len(labels), id2label={i: str(label) for i, label in enumerate(labels)},
-                                label2id={str(label): i for i, label in enumerate(labels)})
+            head_updates.update(
+                num_labels=len(labels),
+                id2label={i: str(label) for i, label in enumerate(labels)},
+                label2id={str(label): i for i, label in enumerate(labels)},
+            )
         updates = dict(
             **head_updates,
             freeze_bilm=head_args.freeze_bilm,
@@ -160,8 +173,9 @@ def load_head(head_class, source, head_args, labels, default_encoder, **head_upd
             task_encoder_dim=head_args.task_encoder_dim,
             mix_l2_lambda=head_args.mix_l2_lambda,
             dropout=head_args.dropout,
-            scalar_mix_parameters=json_argument(head_args.scalar_mix_parameters, "scalar_mix_parameters",
-                                                "'[0, -1e4, -1e4]'"),
+            scalar_mix_parameters=json_argument(
+                head_args.scalar_mix_parameters, "scalar_mix_parameters", "'[0, -1e4, -1e4]'"
+            ),
         )
         source.elmo_config(**updates)  # refused here, naming the argument
     return load_model(source, head_class, config=updates)
@@ -172,9 +186,17 @@ def tokenize_splits(raw, encode, training_args):
     per machine under several processes."""
     with training_args.main_process_first(desc="tokenize"):
         try:
-            return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
-                                    remove_columns=split.column_names, desc=f"tokenize {name}")
-                    for name, split in raw.items()}
+            return {
+                name: split.map(
+                    encode,
+                    batched=True,
+                    with_indices=True,
+                    fn_kwargs={"split": name},
+                    remove_columns=split.column_names,
+                    desc=f"tokenize {name}",
+                )
+                for name, split in raw.items()
+            }
         except DataError:
             raise
         except (TypeError, ValueError) as e:  # the tokenizer's refusals of a text (None, not a string)
@@ -195,8 +217,12 @@ def token_metrics(labels):
 
             p_tags = [[labels[i] for i in p[k]] for p, k in zip(predicted, keep)]
             g_tags = [[labels[i] for i in g[k]] for g, k in zip(gold, keep)]
-            metrics.update({name: float(score(g_tags, p_tags, zero_division=0)) for name, score in
-                            (("precision", precision_score), ("recall", recall_score), ("f1", f1_score))})
+            metrics.update(
+                {
+                    name: float(score(g_tags, p_tags, zero_division=0))
+                    for name, score in (("precision", precision_score), ("recall", recall_score), ("f1", f1_score))
+                }
+            )
         return metrics
 
     return compute_metrics
@@ -214,8 +240,12 @@ def token_classification(head_args, data_args, training_args):
     model, tokenizer = load_head(ElmoForTokenClassification, source, head_args, labels, default_encoder="lstm")
 
     def encode(batch, indices, split):
-        encoded = tokenizer(batch[words_column], is_split_into_words=True, truncation=data_args.max_words is not None,
-                            max_length=data_args.max_words)
+        encoded = tokenizer(
+            batch[words_column],
+            is_split_into_words=True,
+            truncation=data_args.max_words is not None,
+            max_length=data_args.max_words,
+        )
         encoded["labels"] = []
         for index, words, tags, ids in zip(indices, batch[words_column], batch[tags_column], encoded["input_ids"]):
             where = f"{split} example {index}"
@@ -252,15 +282,18 @@ def sequence_classification(head_args, data_args, training_args):
         pair_updates = dict(pair_encoder_dim=head_args.pair_encoder_dim, pair_alignment=head_args.pair_alignment)
     labels = label_mapping(raw, label_column, False, config, ElmoForSequenceClassification)
     label_id = label_encoder(raw, label_column, False, labels)
-    model, tokenizer = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear",
-                                 **pair_updates)
+    model, tokenizer = load_head(
+        ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear", **pair_updates
+    )
 
     def encode(batch, indices, split):
         pairs = None if pair_column is None else batch[pair_column]
-        encoded = tokenizer(batch[text_column], pairs, truncation=data_args.max_words is not None,
-                            max_length=data_args.max_words)
-        encoded["labels"] = [label_id(label, f"{split} example {index}")
-                             for index, label in zip(indices, batch[label_column])]
+        encoded = tokenizer(
+            batch[text_column], pairs, truncation=data_args.max_words is not None, max_length=data_args.max_words
+        )
+        encoded["labels"] = [
+            label_id(label, f"{split} example {index}") for index, label in zip(indices, batch[label_column])
+        ]
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
@@ -349,8 +382,9 @@ def question_answering(head_args, data_args, training_args):
             start_logits, end_logits = prediction.predictions[:2]
             spans = best_spans(start_logits, end_logits, [len(s) for s in contexts], data_args.max_answer_words)
             totals = [0.0, 0.0]
-            for (first, last), context_spans, context, answers in zip(spans, contexts, validation["context"],
-                                                                      validation["answers"]):
+            for (first, last), context_spans, context, answers in zip(
+                spans, contexts, validation["context"], validation["answers"]
+            ):
                 answer = context[context_spans[first][0] : context_spans[last][1]] if last >= first else ""
                 for i, score in enumerate(squad_scores(answer, answers["text"])):
                     totals[i] += score

@@ -23,8 +23,13 @@ def toy_pairs(n, seed):
     rows = []
     for _ in range(n):
         x, y, z = rng.choice(NOUNS), rng.choice(NOUNS), rng.choice(NOUNS)
-        rows.append({"premise": f"the {x} sees the {y} .", "hypothesis": f"a {z} runs",
-                     "label": "same" if z in (x, y) else "other"})
+        rows.append(
+            {
+                "premise": f"the {x} sees the {y} .",
+                "hypothesis": f"a {z} runs",
+                "label": "same" if z in (x, y) else "other",
+            }
+        )
     return rows
 
 
@@ -32,8 +37,12 @@ def toy_pairs(n, seed):
 def test_trainer_trains_a_pair_head_from_two_text_columns(tiny_model_dir, tmp_path):
     tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
     model = ElmoForSequenceClassification.from_pretrained(
-        tiny_model_dir, num_labels=2, id2label={0: "other", 1: "same"}, label2id={"other": 0, "same": 1},
-        pair_encoder_dim=16, dropout=0.0,
+        tiny_model_dir,
+        num_labels=2,
+        id2label={0: "other", 1: "same"},
+        label2id={"other": 0, "same": 1},
+        pair_encoder_dim=16,
+        dropout=0.0,
     )
     raw = datasets.Dataset.from_list(toy_pairs(96, seed=0))
 
@@ -43,17 +52,31 @@ def test_trainer_trains_a_pair_head_from_two_text_columns(tiny_model_dir, tmp_pa
         return encoded
 
     train = raw.map(encode, batched=True, remove_columns=raw.column_names)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], per_device_train_batch_size=16,
-                             learning_rate=1e-2, max_steps=6, save_strategy="no", disable_tqdm=True, seed=0)
-    trainer = Trainer(model=model, args=args, train_dataset=train, processing_class=tokenizer,
-                      data_collator=DataCollatorWithPadding(tokenizer))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        report_to=[],
+        per_device_train_batch_size=16,
+        learning_rate=1e-2,
+        max_steps=6,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+    )
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainer.train()
     for name, p in model.named_parameters():  # the ELMo recipe: the biLM frozen, the mix and the pair layers trained
         assert torch.equal(p, before[name]) == name.startswith("elmo.bilm."), name
     held_out = toy_pairs(16, seed=1)
-    batch = tokenizer([r["premise"] for r in held_out], [r["hypothesis"] for r in held_out], padding=True,
-                      return_tensors="pt")
+    batch = tokenizer(
+        [r["premise"] for r in held_out], [r["hypothesis"] for r in held_out], padding=True, return_tensors="pt"
+    )
     model.eval()
     trainer.save_model(tmp_path / "saved")
     elmo_transformers.register()  # AutoModel* finds the installed classes, as the package registers them
@@ -70,14 +93,34 @@ def write_jsonl(path, rows):
 
 def test_finetune_takes_a_text_pair_column(tiny_model_dir, tmp_path, capsys):
     data = write_jsonl(tmp_path / "train.jsonl", toy_pairs(8, seed=0))
-    base = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data,
-            "--text-column", "premise", "--do-train", "--max-steps", "2", "--report-to", "none"]
-    assert run([*base, "--text-pair-column", "hypothesis", "--pair-encoder-dim", "8", "--output-dir",
-                tmp_path / "out"], capsys)[0] == 0
+    base = [
+        "finetune",
+        "sequence-classification",
+        "--model-name-or-path",
+        tiny_model_dir,
+        "--train-file",
+        data,
+        "--text-column",
+        "premise",
+        "--do-train",
+        "--max-steps",
+        "2",
+        "--report-to",
+        "none",
+    ]
+    assert (
+        run(
+            [*base, "--text-pair-column", "hypothesis", "--pair-encoder-dim", "8", "--output-dir", tmp_path / "out"],
+            capsys,
+        )[0]
+        == 0
+    )
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["pair_encoder_dim"] == 8 and config["pair_alignment"] is True
     assert sorted(config["label2id"]) == ["other", "same"]
     trained = ElmoForSequenceClassification.from_pretrained(tmp_path / "out")
     assert trained.pair_encoder is not None
-    one_line(*run([*base, "--text-pair-column", "nosuch", "--output-dir", tmp_path / "out2"], capsys),
-             "--text-pair-column 'nosuch': no such column in the data")
+    one_line(
+        *run([*base, "--text-pair-column", "nosuch", "--output-dir", tmp_path / "out2"], capsys),
+        "--text-pair-column 'nosuch': no such column in the data",
+    )

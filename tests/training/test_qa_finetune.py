@@ -47,22 +47,41 @@ def test_squad_files_are_read_as_squad_rows():
 
 def squad_file(path, examples):
     """A SQuAD-format file of (question, context, answer) triples, the answer's first occurrence as answer_start."""
-    paragraphs = [{"context": c, "qas": [{"id": str(i), "question": q,
-                                          "answers": [{"text": a, "answer_start": c.index(a)}]}]}
-                  for i, (q, c, a) in enumerate(examples)]
+    paragraphs = [
+        {"context": c, "qas": [{"id": str(i), "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+        for i, (q, c, a) in enumerate(examples)
+    ]
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}))
     return path
 
 
-EXAMPLES = [("Who sat ?", "He sat on the bank .", "He"), ("Where did he sit ?", "He sat on the bank .", "the bank"),
-            ("What flows ?", "The river flows past the town", "The river")]
+EXAMPLES = [
+    ("Who sat ?", "He sat on the bank .", "He"),
+    ("Where did he sit ?", "He sat on the bank .", "the bank"),
+    ("What flows ?", "The river flows past the town", "The river"),
+]
 
 
 def test_finetune_question_answering_reads_squad_files(tiny_model_dir, tmp_path, capsys):
     train = squad_file(tmp_path / "train.json", EXAMPLES)
-    base = ["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, "--train-file", train,
-            "--validation-file", train, "--do-train", "--do-eval", "--max-steps", "1", "--report-to", "none",
-            "--task-encoder-dim", "4"]
+    base = [
+        "finetune",
+        "question-answering",
+        "--model-name-or-path",
+        tiny_model_dir,
+        "--train-file",
+        train,
+        "--validation-file",
+        train,
+        "--do-train",
+        "--do-eval",
+        "--max-steps",
+        "1",
+        "--report-to",
+        "none",
+        "--task-encoder-dim",
+        "4",
+    ]
     assert run([*base, "--output-dir", tmp_path / "out"], capsys)[0] == 0
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["architectures"] == ["ElmoForQuestionAnswering"]
@@ -71,9 +90,25 @@ def test_finetune_question_answering_reads_squad_files(tiny_model_dir, tmp_path,
     assert 0 <= metrics["eval_exact_match"] <= metrics["eval_f1"] <= 100
     columns = tmp_path / "columns.jsonl"
     columns.write_text('{"question": "Who ?", "context": "He sat", "label": "He"}\n')
-    one_line(*run(["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, "--train-file", columns,
-                   "--do-train", "--output-dir", tmp_path / "out2", "--report-to", "none"], capsys),
-             "'answers': no such column in the data")
+    one_line(
+        *run(
+            [
+                "finetune",
+                "question-answering",
+                "--model-name-or-path",
+                tiny_model_dir,
+                "--train-file",
+                columns,
+                "--do-train",
+                "--output-dir",
+                tmp_path / "out2",
+                "--report-to",
+                "none",
+            ],
+            capsys,
+        ),
+        "'answers': no such column in the data",
+    )
 
 
 def test_question_answering_from_a_dataset_with_squad_columns(tiny_model_dir, tmp_path, monkeypatch):
@@ -82,11 +117,14 @@ def test_question_answering_from_a_dataset_with_squad_columns(tiny_model_dir, tm
     from elmo_transformers.training import finetuning
     from elmo_transformers.training.arguments import FinetuneDataArguments, HeadArguments
 
-    rows = [{"id": str(i), "question": q, "context": c, "answers": {"text": [a], "answer_start": [c.index(a)]}}
-            for i, (q, c, a) in enumerate(EXAMPLES)]
+    rows = [
+        {"id": str(i), "question": q, "context": c, "answers": {"text": [a], "answer_start": [c.index(a)]}}
+        for i, (q, c, a) in enumerate(EXAMPLES)
+    ]
     dataset = datasets.Dataset.from_list(rows)
-    monkeypatch.setattr(finetuning, "load_splits", lambda *args: datasets.DatasetDict(train=dataset,
-                                                                                      validation=dataset))
+    monkeypatch.setattr(
+        finetuning, "load_splits", lambda *args: datasets.DatasetDict(train=dataset, validation=dataset)
+    )
     trainer = finetuning.question_answering(
         HeadArguments(model_name_or_path=str(tiny_model_dir), task_encoder_dim=4),
         FinetuneDataArguments(dataset_name="squad"),

@@ -11,18 +11,25 @@ from elmo_transformers import ElmoTextClassificationPipeline
 from modeling_elmo import ElmoForSequenceClassification
 from tokenization_elmo import ElmoTokenizer
 
-PAIRS = [("A man is sleeping on a bench .", "Nobody sleeps ."), ("Two dogs run", "Animals are outside in the park"),
-         ("", "an empty first sentence"), ("one", "")]
-LABELS = {"id2label": {0: "entailment", 1: "neutral", 2: "contradiction"},
-          "label2id": {"entailment": 0, "neutral": 1, "contradiction": 2}}
+PAIRS = [
+    ("A man is sleeping on a bench .", "Nobody sleeps ."),
+    ("Two dogs run", "Animals are outside in the park"),
+    ("", "an empty first sentence"),
+    ("one", ""),
+]
+LABELS = {
+    "id2label": {0: "entailment", 1: "neutral", 2: "contradiction"},
+    "label2id": {"entailment": 0, "neutral": 1, "contradiction": 2},
+}
 
 
 @pytest.fixture(scope="module")
 def pair_head(tiny_model_dir, tmp_path_factory):
     """A pair head on the tiny model (seeded random layers), saved with its tokenizer as fine-tuning saves it."""
     torch.manual_seed(0)
-    model = ElmoForSequenceClassification.from_pretrained(tiny_model_dir, pair_encoder_dim=6, dropout=0.0,
-                                                          **LABELS).eval()
+    model = ElmoForSequenceClassification.from_pretrained(
+        tiny_model_dir, pair_encoder_dim=6, dropout=0.0, **LABELS
+    ).eval()
     folder = tmp_path_factory.mktemp("pair-head")
     model.save_pretrained(folder)
     ElmoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
@@ -56,8 +63,9 @@ def esim_by_hand(encoder, a, b):
         aligned = []
         for i in range(len(x)):
             e = torch.stack([x[i] @ y[j] for j in range(len(y))])
-            aligned.append(sum(w * y[j] for j, w in enumerate(torch.softmax(e, 0))) if len(y) else torch.zeros_like(
-                x[i]))
+            aligned.append(
+                sum(w * y[j] for j, w in enumerate(torch.softmax(e, 0))) if len(y) else torch.zeros_like(x[i])
+            )
         aligned = torch.stack(aligned)
         m = torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)
         v, _ = encoder.composition(torch.relu(encoder.projection(m)).unsqueeze(0))
@@ -117,8 +125,9 @@ def test_pairs_give_a_loss_and_gradients_to_every_trainable_layer(pair_head, tin
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_text_classification_pipeline_takes_text_pairs(pair_head, batch_size):
     model, tokenizer, folder = pair_head
-    classifier = pipeline("text-classification", model=str(folder), pipeline_class=ElmoTextClassificationPipeline,
-                          top_k=None)
+    classifier = pipeline(
+        "text-classification", model=str(folder), pipeline_class=ElmoTextClassificationPipeline, top_k=None
+    )
     inputs = [{"text": a, "text_pair": b} for a, b in PAIRS]
     got = classifier(inputs, batch_size=batch_size)
     with torch.no_grad():

@@ -13,17 +13,20 @@ from elmo_transformers import ElmoQuestionAnsweringPipeline
 from modeling_elmo import ElmoForQuestionAnswering
 from tokenization_elmo import ElmoTokenizer
 
-EXAMPLES = [{"question": "Who sat on the bank ?", "context": "He sat  on the bank\tof the river ."},
-            {"question": "Where is New York ?", "context": "New  York is in the caf\u00e9 \u00a0state of na\u00efve"},
-            {"question": "Empty ?", "context": "word"}]
+EXAMPLES = [
+    {"question": "Who sat on the bank ?", "context": "He sat  on the bank\tof the river ."},
+    {"question": "Where is New York ?", "context": "New  York is in the caf\u00e9 \u00a0state of na\u00efve"},
+    {"question": "Empty ?", "context": "word"},
+]
 
 
 @pytest.fixture(scope="module")
 def qa_head(tiny_model_dir, tmp_path_factory):
     """A QA head on the tiny model (seeded random layers, sharp logits), saved with its tokenizer."""
     torch.manual_seed(0)
-    model = ElmoForQuestionAnswering.from_pretrained(tiny_model_dir, task_encoder="lstm", task_encoder_dim=6,
-                                                     dropout=0.0).eval()
+    model = ElmoForQuestionAnswering.from_pretrained(
+        tiny_model_dir, task_encoder="lstm", task_encoder_dim=6, dropout=0.0
+    ).eval()
     with torch.no_grad():
         model.span_outputs.weight.mul_(20)
     folder = tmp_path_factory.mktemp("qa-head")
@@ -35,8 +38,12 @@ def qa_head(tiny_model_dir, tmp_path_factory):
 def attention_flow_by_hand(flow, c, q):
     """BiDAF (Seo et al. 2017) eqs. 1-3 for one example without padding, word by word."""
     w = flow.similarity.weight[0]
-    S = torch.stack([torch.stack([w @ torch.cat([c[t], q[j], c[t] * q[j]]) + flow.similarity.bias[0]
-                                  for j in range(len(q))]) for t in range(len(c))])
+    S = torch.stack(
+        [
+            torch.stack([w @ torch.cat([c[t], q[j], c[t] * q[j]]) + flow.similarity.bias[0] for j in range(len(q))])
+            for t in range(len(c))
+        ]
+    )
     u = torch.stack([sum(a * q[j] for j, a in enumerate(torch.softmax(S[t], 0))) for t in range(len(c))])
     b = torch.softmax(S.max(dim=1).values, 0)
     h = sum(b[t] * c[t] for t in range(len(c)))
@@ -59,8 +66,9 @@ def test_attention_flow_is_bidaf_and_ignores_padding(qa_head):
 def test_span_logits_and_loss_over_the_context_words(qa_head, tiny):
     model, tokenizer, _ = qa_head
     base, _ = tiny
-    batch = tokenizer([e["question"] for e in EXAMPLES], [e["context"] for e in EXAMPLES], padding=True,
-                      return_tensors="pt")
+    batch = tokenizer(
+        [e["question"] for e in EXAMPLES], [e["context"] for e in EXAMPLES], padding=True, return_tensors="pt"
+    )
     starts, ends = torch.tensor([0, 0, 0]), torch.tensor([0, 1, 5])  # the third's end is past its one word: ignored
     seen = []
     hook = model.elmo.register_forward_hook(lambda module, args, output: seen.append(output))
@@ -95,16 +103,23 @@ def test_auto_class_and_remote_code_load_the_head(qa_head):
 def best_by_hand(model, tokenizer, example, max_answer_len=15):
     """The best span of the whole context (one window), by brute force over the word pairs, with its score."""
     words, spans = tokenizer.segment(example["context"])
-    batch = tokenizer([tokenizer.tokenize(example["question"])], [words], is_split_into_words=True,
-                      return_tensors="pt")
+    batch = tokenizer([tokenizer.tokenize(example["question"])], [words], is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
         out = model(**batch)
     p_start, p_end = out.start_logits[0].softmax(0), out.end_logits[0].softmax(0)
-    candidates = [(float(p_start[s] * p_end[e]), s, e) for s in range(len(words)) for e in range(s, len(words))
-                  if e - s < max_answer_len]
+    candidates = [
+        (float(p_start[s] * p_end[e]), s, e)
+        for s in range(len(words))
+        for e in range(s, len(words))
+        if e - s < max_answer_len
+    ]
     score, s, e = max(candidates)
-    return {"score": score, "start": spans[s][0], "end": spans[e][1], "answer": example["context"][spans[s][0] :
-                                                                                                    spans[e][1]]}
+    return {
+        "score": score,
+        "start": spans[s][0],
+        "end": spans[e][1],
+        "answer": example["context"][spans[s][0] : spans[e][1]],
+    }
 
 
 @pytest.mark.parametrize("batch_size", [1, 8])
@@ -132,8 +147,9 @@ def test_long_contexts_are_read_in_windows_of_words(qa_head):
     context = " ".join(f"w{i}" for i in range(23))
     windows = []
     original = ElmoQuestionAnsweringPipeline._forward
-    ElmoQuestionAnsweringPipeline._forward = lambda self, inputs: (windows.append(
-        (inputs["offset"], int(inputs["pair_attention_mask"].sum()))) or original(self, inputs))
+    ElmoQuestionAnsweringPipeline._forward = lambda self, inputs: (
+        windows.append((inputs["offset"], int(inputs["pair_attention_mask"].sum()))) or original(self, inputs)
+    )
     try:
         answers = qa(question="w3 ?", context=context, max_seq_len=10, doc_stride=4, top_k=50)
     finally:
