@@ -79,8 +79,10 @@ def read_vocabulary(path):
         words = [line.strip() for line in f]
     for number, word in enumerate(words, 1):
         if "\x00" in word:  # UTF-16 without a byte-order mark decodes as UTF-8 with a NUL beside every letter
-            raise ValueError(f"{path}, line {number}: NUL characters in the word; the file is likely UTF-16, not "
-                             "UTF-8: convert it, e.g. with iconv")
+            raise ValueError(
+                f"{path}, line {number}: NUL characters in the word; the file is likely UTF-16, not "
+                "UTF-8: convert it, e.g. with iconv"
+            )
     missing = [w for w in (BOS_WORD, EOS_WORD, UNK_WORD) if w not in words]
     if missing:
         raise ValueError(
@@ -112,13 +114,19 @@ def sentence_boundary_char_ids(max_chars=50):
 
 
 # How raw text is split into words (`segmenter`): the packages each segmenter needs and the extra installing them.
-SEGMENTERS = {"whitespace": None, "jieba": ("jieba", "zh"), "fugashi": ("fugashi unidic-lite", "ja"),
-              "sudachipy": ("sudachipy sudachidict-core", "ja")}
+SEGMENTERS = {
+    "whitespace": None,
+    "jieba": ("jieba", "zh"),
+    "fugashi": ("fugashi unidic-lite", "ja"),
+    "sudachipy": ("sudachipy sudachidict-core", "ja"),
+}
 OPENCC = ("opencc-python-reimplemented", "zh")
 # Scripts written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer, with CJK and full-width punctuation): white
 # space does not find their words, so the whitespace split warns about text holding any of them, whatever its length.
-UNSEGMENTED_SCRIPT = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff"
-                                r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]")
+UNSEGMENTED_SCRIPT = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3001-\u303f\u3040-\u30ff"
+    r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uffef]"
+)
 # What a segmenter's analyser gets (one rule for all of them): control characters (NUL, which ends MeCab's text, and
 # the rest of Unicode's Cc but the line end) and lone surrogates (which UTF-8 cannot encode: MeCab and SudachiPy
 # raise) are not text; each becomes a space, so it separates words and is no word. The text then goes in pieces of at
@@ -139,8 +147,10 @@ def warn_once(key, message, log=logger):
 
 
 def missing_package(what, packages, extra):
-    return ValueError(f"this tokenizer needs {what}, which is not installed: "
-                      f"pip install \"elmo-transformers[{extra}]\" (or pip install {packages})")
+    return ValueError(
+        f"this tokenizer needs {what}, which is not installed: "
+        f'pip install "elmo-transformers[{extra}]" (or pip install {packages})'
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -225,9 +235,12 @@ def word_to_char_ids(word, max_chars=50):
     if len(encoded) > max_chars - 2:
         encoded = encoded[: max_chars - 2]
         kept = encoded.decode("utf-8", errors="ignore")
-        warn_once("byte cut", f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} "
-                  f"bytes: {word[:20]!r}... keeps {len(kept)} of its {len(word)} characters ({kept!r}); a text "
-                  "without spaces must be segmented into words first")
+        warn_once(
+            "byte cut",
+            f"Words longer than {max_chars - 2} UTF-8 bytes are cut to their first {max_chars - 2} "
+            f"bytes: {word[:20]!r}... keeps {len(kept)} of its {len(word)} characters ({kept!r}); a text "
+            "without spaces must be segmented into words first",
+        )
     raw = [BEGINNING_OF_WORD_CHAR, *encoded, END_OF_WORD_CHAR] + [PADDING_CHAR] * (max_chars - 2 - len(encoded))
     return tuple(c + 1 for c in raw)
 
@@ -258,11 +271,15 @@ class ElmoSegmenter:
 
     def __init__(self, segmenter="whitespace", opencc_config=None, mask_token=MASK_WORD):
         if not isinstance(segmenter, str) or segmenter not in SEGMENTERS:
-            raise ValueError(f"segmenter must be one of {', '.join(SEGMENTERS)} (a string), got {segmenter!r:.100}: "
-                             "set it so in tokenizer_config.json")
+            raise ValueError(
+                f"segmenter must be one of {', '.join(SEGMENTERS)} (a string), got {segmenter!r:.100}: "
+                "set it so in tokenizer_config.json"
+            )
         if opencc_config is not None and not isinstance(opencc_config, str):
-            raise ValueError(f"opencc_config must be an OpenCC conversion name (a string, e.g. 's2t') or null, got "
-                             f"{opencc_config!r:.100}: set it so in tokenizer_config.json")
+            raise ValueError(
+                f"opencc_config must be an OpenCC conversion name (a string, e.g. 's2t') or null, got "
+                f"{opencc_config!r:.100}: set it so in tokenizer_config.json"
+            )
         if segmenter != "whitespace":
             load_segmenter(segmenter)
         if opencc_config is not None:
@@ -276,8 +293,10 @@ class ElmoSegmenter:
 
     def packages(self):
         """The packages whose version decides how text is split (another version may split otherwise)."""
-        return [*((SEGMENTERS[self.segmenter] or ("",))[0].split()),
-                *(OPENCC[0].split() if self.opencc_config is not None else [])]
+        return [
+            *((SEGMENTERS[self.segmenter] or ("",))[0].split()),
+            *(OPENCC[0].split() if self.opencc_config is not None else []),
+        ]
 
     def segment(self, text):
         """(words, spans) of raw `text`: its words, and where each is in `text`, (start, end)."""
@@ -310,12 +329,15 @@ class ElmoSegmenter:
     def check_segmented(text):
         """Warn (once) when the whitespace split meets text of a script written without spaces."""
         if "unsegmented" not in _warned and UNSEGMENTED_SCRIPT.search(text):
-            warn_once("unsegmented", f"ElmoTokenizer splits text on white space, and {text.strip()[:20]!r} holds "
-                      "Chinese, Japanese or Thai characters, whose words white space does not find (a sentence "
-                      "becomes one word), and a model trained on another language (the default model: English) "
-                      "does not read them. Pass the words (is_split_into_words=True; also for text already split "
-                      "with spaces), or use a model of that language whose tokenizer has a segmenter "
-                      "(segmenter='jieba' for Chinese, 'fugashi' for Japanese; see docs/zh, docs/ja)")
+            warn_once(
+                "unsegmented",
+                f"ElmoTokenizer splits text on white space, and {text.strip()[:20]!r} holds "
+                "Chinese, Japanese or Thai characters, whose words white space does not find (a sentence "
+                "becomes one word), and a model trained on another language (the default model: English) "
+                "does not read them. Pass the words (is_split_into_words=True; also for text already split "
+                "with spaces), or use a model of that language whose tokenizer has a segmenter "
+                "(segmenter='jieba' for Chinese, 'fugashi' for Japanese; see docs/zh, docs/ja)",
+            )
 
 
 class ElmoBasicTokenizer:
@@ -325,12 +347,22 @@ class ElmoBasicTokenizer:
     (`char_vocab`, `word_vocab`: {token: id} of char.dic / word.dic), and the language model's word vocabulary
     (`words`: vocab.txt's lines; word id = line number)."""
 
-    def __init__(self, max_characters_per_token=50, segmenter=None, do_lower_case=False, keep_case=(),
-                 char_vocab=None, word_vocab=None, words=None):
+    def __init__(
+        self,
+        max_characters_per_token=50,
+        segmenter=None,
+        do_lower_case=False,
+        keep_case=(),
+        char_vocab=None,
+        word_vocab=None,
+        words=None,
+    ):
         value = max_characters_per_token
         if isinstance(value, bool) or not isinstance(value, int) or not 3 <= value <= MAX_CHARACTERS_PER_TOKEN:
-            raise ValueError(f"max_characters_per_token must be an integer from 3 to {MAX_CHARACTERS_PER_TOKEN:,} "
-                             f"(begin-of-word, at least one character, end-of-word), got {value!r:.100}")
+            raise ValueError(
+                f"max_characters_per_token must be an integer from 3 to {MAX_CHARACTERS_PER_TOKEN:,} "
+                f"(begin-of-word, at least one character, end-of-word), got {value!r:.100}"
+            )
         if not isinstance(do_lower_case, bool):
             raise ValueError(f"do_lower_case must be True or False, got {do_lower_case!r:.100}")
         self.max_characters_per_token = max_characters_per_token
@@ -359,20 +391,34 @@ class ElmoBasicTokenizer:
         self._empty_table()
 
     @classmethod
-    def from_files(cls, max_characters_per_token=50, segmenter=None, do_lower_case=False, keep_case=(),
-                   vocab_file=None, char_vocab_file=None, word_vocab_file=None):
+    def from_files(
+        cls,
+        max_characters_per_token=50,
+        segmenter=None,
+        do_lower_case=False,
+        keep_case=(),
+        vocab_file=None,
+        char_vocab_file=None,
+        word_vocab_file=None,
+    ):
         """The tokenizer whose vocabularies are in these files: vocab.txt (`read_vocabulary`), char.dic and word.dic
         (`read_dic`)."""
-        return cls(max_characters_per_token, segmenter, do_lower_case, keep_case,
-                   None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS),
-                   None if word_vocab_file is None else read_dic(word_vocab_file, WORD_VOCAB_SYMBOLS),
-                   None if vocab_file is None else read_vocabulary(vocab_file))
+        return cls(
+            max_characters_per_token,
+            segmenter,
+            do_lower_case,
+            keep_case,
+            None if char_vocab_file is None else read_dic(char_vocab_file, CHAR_VOCAB_SYMBOLS),
+            None if word_vocab_file is None else read_dic(word_vocab_file, WORD_VOCAB_SYMBOLS),
+            None if vocab_file is None else read_vocabulary(vocab_file),
+        )
 
     @classmethod
     def from_settings(cls, settings, **files):
         """The tokenizer a model folder's tokenizer_config.json (`settings`) describes (max_characters_per_token,
         segmenter, opencc_config, do_lower_case, the special and added tokens), with its vocabulary `files`
         (`from_files`)."""
+
         def content(token):  # a token as tokenizer_config.json holds it: a string, or an AddedToken's dict
             return token.get("content") if isinstance(token, dict) else token
 
@@ -380,16 +426,24 @@ class ElmoBasicTokenizer:
         kept = [content(settings.get(name)) for name in ("bos_token", "eos_token", "unk_token", "pad_token")]
         kept += [content(token) for token in (settings.get("added_tokens_decoder") or {}).values()]
         segmenter = ElmoSegmenter(settings.get("segmenter", "whitespace"), settings.get("opencc_config"), mask)
-        return cls.from_files(settings.get("max_characters_per_token", 50), segmenter,
-                              settings.get("do_lower_case", False),
-                              {token for token in [*kept, mask] if isinstance(token, str)}, **files)
+        return cls.from_files(
+            settings.get("max_characters_per_token", 50),
+            segmenter,
+            settings.get("do_lower_case", False),
+            {token for token in [*kept, mask] if isinstance(token, str)},
+            **files,
+        )
 
     def settings(self):
         """What decides the rows of a word besides the vocabularies (what a model's identity records)."""
         segmenter = self.segmenter
-        return {"max_characters_per_token": self.max_characters_per_token, "segmenter": segmenter.segmenter,
-                "opencc_config": segmenter.opencc_config, "mask_token": segmenter.mask_token,
-                "do_lower_case": self.do_lower_case}
+        return {
+            "max_characters_per_token": self.max_characters_per_token,
+            "segmenter": segmenter.segmenter,
+            "opencc_config": segmenter.opencc_config,
+            "mask_token": segmenter.mask_token,
+            "do_lower_case": self.do_lower_case,
+        }
 
     @property
     def mask_token(self):
@@ -483,8 +537,9 @@ class ElmoBasicTokenizer:
     def _vocabulary_row(self, word):
         max_chars = self.max_characters_per_token
         if len(word) > max_chars - 2:
-            warn_once("character cut", f"Words longer than {max_chars - 2} characters are cut to their first "
-                      f"{max_chars - 2}.")
+            warn_once(
+                "character cut", f"Words longer than {max_chars - 2} characters are cut to their first {max_chars - 2}."
+            )
             word = word[: max_chars - 2]
         row = []
         if self.word_vocab is not None:
@@ -507,16 +562,21 @@ class ElmoBasicTokenizer:
         if array.size == 0:
             return
         if array.dtype.kind not in "iu" or array.shape[-1] != self.input_width:
-            raise ValueError(f"{where} must be rows of {self.input_width} integer ids per word, got "
-                             f"{array.dtype} values of shape {list(array.shape)}")
+            raise ValueError(
+                f"{where} must be rows of {self.input_width} integer ids per word, got "
+                f"{array.dtype} values of shape {list(array.shape)}"
+            )
         high = np.full(self.input_width, CHAR_VOCAB_SIZE - 1)
         if self.vocabulary_inputs:
             sizes = ([len(self.word_vocab)] if self.word_vocab else []) + [len(self.char_vocab or ())] * (
-                self.input_width - (1 if self.word_vocab else 0))
+                self.input_width - (1 if self.word_vocab else 0)
+            )
             high = np.array(sizes)
         if array.min() < 0 or (array > high).any():
-            raise ValueError(f"{where} holds ids outside this tokenizer's range (0 to {high.max()}), e.g. "
-                             f"{array[(array < 0) | (array > high)][:3].tolist()}")
+            raise ValueError(
+                f"{where} holds ids outside this tokenizer's range (0 to {high.max()}), e.g. "
+                f"{array[(array < 0) | (array > high)][:3].tolist()}"
+            )
 
     def row_to_word(self, row):
         """Best-effort inverse of `token_row`; None for an all-zero (padding) row."""

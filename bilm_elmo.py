@@ -22,18 +22,46 @@ import torch.nn.functional as F
 from torch import nn
 
 try:  # loaded as remote code, the modules are one package
-    from .basic_tokenization_elmo import (BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids,
-                                          word_to_char_ids)
+    from .basic_tokenization_elmo import (
+        BOS_WORD,
+        CHAR_VOCAB_SIZE,
+        EOS_WORD,
+        sentence_boundary_char_ids,
+        word_to_char_ids,
+    )
     from .kernels_elmo import (
-        Int8Gemms, export_gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell,
-        lstm_step, onednn_runs, scan_lstm, wants_grad,
+        Int8Gemms,
+        export_gemms,
+        float_gemms,
+        float_kernel,
+        float_linear,
+        gates_block_steps,
+        inplace_lstm_cell,
+        lstm_step,
+        onednn_runs,
+        scan_lstm,
+        wants_grad,
     )
 except ImportError:  # installed with pip, they are top-level modules
-    from basic_tokenization_elmo import (BOS_WORD, CHAR_VOCAB_SIZE, EOS_WORD, sentence_boundary_char_ids,
-                                         word_to_char_ids)
+    from basic_tokenization_elmo import (
+        BOS_WORD,
+        CHAR_VOCAB_SIZE,
+        EOS_WORD,
+        sentence_boundary_char_ids,
+        word_to_char_ids,
+    )
     from kernels_elmo import (
-        Int8Gemms, export_gemms, float_gemms, float_kernel, float_linear, gates_block_steps, inplace_lstm_cell,
-        lstm_step, onednn_runs, scan_lstm, wants_grad,
+        Int8Gemms,
+        export_gemms,
+        float_gemms,
+        float_kernel,
+        float_linear,
+        gates_block_steps,
+        inplace_lstm_cell,
+        lstm_step,
+        onednn_runs,
+        scan_lstm,
+        wants_grad,
     )
 
 
@@ -232,8 +260,10 @@ class ElmoLstmLayer(nn.Module):
             h, c = state[0].to(inputs.dtype), state[1].to(cell_dtype)
         int8 = isinstance(self.gemms, Int8Gemms)
         if int8 and self.training:
-            raise RuntimeError("int8 weights are for inference only: call model.eval(), or load the model without "
-                               "quantization_config to train it")
+            raise RuntimeError(
+                "int8 weights are for inference only: call model.eval(), or load the model without "
+                "quantization_config to train it"
+            )
         with torch.no_grad() if int8 else contextlib.nullcontext():  # int8 never trains: no autograd, as no_grad()
             if torch.is_tensor(batch_sizes):  # export traces torch's own ops
                 inputs, h, c = inputs.detach(), h.detach(), c.detach()  # an exported graph infers (see export_gemms)
@@ -461,8 +491,11 @@ class ElmoModelMixin:
                 isinstance(lstm_state, (tuple, list))
                 and len(lstm_state) == self.config.n_layers
                 and all(isinstance(layer, (tuple, list)) and len(layer) == 2 for layer in lstm_state)
-                and all(torch.is_tensor(s) and s.is_floating_point() and tuple(s.shape) == shape
-                        for layer in lstm_state for s, shape in zip(layer, shapes))
+                and all(
+                    torch.is_tensor(s) and s.is_floating_point() and tuple(s.shape) == shape
+                    for layer in lstm_state
+                    for s, shape in zip(layer, shapes)
+                )
             ):
                 raise ValueError(
                     f"lstm_state must be the lstm_state output of a previous call of this model on the same number of "
@@ -514,8 +547,11 @@ class ElmoModelMixin:
         char_ids, lengths = self._add_sentence_boundaries(input_ids, mask)
         layers, final_state = self.bilm(char_ids, lengths, initial_state=lstm_state, return_state=True)
         hidden_states = None
-        if output_hidden_states if output_hidden_states is not None else getattr(self.config, "output_hidden_states",
-                                                                                  False):
+        if (
+            output_hidden_states
+            if output_hidden_states is not None
+            else getattr(self.config, "output_hidden_states", False)
+        ):
             hidden_states, layers = self.word_layers(layers, mask)
         return layers, final_state, mask, lengths, hidden_states
 
@@ -529,8 +565,9 @@ class ElmoModelMixin:
         hidden_states = tuple(layer[:, 1 : words + 1] * keep for layer in layers)
         positions = torch.arange(words + 2, device=mask.device)  # the words are at 1..n (padding is on the right)
         at_words = ((positions >= 1) & (positions <= mask.sum(dim=1, keepdim=True))).unsqueeze(-1)
-        layers = [torch.where(at_words, F.pad(hidden, (0, 0, 1, 1)), layer)
-                  for hidden, layer in zip(hidden_states, layers)]
+        layers = [
+            torch.where(at_words, F.pad(hidden, (0, 0, 1, 1)), layer) for hidden, layer in zip(hidden_states, layers)
+        ]
         return hidden_states, layers
 
     def forward(
@@ -557,8 +594,11 @@ class ElmoModelMixin:
         return_dict (`bool`, *optional*): transformers' `ElmoModel` returns a tuple with False; here it is accepted
             for the same calls, and the output is `output_class` either way.
         """
-        flags = dict(output_hidden_states=output_hidden_states, return_lstm_state=return_lstm_state,
-                     output_attentions=output_attentions)
+        flags = dict(
+            output_hidden_states=output_hidden_states,
+            return_lstm_state=return_lstm_state,
+            output_attentions=output_attentions,
+        )
         for name, value in flags.items():
             if value is not None and not isinstance(value, bool):
                 raise TypeError(f"{name} must be True, False or None, got {value!r}")
@@ -600,8 +640,13 @@ class ElmoModelMixin:
             raise ValueError(f"window_size must be a positive int, got {window_size!r}")
         state = None
         for start in range(0, input_ids.shape[0], window_size):
-            out = self(input_ids[None, start : start + window_size], lstm_state=state, return_lstm_state=True,
-                       return_dict=True, **kwargs)
+            out = self(
+                input_ids[None, start : start + window_size],
+                lstm_state=state,
+                return_lstm_state=True,
+                return_dict=True,
+                **kwargs,
+            )
             state = out.lstm_state
             yield out
 
@@ -676,7 +721,6 @@ class ElmoLanguageModelMixin:
         # Forward state j (after <S>, w_0 .. w_{j-1}) and backward state j + 1 (before w_{j+1} .. </S>) predict word j.
         forward = self.lm_log_probs(forward_states[rows, positions])
         return 0.5 * (forward + self.lm_log_probs(backward_states[rows, positions + 1]))
-
 
     def masked_word_scores(self, input_ids, attention_mask=None, positions=None):
         """The fill-mask scores (LAMA's rule): the log of each word's exp(`masked_word_log_probs`) normalised over the

@@ -66,9 +66,13 @@ def float_kernel(requested):
     if requested == "auto":
         return best_float_kernel()
     if requested == "onednn" and onednn_error() is not None:
-        warn_once(f"onednn: {onednn_error()}", f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's "
-                  "own matmuls ('aten') run instead, the same numbers but for float rounding; set float_kernel='auto' "
-                  "to choose the fastest kernel that runs", logger)
+        warn_once(
+            f"onednn: {onednn_error()}",
+            f"float_kernel='onednn' cannot run here ({onednn_error()}): torch's "
+            "own matmuls ('aten') run instead, the same numbers but for float rounding; set float_kernel='auto' "
+            "to choose the fastest kernel that runs",
+            logger,
+        )
         return "aten"
     return requested
 
@@ -103,13 +107,19 @@ def onednn_runs(x, grad):
     """Whether oneDNN's linear can take a product of `x` with weights, `grad` saying whether a gradient is wanted
     (`wants_grad`): float32, or bf16 where `onednn_bf16`, on the CPU; no gradient (it has no backward), no autocast
     (which casts torch's matmuls, not oneDNN's), not being exported (a graph holds torch's own ops)."""
-    return (x.device.type == "cpu" and (x.dtype == torch.float32 or x.dtype == torch.bfloat16 and onednn_bf16())
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_exporting() and not grad)
+    return (
+        x.device.type == "cpu"
+        and (x.dtype == torch.float32 or x.dtype == torch.bfloat16 and onednn_bf16())
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_exporting()
+        and not grad
+    )
 
 
 def float_gemms(layer, kernel):
     """The float GEMMs of `layer` for `kernel` ("aten" or "onednn", see `float_kernel`)."""
     return OneDnnGemms(layer) if kernel == "onednn" else FloatGemms(layer)
+
 
 # ----- Float GEMMs ------------------------------------------------------------------------------------------------
 
@@ -187,10 +197,15 @@ def pack_weights(pack, layer):
     for each CPU torch uses: packing (a transposed copy, then the kernel's layout) runs on one thread a weight, and
     the first call waits for all six. Each thread takes torch's count first: a new thread's OpenMP teams are
     otherwise as large as OMP_NUM_THREADS says (torch caps its own threads only), and tens of thousands crash it."""
-    weights = [(weight[d].detach().t(), None if bias is None else bias[d, 0].detach())
-               for weight, bias in ((layer.input_weight, layer.bias), (layer.state_weight, None),
-                                    (layer.projection_weight, None))
-               for d in range(2)]
+    weights = [
+        (weight[d].detach().t(), None if bias is None else bias[d, 0].detach())
+        for weight, bias in (
+            (layer.input_weight, layer.bias),
+            (layer.state_weight, None),
+            (layer.projection_weight, None),
+        )
+        for d in range(2)
+    ]
     threads = torch.get_num_threads()
     with ThreadPoolExecutor(max_workers=threads, initializer=torch.set_num_threads, initargs=(threads,)) as pool:
         packed = list(pool.map(lambda weight_bias: pack(*weight_bias), weights))
@@ -203,24 +218,38 @@ class PackedGemms:
 
     def __init__(self, layer):
         self.input_weights, self.state_weights, self.projection_weights = pack_weights(
-            lambda weight, bias: torch.ops.mkldnn._reorder_linear_weight(weight.contiguous()), layer)
+            lambda weight, bias: torch.ops.mkldnn._reorder_linear_weight(weight.contiguous()), layer
+        )
         self.biases = [layer.bias[d, 0].detach() for d in range(2)]
 
     def input_gates(self, x):
         """Per direction (not stacked: that would copy the whole block) and time-major, [steps, n, 4H] each, so
         that the gates of one step are contiguous rows."""
-        return [torch.ops.mkldnn._linear_pointwise(x[d].transpose(0, 1).contiguous(), self.input_weights[d],
-                                                   self.biases[d], "none", [], "") for d in range(2)]
+        return [
+            torch.ops.mkldnn._linear_pointwise(
+                x[d].transpose(0, 1).contiguous(), self.input_weights[d], self.biases[d], "none", [], ""
+            )
+            for d in range(2)
+        ]
 
     def gates(self, input_gates, step, h):
         n = h.shape[1]
-        return torch.stack([torch.ops.mkldnn._linear_pointwise.binary(h[d], input_gates[d][step, :n],
-                                                                      self.state_weights[d], None, "add")
-                            for d in range(2)])
+        return torch.stack(
+            [
+                torch.ops.mkldnn._linear_pointwise.binary(
+                    h[d], input_gates[d][step, :n], self.state_weights[d], None, "add"
+                )
+                for d in range(2)
+            ]
+        )
 
     def project(self, cell_output):
-        return torch.stack([torch.ops.mkldnn._linear_pointwise(cell_output[d], self.projection_weights[d], None,
-                                                               "none", [], "") for d in range(2)])
+        return torch.stack(
+            [
+                torch.ops.mkldnn._linear_pointwise(cell_output[d], self.projection_weights[d], None, "none", [], "")
+                for d in range(2)
+            ]
+        )
 
 
 # ----- int8 GEMMs: torch's dynamic quantization (fbgemm on x86, qnnpack on ARM) -----------------------------------
@@ -236,8 +265,10 @@ def int8_engine_error():
     if not engines:
         return "this PyTorch build has no quantized engine (torch.backends.quantized.supported_engines is empty)"
     if torch.backends.quantized.engine not in engines:
-        return (f"the quantized engine {torch.backends.quantized.engine!r} is not one this PyTorch build supports "
-                f"({engines}): set torch.backends.quantized.engine to one of them")
+        return (
+            f"the quantized engine {torch.backends.quantized.engine!r} is not one this PyTorch build supports "
+            f"({engines}): set torch.backends.quantized.engine to one of them"
+        )
     return None
 
 

@@ -24,14 +24,26 @@ from transformers.utils import ModelOutput, can_return_tuple, cached_file, loggi
 
 try:  # loaded as remote code, the modules are one package
     from .bilm_elmo import (
-        ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
+        ElmoHighway,
+        ElmoLanguageModelMixin,
+        ElmoModelMixin,
+        ElmoOutput,
+        ElmoScalarMix,
+        masked_mean,
+        quantize_lstm_int8,
     )
     from .bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
     from .configuration_elmo import ELMO_AUTO_MAP, LICENCE_FILE, ElmoConfig
     from .quantization_elmo import ElmoInt8Config  # noqa: F401 - registers the int8 quantizer with transformers
 except ImportError:  # installed with pip, they are top-level modules
     from bilm_elmo import (
-        ElmoHighway, ElmoLanguageModelMixin, ElmoModelMixin, ElmoOutput, ElmoScalarMix, masked_mean, quantize_lstm_int8,
+        ElmoHighway,
+        ElmoLanguageModelMixin,
+        ElmoModelMixin,
+        ElmoOutput,
+        ElmoScalarMix,
+        masked_mean,
+        quantize_lstm_int8,
     )
     from bilm_elmo import ElmoLstmLayer as PlainElmoLstmLayer
     from configuration_elmo import ELMO_AUTO_MAP, LICENCE_FILE, ElmoConfig
@@ -83,15 +95,21 @@ class ElmoPreTrainedModel(PreTrainedModel):
         loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded
         model.apply_freezing()
-        where = {name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only")
-                 if name in kwargs}
-        licence = cached_file(pretrained_model_name_or_path, LICENCE_FILE, **where,
-                              _raise_exceptions_for_missing_entries=False,
-                              _raise_exceptions_for_connection_errors=False)
+        where = {
+            name: kwargs[name] for name in ("cache_dir", "revision", "token", "local_files_only") if name in kwargs
+        }
+        licence = cached_file(
+            pretrained_model_name_or_path,
+            LICENCE_FILE,
+            **where,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
         folder = str(pretrained_model_name_or_path)
         if licence and os.path.isdir(folder) and (os.path.islink(licence) or not os.path.isfile(licence)):
-            logger.warning(f"{licence} is not a regular file of {folder} (a link or a folder): save_pretrained will "
-                           "not copy it")
+            logger.warning(
+                f"{licence} is not a regular file of {folder} (a link or a folder): save_pretrained will not copy it"
+            )
             licence = None
         model.licence_file = licence
         return loaded
@@ -106,8 +124,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             return
         if os.path.lexists(target):
             if not (os.path.isfile(target) and filecmp.cmp(source, target, shallow=False)):
-                logger.warning(f"{target} is kept: it is not the licence file the weights came with ({source}); "
-                               "put that one beside the weights yourself if it applies")
+                logger.warning(
+                    f"{target} is kept: it is not the licence file the weights came with ({source}); "
+                    "put that one beside the weights yourself if it applies"
+                )
             return
         shutil.copyfile(source, target)
 
@@ -177,17 +197,27 @@ class ElmoModel(ElmoModelMixin, ElmoPreTrainedModel):
             char_cnn.word_embedding = value
 
     @can_return_tuple
-    def forward(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
-                return_lstm_state=False, output_attentions=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        output_hidden_states=None,
+        lstm_state=None,
+        return_lstm_state=False,
+        output_attentions=None,
+    ):
         """`ElmoModelMixin.forward` (its arguments are documented there), as a ModelOutput or a tuple."""
-        return super().forward(input_ids, attention_mask, output_hidden_states, lstm_state, return_lstm_state,
-                               output_attentions)
+        return super().forward(
+            input_ids, attention_mask, output_hidden_states, lstm_state, return_lstm_state, output_attentions
+        )
 
 
 # Word id of `<S>` when the config does not give one (`config.bos_token_id`): the first line of the vocabulary
 # files `elmo-transformers pretrain` builds. Converted published vocabularies set it (lm_1b's file puts `<S>` on
 # line 1).
 DEFAULT_BOS_ID = 0
+
+
 @dataclass
 class ElmoLanguageModelingOutput(ModelOutput):
     """
@@ -306,7 +336,8 @@ class ElmoForLanguageModeling(ElmoLanguageModelMixin, ElmoPreTrainedModel):
         words = input_ids.shape[1]
         if labels is None:
             return ElmoLanguageModelingOutput(
-                forward_logits=self.lm_softmax(forward_states), backward_logits=self.lm_softmax(backward_states),
+                forward_logits=self.lm_softmax(forward_states),
+                backward_logits=self.lm_softmax(backward_states),
                 hidden_states=hidden_states,
             )
 
@@ -397,8 +428,9 @@ class ElmoTaskEncoder(nn.Module):
             return vectors
         lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty sentence runs one (zero) step, then is masked
         packed = nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
-        output, _ = nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
-                                                     total_length=vectors.shape[1])
+        output, _ = nn.utils.rnn.pad_packed_sequence(
+            self.lstm(packed)[0], batch_first=True, total_length=vectors.shape[1]
+        )
         return output * mask.unsqueeze(-1).to(output.dtype)
 
 
@@ -424,8 +456,13 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
     def encode(self, input_ids, attention_mask, **kwargs):
         """Task-encoded ELMo vectors [B, words, D], the word mask and the hidden states (with `output_hidden_states`,
         of the call or the config)."""
-        output = self.elmo(input_ids, attention_mask=attention_mask, output_attentions=kwargs.get("output_attentions"),
-                           output_hidden_states=kwargs.get("output_hidden_states"), return_dict=True)
+        output = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            output_attentions=kwargs.get("output_attentions"),
+            output_hidden_states=kwargs.get("output_hidden_states"),
+            return_dict=True,
+        )
         return self.encoder(output.last_hidden_state, output.mask), output.mask, output.hidden_states
 
     def mix_penalty(self):
@@ -507,8 +544,9 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
                 check_class_ids(labels, self.num_labels, batch, "[batch]")
                 loss = F.cross_entropy(logits.float(), labels.view(-1).long())
             else:
-                if not (labels.shape == logits.shape and not labels.is_complex()
-                        and ((labels >= 0) & (labels <= 1)).all()):
+                if not (
+                    labels.shape == logits.shape and not labels.is_complex() and ((labels >= 0) & (labels <= 1)).all()
+                ):
                     raise ValueError(f"multi-label labels must be a tensor {list(logits.shape)} of values in [0, 1]")
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             loss = loss + self.mix_penalty()

@@ -29,10 +29,26 @@ FLOAT_DTYPES = ("float32", "float", "bfloat16", "float16", "half", "float64", "d
 # runs (float rounding, as between two CPUs); `n_characters` (261 and 262 give the same model). A model's identity
 # (`ModelFolder.identity`: the export cache's key, what a resumed `embed` run compares) and an exported graph's
 # metadata (runtime/onnx_config.py) both record these, through `ElmoOptions.numbers_fields`.
-NUMBERS_FIELDS = ("char_embedding_dim", "filters", "n_highway", "activation", "max_characters_per_token", "lstm_dim",
-                  "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections",
-                  "num_output_representations", "do_layer_norm", "scalar_mix_parameters", "char_vocab_size",
-                  "word_vocab_size", "word_embedding_dim", "sentence_boundary_ids")
+NUMBERS_FIELDS = (
+    "char_embedding_dim",
+    "filters",
+    "n_highway",
+    "activation",
+    "max_characters_per_token",
+    "lstm_dim",
+    "projection_dim",
+    "n_layers",
+    "cell_clip",
+    "proj_clip",
+    "use_skip_connections",
+    "num_output_representations",
+    "do_layer_norm",
+    "scalar_mix_parameters",
+    "char_vocab_size",
+    "word_vocab_size",
+    "word_embedding_dim",
+    "sentence_boundary_ids",
+)
 
 # The char CNN of every published ELMo model.
 DEFAULT_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -63,7 +79,6 @@ INT_RANGES = {
     "char_vocab_size": (1, MAX_VOCAB_SIZE),
     "word_vocab_size": (1, MAX_VOCAB_SIZE),
 }
-
 
 
 @strict
@@ -160,7 +175,6 @@ class ElmoOptions:
     sentence_boundary_ids: Sequence[Sequence[int]] | None = None
     lstm_gates_block_elements: int = 2**24
     float_kernel: FloatKernel = "auto"
-
 
     @classmethod
     def from_config_json(cls, values):
@@ -300,7 +314,6 @@ class ElmoOptions:
                 )
 
 
-
 def check_dtype_names(values):
     """Refuse a config's weights dtype (`dtype`, or transformers 4's `torch_dtype`, in `values`) that is not a torch
     dtype of floats, by name, so that a config is checked without torch (transformers would fail with
@@ -308,8 +321,9 @@ def check_dtype_names(values):
     for key in ("dtype", "torch_dtype"):
         value = values.get(key)
         if isinstance(value, str) and value not in ("auto", *FLOAT_DTYPES):
-            raise ValueError(f"ElmoConfig.{key} {value!r:.100} is not a torch dtype of floats (e.g. 'float32', "
-                             "'bfloat16')")
+            raise ValueError(
+                f"ElmoConfig.{key} {value!r:.100} is not a torch dtype of floats (e.g. 'float32', 'bfloat16')"
+            )
 
 
 def check_range(name, value):
@@ -318,4 +332,3 @@ def check_range(name, value):
     bounds = INT_RANGES.get(name)
     if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
         raise ValueError(f"ElmoConfig.{name} must be an integer from {bounds[0]} to {bounds[1]:,}, got {value!r}")
-

@@ -14,7 +14,6 @@ Saved configs list these classes in `custom_pipelines` (`configuration_elmo.ELMO
 `pipeline_class=` instead.
 """
 
-
 import filecmp
 import importlib.util
 import os
@@ -22,9 +21,14 @@ import sys
 
 import numpy as np
 import torch
-from transformers.pipelines import (FeatureExtractionPipeline, FillMaskPipeline, TextClassificationPipeline,
-                                    TokenClassificationPipeline)
+from transformers.pipelines import (
+    FeatureExtractionPipeline,
+    FillMaskPipeline,
+    TextClassificationPipeline,
+    TokenClassificationPipeline,
+)
 from transformers.pipelines.token_classification import AggregationStrategy
+
 
 def code_source(obj):
     """Where the class of `obj` comes from: a model folder's files (remote code) or the installed package."""
@@ -40,8 +44,7 @@ def differs_from_installed(obj):
     folder = os.path.dirname(sys.modules[type(obj).__module__].__file__)
     for name in os.listdir(folder):
         spec = importlib.util.find_spec(name[:-3]) if name.endswith("_elmo.py") else None
-        if spec is not None and spec.origin and not filecmp.cmp(os.path.join(folder, name), spec.origin,
-                                                                 shallow=False):
+        if spec is not None and spec.origin and not filecmp.cmp(os.path.join(folder, name), spec.origin, shallow=False):
             return True
     return False
 
@@ -109,8 +112,15 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
     words with the same entity (`"simple"`, and `"first"`/`"average"`/`"max"`, which are the same thing here since
     every word is one token). `word` is always the input's text between `start` and `end`."""
 
-    def _sanitize_parameters(self, ignore_labels=None, aggregation_strategy=None, offset_mapping=None,
-                             is_split_into_words=False, stride=None, delimiter=None):
+    def _sanitize_parameters(
+        self,
+        ignore_labels=None,
+        aggregation_strategy=None,
+        offset_mapping=None,
+        is_split_into_words=False,
+        stride=None,
+        delimiter=None,
+    ):
         if offset_mapping is not None or stride is not None:
             raise ValueError("ELMo token classification takes neither offset_mapping nor stride: it reads whole words")
         preprocess_params, forward_params, postprocess_params = super()._sanitize_parameters(
@@ -131,11 +141,16 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
             sentence = delimiter.join(words)
         else:
             if not isinstance(sentence, str):
-                raise ValueError(f"token classification takes a str (or words with is_split_into_words=True), got "
-                                 f"{type(sentence)}")
+                raise ValueError(
+                    f"token classification takes a str (or words with is_split_into_words=True), got {type(sentence)}"
+                )
             words, spans = self.tokenizer.segment(sentence)
-        yield {**self._char_inputs(words, is_split_into_words=True), "sentence": sentence, "spans": spans,
-               "is_last": True}
+        yield {
+            **self._char_inputs(words, is_split_into_words=True),
+            "sentence": sentence,
+            "spans": spans,
+            "is_last": True,
+        }
 
     def _forward(self, model_inputs):
         logits = self.model(**self._model_inputs(model_inputs)).logits
@@ -149,8 +164,14 @@ class ElmoTokenClassificationPipeline(ElmoCharIdsMixin, TokenClassificationPipel
         scores = np.exp(logits - logits.max(axis=-1, keepdims=True))
         scores /= scores.sum(axis=-1, keepdims=True)
         pre_entities = [
-            {"word": sentence[start:end], "scores": word_scores, "start": start, "end": end, "index": i,
-             "is_subword": False}
+            {
+                "word": sentence[start:end],
+                "scores": word_scores,
+                "start": start,
+                "end": end,
+                "index": i,
+                "is_subword": False,
+            }
             for i, ((start, end), word_scores) in enumerate(zip(spans, scores))
         ]
         entities = self.aggregate(pre_entities, aggregation_strategy)
@@ -193,8 +214,10 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         excluded = {self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token}
         unknown = [t for t in targets if t not in vocab or t in excluded]
         if unknown or not targets:
-            raise ValueError(f"targets must be words of the model's vocabulary other than <S>, </S>, <UNK>; "
-                             f"not: {unknown or targets}")
+            raise ValueError(
+                f"targets must be words of the model's vocabulary other than <S>, </S>, <UNK>; "
+                f"not: {unknown or targets}"
+            )
         return torch.tensor([vocab[t] for t in dict.fromkeys(targets)])
 
     def preprocess(self, inputs):
@@ -204,10 +227,16 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         words, spans = self.tokenizer.segment(inputs)
         masks = [i for i, word in enumerate(words) if word == mask]
         if len(masks) != 1:
-            raise ValueError(f"ELMo fill-mask needs exactly one {mask} per text, as a word of its own (white space "
-                             f"around it); found {len(masks)} in {inputs!r}")
-        return {**self._char_inputs(words, is_split_into_words=True), "position": torch.tensor(masks),
-                "text": inputs, "span": spans[masks[0]]}
+            raise ValueError(
+                f"ELMo fill-mask needs exactly one {mask} per text, as a word of its own (white space "
+                f"around it); found {len(masks)} in {inputs!r}"
+            )
+        return {
+            **self._char_inputs(words, is_split_into_words=True),
+            "position": torch.tensor(masks),
+            "text": inputs,
+            "span": spans[masks[0]],
+        }
 
     def _forward(self, model_inputs):
         position = model_inputs.pop("position")
@@ -215,13 +244,16 @@ class ElmoFillMaskPipeline(ElmoCharIdsMixin, FillMaskPipeline):
         return {"log_scores": log_scores, "text": model_inputs["text"], "span": model_inputs["span"]}
 
     def postprocess(self, model_outputs, top_k=5, target_ids=None):
-        specials = [self.tokenizer.convert_tokens_to_ids(t) for t in
-                    (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)]
+        specials = [
+            self.tokenizer.convert_tokens_to_ids(t)
+            for t in (self.tokenizer.bos_token, self.tokenizer.eos_token, self.tokenizer.unk_token)
+        ]
         best = self.model.best_words(model_outputs["log_scores"][0], top_k, specials, target_ids)
         text, (start, end) = model_outputs["text"], model_outputs["span"]
         result = []
         for word_id, score in best:
             word = self.tokenizer.convert_ids_to_tokens(word_id)
-            result.append({"score": score, "token": word_id, "token_str": word,
-                           "sequence": text[:start] + word + text[end:]})
+            result.append(
+                {"score": score, "token": word_id, "token_str": word, "sequence": text[:start] + word + text[end:]}
+            )
         return result

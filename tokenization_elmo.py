@@ -13,32 +13,86 @@ from transformers.tokenization_python import PreTrainedTokenizer
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 
 try:  # loaded as remote code, the modules are one package
-    from .basic_tokenization_elmo import (BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, VOCAB_BOS, VOCAB_EOS,
-                                          VOCABULARY_FILES, ElmoBasicTokenizer, ElmoSegmenter, warn_once, write_dic)
+    from .basic_tokenization_elmo import (
+        BOS_WORD,
+        EOS_WORD,
+        MASK_WORD,
+        PAD_WORD,
+        UNK_WORD,
+        VOCAB_BOS,
+        VOCAB_EOS,
+        VOCABULARY_FILES,
+        ElmoBasicTokenizer,
+        ElmoSegmenter,
+        warn_once,
+        write_dic,
+    )
 except ImportError:  # installed with pip, they are top-level modules
-    from basic_tokenization_elmo import (BOS_WORD, EOS_WORD, MASK_WORD, PAD_WORD, UNK_WORD, VOCAB_BOS, VOCAB_EOS,
-                                         VOCABULARY_FILES, ElmoBasicTokenizer, ElmoSegmenter, warn_once, write_dic)
+    from basic_tokenization_elmo import (
+        BOS_WORD,
+        EOS_WORD,
+        MASK_WORD,
+        PAD_WORD,
+        UNK_WORD,
+        VOCAB_BOS,
+        VOCAB_EOS,
+        VOCABULARY_FILES,
+        ElmoBasicTokenizer,
+        ElmoSegmenter,
+        warn_once,
+        write_dic,
+    )
 
 # What transformers' loading passes to __init__ besides options (from_pretrained's bookkeeping, saved configs).
-LOADING_KEYS = frozenset({"name_or_path", "added_tokens_decoder", "auto_map", "backend", "files_loaded", "is_local",
-                          "local_files_only", "tokenizer_file", "processor_class", "special_tokens_map_file",
-                          "tokenizer_class", "model_specific_special_tokens"})
+LOADING_KEYS = frozenset(
+    {
+        "name_or_path",
+        "added_tokens_decoder",
+        "auto_map",
+        "backend",
+        "files_loaded",
+        "is_local",
+        "local_files_only",
+        "tokenizer_file",
+        "processor_class",
+        "special_tokens_map_file",
+        "tokenizer_class",
+        "model_specific_special_tokens",
+    }
+)
 # transformers' tokenizer options that work here as there (values ElmoTokenizer cannot honour are refused, see
 # `check_options`).
-BASE_OPTIONS = frozenset({"model_max_length", "padding_side", "truncation_side", "model_input_names", "verbose",
-                          "extra_special_tokens", "additional_special_tokens", "clean_up_tokenization_spaces",
-                          "split_special_tokens", "chat_template"})
+BASE_OPTIONS = frozenset(
+    {
+        "model_max_length",
+        "padding_side",
+        "truncation_side",
+        "model_input_names",
+        "verbose",
+        "extra_special_tokens",
+        "additional_special_tokens",
+        "clean_up_tokenization_spaces",
+        "split_special_tokens",
+        "chat_template",
+    }
+)
 # Options of other tokenizers that ask for what ElmoTokenizer's rules already do at one value (accepted) and for a
 # change of the words at the other (refused: accepting it would silently give other vectors than asked for).
 # Any other option means nothing for words split on white space: it is stored and ignored, with a warning.
 FIXED_OPTIONS = {
-    "add_bos_token": (False, "the model adds <S> and </S> around every sentence itself; a second one would change "
-                      "every vector"),
-    "add_eos_token": (False, "the model adds <S> and </S> around every sentence itself; a second one would change "
-                      "every vector"),
+    "add_bos_token": (
+        False,
+        "the model adds <S> and </S> around every sentence itself; a second one would change every vector",
+    ),
+    "add_eos_token": (
+        False,
+        "the model adds <S> and </S> around every sentence itself; a second one would change every vector",
+    ),
     "strip_accents": (False, "words keep every character, as the model read them in training"),
-    "tokenize_chinese_chars": (False, "Chinese is split into words by the segmenter (segmenter='jieba'), not into "
-                               "characters"),
+    "tokenize_chinese_chars": (
+        False,
+        "Chinese is split into words by the segmenter (segmenter='jieba'), not into characters",
+    ),
 }
 
 
@@ -101,8 +155,13 @@ class ElmoTokenizer(PreTrainedTokenizer):
     ):
         self.vocab_file = vocab_file
         self.basic = ElmoBasicTokenizer.from_files(
-            max_characters_per_token, ElmoSegmenter(segmenter, opencc_config, mask_token), do_lower_case,
-            vocab_file=vocab_file, char_vocab_file=char_vocab_file, word_vocab_file=word_vocab_file)
+            max_characters_per_token,
+            ElmoSegmenter(segmenter, opencc_config, mask_token),
+            do_lower_case,
+            vocab_file=vocab_file,
+            char_vocab_file=char_vocab_file,
+            word_vocab_file=word_vocab_file,
+        )
         self.segmenter, self.opencc_config = segmenter, opencc_config
         self.max_characters_per_token, self.do_lower_case = max_characters_per_token, do_lower_case
         self.check_options(kwargs, bos_token=bos_token, eos_token=eos_token, unk_token=unk_token)
@@ -135,19 +194,29 @@ class ElmoTokenizer(PreTrainedTokenizer):
                 if value is not None and value != allowed:
                     raise ValueError(f"ElmoTokenizer cannot honour {name}={value!r:.100}: {reason}; leave it out")
             elif not callable(getattr(ElmoTokenizer, name, None)):  # a method's name: transformers refuses it
-                warn_once(f"option {name}", f"ElmoTokenizer ignores {name}={value!r:.100}: it is an option of other "
-                          "tokenizers; ElmoTokenizer splits text into words (on white space, or with its segmenter) "
-                          "and keeps every character of each word")
+                warn_once(
+                    f"option {name}",
+                    f"ElmoTokenizer ignores {name}={value!r:.100}: it is an option of other "
+                    "tokenizers; ElmoTokenizer splits text into words (on white space, or with its segmenter) "
+                    "and keeps every character of each word",
+                )
         fixed = {"bos_token": BOS_WORD, "eos_token": EOS_WORD, "unk_token": UNK_WORD}
         for name, value in special_tokens.items():
             if str(value) != fixed[name]:
-                raise ValueError(f"ElmoTokenizer's {name} is {fixed[name]!r} (the character rules and the word "
-                                 f"vocabulary use it), got {str(value)!r:.100}")
+                raise ValueError(
+                    f"ElmoTokenizer's {name} is {fixed[name]!r} (the character rules and the word "
+                    f"vocabulary use it), got {str(value)!r:.100}"
+                )
         if kwargs.setdefault("padding_side", "right") != "right":
-            raise ValueError("ElmoTokenizer pads on the right only (padding_side='right'): the biLM reads each "
-                             "sentence from position 0")
-        refused = {"clean_up_tokenization_spaces": False, "split_special_tokens": False,
-                   "model_input_names": ["input_ids", "attention_mask"]}
+            raise ValueError(
+                "ElmoTokenizer pads on the right only (padding_side='right'): the biLM reads each "
+                "sentence from position 0"
+            )
+        refused = {
+            "clean_up_tokenization_spaces": False,
+            "split_special_tokens": False,
+            "model_input_names": ["input_ids", "attention_mask"],
+        }
         for name, allowed in refused.items():
             value = kwargs.get(name)
             if value is not None and (list(value) if isinstance(value, (list, tuple)) else value) != allowed:
@@ -353,8 +422,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
         `max_length` words, each starting `stride` words before the previous one ends, left to right (every word in
         at least one window); returns the windows and the sentence of each (`overflow_to_sample_mapping`)."""
         if not (isinstance(stride, int) and 0 <= stride < max_length):
-            raise ValueError(f"stride must be an int from 0 to max_length - 1 = {max_length - 1} (words the windows "
-                             f"of return_overflowing_tokens share), got {stride!r}")
+            raise ValueError(
+                f"stride must be an int from 0 to max_length - 1 = {max_length - 1} (words the windows "
+                f"of return_overflowing_tokens share), got {stride!r}"
+            )
         windows, windows_of = [], []
         for index, words in enumerate(sentences):
             for start in range(0, max(len(words) - stride, 1), max_length - stride):
@@ -441,8 +512,10 @@ class ElmoTokenizer(PreTrainedTokenizer):
         [words, 50] -> a space-joined string, a batch [batch, words, 50] -> a list of strings. Padding words are
         skipped; `skip_special_tokens` also drops `<S>` and `</S>`."""
         if kwargs.get("clean_up_tokenization_spaces"):
-            raise ValueError("ElmoTokenizer does not support clean_up_tokenization_spaces=True: words are joined with "
-                             "one space, as they were split")
+            raise ValueError(
+                "ElmoTokenizer does not support clean_up_tokenization_spaces=True: words are joined with "
+                "one space, as they were split"
+            )
         ids = token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids
         self.check_rows(ids, "token_ids")
         if len(ids) and isinstance(ids[0], int):
@@ -457,4 +530,3 @@ class ElmoTokenizer(PreTrainedTokenizer):
     def batch_decode(self, sequences, skip_special_tokens=False, **kwargs):
         ids = sequences.tolist() if hasattr(sequences, "tolist") else sequences
         return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in ids]
-

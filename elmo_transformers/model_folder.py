@@ -31,8 +31,18 @@ from .models import DEFAULT_MODEL, DEFAULT_MODEL_NAMES
 GIVE = "give a converted or trained ELMo folder, or the Hub repo id of one"
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")  # what weights may be saved in
 # safetensors' names of dtypes -> torch's
-SAFETENSORS_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8",
-                      "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64", "BOOL": "bool"}
+SAFETENSORS_DTYPES = {
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F32": "float32",
+    "F64": "float64",
+    "I8": "int8",
+    "U8": "uint8",
+    "I16": "int16",
+    "I32": "int32",
+    "I64": "int64",
+    "BOOL": "bool",
+}
 
 
 def check_hub_id(value):
@@ -66,12 +76,15 @@ def check_elmo_folder(folder, name):
     except FileNotFoundError:
         raise ModelError(f"{name} has no config.json: {GIVE}", name) from None
     except (OSError, ValueError, RecursionError) as e:  # not UTF-8, not JSON, too deep
-        raise ModelError(f"{name}: its config.json cannot be read as JSON ({first_line(e)}): restore it, or "
-                         "convert the model again", name) from None
+        raise ModelError(
+            f"{name}: its config.json cannot be read as JSON ({first_line(e)}): restore it, or convert the model again",
+            name,
+        ) from None
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type != "elmo":
-        raise ModelError(f"{name} is not an ELMo model: its config.json has model_type {model_type!r}, not "
-                         f"'elmo'; {GIVE}", name)
+        raise ModelError(
+            f"{name} is not an ELMo model: its config.json has model_type {model_type!r}, not 'elmo'; {GIVE}", name
+        )
     documents = {"config.json": config}
     for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))):  # tokenizer_config.json...
         if os.path.basename(path) == "config.json":
@@ -86,8 +99,9 @@ def check_elmo_folder(folder, name):
                 documents[os.path.basename(path)] = value
                 continue
             problem = f"holds a JSON {type(value).__name__}, not an object"
-        raise ModelError(f"{name}: {path} {problem}: the folder is damaged (a cut download or copy?); restore that "
-                         "file", name)
+        raise ModelError(
+            f"{name}: {path} {problem}: the folder is damaged (a cut download or copy?); restore that file", name
+        )
     return documents
 
 
@@ -106,13 +120,18 @@ def loading(name):
     except RuntimeError as e:
         if "mismatched_sizes" not in str(e) and "size mismatch" not in str(e):
             raise
-        raise ModelError(f"{name}: cannot load it: its config.json does not fit its weights ({shape_differences(e)}): "
-                         "restore the config.json saved with these weights", name) from None
+        raise ModelError(
+            f"{name}: cannot load it: its config.json does not fit its weights ({shape_differences(e)}): "
+            "restore the config.json saved with these weights",
+            name,
+        ) from None
 
 
 # torch's load_state_dict lists each tensor whose shape differs as one such line
-SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^]]*\])\) from "
-                           r"checkpoint, the shape in current model is torch\.Size\((\[[^]]*\])\)")
+SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^]]*\])\) from "
+    r"checkpoint, the shape in current model is torch\.Size\((\[[^]]*\])\)"
+)
 
 
 def shape_differences(error):
@@ -202,8 +221,9 @@ class ModelFolder:
         try:
             return ModelCard.load(path).data.to_dict()
         except Exception as e:  # noqa: BLE001  (huggingface_hub reports bad YAML with several error types)
-            raise UserError(f"{path}: its metadata cannot be read ({first_line(e)}): fix the model card's header, or "
-                            f"{remedy}", path) from None
+            raise UserError(
+                f"{path}: its metadata cannot be read ({first_line(e)}): fix the model card's header, or {remedy}", path
+            ) from None
 
     def licence(self):
         """The card licence of a folder whose weights came with the licences of what they were trained on
@@ -250,8 +270,9 @@ class ModelFolder:
         and an exported model read words with."""
         from basic_tokenization_elmo import VOCABULARY_FILES, ElmoBasicTokenizer
 
-        files = {argument: self.file(name) for argument, name in VOCABULARY_FILES.items()
-                 if os.path.isfile(self.file(name))}
+        files = {
+            argument: self.file(name) for argument, name in VOCABULARY_FILES.items() if os.path.isfile(self.file(name))
+        }
         return ElmoBasicTokenizer.from_settings(self.tokenizer_settings, **files)
 
     def tokenizer(self):
@@ -282,13 +303,16 @@ class ModelFolder:
         """The paths of the files the model's weights are read from: the shards model.safetensors.index.json names,
         or model.safetensors; else PyTorch's pickles (pytorch_model.bin, or its index's shards); else the graph of an
         export. Each is a file of the folder (`member`). Raises ModelError for an index that is not one."""
-        for index, single in [("model.safetensors.index.json", "model.safetensors"),
-                              ("pytorch_model.bin.index.json", "pytorch_model.bin")]:
+        for index, single in [
+            ("model.safetensors.index.json", "model.safetensors"),
+            ("pytorch_model.bin.index.json", "pytorch_model.bin"),
+        ]:
             if index in self.documents:
                 shards = self.documents[index].get("weight_map")
                 if not isinstance(shards, dict) or not all(isinstance(name, str) for name in shards.values()):
-                    raise ModelError(f"{self.name}: its {index} is not a weight index (a JSON weight_map): restore "
-                                     "it", self.name)
+                    raise ModelError(
+                        f"{self.name}: its {index} is not a weight index (a JSON weight_map): restore it", self.name
+                    )
                 named = f"its {index} names the weight file"
                 return [self.member(name, named) for name in sorted(set(shards.values()))]
             if os.path.lexists(self.file(single)):
@@ -302,21 +326,30 @@ class ModelFolder:
         (whose reading never ends). A missing file passes: its reader names it."""
         parts = re.split(r"[/\\]", name)
         if os.path.isabs(name) or ".." in parts or not name:
-            raise ModelError(f"{self.name}: {named} {name!r}, which is not a file of the folder (an absolute path or "
-                             "`..`): a model folder's files must be in it; move the file into the folder and name it "
-                             "by its path there", self.name)
+            raise ModelError(
+                f"{self.name}: {named} {name!r}, which is not a file of the folder (an absolute path or "
+                "`..`): a model folder's files must be in it; move the file into the folder and name it "
+                "by its path there",
+                self.name,
+            )
         path = self.file(name)
         target = os.path.realpath(path)
         if not any(target.startswith(root + os.sep) for root in self.file_roots()):
-            raise ModelError(f"{self.name}: {named} {name}, a link to {target}, outside the folder: replace the link "
-                             "by a copy of the file", self.name)
+            raise ModelError(
+                f"{self.name}: {named} {name}, a link to {target}, outside the folder: replace the link "
+                "by a copy of the file",
+                self.name,
+            )
         try:
             mode = os.stat(target).st_mode
         except FileNotFoundError:
             return path
         if not stat.S_ISREG(mode):
-            raise ModelError(f"{self.name}: {named} {name}, which is not a regular file (a device, pipe or folder): "
-                             "restore the file saved with the model", self.name)
+            raise ModelError(
+                f"{self.name}: {named} {name}, which is not a regular file (a device, pipe or folder): "
+                "restore the file saved with the model",
+                self.name,
+            )
         return path
 
     def file_roots(self):
@@ -345,8 +378,9 @@ class ModelFolder:
             with safe_open(path, framework="numpy") as f:
                 dtypes = {key: f.get_slice(key).get_dtype() for key in f.keys()}
         except Exception:  # noqa: BLE001 - safetensors reports a bad header with its own error type
-            raise ModelError(f"{path} is not a safetensors file (its header does not parse): save the model again",
-                             self.name) from None
+            raise ModelError(
+                f"{path} is not a safetensors file (its header does not parse): save the model again", self.name
+            ) from None
         self.check_float(path, {key: SAFETENSORS_DTYPES.get(dtype, dtype) for key, dtype in dtypes.items()})
 
     def check_float(self, path, dtypes):
@@ -354,9 +388,12 @@ class ModelFolder:
         dtype than float16, bfloat16, float32 or float64: casting them would run other numbers than were saved."""
         for key, dtype in dtypes.items():
             if dtype not in FLOAT_DTYPES:
-                raise ModelError(f"{self.name}: its weight {key} in {os.path.basename(path)} is saved as {dtype}, not "
-                                 "a float dtype (float32, bfloat16, float16): weights are floats; save the model again "
-                                 "from its float weights", self.name)
+                raise ModelError(
+                    f"{self.name}: its weight {key} in {os.path.basename(path)} is saved as {dtype}, not "
+                    "a float dtype (float32, bfloat16, float16): weights are floats; save the model again "
+                    "from its float weights",
+                    self.name,
+                )
 
     def check_finite(self, tensors, path=None):
         """Refuse, in one line naming the first, float weights ({name: tensor}; of the file `path`) that hold NaN or
@@ -365,9 +402,12 @@ class ModelFolder:
         if bad:
             where = f" in {os.path.basename(path)}" if path else ""
             more = f" (and {len(bad) - 1} more weights)" if len(bad) > 1 else ""
-            raise ModelError(f"{self.name}: its weight {bad[0]}{where} holds NaN or infinite values{more}: the model "
-                             "would give NaN vectors for every word (a training that diverged, or a damaged file); "
-                             "restore weights saved before", self.name)
+            raise ModelError(
+                f"{self.name}: its weight {bad[0]}{where} holds NaN or infinite values{more}: the model "
+                "would give NaN vectors for every word (a training that diverged, or a damaged file); "
+                "restore weights saved before",
+                self.name,
+            )
 
     def results(self, name):
         """The metrics Trainer wrote into the folder's results file `name` (eval_results.json...), or None."""
@@ -378,8 +418,10 @@ class ModelFolder:
         index lists), else PyTorch's pickles, each read and checked by `read_weights`."""
         files = self.weight_files()
         if not files:
-            raise OSError(f"it holds no weights (no model.safetensors in {self.path}): restore the weight files saved "
-                          "with its config.json")
+            raise OSError(
+                f"it holds no weights (no model.safetensors in {self.path}): restore the weight files saved "
+                "with its config.json"
+            )
         weights = {}
         for path in files:
             if path.endswith((".safetensors", ".bin")):
@@ -401,16 +443,23 @@ class ModelFolder:
             try:
                 tensors = torch.load(path, map_location="cpu", weights_only=True)
             except pickle.UnpicklingError:
-                raise ModelError(f"{self.name}: its weights are only in a PyTorch pickle ({name}) that holds more than "
-                                 "tensors, so it was not read (nothing in it ran): convert the weights to "
-                                 "model.safetensors where the file is trusted (docs/troubleshooting.md)",
-                                 self.name) from None
+                raise ModelError(
+                    f"{self.name}: its weights are only in a PyTorch pickle ({name}) that holds more than "
+                    "tensors, so it was not read (nothing in it ran): convert the weights to "
+                    "model.safetensors where the file is trusted (docs/troubleshooting.md)",
+                    self.name,
+                ) from None
             except RuntimeError as e:  # not a zip of PyTorch's (cut, or another file)
-                raise ModelError(f"{self.name}: its weight file {name} cannot be read as PyTorch's "
-                                 f"({first_line(e)}): restore it", self.name) from None
+                raise ModelError(
+                    f"{self.name}: its weight file {name} cannot be read as PyTorch's ({first_line(e)}): restore it",
+                    self.name,
+                ) from None
             if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
-                raise ModelError(f"{self.name}: its weight file {name} holds no dict of tensors: restore the weights "
-                                 "saved with the model", self.name)
+                raise ModelError(
+                    f"{self.name}: its weight file {name} holds no dict of tensors: restore the weights "
+                    "saved with the model",
+                    self.name,
+                )
             self.check_float(path, {key: str(t.dtype).removeprefix("torch.") for key, t in tensors.items()})
         self.check_finite(tensors, path)
         return tensors
@@ -429,8 +478,11 @@ class ModelFolder:
             "dtype": dtype,
             "weights_sha256": files_sha256(self.weight_files()),
             "config": self.options().numbers_fields(),
-            "tokenizer": {**tokenizer.settings(), "vocabularies_sha256": files_sha256(vocabularies),
-                          "packages": {name: package_version(name) for name in tokenizer.segmenter.packages()}},
+            "tokenizer": {
+                **tokenizer.settings(),
+                "vocabularies_sha256": files_sha256(vocabularies),
+                "packages": {name: package_version(name) for name in tokenizer.segmenter.packages()},
+            },
         }
 
     def fingerprint(self, dtype):
@@ -464,8 +516,12 @@ def hub_snapshot(name):
     """The folder of the Hub repo `name`'s snapshot in the local cache, downloaded first when the Hub is reachable;
     one ModelError line when there is none. (huggingface_hub's client is imported here, for a Hub name only.)"""
     from huggingface_hub import HfApi, constants, snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
     from huggingface_hub.utils import validate_repo_id
 
     try:
@@ -477,16 +533,22 @@ def hub_snapshot(name):
     except LocalEntryNotFoundError:
         pass
     if constants.HF_HUB_OFFLINE:
-        raise ModelError(f"{name}: no such folder, and the Hub repo is not in the local cache (HF_HUB_OFFLINE is "
-                         "set): give a local folder, or download it while online", name)
+        raise ModelError(
+            f"{name}: no such folder, and the Hub repo is not in the local cache (HF_HUB_OFFLINE is "
+            "set): give a local folder, or download it while online",
+            name,
+        )
     try:
         HfApi().model_info(name)  # one request: a missing repo or no network answers at once, without retries
     except (RepositoryNotFoundError, GatedRepoError) as e:
-        raise ModelError(f"{name}: no such folder, and the Hub has no model {name} that this token may read "
-                         f"({type(e).__name__}): check the name, or log in with `hf auth login`", name) from None
+        raise ModelError(
+            f"{name}: no such folder, and the Hub has no model {name} that this token may read "
+            f"({type(e).__name__}): check the name, or log in with `hf auth login`",
+            name,
+        ) from None
     except Exception as e:  # noqa: BLE001  (no network, proxy, TLS...: every cause reads the same to the user)
-        raise ModelError(f"{name}: no such folder, and the Hub cannot be reached ({first_line(e)}): give a local "
-                         "folder", name) from None
+        raise ModelError(
+            f"{name}: no such folder, and the Hub cannot be reached ({first_line(e)}): give a local folder", name
+        ) from None
     with loading(name):
         return snapshot_download(name)
-

@@ -42,18 +42,31 @@ def torch_device(name):
     if reason is not None:
         accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
         available = ["cpu", *([accelerator.type] if accelerator else [])]
-        raise UserError(f"device {name}: not usable here as a torch device ({reason}); devices available: "
-                        f"{', '.join(available)}", name, argument="device")
+        raise UserError(
+            f"device {name}: not usable here as a torch device ({reason}); devices available: {', '.join(available)}",
+            name,
+            argument="device",
+        )
     return device
 
 
 def dtype_name(dtype):
-    """"float32" for torch.float32 or "float32"; None stays None."""
+    """ "float32" for torch.float32 or "float32"; None stays None."""
     return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
-def load_model(name, model_class=None, *, language_model=False, config=None, dtype=None, quantization_config=None,
-               device=None, runtime=None, threads=None):
+def load_model(
+    name,
+    model_class=None,
+    *,
+    language_model=False,
+    config=None,
+    dtype=None,
+    quantization_config=None,
+    device=None,
+    runtime=None,
+    threads=None,
+):
     """(model, tokenizer) of the ELMo model `name` (a folder, Hub repo id or `open_model`'s ModelFolder), in one
     line (`ModelError`, `UserError`) when it cannot be used:
 
@@ -79,18 +92,26 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
     dtype = dtype_name(dtype)
     if quantization_config is not None:
         if dtype not in (None, "int8"):
-            raise UserError(f"dtype {dtype}: quantization_config loads int8 weights; give one of them",
-                            dtype, argument="dtype")
+            raise UserError(
+                f"dtype {dtype}: quantization_config loads int8 weights; give one of them", dtype, argument="dtype"
+            )
         dtype = "int8"
     if runtime not in (None, *RUNTIMES):
-        raise UserError(f"runtime {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime,
-                        argument="runtime")
+        raise UserError(
+            f"runtime {runtime!r:.50}: not a runtime; choose {' or '.join(RUNTIMES)}", runtime, argument="runtime"
+        )
     if model_class is not None and (language_model or runtime == "onnxruntime" or source.is_export):
-        raise UserError(f"{model_class.__name__} loads a PyTorch folder with transformers: leave out the language "
-                        "model, the runtime and exported folders", model_class.__name__)
+        raise UserError(
+            f"{model_class.__name__} loads a PyTorch folder with transformers: leave out the language "
+            "model, the runtime and exported folders",
+            model_class.__name__,
+        )
     if dtype == "int8" and device not in (None, "auto") and str(device).split(":")[0] != "cpu":
-        raise UserError(f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
-                        "dtype=torch.bfloat16 on an accelerator", str(device))
+        raise UserError(
+            f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
+            "dtype=torch.bfloat16 on an accelerator",
+            str(device),
+        )
     if device == "auto":  # an export, onnxruntime and int8 run on the CPU
         exported = source.is_export or runtime == "onnxruntime" or dtype == "int8"
         device = None if exported else process_state().device
@@ -98,17 +119,25 @@ def load_model(name, model_class=None, *, language_model=False, config=None, dty
         device = torch_device(device)
     if source.is_export:
         if runtime == "torch":
-            raise ModelError(f"{source.name} is an exported ONNX model (model.onnx, no PyTorch weights): it runs in "
-                             "onnxruntime; leave the runtime out, or give the PyTorch folder it was exported from",
-                             source.name)
+            raise ModelError(
+                f"{source.name} is an exported ONNX model (model.onnx, no PyTorch weights): it runs in "
+                "onnxruntime; leave the runtime out, or give the PyTorch folder it was exported from",
+                source.name,
+            )
         if language_model:
-            raise ModelError(f"{source.name} is an exported ONNX model: its graph holds the biLM, not the language "
-                             "model's softmax; give the PyTorch language-model folder", source.name)
+            raise ModelError(
+                f"{source.name} is an exported ONNX model: its graph holds the biLM, not the language "
+                "model's softmax; give the PyTorch language-model folder",
+                source.name,
+            )
         return _load_export(source, dtype, device, threads)
     if runtime == "onnxruntime":
         if language_model:
-            raise UserError("runtime onnxruntime runs the biLM, not the language model's softmax: leave the "
-                            "runtime out", "onnxruntime", argument="runtime")
+            raise UserError(
+                "runtime onnxruntime runs the biLM, not the language model's softmax: leave the runtime out",
+                "onnxruntime",
+                argument="runtime",
+            )
         from .runtime.cache import cached_export
 
         def load_float32():  # what the cache exports, loaded only when there is something to export
@@ -144,8 +173,9 @@ def torch_dtype(dtype, source):
             return None
     value = getattr(torch, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(value, torch.dtype):
-        raise UserError(f"dtype {dtype!r:.50}: not a torch dtype (float32, bfloat16, float16) nor int8", dtype,
-                        argument="dtype")
+        raise UserError(
+            f"dtype {dtype!r:.50}: not a torch dtype (float32, bfloat16, float16) nor int8", dtype, argument="dtype"
+        )
     return value
 
 
@@ -153,8 +183,11 @@ def _load_torch(source, model_class, language_model, config, dtype, quantization
     import torch
 
     if language_model and not source.is_language_model:
-        raise ModelError(f"{source.name}: it has no language-model softmax (no lm_vocab_size in its config.json): "
-                         "give a language-model folder", source.name)
+        raise ModelError(
+            f"{source.name}: it has no language-model softmax (no lm_vocab_size in its config.json): "
+            "give a language-model folder",
+            source.name,
+        )
     int8 = dtype == "int8"
     if int8:
         from kernels_elmo import int8_engine_error
@@ -195,10 +228,12 @@ def _load_core(source, options, language_model, dtype):
     expected = model.state_dict().keys()
     lacking = sorted(key for key in expected if key not in weights and "scalar_mixes." not in key)
     if lacking:
-        raise ModelError(f"{source.name} lacks the biLM weights {lacking[:3]}...: not a converted or trained ELMo",
-                         source.name)
-    model.load_state_dict({key: weights[key].to(dtype) for key in expected if key in weights}, strict=False,
-                          assign=True)
+        raise ModelError(
+            f"{source.name} lacks the biLM weights {lacking[:3]}...: not a converted or trained ELMo", source.name
+        )
+    model.load_state_dict(
+        {key: weights[key].to(dtype) for key in expected if key in weights}, strict=False, assign=True
+    )
     return model.to(dtype), source.basic_tokenizer()
 
 
@@ -216,6 +251,7 @@ def _load_pretrained(source, model_class, config, dtype, int8, quantization_conf
     model, info = source.pretrained(model_class, source.elmo_config(**(config or {})), **kwargs)
     missing = sorted(key for key in info["missing_keys"] if "bilm." in key)
     if missing:
-        raise ModelError(f"{source.name} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo",
-                         source.name)
+        raise ModelError(
+            f"{source.name} lacks the biLM weights {missing[:3]}...: not a converted or trained ELMo", source.name
+        )
     return model, source.tokenizer()

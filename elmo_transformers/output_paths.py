@@ -19,9 +19,12 @@ from .errors import ModelError, OutputError, OutputExistsError
 
 def disk_hint(number):
     """What a write's errno says of the disk, for its one-line message."""
-    return {errno.ENOSPC: " (the disk is full)", errno.EDQUOT: " (the disk quota is reached)",
-            errno.EFBIG: " (a file-size limit is reached: ulimit -f)", errno.EROFS: " (a read-only file system)"}.get(
-        number, "")
+    return {
+        errno.ENOSPC: " (the disk is full)",
+        errno.EDQUOT: " (the disk quota is reached)",
+        errno.EFBIG: " (a file-size limit is reached: ulimit -f)",
+        errno.EROFS: " (a read-only file system)",
+    }.get(number, "")
 
 
 def check_output_apart(output, inputs):
@@ -41,8 +44,10 @@ def check_output_apart(output, inputs):
             relation = "contains"
         else:
             continue
-        raise OutputError(f"{output} {relation} the input {source}: a tool never writes over what it reads; choose "
-                          "another output", output)
+        raise OutputError(
+            f"{output} {relation} the input {source}: a tool never writes over what it reads; choose another output",
+            output,
+        )
 
 
 def check_file_output(output, overwrite=False):
@@ -106,11 +111,15 @@ def check_lock_path(path):
     """Refuse, in one line, a lock path that is a symbolic link or not a plain file: a lock is a plain file the tool
     makes, never followed elsewhere."""
     if os.path.islink(path):
-        raise OutputError(f"{path} is a symbolic link, where a lock file is a plain file the tool makes: remove the "
-                          "link (not what it points to) and rerun", path)
+        raise OutputError(
+            f"{path} is a symbolic link, where a lock file is a plain file the tool makes: remove the "
+            "link (not what it points to) and rerun",
+            path,
+        )
     if os.path.lexists(path) and not os.path.isfile(path):
-        raise OutputError(f"{path} is not a plain file, where a lock file is one the tool makes: move it away and "
-                          "rerun", path)
+        raise OutputError(
+            f"{path} is not a plain file, where a lock file is one the tool makes: move it away and rerun", path
+        )
 
 
 def lock_is_held(lock):
@@ -157,8 +166,9 @@ def is_earlier_conversion(folder):
         open_model(folder, local=True)
     except (OSError, ModelError):
         return False
-    regular = all(os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n))
-                  for n in names)
+    regular = all(
+        os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n)) for n in names
+    )
     return regular and all(is_model_file(n) for n in names)
 
 
@@ -179,8 +189,7 @@ def remove_stale_staging(parent, name=None):
 def _check_output(output, overwrite):
     """Refuse, before any work is done, an output path that must not or cannot be replaced."""
     if os.path.islink(output):
-        raise OutputError(f"{output} is a symbolic link: give the real folder path (links are never replaced)",
-                          output)
+        raise OutputError(f"{output} is a symbolic link: give the real folder path (links are never replaced)", output)
     if os.path.exists(output) and not os.path.isdir(output):
         raise OutputError(f"{output} exists and is not a folder: choose another output folder", output)
     if os.path.isdir(output):
@@ -195,7 +204,8 @@ def _check_output(output, overwrite):
         if not is_earlier_conversion(output):
             raise OutputError(
                 f"{output} does not hold an earlier conversion (a config.json of model_type elmo and only the files a "
-                "conversion writes), so it is never replaced: choose another output folder", output
+                "conversion writes), so it is never replaced: choose another output folder",
+                output,
             )
 
 

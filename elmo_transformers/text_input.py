@@ -40,13 +40,17 @@ def read_line(file, name, number):
     while True:
         piece = file.readline(PIECE_CHARS)
         if "\x00" in piece:
-            raise DataError(f"{name}, line {number}: NUL characters in the text, so it is likely "
-                            f"{likely_encoding(piece)}; {CONVERT}")
+            raise DataError(
+                f"{name}, line {number}: NUL characters in the text, so it is likely "
+                f"{likely_encoding(piece)}; {CONVERT}"
+            )
         pieces.append(piece)
         length += len(piece)
         if length - piece.endswith("\n") > MAX_LINE_CHARS:
-            raise DataError(f"{name}, line {number}: longer than {MAX_LINE_CHARS:,} characters without a line break "
-                            "(the limit of a line): is it a text file, one sentence or paragraph a line?")
+            raise DataError(
+                f"{name}, line {number}: longer than {MAX_LINE_CHARS:,} characters without a line break "
+                "(the limit of a line): is it a text file, one sentence or paragraph a line?"
+            )
         if len(piece) < PIECE_CHARS or piece.endswith("\n"):
             return "".join(pieces)
 

@@ -141,10 +141,15 @@ def allennlp_algorithm(model, input_ids, attention_mask):
         for index, layer in enumerate(model.bilm.layers):
             outputs = []
             for direction, layer_input in enumerate((forward_input, backward_input)):
-                weights = (layer.input_weight[direction], layer.state_weight[direction], layer.bias[direction, 0],
-                           layer.projection_weight[direction])
-                output = lstm_cell_with_projection(layer_input, batch_lengths, weights, direction == 0,
-                                                   model.config.cell_clip, model.config.proj_clip)
+                weights = (
+                    layer.input_weight[direction],
+                    layer.state_weight[direction],
+                    layer.bias[direction, 0],
+                    layer.projection_weight[direction],
+                )
+                output = lstm_cell_with_projection(
+                    layer_input, batch_lengths, weights, direction == 0, model.config.cell_clip, model.config.proj_clip
+                )
                 if index > 0 and model.config.use_skip_connections:
                     output = output + layer_input
                 outputs.append(output)
@@ -251,8 +256,13 @@ def allennlp_worker(args):
     from allennlp.modules.elmo import Elmo, batch_to_ids
 
     folder = Path(args.cache) / args.size
-    elmo = Elmo(str(folder / "options.json"), str(folder / "weights.hdf5"), num_output_representations=1,
-                dropout=0.0, requires_grad=False).eval()
+    elmo = Elmo(
+        str(folder / "options.json"),
+        str(folder / "weights.hdf5"),
+        num_output_representations=1,
+        dropout=0.0,
+        requires_grad=False,
+    ).eval()
     batch = sentences(args.batch_size, seed=args.batch_size)
     char_ids = batch_to_ids(batch)
     with torch.no_grad():
@@ -261,8 +271,16 @@ def allennlp_worker(args):
     with open(args.output, "wb") as f:
         np.save(f, first.numpy())
     n_tokens = sum(map(len, batch))
-    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, peak_rss_mb=status_mb("VmHWM"),
-                          peer=f"AllenNLP {allennlp.__version__}, torch {torch.__version__}")))
+    print(
+        json.dumps(
+            dict(
+                tokens=n_tokens,
+                tokens_per_s=n_tokens / seconds,
+                peak_rss_mb=status_mb("VmHWM"),
+                peer=f"AllenNLP {allennlp.__version__}, torch {torch.__version__}",
+            )
+        )
+    )
 
 
 def tensorflow_worker(args):
@@ -284,8 +302,9 @@ def tensorflow_worker(args):
     model.load(str(Path(args.cache) / args.size), max_batch_size=len(batch))
     vectors = weight_layers("input", model.sentence_embeddings_op, use_layers="average")["weighted_op"]
     feed = {model.sentence_character_ids: model.batcher.batch_sentences(batch)}
-    threads = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=args.threads,
-                                       inter_op_parallelism_threads=args.threads)
+    threads = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=args.threads, inter_op_parallelism_threads=args.threads
+    )
     with tf.compat.v1.Session(config=threads) as session:
         session.run(tf.compat.v1.global_variables_initializer())
         first = session.run(vectors, feed)
@@ -293,8 +312,16 @@ def tensorflow_worker(args):
     with open(args.output, "wb") as f:
         np.save(f, first)
     n_tokens = sum(map(len, batch))
-    print(json.dumps(dict(tokens=n_tokens, tokens_per_s=n_tokens / seconds, peak_rss_mb=status_mb("VmHWM"),
-                          peer=f"simple_elmo {version('simple_elmo')}, TensorFlow {tf.__version__}")))
+    print(
+        json.dumps(
+            dict(
+                tokens=n_tokens,
+                tokens_per_s=n_tokens / seconds,
+                peak_rss_mb=status_mb("VmHWM"),
+                peer=f"simple_elmo {version('simple_elmo')}, TensorFlow {tf.__version__}",
+            )
+        )
+    )
 
 
 # ----- One configuration, in its own process ------------------------------------------------------------------------
@@ -335,8 +362,9 @@ def load_model(model_dir, dtype):
     if dtype == "int8":
         return ElmoModel.from_pretrained(model_dir, quantization_config=ElmoInt8Config()).eval()
     kernel = "aten" if dtype.endswith("-aten") else "auto"
-    return ElmoModel.from_pretrained(model_dir, dtype=torch.bfloat16 if dtype.startswith("bf16") else torch.float32,
-                                     float_kernel=kernel).eval()
+    return ElmoModel.from_pretrained(
+        model_dir, dtype=torch.bfloat16 if dtype.startswith("bf16") else torch.float32, float_kernel=kernel
+    ).eval()
 
 
 def fast_path(model, input_ids, attention_mask):
@@ -402,8 +430,9 @@ def worker(args):
     elif args.impl == "speed":  # the implementations called in turn, so that all see the same machine load
         models = {name: load_model(model_dir, name) for name in args.dtypes}
         runs = {"baseline": lambda: allennlp_algorithm(models["fp32"], enc["input_ids"], enc["attention_mask"])}
-        runs.update({name: partial(fast_path, model, enc["input_ids"], enc["attention_mask"])
-                     for name, model in models.items()})
+        runs.update(
+            {name: partial(fast_path, model, enc["input_ids"], enc["attention_mask"]) for name, model in models.items()}
+        )
         outputs = {name: run().float() for name, run in runs.items()}  # warm-up
         times = {name: [] for name in runs}
         for _ in range(args.repeats):
@@ -439,9 +468,31 @@ def worker(args):
 
 def run_config(args, impl, dtype, batch_size, out_dir, python=sys.executable):
     output = out_dir / f"{impl}-{dtype}-{batch_size}.pt"
-    command = [python, __file__, "--worker", "--impl", impl, "--dtype", dtype, "--batch-sizes", str(batch_size),
-               "--size", args.size, "--cache", str(args.cache), "--repeats", str(args.repeats), "--output", str(output),
-               "--threads", str(args.threads), "--window", str(args.window), "--dtypes", *args.dtypes]
+    command = [
+        python,
+        __file__,
+        "--worker",
+        "--impl",
+        impl,
+        "--dtype",
+        dtype,
+        "--batch-sizes",
+        str(batch_size),
+        "--size",
+        args.size,
+        "--cache",
+        str(args.cache),
+        "--repeats",
+        str(args.repeats),
+        "--output",
+        str(output),
+        "--threads",
+        str(args.threads),
+        "--window",
+        str(args.window),
+        "--dtypes",
+        *args.dtypes,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     if done.returncode:
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
@@ -468,17 +519,22 @@ def step_gemm_ms(batch_size, config, repeats=5):
     transposed, transposed16, h16 = weight.transpose(1, 2).contiguous(), weight.transpose(1, 2).bfloat16(), h.bfloat16()
     runs = {
         "fp32 bmm": lambda: torch.bmm(h, weight),
-        "fp32 prepacked": lambda: [torch.ops.mkl._mkl_linear(h[d], packed_mkl[d], transposed[d], None, batch_size)
-                                   for d in range(2)],
+        "fp32 prepacked": lambda: [
+            torch.ops.mkl._mkl_linear(h[d], packed_mkl[d], transposed[d], None, batch_size) for d in range(2)
+        ],
         "bf16 linear": lambda: [F.linear(h16[d], transposed16[d]) for d in range(2)],
         "int8": lambda: [int8_linear(h[d], packed_int8[d]) for d in range(2)],
     }
     if onednn_error() is None:
         for name, w, x in (("fp32 oneDNN", transposed, h), ("bf16 oneDNN", transposed16, h16)):
             packed = [torch.ops.mkldnn._reorder_linear_weight(w[d]) for d in range(2)]
-            runs[name] = partial(lambda x, packed: [torch.ops.mkldnn._linear_pointwise(x[d], packed[d], None, "none",
-                                                                                      [], "") for d in range(2)],
-                                 x, packed)
+            runs[name] = partial(
+                lambda x, packed: [
+                    torch.ops.mkldnn._linear_pointwise(x[d], packed[d], None, "none", [], "") for d in range(2)
+                ],
+                x,
+                packed,
+            )
     return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
 
 
@@ -593,11 +649,15 @@ def int8_quality(args):
     int8 = load_model(args.quality_model, "int8")
     batches = lambda items: [items[i : i + 32] for i in range(0, len(items), 32)]  # noqa: E731
     text = corpus_sentences(args.quality_corpus, args.quality_sentences)
-    cos = F.cosine_similarity(elmo_vectors(int8, tokenizer, batches(text)),
-                              elmo_vectors(fp32, tokenizer, batches(text)))
-    print(f"\nint8 vs fp32 ELMo vectors of {args.quality_model.name}, {len(cos)} words of {len(text)} sentences of "
-          f"{args.quality_corpus.name}: cosine median {cos.median():.5f}, 1st percentile {cos.quantile(0.01):.5f}, "
-          f"min {cos.min():.5f}", flush=True)
+    cos = F.cosine_similarity(
+        elmo_vectors(int8, tokenizer, batches(text)), elmo_vectors(fp32, tokenizer, batches(text))
+    )
+    print(
+        f"\nint8 vs fp32 ELMo vectors of {args.quality_model.name}, {len(cos)} words of {len(text)} sentences of "
+        f"{args.quality_corpus.name}: cosine median {cos.median():.5f}, 1st percentile {cos.quantile(0.01):.5f}, "
+        f"min {cos.min():.5f}",
+        flush=True,
+    )
 
     train = conll(args.pos_data / "train.conll", args.pos_train_segments)
     test = conll(args.pos_data / "test.conll")
@@ -617,10 +677,13 @@ def int8_quality(args):
             name: (probe(elmo_vectors(model, tokenizer, test_words)).argmax(-1) == targets).float().mean().item()
             for name, model in (("fp32", fp32), ("int8", int8))
         }
-    print(f"Silver POS ({args.pos_data.name}), linear probe on the ELMo vectors trained on {len(train)} fp32 segments, "
-          f"test accuracy ({len(targets)} words): fp32 {100 * accuracy['fp32']:.2f}%, "
-          f"int8 {100 * accuracy['int8']:.2f}% "
-          f"({100 * (accuracy['int8'] - accuracy['fp32']):+.2f} points)", flush=True)
+    print(
+        f"Silver POS ({args.pos_data.name}), linear probe on the ELMo vectors trained on {len(train)} fp32 segments, "
+        f"test accuracy ({len(targets)} words): fp32 {100 * accuracy['fp32']:.2f}%, "
+        f"int8 {100 * accuracy['int8']:.2f}% "
+        f"({100 * (accuracy['int8'] - accuracy['fp32']):+.2f} points)",
+        flush=True,
+    )
 
 
 def corpus_file(args, out_dir):
@@ -628,8 +691,10 @@ def corpus_file(args, out_dir):
     its path."""
     segments = [words for words, _ in conll(args.pos_data / f"{args.corpus_split}.conll") if 5 <= len(words) <= 120]
     if len(segments) < args.corpus_sentences:
-        sys.exit(f"--corpus-sentences {args.corpus_sentences}: {args.pos_data.name}/{args.corpus_split}.conll has "
-                 f"{len(segments)} segments of 5-120 words (--corpus-split train has more)")
+        sys.exit(
+            f"--corpus-sentences {args.corpus_sentences}: {args.pos_data.name}/{args.corpus_split}.conll has "
+            f"{len(segments)} segments of 5-120 words (--corpus-split train has more)"
+        )
     chosen = segments[: args.corpus_sentences]
     path = out_dir / f"corpus-{len(chosen)}.txt"
     path.write_text("".join(" ".join(words) + "\n" for words in chosen), encoding="utf-8")
@@ -667,12 +732,17 @@ def model_alone_worker(args):
 
     model = converted_model_dir(args.size, args.cache)
     names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
-    embedder = (ElmoEmbedder(exported_model_dir(model, ONNX_DTYPES[args.dtype])) if args.dtype in ONNX_DTYPES
-                else ElmoEmbedder(model, dtype=names[args.dtype], device=args.device))
+    embedder = (
+        ElmoEmbedder(exported_model_dir(model, ONNX_DTYPES[args.dtype]))
+        if args.dtype in ONNX_DTYPES
+        else ElmoEmbedder(model, dtype=names[args.dtype], device=args.device)
+    )
     lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
     counts = [count_words(line, embedder.tokenizer) for line in lines]
-    batches = [(unit, embedder.pinned(embedder.encode([list(line_words(lines[i], embedder.tokenizer)) for i in unit])))
-               for unit in work_units(counts, None, 1000, default_batch_words(embedder))]
+    batches = [
+        (unit, embedder.pinned(embedder.encode([list(line_words(lines[i], embedder.tokenizer)) for i in unit])))
+        for unit in work_units(counts, None, 1000, default_batch_words(embedder))
+    ]
     start = time.perf_counter()
     for _, batch in batches:
         embedder.layers(batch, "all")[1]()
@@ -709,26 +779,77 @@ def corpus_benchmark(args, out_dir):
     names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
     pythons = {f"allennlp{i}": python for i, python in enumerate(args.allennlp_python)}
     outputs = {name: out_dir / f"corpus-{name}.hdf5" for name in [*pythons, *args.dtypes]}
-    runs = {name: [python, __file__, "--worker", "--impl", f"allennlp-file-{name}", "--size", args.size, "--cache",
-                   str(args.cache), "--corpus", str(corpus), "--output", str(outputs[name]), "--threads",
-                   str(args.threads)]
-            for name, python in pythons.items()}
+    runs = {
+        name: [
+            python,
+            __file__,
+            "--worker",
+            "--impl",
+            f"allennlp-file-{name}",
+            "--size",
+            args.size,
+            "--cache",
+            str(args.cache),
+            "--corpus",
+            str(corpus),
+            "--output",
+            str(outputs[name]),
+            "--threads",
+            str(args.threads),
+        ]
+        for name, python in pythons.items()
+    }
     for dtype in args.dtypes:  # ort-*: the exported folder as --model, in its own dtype
-        how = (["--model", exported_model_dir(model, ONNX_DTYPES[dtype])] if dtype in ONNX_DTYPES
-               else ["--model", model, "--dtype", names[dtype]])
-        runs[dtype] = [sys.executable, "-m", "elmo_transformers", "embed", corpus, outputs[dtype], "--all",
-                       "--overwrite", *how, *shlex.split(args.embed_flags)]
+        how = (
+            ["--model", exported_model_dir(model, ONNX_DTYPES[dtype])]
+            if dtype in ONNX_DTYPES
+            else ["--model", model, "--dtype", names[dtype]]
+        )
+        runs[dtype] = [
+            sys.executable,
+            "-m",
+            "elmo_transformers",
+            "embed",
+            corpus,
+            outputs[dtype],
+            "--all",
+            "--overwrite",
+            *how,
+            *shlex.split(args.embed_flags),
+        ]
         if args.parquet:  # the same run writing Parquet, beside the HDF5 one: what the folder of files costs
-            runs[f"{dtype}-parquet"] = [*runs[dtype][:5], str(out_dir / f"corpus-{dtype}-parquet"), *runs[dtype][6:],
-                                        "--format", "parquet"]
+            runs[f"{dtype}-parquet"] = [
+                *runs[dtype][:5],
+                str(out_dir / f"corpus-{dtype}-parquet"),
+                *runs[dtype][6:],
+                "--format",
+                "parquet",
+            ]
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads), HF_HUB_OFFLINE="1")
     ours_env = dict(env)
     if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
         del ours_env["OMP_NUM_THREADS"]
     timings = {name: [] for name in runs}
-    alone_runs = {dtype: [sys.executable, __file__, "--worker", "--impl", "model-alone", "--dtype", dtype, "--size",
-                          args.size, "--cache", str(args.cache), "--corpus", str(corpus), "--device", args.device]
-                  for dtype in args.dtypes}  # the model alone on the same batches, in the same environment
+    alone_runs = {
+        dtype: [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--impl",
+            "model-alone",
+            "--dtype",
+            dtype,
+            "--size",
+            args.size,
+            "--cache",
+            str(args.cache),
+            "--corpus",
+            str(corpus),
+            "--device",
+            args.device,
+        ]
+        for dtype in args.dtypes
+    }  # the model alone on the same batches, in the same environment
     rates = {dtype: [] for dtype in alone_runs}
     # --background-load N: N busy processes beside every run (a shared machine: load N on top of the run's own)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
@@ -745,18 +866,26 @@ def corpus_benchmark(args, out_dir):
     seconds = {name: statistics.median(s for s, _, _ in runs_) for name, runs_ in timings.items()}
     rss = {name: max(m for _, m, _ in runs_) for name, runs_ in timings.items()}
     alone = {dtype: statistics.median(values) for dtype, values in rates.items() if values}
-    print(f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
-          f"layers, whole process, median of {args.repeats}, {cpu_name()}, {os.cpu_count()} CPUs, "
-          f"{args.background_load} busy processes beside each run:")
+    print(
+        f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
+        f"layers, whole process, median of {args.repeats}, {cpu_name()}, {os.cpu_count()} CPUs, "
+        f"{args.background_load} busy processes beside each run:"
+    )
     base = [name for name in runs if name.startswith("allennlp")]
-    print("| run | seconds | words/s | model alone words/s | job / model | peak RSS MB | "
-          + " | ".join(f"x {b}" for b in base) + " |")
+    print(
+        "| run | seconds | words/s | model alone words/s | job / model | peak RSS MB | "
+        + " | ".join(f"x {b}" for b in base)
+        + " |"
+    )
     print("|---" * (6 + len(base)) + "|")
     for name in runs:
         ratios = " | ".join(f"{seconds[b] / seconds[name]:.2f}x" for b in base)
         model_rate = f"{alone[name]:.0f} | {words / seconds[name] / alone[name]:.0%}" if name in alone else "- | -"
-        print(f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {model_rate} | {rss[name]:.0f} | "
-              f"{ratios} |", flush=True)
+        print(
+            f"| {name} | {seconds[name]:.1f} | {words / seconds[name]:.0f} | {model_rate} | {rss[name]:.0f} | "
+            f"{ratios} |",
+            flush=True,
+        )
     for name in [name for name in runs if f"{name}-parquet" in runs]:
         print(f"{name}: the Parquet job took {seconds[f'{name}-parquet'] / seconds[name]:.2f}x the HDF5 job's time")
     for name in runs:  # where the time of our runs went, as each said (the run of the median time)
@@ -770,8 +899,10 @@ def corpus_benchmark(args, out_dir):
         # starts from zeros, as every one of ours does, so only that batch can be compared.
         with h5py.File(outputs["fp32"]) as ours, h5py.File(outputs[base[0]]) as theirs:
             diff = max(float(np.abs(ours[str(i)][()] - theirs[str(i)][()]).max()) for i in range(min(n, 64)))
-        print(f"fp32 vs {base[0]}, first batch (AllenNLP's only one from a zero state): max abs diff over every "
-              f"layer {diff:.1e}")
+        print(
+            f"fp32 vs {base[0]}, first batch (AllenNLP's only one from a zero state): max abs diff over every "
+            f"layer {diff:.1e}"
+        )
     for dtype in [d for d in runs if d in ONNX_DTYPES and "fp32" in runs]:  # fp32's batches: every line compares
         with h5py.File(outputs["fp32"]) as ours, h5py.File(outputs[dtype]) as exported:
             diff = max(float(np.abs(ours[str(i)][()] - exported[str(i)][()]).max()) for i in range(n))
@@ -787,45 +918,93 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="Original")
     parser.add_argument("--batch-sizes", type=int, nargs="*", default=[1, 8, 32, 128])
-    parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES),
-                        help="how our model runs (fp32 is always included: the baseline and the references use it)")
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=DTYPES,
+        default=list(DTYPES),
+        help="how our model runs (fp32 is always included: the baseline and the references use it)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
     parser.add_argument("--cache", type=Path, default=REPO / "research" / "cache")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads() if torch else os.cpu_count())
     parser.add_argument("--train-batch-size", type=int, default=32, help="0 skips the training figure")
-    parser.add_argument("--document-words", type=int, nargs="*", default=[],
-                        help="also run forward_windows over texts of these many words (e.g. 1000 10000)")
+    parser.add_argument(
+        "--document-words",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also run forward_windows over texts of these many words (e.g. 1000 10000)",
+    )
     parser.add_argument("--window", type=int, default=200, help="window size (words) for --document-words")
-    parser.add_argument("--allennlp-python", nargs="*", default=[],
-                        help="also time AllenNLP's own Elmo with these Python interpreters (one environment each)")
-    parser.add_argument("--tensorflow-python", nargs="*", default=[],
-                        help="also time simple_elmo (bilm-tf's graph on TensorFlow) with these Python interpreters "
-                        "(environments made by research/simple_elmo_venv.sh)")
-    parser.add_argument("--quality-model", type=Path, default=REPO / "elmo_transformers" / "models" / "elmo-en-small",
-                        help="trained model for the int8 quality figures ('' skips them)")
-    parser.add_argument("--quality-corpus", type=Path,
-                        default=Path("/work/shared/data/corpora/public-domain-en/valid.txt.gz"))
+    parser.add_argument(
+        "--allennlp-python",
+        nargs="*",
+        default=[],
+        help="also time AllenNLP's own Elmo with these Python interpreters (one environment each)",
+    )
+    parser.add_argument(
+        "--tensorflow-python",
+        nargs="*",
+        default=[],
+        help="also time simple_elmo (bilm-tf's graph on TensorFlow) with these Python interpreters "
+        "(environments made by research/simple_elmo_venv.sh)",
+    )
+    parser.add_argument(
+        "--quality-model",
+        type=Path,
+        default=REPO / "elmo_transformers" / "models" / "elmo-en-small",
+        help="trained model for the int8 quality figures ('' skips them)",
+    )
+    parser.add_argument(
+        "--quality-corpus", type=Path, default=Path("/work/shared/data/corpora/public-domain-en/valid.txt.gz")
+    )
     parser.add_argument("--quality-sentences", type=int, default=500)
     parser.add_argument("--pos-data", type=Path, default=Path("/work/shared/data/labeled/pos-oanc"))
     parser.add_argument("--pos-train-segments", type=int, default=3000)
-    parser.add_argument("--step-profile", action="store_true",
-                        help="also time each piece of one recurrence step (fp32 and int8) at each batch size")
+    parser.add_argument(
+        "--step-profile",
+        action="store_true",
+        help="also time each piece of one recurrence step (fp32 and int8) at each batch size",
+    )
     parser.add_argument("--step-profile-batches", type=int, nargs="+", default=[1, 32])
-    parser.add_argument("--corpus-sentences", type=int, default=0,
-                        help="also time the corpus job end to end with this many OANC sentences (e.g. 800)")
-    parser.add_argument("--embed-flags", default="",
-                        help="more flags for every `embed` run of the corpus job, e.g. '--batch-size 64', "
-                        "'--device cuda', '--format parquet'")
-    parser.add_argument("--parquet", action="store_true",
-                        help="corpus mode: also run each dtype's job writing Parquet (--format parquet), beside HDF5")
-    parser.add_argument("--embed-default-threads", action="store_true",
-                        help="run `embed` without OMP_NUM_THREADS: its own choice of threads (the CPUs free now)")
-    parser.add_argument("--background-load", type=int, default=0,
-                        help="corpus mode: this many busy processes run beside every timed command (a shared machine)")
-    parser.add_argument("--device", default="cpu", help="corpus mode: the device of the model alone (as --embed-flags "
-                        "gives embed's)")
-    parser.add_argument("--corpus-split", choices=("test", "train"), default="test",
-                        help="the OANC split the corpus job's sentences come from (test: 1,621 of 5-120 words)")
+    parser.add_argument(
+        "--corpus-sentences",
+        type=int,
+        default=0,
+        help="also time the corpus job end to end with this many OANC sentences (e.g. 800)",
+    )
+    parser.add_argument(
+        "--embed-flags",
+        default="",
+        help="more flags for every `embed` run of the corpus job, e.g. '--batch-size 64', "
+        "'--device cuda', '--format parquet'",
+    )
+    parser.add_argument(
+        "--parquet",
+        action="store_true",
+        help="corpus mode: also run each dtype's job writing Parquet (--format parquet), beside HDF5",
+    )
+    parser.add_argument(
+        "--embed-default-threads",
+        action="store_true",
+        help="run `embed` without OMP_NUM_THREADS: its own choice of threads (the CPUs free now)",
+    )
+    parser.add_argument(
+        "--background-load",
+        type=int,
+        default=0,
+        help="corpus mode: this many busy processes run beside every timed command (a shared machine)",
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="corpus mode: the device of the model alone (as --embed-flags gives embed's)"
+    )
+    parser.add_argument(
+        "--corpus-split",
+        choices=("test", "train"),
+        default="test",
+        help="the OANC split the corpus job's sentences come from (test: 1,621 of 5-120 words)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     # speed, baseline, fast, train, windows, allennlp<i>, allennlp-file-<name>, tensorflow<i>, model-alone
     parser.add_argument("--impl", help=argparse.SUPPRESS)
@@ -851,13 +1030,23 @@ def main():
             export_model(model_dir, ONNX_DTYPES[dtype])
     out_dir = Path(args.cache) / args.size / "outputs"
     out_dir.mkdir(exist_ok=True)
-    print(f"ELMo {args.size}, {cpu_name()}, {args.threads} threads, torch {torch.__version__}, "
-          f"median of {args.repeats} calls")
+    print(
+        f"ELMo {args.size}, {cpu_name()}, {args.threads} threads, torch {torch.__version__}, "
+        f"median of {args.repeats} calls"
+    )
     ours = args.dtypes
     if args.batch_sizes:
-        print("| batch | tokens | baseline tok/s | " + " | ".join(f"{d} tok/s (x baseline)" for d in ours)
-              + " | fp32 max abs diff vs baseline | " + " | ".join(f"{d} cosine to fp32 median / min" for d in ours[1:])
-              + " | working MB baseline / " + " / ".join(ours) + " | peak RSS MB baseline / " + " / ".join(ours) + " |")
+        print(
+            "| batch | tokens | baseline tok/s | "
+            + " | ".join(f"{d} tok/s (x baseline)" for d in ours)
+            + " | fp32 max abs diff vs baseline | "
+            + " | ".join(f"{d} cosine to fp32 median / min" for d in ours[1:])
+            + " | working MB baseline / "
+            + " / ".join(ours)
+            + " | peak RSS MB baseline / "
+            + " / ".join(ours)
+            + " |"
+        )
         print("|---" * (5 + 2 * len(ours)) + "|")
     peer_rows = []
     peer_pythons = [(f"allennlp{i}", python) for i, python in enumerate(args.allennlp_python)]
@@ -877,24 +1066,39 @@ def main():
         cos = " | ".join(f"{c.median():.5f} / {c.min():.5f}" for c in cos)
         work = " / ".join(f"{m['work_mb']:.0f}" for m in memory)
         peak = " / ".join(f"{m['peak_rss_mb']:.0f}" for m in memory)
-        print(f"| {batch_size} | {speed['tokens']} | {base:.0f} | {rates} | {diff:.1e} | {cos} | {work} | {peak} |",
-              flush=True)
+        print(
+            f"| {batch_size} | {speed['tokens']} | {base:.0f} | {rates} | {diff:.1e} | {cos} | {work} | {peak} |",
+            flush=True,
+        )
         if peers:
-            print(f"(peers, batch {batch_size}: " + "; ".join(f"{r['peer']} {r['tokens_per_s']:.0f} tok/s, "
-                  f"peak RSS {r['peak_rss_mb']:.0f} MB" for r in peers) + ")", flush=True)
+            print(
+                f"(peers, batch {batch_size}: "
+                + "; ".join(
+                    f"{r['peer']} {r['tokens_per_s']:.0f} tok/s, peak RSS {r['peak_rss_mb']:.0f} MB" for r in peers
+                )
+                + ")",
+                flush=True,
+            )
         for theirs in peers:
             # their first call's ELMo vectors against our default mix (softmax(0) weights, gamma 1: the layers'
             # average, as both peers' defaults), at the real words
             vectors_diff = (out32.mean(dim=0) - torch.from_numpy(np.load(theirs["output"])))[mask].abs().max().item()
             rate = theirs["tokens_per_s"]
-            peer_rows.append(f"| {batch_size} | {theirs['peer']} | {rate:.0f} | {base / rate:.2f}x | "
-                             + " | ".join(f"{speed[d + '_tokens_per_s'] / rate:.2f}x" for d in ours)
-                             + f" | {vectors_diff:.1e} | {theirs['peak_rss_mb']:.0f} |")
+            peer_rows.append(
+                f"| {batch_size} | {theirs['peer']} | {rate:.0f} | {base / rate:.2f}x | "
+                + " | ".join(f"{speed[d + '_tokens_per_s'] / rate:.2f}x" for d in ours)
+                + f" | {vectors_diff:.1e} | {theirs['peak_rss_mb']:.0f} |"
+            )
     if peer_rows:
-        print("\nPeers: AllenNLP's own Elmo, simple_elmo's (bilm-tf's graph on TensorFlow), each timed in its own "
-              "process just before our row of its batch size:")
-        print("| batch | peer | peer tok/s | baseline / peer | " + " | ".join(f"{d} / peer" for d in ours)
-              + " | max abs diff of ELMo vectors at the words, fp32 vs peer | peer peak RSS MB |")
+        print(
+            "\nPeers: AllenNLP's own Elmo, simple_elmo's (bilm-tf's graph on TensorFlow), each timed in its own "
+            "process just before our row of its batch size:"
+        )
+        print(
+            "| batch | peer | peer tok/s | baseline / peer | "
+            + " | ".join(f"{d} / peer" for d in ours)
+            + " | max abs diff of ELMo vectors at the words, fp32 vs peer | peer peak RSS MB |"
+        )
         print("|---" * (6 + len(ours)) + "|")
         print("\n".join(peer_rows), flush=True)
     if args.batch_sizes:
@@ -903,19 +1107,25 @@ def main():
         config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
         ours = [d for d in ours if not d.startswith("ort-")]  # the ceilings are torch's GEMMs
         peak = {name: gemm_gflops(name) for name in ours}
-        print("\nCeiling: a 2048^3 GEMM runs at " + ", ".join(f"{peak[d]:.0f} GFLOP/s in {d}" for d in ours)
-              + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give "
-              "at most:")
+        print(
+            "\nCeiling: a 2048^3 GEMM runs at "
+            + ", ".join(f"{peak[d]:.0f} GFLOP/s in {d}" for d in ours)
+            + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give "
+            "at most:"
+        )
         print("| batch | GFLOP per batch | " + " | ".join(f"{d} ceiling tok/s" for d in ours) + " |")
         print("|---" * (2 + len(ours)) + "|")
         for batch_size in args.batch_sizes:
             batch = sentences(batch_size, seed=batch_size)
             words = sum(map(len, batch))
             gflop = bilm_flops(config, words, len({w for s in batch for w in s}), batch_size) / 1e9
-            print(f"| {batch_size} | {gflop:.1f} | " + " | ".join(f"{words * peak[d] / gflop:.0f}" for d in ours)
-                  + " |")
-        print(f"\nOne step's state GEMMs, both directions ([batch x {config.projection_dim}] x "
-              f"[{config.projection_dim} x {4 * config.lstm_dim}]), median ms:")
+            print(
+                f"| {batch_size} | {gflop:.1f} | " + " | ".join(f"{words * peak[d] / gflop:.0f}" for d in ours) + " |"
+            )
+        print(
+            f"\nOne step's state GEMMs, both directions ([batch x {config.projection_dim}] x "
+            f"[{config.projection_dim} x {4 * config.lstm_dim}]), median ms:"
+        )
         rows = {batch_size: step_gemm_ms(batch_size, config) for batch_size in args.batch_sizes}
         names = list(next(iter(rows.values())))
         print("| batch | " + " | ".join(names) + " |\n" + "|---" * (1 + len(names)) + "|")
@@ -926,8 +1136,11 @@ def main():
 
         config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
         print(f"\nOne recurrence step of one biLM layer, both directions, {args.threads} threads, median ms:")
-        rows = {(b, kind): step_profile_ms(b, config, kind == "int8") for b in args.step_profile_batches
-                for kind in ("fp32", "int8")}
+        rows = {
+            (b, kind): step_profile_ms(b, config, kind == "int8")
+            for b in args.step_profile_batches
+            for kind in ("fp32", "int8")
+        }
         names = list(next(iter(rows.values())))
         print("| batch | dtype | " + " | ".join(names) + " |\n" + "|---" * (2 + len(names)) + "|")
         for (b, kind), row in rows.items():
@@ -937,18 +1150,26 @@ def main():
     if args.quality_model and str(args.quality_model) not in ("", "."):
         int8_quality(args)
     if args.train_batch_size:
-        print(f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with "
-              f"{LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:")
+        print(
+            f"\nElmoForLanguageModeling training ({LM_VOCAB}-word vocabulary, sampled softmax with "
+            f"{LM_VOCAB // 8} negatives, AdamW), batch {args.train_batch_size}:"
+        )
         for dtype in ("fp32", "bf16"):
             r = run_config(args, "train", dtype, args.train_batch_size, out_dir)
-            print(f"  {dtype}{' autocast' if dtype == 'bf16' else ''}: {r['tokens_per_s']:.0f} tokens/s, "
-                  f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+            print(
+                f"  {dtype}{' autocast' if dtype == 'bf16' else ''}: {r['tokens_per_s']:.0f} tokens/s, "
+                f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB",
+                flush=True,
+            )
     for words in args.document_words:
         r = run_config(args, "windows", "fp32", words, out_dir)
-        print(f"\nforward_windows, {words}-word text, window {args.window}, fp32: {r['tokens_per_s']:.0f} tokens/s, "
-              f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB, "
-              "first window vs stateless max abs diff "
-              f"{r['first_window_max_abs_diff']:.1e}", flush=True)
+        print(
+            f"\nforward_windows, {words}-word text, window {args.window}, fp32: {r['tokens_per_s']:.0f} tokens/s, "
+            f"working memory {r['work_mb']:.0f} MB, peak RSS {r['peak_rss_mb']:.0f} MB, "
+            "first window vs stateless max abs diff "
+            f"{r['first_window_max_abs_diff']:.1e}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -35,9 +35,17 @@ def perplexity_rows(names, folders):
     for name, folder in zip(names, folders):
         for path, figures in (read(folder, "perplexity.json") or {}).items():
             split = Path(path).parent.name + "/" + Path(path).name.split(".")[0]
-            rows.append([name, split, f"{figures['words']:,}", percent(figures.get("unknown_words")),
-                         f"{figures['bilm']['perplexity']:.1f}",
-                         f"{figures['bigram']['perplexity']:.1f}", f"{figures['unigram']['perplexity']:.1f}"])
+            rows.append(
+                [
+                    name,
+                    split,
+                    f"{figures['words']:,}",
+                    percent(figures.get("unknown_words")),
+                    f"{figures['bilm']['perplexity']:.1f}",
+                    f"{figures['bigram']['perplexity']:.1f}",
+                    f"{figures['unigram']['perplexity']:.1f}",
+                ]
+            )
     return table(["model", "test split", "words", "not in its vocabulary", "biLM", "bigram", "unigram"], rows)
 
 
@@ -46,8 +54,15 @@ def word_sense_rows(names, folders):
     for name, folder in zip(names, folders):
         figures = read(folder, "word_sense.json")
         for layer, auc in figures["roc_auc"].items():
-            rows.append([name, layer, f"{auc:.3f}", percent(figures.get("accuracy", {}).get(layer)),
-                         percent(figures.get("accuracy_oracle_threshold", {}).get(layer))])
+            rows.append(
+                [
+                    name,
+                    layer,
+                    f"{auc:.3f}",
+                    percent(figures.get("accuracy", {}).get(layer)),
+                    percent(figures.get("accuracy_oracle_threshold", {}).get(layer)),
+                ]
+            )
     return table(["model", "layer", "ROC AUC", "WiC accuracy", "accuracy, oracle threshold"], rows)
 
 
@@ -55,10 +70,17 @@ def downstream_rows(names, folders):
     rows = []
     for name, folder in zip(names, folders):
         for task, metric in (("pos-ewt", "test_accuracy"), ("polarity", "eval_accuracy")):
-            cells = [(read(Path(folder, f"{task}-{features}"), "all_results.json") or {}).get(metric)
-                     for features in ("mix", "layer0")]
-            rows.append([name, {"pos-ewt": "EWT UPOS, test accuracy", "polarity": "polarity, test accuracy"}[task],
-                         *map(percent, cells)])
+            cells = [
+                (read(Path(folder, f"{task}-{features}"), "all_results.json") or {}).get(metric)
+                for features in ("mix", "layer0")
+            ]
+            rows.append(
+                [
+                    name,
+                    {"pos-ewt": "EWT UPOS, test accuracy", "polarity": "polarity, test accuracy"}[task],
+                    *map(percent, cells),
+                ]
+            )
     return table(["model", "task", "ELMo mix", "layer 0 only"], rows)
 
 
@@ -67,12 +89,19 @@ def fill_mask_rows(names, folders, name="fill_mask.json"):
     if None in results:
         return None
     top1 = all("top1_hits" in r for r in results)
-    rows = [[model, f"{r['hits']} / {len(r['results'])}", *([f"{r['top1_hits']}"] if top1 else [])]
-            for model, r in zip(names, results)]
-    examples = [[r["sentence"], *(", ".join(res["results"][i]["top"][:5]) for res in results)]
-                for i, r in enumerate(results[0]["results"])]
-    return table(["model", f"hits in the top {results[0]['top_k']}", *(["at the top"] if top1 else [])], rows) + \
-        "\n\n" + table(["sentence", *(f"{model}: top 5" for model in names)], examples)
+    rows = [
+        [model, f"{r['hits']} / {len(r['results'])}", *([f"{r['top1_hits']}"] if top1 else [])]
+        for model, r in zip(names, results)
+    ]
+    examples = [
+        [r["sentence"], *(", ".join(res["results"][i]["top"][:5]) for res in results)]
+        for i, r in enumerate(results[0]["results"])
+    ]
+    return (
+        table(["model", f"hits in the top {results[0]['top_k']}", *(["at the top"] if top1 else [])], rows)
+        + "\n\n"
+        + table(["sentence", *(f"{model}: top 5" for model in names)], examples)
+    )
 
 
 def everyday_fill_mask_rows(names, folders):
@@ -91,9 +120,13 @@ def main(argv=None):
         args.names = ["before", "after"] if count == 2 else [f"model {i}" for i in range(1, count + 1)]
     if len(args.names) != len(args.folders):
         parser.error(f"--names has {len(args.names)} names for {len(args.folders)} folders: give one a folder")
-    for title, section in (("Held-out perplexity", perplexity_rows), ("Word sense", word_sense_rows),
-                           ("Frozen biLM downstream", downstream_rows), ("Fill-mask", fill_mask_rows),
-                           ("Fill-mask, everyday sentences", everyday_fill_mask_rows)):
+    for title, section in (
+        ("Held-out perplexity", perplexity_rows),
+        ("Word sense", word_sense_rows),
+        ("Frozen biLM downstream", downstream_rows),
+        ("Fill-mask", fill_mask_rows),
+        ("Fill-mask, everyday sentences", everyday_fill_mask_rows),
+    ):
         rows = section(args.names, args.folders)
         if rows is not None:
             print(f"### {title}\n\n{rows}\n")

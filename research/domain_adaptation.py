@@ -29,13 +29,45 @@ import elmo_transformers
 DATA = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "labeled" / "sentence-polarity")
 # The adaptation budget, small enough for a shared 2-core CPU: 50 steps of 32 sentences (1,600 sentences, half an
 # epoch), a quarter of the default model's peak learning rate, sentences of similar length batched together.
-ADAPT = ["--max-steps", "50", "--train-sampling-strategy", "group_by_length",
-         "--per-device-train-batch-size", "32", "--learning-rate", "5e-4",
-         "--lr-scheduler-type", "linear", "--warmup-steps", "5", "--max-grad-norm", "5.0", "--max-words", "200",
-         "--n-negative-samples", "2048", "--logging-steps", "10", "--save-strategy", "no", "--report-to", "none"]
+ADAPT = [
+    "--max-steps",
+    "50",
+    "--train-sampling-strategy",
+    "group_by_length",
+    "--per-device-train-batch-size",
+    "32",
+    "--learning-rate",
+    "5e-4",
+    "--lr-scheduler-type",
+    "linear",
+    "--warmup-steps",
+    "5",
+    "--max-grad-norm",
+    "5.0",
+    "--max-words",
+    "200",
+    "--n-negative-samples",
+    "2048",
+    "--logging-steps",
+    "10",
+    "--save-strategy",
+    "no",
+    "--report-to",
+    "none",
+]
 # The classifier budget (the same before and after): the default model card's recipe with 3 epochs instead of 10.
-CLASSIFY = ["--per-device-train-batch-size", "32", "--learning-rate", "3e-3", "--num-train-epochs", "3",
-            "--save-strategy", "no", "--report-to", "none"]
+CLASSIFY = [
+    "--per-device-train-batch-size",
+    "32",
+    "--learning-rate",
+    "3e-3",
+    "--num-train-epochs",
+    "3",
+    "--save-strategy",
+    "no",
+    "--report-to",
+    "none",
+]
 
 
 def command(name, *args):
@@ -53,8 +85,11 @@ def run(cmd, result, log):
 
 def perplexity(model, work, name):
     out = os.path.join(work, f"perplexity-{name}.json")
-    run(command("perplexity", "--model", model, "--max-words", "200", "--output", out, f"{DATA}/test.jsonl"),
-        out, out + ".log")
+    run(
+        command("perplexity", "--model", model, "--max-words", "200", "--output", out, f"{DATA}/test.jsonl"),
+        out,
+        out + ".log",
+    )
     with open(out) as f:
         return json.load(f)[f"{DATA}/test.jsonl"]
 
@@ -62,19 +97,50 @@ def perplexity(model, work, name):
 def classify(model, work, name, seed):
     folder = os.path.join(work, f"classify-{name}-seed{seed}")
     result = os.path.join(folder, "eval_results.json")
-    run(command("finetune", "sequence-classification", "--model-name-or-path", model,
-                "--train-file", f"{DATA}/train.jsonl", "--validation-file", f"{DATA}/test.jsonl",
-                "--output-dir", folder, "--do-train", "--do-eval", "--seed", str(seed), *CLASSIFY),
-        result, folder + ".log")
+    run(
+        command(
+            "finetune",
+            "sequence-classification",
+            "--model-name-or-path",
+            model,
+            "--train-file",
+            f"{DATA}/train.jsonl",
+            "--validation-file",
+            f"{DATA}/test.jsonl",
+            "--output-dir",
+            folder,
+            "--do-train",
+            "--do-eval",
+            "--seed",
+            str(seed),
+            *CLASSIFY,
+        ),
+        result,
+        folder + ".log",
+    )
     with open(result) as f:
         return json.load(f)["eval_accuracy"]
 
 
 def adapt(base, work, seed):
     folder = os.path.join(work, f"adapted-seed{seed}")
-    run(command("pretrain", "--model-name-or-path", base, "--train-file", f"{DATA}/train.jsonl",
-                "--output-dir", folder, "--do-train", "--seed", str(seed), *ADAPT),
-        os.path.join(folder, "model.safetensors"), folder + ".log")
+    run(
+        command(
+            "pretrain",
+            "--model-name-or-path",
+            base,
+            "--train-file",
+            f"{DATA}/train.jsonl",
+            "--output-dir",
+            folder,
+            "--do-train",
+            "--seed",
+            str(seed),
+            *ADAPT,
+        ),
+        os.path.join(folder, "model.safetensors"),
+        folder + ".log",
+    )
     return folder
 
 
@@ -90,8 +156,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
 
-    results = {"before": {"perplexity": perplexity(args.model, args.work, "before"), "accuracy": []},
-               "after": {"perplexity": [], "accuracy": []}}
+    results = {
+        "before": {"perplexity": perplexity(args.model, args.work, "before"), "accuracy": []},
+        "after": {"perplexity": [], "accuracy": []},
+    }
     for seed in args.seeds:
         results["before"]["accuracy"].append(classify(args.model, args.work, "before", seed))
         adapted = adapt(args.model, args.work, seed)
@@ -104,12 +172,18 @@ def main(argv=None):
     print(f"| model | test perplexity (fwd / bwd / avg) | accuracy, seeds {args.seeds} | mean ± sd |")
     print("| --- | --- | --- | --- |")
     p = before["perplexity"]
-    print(f"| before | {p['forward_perplexity']:.1f} / {p['backward_perplexity']:.1f} / {p['perplexity']:.1f} | "
-          f"{', '.join(f'{a:.4f}' for a in before['accuracy'])} | {mean_sd(before['accuracy'])} |")
-    ppl = [" / ".join(f"{q[k]:.1f}" for k in ("forward_perplexity", "backward_perplexity", "perplexity"))
-           for q in after["perplexity"]]
-    print(f"| after | {'; '.join(ppl)} | {', '.join(f'{a:.4f}' for a in after['accuracy'])} | "
-          f"{mean_sd(after['accuracy'])} |")
+    print(
+        f"| before | {p['forward_perplexity']:.1f} / {p['backward_perplexity']:.1f} / {p['perplexity']:.1f} | "
+        f"{', '.join(f'{a:.4f}' for a in before['accuracy'])} | {mean_sd(before['accuracy'])} |"
+    )
+    ppl = [
+        " / ".join(f"{q[k]:.1f}" for k in ("forward_perplexity", "backward_perplexity", "perplexity"))
+        for q in after["perplexity"]
+    ]
+    print(
+        f"| after | {'; '.join(ppl)} | {', '.join(f'{a:.4f}' for a in after['accuracy'])} | "
+        f"{mean_sd(after['accuracy'])} |"
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import h5py
 import numpy as np
 
 
-
 def cpu_name():
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -55,8 +54,20 @@ def main():
         flags = ["--model", args.model, "--top", "--batch-size", str(args.batch_size)]
         one_output, many_output = os.path.join(folder, "one.hdf5"), os.path.join(folder, "many.hdf5")
         one = [sys.executable, "-m", "elmo_transformers", "embed", source, one_output, *flags]
-        many = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(args.processes),
-                "-m", "elmo_transformers", "embed", source, many_output, *flags]
+        many = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(args.processes),
+            "-m",
+            "elmo_transformers",
+            "embed",
+            source,
+            many_output,
+            *flags,
+        ]
         times = {"one": [], "many": []}
         for _ in range(args.repeats):
             times["one"].append(run(one, args.processes, one_output))
@@ -64,14 +75,22 @@ def main():
         with h5py.File(one_output) as a, h5py.File(many_output) as b:
             diff = max(float(np.abs(a[k][...] - b[k][...]).max(initial=0)) for k in a if k != "sentence_to_index")
         median = {k: statistics.median(v) for k, v in times.items()}
-        print(f"CPU: {cpu_name()} ({os.cpu_count()} logical CPUs); {args.lines} lines, {words} words, --top, "
-              f"batch {args.batch_size}, {args.repeats} repeats, medians (model loading included)")
-        print(f"1 process x {args.processes} threads: {median['one']:.1f} s  {words / median['one']:.0f} words/s  "
-              f"(runs: {', '.join(f'{t:.1f}' for t in times['one'])})")
-        print(f"{args.processes} processes x 1 thread: {median['many']:.1f} s  {words / median['many']:.0f} words/s  "
-              f"(runs: {', '.join(f'{t:.1f}' for t in times['many'])})")
-        print(f"speed-up of {args.processes} x 1 over 1 x {args.processes}: {median['one'] / median['many']:.2f}x; "
-              f"max abs difference of the outputs: {diff:.2e}")
+        print(
+            f"CPU: {cpu_name()} ({os.cpu_count()} logical CPUs); {args.lines} lines, {words} words, --top, "
+            f"batch {args.batch_size}, {args.repeats} repeats, medians (model loading included)"
+        )
+        print(
+            f"1 process x {args.processes} threads: {median['one']:.1f} s  {words / median['one']:.0f} words/s  "
+            f"(runs: {', '.join(f'{t:.1f}' for t in times['one'])})"
+        )
+        print(
+            f"{args.processes} processes x 1 thread: {median['many']:.1f} s  {words / median['many']:.0f} words/s  "
+            f"(runs: {', '.join(f'{t:.1f}' for t in times['many'])})"
+        )
+        print(
+            f"speed-up of {args.processes} x 1 over 1 x {args.processes}: {median['one'] / median['many']:.2f}x; "
+            f"max abs difference of the outputs: {diff:.2e}"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,13 @@ def main(argv=None):
     parser.add_argument("--sentences", default="research/fill_mask_sentences.tsv")
     parser.add_argument("--top-k", "--top_k", type=int, default=10)
     parser.add_argument("--output", help="write the top words and hits here as JSON")
-    parser.add_argument("--check-corpus", nargs="+", default=[], metavar="FILE",
-                        help="refuse to score when a filled sentence is a line of these files")
+    parser.add_argument(
+        "--check-corpus",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="refuse to score when a filled sentence is a line of these files",
+    )
     args = parser.parse_args(argv)
 
     items = read_sentences(args.sentences)
@@ -71,8 +76,18 @@ def main(argv=None):
     print(f"{hits}/{len(rows)} sentences with an expected word in the top {args.top_k}, {top1_hits} at the top")
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
-            json.dump({"model": args.model, "top_k": args.top_k, "hits": hits, "top1_hits": top1_hits,
-                       "sentences": len(rows), "results": rows}, f, indent=2)
+            json.dump(
+                {
+                    "model": args.model,
+                    "top_k": args.top_k,
+                    "hits": hits,
+                    "top1_hits": top1_hits,
+                    "sentences": len(rows),
+                    "results": rows,
+                },
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

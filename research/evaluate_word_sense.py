@@ -76,8 +76,9 @@ def target_vectors(model, tokenizer, sentences, indices, batch_size, device):
     """[n_layers + 2, len(sentences), 2P]: each biLM layer, then the ELMo mix, at each sentence's target word."""
     rows = []
     for start in range(0, len(sentences), batch_size):
-        batch = tokenizer(sentences[start : start + batch_size], is_split_into_words=True, padding=True,
-                          return_tensors="pt").to(device)
+        batch = tokenizer(
+            sentences[start : start + batch_size], is_split_into_words=True, padding=True, return_tensors="pt"
+        ).to(device)
         out = model(**batch, output_hidden_states=True)
         layers = torch.stack([*out.hidden_states, out.last_hidden_state])  # [L + 2, B, T, 2P]
         index = torch.tensor(indices[start : start + batch_size], device=device)
@@ -102,15 +103,21 @@ def main(argv=None):
     second = target_vectors(model, tokenizer, pairs["tokens2"], pairs["index2"], args.batch_size, args.device)
     cosine = torch.nn.functional.cosine_similarity(first, second, dim=-1).numpy()  # [L + 2, pairs]
     names = [f"layer {i}" + (" (context-free)" if i == 0 else "") for i in range(cosine.shape[0] - 1)] + ["ELMo mix"]
-    results = {"roc_auc": {name: roc_auc(scores, pairs["label"]) for name, scores in zip(names, cosine)},
-               "accuracy": {name: threshold_accuracy(scores, pairs["label"], pairs["lemma"])
-                            for name, scores in zip(names, cosine)},
-               "accuracy_oracle_threshold": {name: best_threshold(scores, pairs["label"])[1]
-                                             for name, scores in zip(names, cosine)}}
+    results = {
+        "roc_auc": {name: roc_auc(scores, pairs["label"]) for name, scores in zip(names, cosine)},
+        "accuracy": {
+            name: threshold_accuracy(scores, pairs["label"], pairs["lemma"]) for name, scores in zip(names, cosine)
+        },
+        "accuracy_oracle_threshold": {
+            name: best_threshold(scores, pairs["label"])[1] for name, scores in zip(names, cosine)
+        },
+    }
     print(f"word sense over {len(pairs)} pairs: ROC AUC, WiC accuracy (threshold from other lemmas; oracle threshold)")
     for name in names:
-        print(f"  {name:>22}: {results['roc_auc'][name]:.4f}  {100 * results['accuracy'][name]:.1f} %  "
-              f"{100 * results['accuracy_oracle_threshold'][name]:.1f} %")
+        print(
+            f"  {name:>22}: {results['roc_auc'][name]:.4f}  {100 * results['accuracy'][name]:.1f} %  "
+            f"{100 * results['accuracy_oracle_threshold'][name]:.1f} %"
+        )
     if args.output:
         with open(args.output, "w") as f:
             json.dump({"pairs": len(pairs), **results}, f, indent=2)

@@ -23,8 +23,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from configuration_elmo import ElmoConfig  # noqa: E402
-from elmo_transformers.conversion.allennlp import (convert, options_from_config, to_state_dict,  # noqa: E402
-                                                   write_random_weights)
+from elmo_transformers.conversion.allennlp import (  # noqa: E402
+    convert,
+    options_from_config,
+    to_state_dict,  # noqa: E402
+    write_random_weights,
+)
 from reference_elmo import load_hdf5, reference_sentence  # noqa: E402
 
 ALLENNLP = """
@@ -53,8 +57,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--allennlp-python", help="an interpreter that imports AllenNLP 2.10.1")
     parser.add_argument("--lengths", type=int, nargs="+", default=[5, 20, 62, 120])
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="random weights: Glorot-sized values times this (3: cell and projection clipping happen)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="random weights: Glorot-sized values times this (3: cell and projection clipping happen)",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     config = ElmoConfig()
@@ -70,20 +78,27 @@ def main():
     # forget bias + 1 to float32, which alone moves the float64 outputs by about 1e-9).
     exact = to_state_dict(config, arrays)
 
-    reference = [reference_sentence(arrays, options_dict,
-                                    np.array(tokenizer([s], is_split_into_words=True)["input_ids"][0]))
-                 for s in sentences]
+    reference = [
+        reference_sentence(arrays, options_dict, np.array(tokenizer([s], is_split_into_words=True)["input_ids"][0]))
+        for s in sentences
+    ]
     with torch.no_grad():
         batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
         batched = model(**batch, output_hidden_states=True).hidden_states
-        alone = [model(**tokenizer([s], is_split_into_words=True, return_tensors="pt"),
-                       output_hidden_states=True).hidden_states
-                 for s in sentences]
+        alone = [
+            model(
+                **tokenizer([s], is_split_into_words=True, return_tensors="pt"), output_hidden_states=True
+            ).hidden_states
+            for s in sentences
+        ]
         double = model.double()
         double.load_state_dict(exact, strict=False)
-        in_float64 = [double(**tokenizer([s], is_split_into_words=True, return_tensors="pt"),
-                             output_hidden_states=True).hidden_states
-                      for s in sentences]
+        in_float64 = [
+            double(
+                **tokenizer([s], is_split_into_words=True, return_tensors="pt"), output_hidden_states=True
+            ).hidden_states
+            for s in sentences
+        ]
     allennlp = None
     if args.allennlp_python:
         with open(os.path.join(folder, "sentences.json"), "w") as f:
@@ -92,18 +107,26 @@ def main():
         subprocess.run([args.allennlp_python, "-c", ALLENNLP, options, weights, f.name, out], check=True)
         allennlp = np.load(out)
 
-    print(f"Original size (2 x 4096 LSTM, projection 512), random weights (scale {args.scale}); "
-          "max |x - float64 reference| per layer")
-    print(f"{'words':>5} {'layer':>5} {'port batch':>11} {'port alone':>11} {'AllenNLP':>11} {'port-AllenNLP':>14} "
-          f"{'batch-alone':>12} {'port f64':>10}")
+    print(
+        f"Original size (2 x 4096 LSTM, projection 512), random weights (scale {args.scale}); "
+        "max |x - float64 reference| per layer"
+    )
+    print(
+        f"{'words':>5} {'layer':>5} {'port batch':>11} {'port alone':>11} {'AllenNLP':>11} {'port-AllenNLP':>14} "
+        f"{'batch-alone':>12} {'port f64':>10}"
+    )
     for i, (words, ref) in enumerate(zip(sentences, reference)):
         n = len(words)
         for layer in range(config.n_layers + 1):
-            row = [np.abs(batched[layer][i, :n].numpy() - ref[layer]).max(),
-                   np.abs(alone[i][layer][0].numpy() - ref[layer]).max()]
+            row = [
+                np.abs(batched[layer][i, :n].numpy() - ref[layer]).max(),
+                np.abs(alone[i][layer][0].numpy() - ref[layer]).max(),
+            ]
             if allennlp is not None:
-                row += [np.abs(allennlp[layer][i, :n] - ref[layer]).max(),
-                        np.abs(batched[layer][i, :n].numpy() - allennlp[layer][i, :n]).max()]
+                row += [
+                    np.abs(allennlp[layer][i, :n] - ref[layer]).max(),
+                    np.abs(batched[layer][i, :n].numpy() - allennlp[layer][i, :n]).max(),
+                ]
             else:
                 row += [float("nan")] * 2
             row.append(np.abs(batched[layer][i, :n].numpy() - alone[i][layer][0].numpy()).max())

@@ -26,16 +26,20 @@ def main():
     args = parser.parse_args()
     from configuration_elmo import ElmoConfig
 
-    print(f"One {args.size} biLM layer, both directions, {args.steps} steps, {cpu_name()}, torch {torch.__version__}, "
-          f"median of {args.repeats} alternating calls")
+    print(
+        f"One {args.size} biLM layer, both directions, {args.steps} steps, {cpu_name()}, torch {torch.__version__}, "
+        f"median of {args.repeats} alternating calls"
+    )
     print("| threads | batch | dtype | aten ms | onednn ms | aten / onednn | max abs diff |\n" + "|---" * 7 + "|")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for batch in args.batch_sizes:
             for dtype in args.dtypes:
                 dtype_ = getattr(torch, dtype)
-                layers = {kernel: random_lstm_layer(ElmoConfig(**SIZES[args.size], float_kernel=kernel), False)
-                          .to(dtype_) for kernel in ("aten", "onednn")}
+                layers = {
+                    kernel: random_lstm_layer(ElmoConfig(**SIZES[args.size], float_kernel=kernel), False).to(dtype_)
+                    for kernel in ("aten", "onednn")
+                }
                 x = torch.randn(2, batch, args.steps, layers["aten"].input_weight.shape[1]).to(dtype_)
                 times = {kernel: [] for kernel in layers}
                 with torch.no_grad():
@@ -47,8 +51,11 @@ def main():
                             times[kernel].append(time.perf_counter() - start)
                 ms = {kernel: statistics.median(t) * 1e3 for kernel, t in times.items()}
                 diff = (outputs["aten"].float() - outputs["onednn"].float()).abs().max().item()
-                print(f"| {threads} | {batch} | {dtype} | {ms['aten']:.0f} | {ms['onednn']:.0f} | "
-                      f"{ms['aten'] / ms['onednn']:.2f}x | {diff:.1e} |", flush=True)
+                print(
+                    f"| {threads} | {batch} | {dtype} | {ms['aten']:.0f} | {ms['onednn']:.0f} | "
+                    f"{ms['aten'] / ms['onednn']:.2f}x | {diff:.1e} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -30,9 +30,17 @@ def make_model(folder, vocab_size, projection_dim):
     from tokenization_elmo import ElmoTokenizer
 
     torch.manual_seed(0)
-    config = ElmoConfig(char_embedding_dim=4, filters=[[1, 8], [2, 8]], n_highway=1, lstm_dim=64,
-                        projection_dim=projection_dim, n_layers=2, lm_vocab_size=vocab_size,
-                        bos_token_id=1, eos_token_id=0)
+    config = ElmoConfig(
+        char_embedding_dim=4,
+        filters=[[1, 8], [2, 8]],
+        n_highway=1,
+        lstm_dim=64,
+        projection_dim=projection_dim,
+        n_layers=2,
+        lm_vocab_size=vocab_size,
+        bos_token_id=1,
+        eos_token_id=0,
+    )
     os.makedirs(folder, exist_ok=True)
     vocab = os.path.join(folder, "words.txt")
     with open(vocab, "w", encoding="utf-8") as f:  # lm_1b's order: </S>, <S>, <UNK>, then the words
@@ -68,8 +76,13 @@ def measure(folder, sentences, words):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     loaded = rss_mb("VmRSS")
-    figures = {"vocab_size": model.config.lm_vocab_size, "projection_dim": model.config.projection_dim,
-               "model_mb": round(model_mb), "rss_before_load_mb": round(before), "rss_after_load_mb": round(loaded)}
+    figures = {
+        "vocab_size": model.config.lm_vocab_size,
+        "projection_dim": model.config.projection_dim,
+        "model_mb": round(model_mb),
+        "rss_before_load_mb": round(before),
+        "rss_after_load_mb": round(loaded),
+    }
 
     windows = [[f"w{(i * 7 + j * 13) % 5000}" for j in range(words)] for i in range(sentences)]
     reset_peak()
@@ -79,10 +92,13 @@ def measure(folder, sentences, words):
     figures["scoring_peak_above_loaded_mb"] = round(rss_mb("VmHWM") - loaded)
     figures["perplexity"] = round(ppl["perplexity"])
 
-    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer,
-                    pipeline_class=elmo_transformers.ElmoFillMaskPipeline)
-    texts = [" ".join(w if j != i % words else "<mask>" for j, w in enumerate(window)) for i, window in
-             enumerate(windows[:BATCH])]
+    fill = pipeline(
+        "fill-mask", model=model, tokenizer=tokenizer, pipeline_class=elmo_transformers.ElmoFillMaskPipeline
+    )
+    texts = [
+        " ".join(w if j != i % words else "<mask>" for j, w in enumerate(window))
+        for i, window in enumerate(windows[:BATCH])
+    ]
     reset_peak()
     start = time.perf_counter()
     results = fill(texts, batch_size=BATCH, top_k=5)
@@ -98,8 +114,10 @@ def run(work, vocab_size=PUBLISHED_VOCAB_SIZE, projection_dim=8, sentences=1000,
     if not os.path.isfile(os.path.join(folder, "model.safetensors")):
         make_model(folder, vocab_size, projection_dim)
     here = os.path.dirname(os.path.abspath(__file__))
-    code = (f"import json, sys; sys.path.insert(0, {here!r}); import lm_memory; "
-            f"print(json.dumps(lm_memory.measure({folder!r}, {sentences}, {words})))")
+    code = (
+        f"import json, sys; sys.path.insert(0, {here!r}); import lm_memory; "
+        f"print(json.dumps(lm_memory.measure({folder!r}, {sentences}, {words})))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if result.returncode:
         raise RuntimeError(result.stderr[-3000:])

@@ -24,8 +24,11 @@ from onnx import TensorProto, helper, numpy_helper
 K, N, STEPS = 512, 16384, 20
 
 
-RESCALES = {"one weight scale": False, "per column, scales multiplied first": True,
-            "per column, after the activation's scale": True}
+RESCALES = {
+    "one weight scale": False,
+    "per column, scales multiplied first": True,
+    "per column, after the activation's scale": True,
+}
 
 
 def scan_session(n_weights, rescale, threads, rng):
@@ -42,24 +45,37 @@ def scan_session(n_weights, rescale, threads, rng):
             helper.make_node("Cast", [f"int32_{i}"], [f"float{i}"], to=TensorProto.FLOAT),
         ]
         if rescale == "per column, after the activation's scale":
-            body += [helper.make_node("Mul", [f"float{i}", f"x_scale{i}"], [f"scaled{i}"]),
-                     helper.make_node("Mul", [f"scaled{i}", f"w_scale{i}"], [f"y{i}"])]
+            body += [
+                helper.make_node("Mul", [f"float{i}", f"x_scale{i}"], [f"scaled{i}"]),
+                helper.make_node("Mul", [f"scaled{i}", f"w_scale{i}"], [f"y{i}"]),
+            ]
         else:
-            body += [helper.make_node("Mul", [f"x_scale{i}", f"w_scale{i}"], [f"scale{i}"]),
-                     helper.make_node("Mul", [f"float{i}", f"scale{i}"], [f"y{i}"])]
+            body += [
+                helper.make_node("Mul", [f"x_scale{i}", f"w_scale{i}"], [f"scale{i}"]),
+                helper.make_node("Mul", [f"float{i}", f"scale{i}"], [f"y{i}"]),
+            ]
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, N]))
     body.append(helper.make_node("Identity", ["state"], ["state_out"]))
     value_info = helper.make_tensor_value_info
-    body_graph = helper.make_graph(body, "step", [value_info("state", TensorProto.FLOAT, [1]),
-                                                  value_info("x", TensorProto.FLOAT, [1, K])],
-                                   [value_info("state_out", TensorProto.FLOAT, [1]), *outputs])
-    scan = helper.make_node("Scan", ["state0", "xs"], ["final", *(f"ys{i}" for i in range(n_weights))],
-                            body=body_graph, num_scan_inputs=1)
-    graph = helper.make_graph([scan], "gemv", [value_info("state0", TensorProto.FLOAT, [1]),
-                                               value_info("xs", TensorProto.FLOAT, [STEPS, 1, K])],
-                              [value_info("final", TensorProto.FLOAT, [1]),
-                               *(value_info(f"ys{i}", TensorProto.FLOAT, [STEPS, 1, N]) for i in range(n_weights))],
-                              initializers)
+    body_graph = helper.make_graph(
+        body,
+        "step",
+        [value_info("state", TensorProto.FLOAT, [1]), value_info("x", TensorProto.FLOAT, [1, K])],
+        [value_info("state_out", TensorProto.FLOAT, [1]), *outputs],
+    )
+    scan = helper.make_node(
+        "Scan", ["state0", "xs"], ["final", *(f"ys{i}" for i in range(n_weights))], body=body_graph, num_scan_inputs=1
+    )
+    graph = helper.make_graph(
+        [scan],
+        "gemv",
+        [value_info("state0", TensorProto.FLOAT, [1]), value_info("xs", TensorProto.FLOAT, [STEPS, 1, K])],
+        [
+            value_info("final", TensorProto.FLOAT, [1]),
+            *(value_info(f"ys{i}", TensorProto.FLOAT, [STEPS, 1, N]) for i in range(n_weights)),
+        ],
+        initializers,
+    )
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -81,13 +97,16 @@ def main(argv=None):
                 seconds = median_seconds(lambda: session.run(None, inputs), 30, warmups=3)
                 times[rescale].append(seconds * 1e3 / STEPS / n_weights)
         for rescale, ms in times.items():
-            print(f"onnxruntime, Scan body, {rescale:41}, {n_weights} weight(s) of {K * N / 1e6:.1f} MB in turn: "
-                  f"{sorted(ms)[1]:.3f}")
+            print(
+                f"onnxruntime, Scan body, {rescale:41}, {n_weights} weight(s) of {K * N / 1e6:.1f} MB in turn: "
+                f"{sorted(ms)[1]:.3f}"
+            )
     torch.set_num_threads(args.threads)
     weight = torch.randint(-63, 64, (N, K), dtype=torch.float32)
     scales, zero_points = torch.full((N,), 1e-2, dtype=torch.double), torch.zeros(N, dtype=torch.long)
-    packed = torch.ops.quantized.linear_prepack(torch.quantize_per_channel(weight, scales, zero_points, 0, torch.qint8),
-                                                None)
+    packed = torch.ops.quantized.linear_prepack(
+        torch.quantize_per_channel(weight, scales, zero_points, 0, torch.qint8), None
+    )
     x = torch.from_numpy(inputs["xs"][0])
     ms = median_seconds(lambda: torch.ops.quantized.linear_dynamic(x, packed, True), 200, warmups=3) * 1e3
     print(f"torch quantized.linear_dynamic, one scale per column, 1 weight: {ms:.3f}")

@@ -35,8 +35,11 @@ def sentences(paragraph):
 
 
 def open_text(path, mode):
-    return (gzip.open(path, mode + "t", encoding="utf-8") if str(path).endswith(".gz")
-            else open(path, mode, encoding="utf-8"))
+    return (
+        gzip.open(path, mode + "t", encoding="utf-8")
+        if str(path).endswith(".gz")
+        else open(path, mode, encoding="utf-8")
+    )
 
 
 def main(argv=None):

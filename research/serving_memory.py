@@ -32,7 +32,9 @@ import json, sys
 batch = json.loads({batch!r})
 """ + inspect.getsource(status_mb).replace("{", "{{").replace("}", "}}")
 
-ONNXRUNTIME = COMMON + """
+ONNXRUNTIME = (
+    COMMON
+    + """
 import numpy as np, onnxruntime
 from transformers import AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained({folder!r}, trust_remote_code=True)
@@ -45,8 +47,11 @@ for _ in range({calls}):
     session.run(None, {{k: enc[k].astype(np.int64) for k in ("input_ids", "attention_mask")}})
 print(json.dumps(dict(loaded_mb=loaded, peak_mb=status_mb("VmHWM"), torch_imported="torch" in sys.modules)))
 """
+)
 
-PYTORCH = COMMON + """
+PYTORCH = (
+    COMMON
+    + """
 import torch
 from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
@@ -59,6 +64,7 @@ with torch.no_grad():
         model(**enc, output_hidden_states=True)
 print(json.dumps(dict(loaded_mb=loaded, peak_mb=status_mb("VmHWM"), torch_imported=True)))
 """
+)
 
 
 # What a Python without torch lacks: its folders and metadata (this package's own files come from its metadata).
@@ -81,8 +87,13 @@ def site_packages_without_torch(folder):
 def measure(code, path, **values):
     """Run `code` (filled with `values`) in a fresh Python whose path is `path`; its JSON line."""
     python = [sys.executable, "-S"] if path != str(REPO) else [sys.executable]
-    done = subprocess.run([*python, "-c", code.format(**values)], capture_output=True, text=True, cwd="/",
-                          env={"PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [*python, "-c", code.format(**values)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={"PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     if done.returncode:
         sys.exit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,13 +115,20 @@ def main():
     rows = [("PyTorch", measure(PYTORCH, str(REPO), folder=os.path.abspath(args.model), **options))]
     with tempfile.TemporaryDirectory() as shadow:
         path = str(site_packages_without_torch(shadow))
-        rows += [(f"onnxruntime {folder} (memory arena {arena})",
-                  measure(ONNXRUNTIME, path, folder=os.path.abspath(folder), arena=arena, **options))
-                 for folder in args.onnx for arena in (True, False)]
+        rows += [
+            (
+                f"onnxruntime {folder} (memory arena {arena})",
+                measure(ONNXRUNTIME, path, folder=os.path.abspath(folder), arena=arena, **options),
+            )
+            for folder in args.onnx
+            for arena in (True, False)
+        ]
     print(f"batch {args.batch_size}, {args.calls} calls")
     for name, row in rows:
-        print(f"{name:60} peak RSS {row['peak_mb']:7.0f} MB  after loading {row['loaded_mb']:7.0f} MB  "
-              f"torch imported: {row['torch_imported']}")
+        print(
+            f"{name:60} peak RSS {row['peak_mb']:7.0f} MB  after loading {row['loaded_mb']:7.0f} MB  "
+            f"torch imported: {row['torch_imported']}"
+        )
     print(f"installed: torch {installed_mb('torch'):.0f} MB, onnxruntime {installed_mb('onnxruntime'):.0f} MB")
 
 

@@ -53,12 +53,30 @@ def main():
         python = sys.executable
         commands = {
             'python -c "import torch"': [python, "-c", "import torch"],
-            "embed one line (--top)": [python, "-m", "elmo_transformers", "embed", str(line), f"{folder}/o.hdf5",
-                                       "--model", args.model, "--top", "--overwrite", "--quiet", "--device",
-                                       args.device],
-            "ElmoEmbedder() one sentence": [python, "-c", "import sys\nfrom elmo_transformers import ElmoEmbedder\n"
-                                            "ElmoEmbedder(sys.argv[1], device=sys.argv[2]).embed_sentence("
-                                            "'the cat sat'.split())", args.model, args.device],
+            "embed one line (--top)": [
+                python,
+                "-m",
+                "elmo_transformers",
+                "embed",
+                str(line),
+                f"{folder}/o.hdf5",
+                "--model",
+                args.model,
+                "--top",
+                "--overwrite",
+                "--quiet",
+                "--device",
+                args.device,
+            ],
+            "ElmoEmbedder() one sentence": [
+                python,
+                "-c",
+                "import sys\nfrom elmo_transformers import ElmoEmbedder\n"
+                "ElmoEmbedder(sys.argv[1], device=sys.argv[2]).embed_sentence("
+                "'the cat sat'.split())",
+                args.model,
+                args.device,
+            ],
         }
         for command in commands.values():  # warm: byte code compiled, files in the page cache
             seconds(command)
@@ -66,17 +84,22 @@ def main():
         for _ in range(args.repeats):
             for name, command in commands.items():
                 timings[name].append(seconds(command))
-        split = subprocess.run([python, "-c", SPLIT, args.model, args.device], capture_output=True, text=True,
-                               check=True).stdout.split(maxsplit=3)
+        split = subprocess.run(
+            [python, "-c", SPLIT, args.model, args.device], capture_output=True, text=True, check=True
+        ).stdout.split(maxsplit=3)
     medians = {name: statistics.median(values) for name, values in timings.items()}
     base = medians['python -c "import torch"']
-    print(f"Start-up, whole process, median of {args.repeats} (after one warm-up), {cpu_name()}, {os.cpu_count()} "
-          f"CPUs, device {args.device}, model {args.model}:")
+    print(
+        f"Start-up, whole process, median of {args.repeats} (after one warm-up), {cpu_name()}, {os.cpu_count()} "
+        f"CPUs, device {args.device}, model {args.model}:"
+    )
     print("| command | seconds | minus `import torch` |\n|---|---|---|")
     for name, value in medians.items():
         print(f"| {name} | {value:.2f} | {value - base:+.2f} |")
-    print(f"One ElmoEmbedder process: import torch {float(split[0]):.2f} s, import the package and load the model "
-          f"{float(split[1]):.2f} s, the first sentence {float(split[2]):.2f} s; transformers imported: {split[3]}")
+    print(
+        f"One ElmoEmbedder process: import torch {float(split[0]):.2f} s, import the package and load the model "
+        f"{float(split[1]):.2f} s, the first sentence {float(split[2]):.2f} s; transformers imported: {split[3]}"
+    )
 
 
 if __name__ == "__main__":

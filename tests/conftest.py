@@ -20,8 +20,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Under pytest-xdist (`-n auto`: a worker per core) each worker's torch, and the commands it starts, take their share
 # of the cores, not all of them: OpenMP threads that outnumber the cores spin and wait on each other.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0))
-                                                     // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    os.environ.setdefault(
+        "OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    )
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -48,8 +49,9 @@ def start_command(*args, env=None, **options):
 def command_env(**variables):
     """A subprocess environment that runs this checkout's code, never an installed copy (the repository root comes
     first on the path), offline."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "research")]), HF_HUB_OFFLINE="1",
-                **variables)
+    return dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "research")]), HF_HUB_OFFLINE="1", **variables
+    )
 
 
 @contextlib.contextmanager
@@ -64,8 +66,11 @@ def process_state_kept():
     environment, folder, root = dict(os.environ), os.getcwd(), logging.getLogger()
     handlers, level = list(root.handlers), root.level
     threads = torch.get_num_threads()
-    signals = {number: signal.getsignal(number) for number in signal.valid_signals()
-               if signal.getsignal(number) is not None and number not in (signal.SIGKILL, signal.SIGSTOP)}
+    signals = {
+        number: signal.getsignal(number)
+        for number in signal.valid_signals()
+        if signal.getsignal(number) is not None and number not in (signal.SIGKILL, signal.SIGSTOP)
+    }
     try:
         yield
     finally:
@@ -113,8 +118,13 @@ def run_cli(capfd):
 # an HF_HOME of the tests' (never the user's) and the worker's share of the cores.
 USER_HOME = Path(tempfile.mkdtemp(prefix="elmo-tests-home-"))
 atexit.register(shutil.rmtree, USER_HOME, ignore_errors=True)
-USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": str(USER_HOME), "HF_HOME": str(USER_HOME / "hf_home"),
-            "HF_HUB_OFFLINE": "1", **{k: os.environ[k] for k in ("OMP_NUM_THREADS",) if k in os.environ}}
+USER_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": str(USER_HOME),
+    "HF_HOME": str(USER_HOME / "hf_home"),
+    "HF_HUB_OFFLINE": "1",
+    **{k: os.environ[k] for k in ("OMP_NUM_THREADS",) if k in os.environ},
+}
 
 
 def run_isolated(code, *args, folder, hf_home=None):
@@ -124,8 +134,14 @@ def run_isolated(code, *args, folder, hf_home=None):
     script = Path(folder) / "child.py"
     script.write_text(code)
     env = dict(USER_ENV, **({"HF_HOME": str(hf_home)} if hf_home else {}))
-    return subprocess.run([sys.executable, "-I", str(script), *map(str, args)], env=env, cwd=folder,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-I", str(script), *map(str, args)],
+        env=env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def load_fixture(name):
@@ -252,11 +268,18 @@ def load_checks_once(tmp_path_factory):
         with filelock.FileLock(f"{answer}.lock"):
             if not answer.exists():
                 done = subprocess.run(argv, **options)
-                answer.write_text(json.dumps([done.returncode, *(text.replace(str(folder), "{folder}")
-                                                                 for text in (done.stdout, done.stderr))]))
+                answer.write_text(
+                    json.dumps(
+                        [
+                            done.returncode,
+                            *(text.replace(str(folder), "{folder}") for text in (done.stdout, done.stderr)),
+                        ]
+                    )
+                )
         code, out, err = json.loads(answer.read_text())
-        return subprocess.CompletedProcess(argv, code, out.replace("{folder}", str(folder)),
-                                           err.replace("{folder}", str(folder)))
+        return subprocess.CompletedProcess(
+            argv, code, out.replace("{folder}", str(folder)), err.replace("{folder}", str(folder))
+        )
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(repo, "subprocess", types.SimpleNamespace(run=run))  # (check_in_fresh_process: both checks)
@@ -300,9 +323,23 @@ def convert_lm_fixture(output, softmax=LM_FIXTURE / "softmax.hdf5", vocab=LM_FIX
     """`elmo-transformers convert allennlp` of the LM fixture with its softmax; the exit code."""
     from elmo_transformers.cli import main
 
-    return main(["convert", "allennlp", "--options", str(LM_FIXTURE / "options.json"), "--weights",
-                 str(LM_FIXTURE / "weights.hdf5"), "--output", str(output), "--softmax-weights", str(softmax),
-                 "--vocab", str(vocab), *map(str, extra)])
+    return main(
+        [
+            "convert",
+            "allennlp",
+            "--options",
+            str(LM_FIXTURE / "options.json"),
+            "--weights",
+            str(LM_FIXTURE / "weights.hdf5"),
+            "--output",
+            str(output),
+            "--softmax-weights",
+            str(softmax),
+            "--vocab",
+            str(vocab),
+            *map(str, extra),
+        ]
+    )
 
 
 @pytest.fixture(scope="session")
@@ -327,8 +364,9 @@ def tiny_heads_dir(tiny_model_dir, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("heads")
     token = ElmoForTokenClassification.from_pretrained(
-        tiny_model_dir, id2label=dict(enumerate(TOKEN_LABELS)),
-        label2id={label: i for i, label in enumerate(TOKEN_LABELS)}
+        tiny_model_dir,
+        id2label=dict(enumerate(TOKEN_LABELS)),
+        label2id={label: i for i, label in enumerate(TOKEN_LABELS)},
     )
     sequence = ElmoForSequenceClassification.from_pretrained(
         tiny_model_dir, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1}
@@ -361,8 +399,11 @@ def fake_hub(monkeypatch):
     def upload_folder(self, **kwargs):
         folder = kwargs["folder_path"]
         readme = os.path.join(folder, "README.md")
-        calls.update(upload_folder=kwargs, files=sorted(os.listdir(folder)),
-                     readme=Path(readme).read_text(encoding="utf-8") if os.path.exists(readme) else None)
+        calls.update(
+            upload_folder=kwargs,
+            files=sorted(os.listdir(folder)),
+            readme=Path(readme).read_text(encoding="utf-8") if os.path.exists(readme) else None,
+        )
 
     monkeypatch.setattr(HfApi, "create_repo", create_repo)
     monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
@@ -389,12 +430,20 @@ def one_line(code, err, *fragments):
 
 def run_entry_point(argv, cwd, modules):
     """(exit status, which of `modules` got imported, stdout, stderr) of `elmo-transformers ARGV` in a new process."""
-    code = ("import json, sys, elmo_transformers_cli\n"
-            "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
-            "except SystemExit as e:\n    status = e.code\n"
-            f"print(json.dumps({{'status': status, 'loaded': sorted(set({modules}) & set(sys.modules))}}))")
-    done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=cwd, env=command_env(),
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import json, sys, elmo_transformers_cli\n"
+        "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
+        "except SystemExit as e:\n    status = e.code\n"
+        f"print(json.dumps({{'status': status, 'loaded': sorted(set({modules}) & set(sys.modules))}}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, argv)],
+        cwd=cwd,
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     result = json.loads(done.stdout.splitlines()[-1])
     return result["status"], result["loaded"], done.stdout, done.stderr
 
@@ -408,10 +457,27 @@ def missing_model_commands(tmp_path, name):
         "demo": ["demo", "--model", name],
         "embed": ["embed", text, tmp_path / "out.hdf5", "--top", "--model", name],
         "perplexity": ["perplexity", text, "--model", name],
-        "finetune": ["finetune", "sequence-classification", "--model-name-or-path", name, "--train-file", data,
-                     "--output-dir", tmp_path / "ft", "--do-train"],
-        "pretrain": ["pretrain", "--model-name-or-path", name, "--train-file", text, "--output-dir", tmp_path / "pt",
-                     "--do-train"],
+        "finetune": [
+            "finetune",
+            "sequence-classification",
+            "--model-name-or-path",
+            name,
+            "--train-file",
+            data,
+            "--output-dir",
+            tmp_path / "ft",
+            "--do-train",
+        ],
+        "pretrain": [
+            "pretrain",
+            "--model-name-or-path",
+            name,
+            "--train-file",
+            text,
+            "--output-dir",
+            tmp_path / "pt",
+            "--do-train",
+        ],
     }
 
 

@@ -78,6 +78,9 @@ def load_hdf5(path):
 
     arrays = {}
     with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: arrays.__setitem__(name, obj[...].astype(np.float64))
-                     if isinstance(obj, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, obj: (
+                arrays.__setitem__(name, obj[...].astype(np.float64)) if isinstance(obj, h5py.Dataset) else None
+            )
+        )
     return {k.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): v for k, v in arrays.items()}

@@ -107,8 +107,10 @@ def test_save_pretrained_keeps_the_loaded_dtype(tmp_path, dtype):
     ElmoForLanguageModeling.from_pretrained(MODEL, **kwargs).save_pretrained(tmp_path)
     want = dtype or "float32"
     assert json.loads((tmp_path / "config.json").read_text())["dtype"] == want
-    with safe_open(MODEL / "model.safetensors", "pt") as shipped, \
-            safe_open(tmp_path / "model.safetensors", "pt") as saved:
+    with (
+        safe_open(MODEL / "model.safetensors", "pt") as shipped,
+        safe_open(tmp_path / "model.safetensors", "pt") as saved,
+    ):
         assert sorted(saved.keys()) == sorted(shipped.keys())
         for key in shipped.keys():
             tensor = saved.get_tensor(key)

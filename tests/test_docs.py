@@ -23,8 +23,11 @@ import pytest
 from conftest import FIXTURES, REPO, SHIPPED, USER_ENV, run
 
 OTHER_PACKAGES = ("# AllenNLP", "# TF-Hub (TensorFlow 1.x)", "# ELMoForManyLangs")
-DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
-             *sorted((REPO / "docs").glob("*/README.md"))]  # the translated READMEs: docs/zh, docs/ja
+DOCUMENTS = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "docs").glob("*/README.md")),
+]  # the translated READMEs: docs/zh, docs/ja
 
 
 def python_blocks(path):
@@ -38,15 +41,33 @@ def placeholders(tiny_model_dir, tiny_heads_dir, tmp_path_factory):
 
     efml, efml_ja = (tmp_path_factory.mktemp("efml") / name for name in ("zh", "ja"))
     for folder, segmenter in ((efml, "jieba"), (efml_ja, "fugashi")):  # as --preset zh-hans and ja set them
-        assert main(["convert", "elmoformanylangs", str(FIXTURES / "efml-charword" / "model"), "--segmenter",
-                     segmenter, "--output", str(folder)]) == 0
+        assert (
+            main(
+                [
+                    "convert",
+                    "elmoformanylangs",
+                    str(FIXTURES / "efml-charword" / "model"),
+                    "--segmenter",
+                    segmenter,
+                    "--output",
+                    str(folder),
+                ]
+            )
+            == 0
+        )
     tfhub = tmp_path_factory.mktemp("tfhub") / "converted"
     assert main(["convert", "tensorflow", str(FIXTURES / "tensorflow" / "tfhub-2layer"), "--output", str(tfhub)]) == 0
     return {
-        "elmo-original-lm": SHIPPED, "elmo-original": tiny_model_dir, "elmo-zh": efml, "elmo-ja": efml_ja,
-        "elmo-tfhub-3": tfhub, "DIR_OR_REPO": tiny_model_dir,
-        "path/to/elmo": tiny_model_dir, "FOLDER_OR_REPO": tiny_heads_dir / "token",
-        "POS_FOLDER": tiny_heads_dir / "token", "POLARITY_FOLDER": tiny_heads_dir / "sequence",
+        "elmo-original-lm": SHIPPED,
+        "elmo-original": tiny_model_dir,
+        "elmo-zh": efml,
+        "elmo-ja": efml_ja,
+        "elmo-tfhub-3": tfhub,
+        "DIR_OR_REPO": tiny_model_dir,
+        "path/to/elmo": tiny_model_dir,
+        "FOLDER_OR_REPO": tiny_heads_dir / "token",
+        "POS_FOLDER": tiny_heads_dir / "token",
+        "POLARITY_FOLDER": tiny_heads_dir / "sequence",
     }
 
 
@@ -169,13 +190,20 @@ def blocks_run(placeholders, tmp_path_factory):
         blocks = [fill_in(b, placeholders) for b in python_blocks(document) if not b.startswith(OTHER_PACKAGES)]
         if blocks:
             folder = tmp_path_factory.mktemp(document.stem)
-            (folder / "sentences.txt").write_text("The cat sat on the mat .\nELMo reads whole words .\n",
-                                                  encoding="utf-8")
+            (folder / "sentences.txt").write_text(
+                "The cat sat on the mat .\nELMo reads whole words .\n", encoding="utf-8"
+            )
             runs[str(document)] = {"folder": str(folder), "blocks": blocks}
     request = tmp_path_factory.mktemp("blocks") / "runs.json"
     request.write_text(json.dumps(runs), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-I", "-c", RUNNER, str(request)], env=USER_ENV, cwd=request.parent,
-                          capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", RUNNER, str(request)],
+        env=USER_ENV,
+        cwd=request.parent,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.splitlines()[-1]), done
 
@@ -188,5 +216,6 @@ def test_every_python_block_runs(document, blocks_run):
     failures, done = blocks_run
     if len(blocks) > len(skipped):
         assert str(document) in failures and failures[str(document)] is None, (
-            f"{document.name}: {failures.get(str(document))}\n{done.stderr[-2000:]}")
+            f"{document.name}: {failures.get(str(document))}\n{done.stderr[-2000:]}"
+        )
     print(f"{document.name}: {len(blocks) - len(skipped)} blocks run; other packages' code not run: {skipped}")

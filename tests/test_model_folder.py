@@ -68,17 +68,24 @@ def test_the_card_push_and_space_writers_read_no_config_json(tiny_model_dir, lm_
 def test_the_package_imports_keep_their_layers():
     """No import circle and no import from a lower layer to a higher one (pyproject.toml's two import-linter
     contracts: the layers, and no circle inside a package; imports inside functions count)."""
-    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"], cwd=REPO,
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    done = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-cache"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert done.returncode == 0 and "2 kept, 0 broken" in done.stdout, done.stdout[-3000:]
 
 
 def test_an_exported_folder_is_opened_without_torch(tiny_model_dir, tmp_path):
     """Opening a folder (and fingerprinting it) imports neither torch nor transformers: an export runs without them."""
     folder = shutil.copytree(tiny_model_dir, tmp_path / "m", symlinks=True)
-    code = ("import json, sys\nfrom elmo_transformers.model_folder import open_model\n"
-            "source = open_model(sys.argv[1])\nsource.fingerprint(\"float32\")\n"
-            "print(json.dumps([source.title, 'torch' in sys.modules, 'transformers' in sys.modules]))")
+    code = (
+        "import json, sys\nfrom elmo_transformers.model_folder import open_model\n"
+        'source = open_model(sys.argv[1])\nsource.fingerprint("float32")\n'
+        "print(json.dumps([source.title, 'torch' in sys.modules, 'transformers' in sys.modules]))"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout) == ["m", False, False], done.stderr[-2000:]
 
@@ -86,18 +93,39 @@ def test_an_exported_folder_is_opened_without_torch(tiny_model_dir, tmp_path):
 # The fields that decide the numbers (options_elmo.NUMBERS_FIELDS), each with a change from the tiny model's config
 # (those of the vocabulary inputs from a config that has them: `vocabulary` below) ...
 NUMBERS_CHANGES = {
-    "char_embedding_dim": 5, "filters": [[1, 4], [2, 8], [3, 8]], "n_highway": 2, "activation": "tanh",
-    "max_characters_per_token": 40, "lstm_dim": 12, "projection_dim": 6, "n_layers": 1, "cell_clip": 1.5,
-    "proj_clip": None, "use_skip_connections": False, "num_output_representations": 2, "do_layer_norm": True,
-    "scalar_mix_parameters": [0.0, 1.0, 0.0], "char_vocab_size": 301, "word_vocab_size": 11, "word_embedding_dim": 5,
+    "char_embedding_dim": 5,
+    "filters": [[1, 4], [2, 8], [3, 8]],
+    "n_highway": 2,
+    "activation": "tanh",
+    "max_characters_per_token": 40,
+    "lstm_dim": 12,
+    "projection_dim": 6,
+    "n_layers": 1,
+    "cell_clip": 1.5,
+    "proj_clip": None,
+    "use_skip_connections": False,
+    "num_output_representations": 2,
+    "do_layer_norm": True,
+    "scalar_mix_parameters": [0.0, 1.0, 0.0],
+    "char_vocab_size": 301,
+    "word_vocab_size": 11,
+    "word_embedding_dim": 5,
     "sentence_boundary_ids": [[3] * 51, [4] * 51],
 }
 # ... and the fields that do not: those only training or the language model's softmax read, the performance settings
 # (the same arithmetic, run another way: float rounding), n_characters (261 and 262 give the same model).
 SAME_NUMBERS_CHANGES = {
-    "dropout": 0.1, "freeze_bilm": False, "task_encoder": "lstm", "task_encoder_dim": 7, "mix_l2_lambda": 0.001,
-    "lm_vocab_size": 100, "lm_n_negative_samples": 8, "lm_dropout": 0.1, "float_kernel": "aten",
-    "lstm_gates_block_elements": 1024, "n_characters": 261,
+    "dropout": 0.1,
+    "freeze_bilm": False,
+    "task_encoder": "lstm",
+    "task_encoder_dim": 7,
+    "mix_l2_lambda": 0.001,
+    "lm_vocab_size": 100,
+    "lm_n_negative_samples": 8,
+    "lm_dropout": 0.1,
+    "float_kernel": "aten",
+    "lstm_gates_block_elements": 1024,
+    "n_characters": 261,
 }
 
 
@@ -111,8 +139,13 @@ def test_the_fields_that_decide_the_numbers_decide_the_fingerprint(tiny_model_di
     folder = shutil.copytree(tiny_model_dir, tmp_path / "m", symlinks=True)
     config = json.loads((folder / "config.json").read_text())
     # A character vocabulary and a word embedding: input rows of a word id and 50 char ids.
-    vocabulary = {**config, "char_vocab_size": 300, "word_vocab_size": 10, "word_embedding_dim": 4,
-                  "sentence_boundary_ids": [[1] * 51, [2] * 51]}
+    vocabulary = {
+        **config,
+        "char_vocab_size": 300,
+        "word_vocab_size": 10,
+        "word_embedding_dim": 4,
+        "sentence_boundary_ids": [[1] * 51, [2] * 51],
+    }
 
     def fingerprint(values):
         (folder / "config.json").write_text(json.dumps(values))

@@ -44,9 +44,11 @@ def indexed_model(tiny_model_dir, tmp_path, entry):
 @pytest.mark.parametrize("entry", ["../outside.safetensors", "/etc/passwd", "shards/../../outside.safetensors"])
 def test_an_index_entry_outside_the_folder_is_refused_before_it_is_read(tiny_model_dir, tmp_path, entry, capsys):
     folder = indexed_model(tiny_model_dir, tmp_path, entry)
-    for step in (lambda: load_model(folder),  # the inference core
-                 lambda: load_model(folder, ElmoModel),  # transformers' from_pretrained
-                 lambda: open_model(folder).fingerprint("float32")):  # the export cache's and --resume's key
+    for step in (
+        lambda: load_model(folder),  # the inference core
+        lambda: load_model(folder, ElmoModel),  # transformers' from_pretrained
+        lambda: open_model(folder).fingerprint("float32"),
+    ):  # the export cache's and --resume's key
         with pytest.raises(ModelError) as refused:
             step()
         assert f"names the weight file {entry!r}, which is not a file of the folder" in str(refused.value)
@@ -62,9 +64,23 @@ def test_an_index_entry_naming_a_device_fails_at_once_instead_of_reading_for_eve
     """/dev/zero never ends: reading (or hashing) it hung `embed`. A fresh process, so that a hang is a timeout."""
     folder = indexed_model(tiny_model_dir, tmp_path, "/dev/zero")
     (tmp_path / "in.txt").write_text("the cat sat .\n")
-    done = subprocess.run([sys.executable, "-m", "elmo_transformers", "embed", str(tmp_path / "in.txt"),
-                           str(tmp_path / "out.hdf5"), "--top", "--model", str(folder)], env=command_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "elmo_transformers",
+            "embed",
+            str(tmp_path / "in.txt"),
+            str(tmp_path / "out.hdf5"),
+            "--top",
+            "--model",
+            str(folder),
+        ],
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "'/dev/zero'" in done.stderr
 
@@ -77,8 +93,11 @@ def test_links_and_special_files_in_the_folder(tiny_model_dir, tmp_path):
     linked_out = copy_model(tiny_model_dir, tmp_path / "linked-out")
     shutil.move(linked_out / "model.safetensors", tmp_path / "elsewhere.safetensors")
     os.symlink(tmp_path / "elsewhere.safetensors", linked_out / "model.safetensors")
-    with pytest.raises(ModelError, match="its weight file model.safetensors, a link to .*elsewhere.safetensors, "
-                                         "outside the folder: replace the link by a copy of the file"):
+    with pytest.raises(
+        ModelError,
+        match="its weight file model.safetensors, a link to .*elsewhere.safetensors, "
+        "outside the folder: replace the link by a copy of the file",
+    ):
         open_model(linked_out).weight_files()
 
     pipe = copy_model(tiny_model_dir, tmp_path / "pipe")
@@ -114,8 +133,9 @@ def saved_weights(tiny_model_dir, folder, edit):
 def test_weights_of_a_non_float_dtype_are_refused_by_name(tiny_model_dir, tmp_path):
     """int32 weights were cast to floats silently, and the vectors were off by up to 5.6: as safetensors or as
     PyTorch's pickle, through the inference core or transformers' from_pretrained."""
-    folder = saved_weights(tiny_model_dir, tmp_path / "int32",
-                           lambda w: {**w, WEIGHT: (w[WEIGHT] * 100).to(torch.int32)})
+    folder = saved_weights(
+        tiny_model_dir, tmp_path / "int32", lambda w: {**w, WEIGHT: (w[WEIGHT] * 100).to(torch.int32)}
+    )
     pickled = copy_model(tiny_model_dir, tmp_path / "int32-pickle")
     torch.save(load_file(folder / "model.safetensors"), pickled / "pytorch_model.bin")
     os.remove(pickled / "model.safetensors")
@@ -134,8 +154,9 @@ def test_nan_weights_are_refused_by_name(tiny_model_dir, tmp_path):
 
     folder = saved_weights(tiny_model_dir, tmp_path / "nan", edit)
     for model_class in (None, ElmoModel):
-        with pytest.raises(ModelError, match=f"its weight {WEIGHT}.* holds NaN or infinite values: the model would "
-                                             "give NaN vectors"):
+        with pytest.raises(
+            ModelError, match=f"its weight {WEIGHT}.* holds NaN or infinite values: the model would give NaN vectors"
+        ):
             load_model(folder, model_class)
 
 
@@ -154,8 +175,9 @@ def test_a_pickle_only_folder(tiny_model_dir, tmp_path, capsys):
     torch.save({WEIGHT: Runs(str(marker))}, hostile / "pytorch_model.bin")
     os.remove(hostile / "model.safetensors")
     for model_class in (None, ElmoModel):
-        with pytest.raises(ModelError, match="its weights are only in a PyTorch pickle .* convert the weights to "
-                                             "model.safetensors"):
+        with pytest.raises(
+            ModelError, match="its weights are only in a PyTorch pickle .* convert the weights to model.safetensors"
+        ):
             load_model(hostile, model_class)
     text = tmp_path / "in.txt"
     text.write_text("the cat sat .\n")
@@ -184,8 +206,9 @@ def test_weights_of_other_shapes_than_the_config_are_listed(tiny_model_dir, tmp_
         load_model(folder)
     message = str(refused.value)
     saved = load_file(folder / "model.safetensors")["bilm.char_cnn.char_embedding.weight"].shape
-    assert (f"bilm.char_cnn.char_embedding.weight is {list(saved)} in the weights, "
-            f"{[saved[0], saved[1] + 1]} by the config") in message, message
+    assert (
+        f"bilm.char_cnn.char_embedding.weight is {list(saved)} in the weights, {[saved[0], saved[1] + 1]} by the config"
+    ) in message, message
     assert "as listed above" not in message and "\n" not in message
 
 
@@ -202,7 +225,9 @@ def test_the_converter_refuses_datasets_not_stored_as_floats(tmp_path, capsys):
 
     with pytest.raises(ConversionError, match=r"the datasets CNN_proj/W_proj \(int64\) are not stored as floats"):
         convert(tiny / "options.json", weights)
-    code, err = run(["convert", "allennlp", "--options", tiny / "options.json", "--weights", weights, "--output",
-                     tmp_path / "out"], capsys)
+    code, err = run(
+        ["convert", "allennlp", "--options", tiny / "options.json", "--weights", weights, "--output", tmp_path / "out"],
+        capsys,
+    )
     one_line(code, err, "CNN_proj/W_proj (int64)")
     assert not (tmp_path / "out").exists()

@@ -57,8 +57,9 @@ def test_converters_refuse_an_output_inside_or_around_their_input(tmp_path):
     before = snapshot(source)
     options, weights = source / "options.json", source / "weights.hdf5"
     for output, relation in [(source, "contains"), (weights, "is"), (weights / "sub", "is inside")]:
-        code, err = run_main(allennlp_main, ["--options", options, "--weights", weights, "--output", output,
-                                             "--overwrite"])
+        code, err = run_main(
+            allennlp_main, ["--options", options, "--weights", weights, "--output", output, "--overwrite"]
+        )
         assert code == 1 and f"{relation} the input" in err and len(err.strip().splitlines()) == 1, err
     efml = tmp_path / "efml"
     shutil.copytree(FIXTURES / "efml-charword" / "model", efml)
@@ -90,11 +91,24 @@ def test_pretrain_and_finetune_refuse_an_output_dir_overlapping_their_inputs(tmp
     shutil.copytree(tiny_model_dir, model)
     before = snapshot(tmp_path)
     for output_dir in (data, data / "train.txt", tmp_path):
-        code, err = run_main(cli_main, ["pretrain", "--train_file", data / "train.txt", "--do_train", "--output_dir",
-                                        output_dir])
+        code, err = run_main(
+            cli_main, ["pretrain", "--train_file", data / "train.txt", "--do_train", "--output_dir", output_dir]
+        )
         assert code == 1 and err.startswith(f"error: --output-dir {output_dir} ") and "the input" in err, err
     for output_dir in (model, model / "out", data):
-        code, err = run_main(cli_main, ["finetune", "sequence-classification", "--model_name_or_path", model,
-                                        "--train_file", data / "train.jsonl", "--do_train", "--output_dir", output_dir])
+        code, err = run_main(
+            cli_main,
+            [
+                "finetune",
+                "sequence-classification",
+                "--model_name_or_path",
+                model,
+                "--train_file",
+                data / "train.jsonl",
+                "--do_train",
+                "--output_dir",
+                output_dir,
+            ],
+        )
         assert code == 1 and err.startswith(f"error: --output-dir {output_dir} ") and "the input" in err, err
     assert snapshot(tmp_path) == before

@@ -46,8 +46,9 @@ def run(argv):
     return code, err.getvalue()
 
 
-def test_embed_is_refused_while_another_process_holds_its_output_and_runs_once_that_one_is_killed(tmp_path,
-                                                                                                   tiny_model_dir):
+def test_embed_is_refused_while_another_process_holds_its_output_and_runs_once_that_one_is_killed(
+    tmp_path, tiny_model_dir
+):
     source = tmp_path / "in.txt"
     source.write_text("the cat sat .\na dog barks .\n", encoding="utf-8")
     output = tmp_path / "out.hdf5"
@@ -64,8 +65,9 @@ def test_embed_is_refused_while_another_process_holds_its_output_and_runs_once_t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.hdf5"]
 
 
-def test_a_killed_conversion_is_cleaned_up_while_its_lock_is_held_and_a_running_one_is_left_alone(tmp_path,
-                                                                                                  monkeypatch):
+def test_a_killed_conversion_is_cleaned_up_while_its_lock_is_held_and_a_running_one_is_left_alone(
+    tmp_path, monkeypatch
+):
     killed, running = tmp_path / ".out.convert-1-aaaa", tmp_path / ".out.convert-2-bbbb"
     for staging in (killed, running):
         staging.mkdir()

@@ -25,6 +25,8 @@ ATOL = 3e-5
 
 def assert_close_to_reference(actual, reference, what=""):
     """Assert the tolerance rule; accepts tensors, NumPy arrays and numbers (compared as float32 on the CPU)."""
-    actual, reference = (torch.as_tensor(np.asarray(x.detach().cpu() if torch.is_tensor(x) else x), dtype=torch.float32)
-                         for x in (actual, reference))
+    actual, reference = (
+        torch.as_tensor(np.asarray(x.detach().cpu() if torch.is_tensor(x) else x), dtype=torch.float32)
+        for x in (actual, reference)
+    )
     torch.testing.assert_close(actual, reference, rtol=RTOL, atol=ATOL, msg=lambda m: f"{what}: {m}" if what else m)

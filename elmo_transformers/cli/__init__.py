@@ -32,9 +32,11 @@ COMMANDS = {
     "export": ("export", "an ONNX graph of an ELMo model, served by onnxruntime without PyTorch"),
 }
 
-USAGE = "usage: elmo-transformers COMMAND [--help] ...\n\ncommands:\n" + "\n".join(
-    f"  {name:<11} {text}" for name, (_, text) in COMMANDS.items()
-) + "\n\n`elmo-transformers COMMAND --help` tells a command's arguments."
+USAGE = (
+    "usage: elmo-transformers COMMAND [--help] ...\n\ncommands:\n"
+    + "\n".join(f"  {name:<11} {text}" for name, (_, text) in COMMANDS.items())
+    + "\n\n`elmo-transformers COMMAND --help` tells a command's arguments."
+)
 
 
 def import_package():
@@ -88,8 +90,11 @@ def signals_as_interrupts():
     def interrupted(signum, frame):
         raise Interrupted(signum)
 
-    previous = {number: signal.signal(number, interrupted)
-                for number in (getattr(signal, name, None) for name in STOPPING_SIGNALS) if number is not None}
+    previous = {
+        number: signal.signal(number, interrupted)
+        for number in (getattr(signal, name, None) for name in STOPPING_SIGNALS)
+        if number is not None
+    }
     try:
         yield
     finally:
@@ -109,8 +114,13 @@ def exit_code(error):
 
 
 # The library arguments whose flag is not their name (convert's files, embed's --format).
-FLAGS = {"options_path": "--options", "weights_path": "--weights", "softmax_path": "--softmax-weights",
-         "vocab_path": "--vocab", "file_format": "--format"}
+FLAGS = {
+    "options_path": "--options",
+    "weights_path": "--weights",
+    "softmax_path": "--softmax-weights",
+    "vocab_path": "--vocab",
+    "file_format": "--format",
+}
 
 
 # The switches a message's advice may name ("pass overwrite=True"): a command words them as flags (--overwrite).
@@ -233,7 +243,9 @@ def main(argv=None):
         return 1
     except KeyboardInterrupt as e:  # a command that keeps partial work for a rerun says so itself (embed)
         print_traceback_when_debugging()
-        print(f"\ninterrupted by {interruption(e)}: elmo-transformers {argv[0]} stopped before it finished",
-              file=sys.stderr)
+        print(
+            f"\ninterrupted by {interruption(e)}: elmo-transformers {argv[0]} stopped before it finished",
+            file=sys.stderr,
+        )
         return exit_code(e)
     return result if isinstance(result, int) else 0  # the training commands return their Trainer (for tests)

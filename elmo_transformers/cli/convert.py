@@ -33,8 +33,15 @@ import sys
 
 from ..conversion.output import save_atomically
 from ..output_paths import check_output
-from ..conversion.presets import (EFML_PRESETS, PRESETS, TRADITIONAL_NOTE, efml_preset_card, fetch_efml_preset,
-                                  fetch_preset, preset_card)
+from ..conversion.presets import (
+    EFML_PRESETS,
+    PRESETS,
+    TRADITIONAL_NOTE,
+    efml_preset_card,
+    fetch_efml_preset,
+    fetch_preset,
+    preset_card,
+)
 from . import import_package, option
 
 
@@ -61,41 +68,75 @@ def run(args, convert, source, inputs, card=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers convert", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="elmo-transformers convert", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     formats = parser.add_subparsers(dest="format", metavar="{allennlp,tensorflow,elmoformanylangs}", required=True)
-    allennlp = formats.add_parser("allennlp", help="AllenNLP / bilm-tf options.json + weights.hdf5",
-                                  description="Convert AllenNLP's or bilm-tf's options.json + weights.hdf5.")
-    allennlp.add_argument("--preset", choices=list(PRESETS), help="download and convert one of AllenNLP's published "
-                          "models (small, medium, original, original-5.5b; cached; the base URL can be set with "
-                          "ELMO_TRANSFORMERS_ALLENNLP_URL) instead of giving --options/--weights")
-    allennlp.add_argument("--with-lm", action="store_true", help="with --preset original or original-5.5b: also the "
-                          "published softmax and vocabulary, giving the language model")
-    allennlp.add_argument("--options", help="options.json of the original model (default: inferred from the "
-                          "weight shapes, with the Original's clipping, skip connections and activation)")
+    allennlp = formats.add_parser(
+        "allennlp",
+        help="AllenNLP / bilm-tf options.json + weights.hdf5",
+        description="Convert AllenNLP's or bilm-tf's options.json + weights.hdf5.",
+    )
+    allennlp.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        help="download and convert one of AllenNLP's published "
+        "models (small, medium, original, original-5.5b; cached; the base URL can be set with "
+        "ELMO_TRANSFORMERS_ALLENNLP_URL) instead of giving --options/--weights",
+    )
+    allennlp.add_argument(
+        "--with-lm",
+        action="store_true",
+        help="with --preset original or original-5.5b: also the "
+        "published softmax and vocabulary, giving the language model",
+    )
+    allennlp.add_argument(
+        "--options",
+        help="options.json of the original model (default: inferred from the "
+        "weight shapes, with the Original's clipping, skip connections and activation)",
+    )
     allennlp.add_argument("--weights", help="weights.hdf5 of the original model")
     allennlp.add_argument("--softmax-weights", help="the published softmax (NAME_softmax_weights.hdf5): gives the LM")
     allennlp.add_argument("--vocab", help="the softmax's vocabulary, one word a line (e.g. vocab-2016-09-10.txt)")
     tensorflow = formats.add_parser(
-        "tensorflow", help="a TF-Hub ELMo module or a bilm-tf checkpoint (no TensorFlow needed)",
+        "tensorflow",
+        help="a TF-Hub ELMo module or a bilm-tf checkpoint (no TensorFlow needed)",
         description="Convert a TF-Hub ELMo module (folder or .tar.gz), a bilm-tf training folder (options.json, "
-        "checkpoint, model.ckpt-N.*) or a checkpoint prefix.")
+        "checkpoint, model.ckpt-N.*) or a checkpoint prefix.",
+    )
     tensorflow.add_argument("path", help="the module folder or .tar.gz, the training folder or the checkpoint prefix")
-    tensorflow.add_argument("--options", help="options.json (default: the training folder's, else inferred from the "
-                            "weight shapes with the Original's clipping, skip connections and activation)")
+    tensorflow.add_argument(
+        "--options",
+        help="options.json (default: the training folder's, else inferred from the "
+        "weight shapes with the Original's clipping, skip connections and activation)",
+    )
     tensorflow.add_argument("--vocab", help="the checkpoint softmax's vocabulary, one word a line: gives the LM")
-    efml = formats.add_parser("elmoformanylangs", help="an ELMoForManyLangs (HIT-SCIR) model folder",
-                              description="Convert an ELMoForManyLangs model folder (config.json, char.dic, word.dic, "
-                              "token_embedder.pkl, encoder.pkl).")
+    efml = formats.add_parser(
+        "elmoformanylangs",
+        help="an ELMoForManyLangs (HIT-SCIR) model folder",
+        description="Convert an ELMoForManyLangs model folder (config.json, char.dic, word.dic, "
+        "token_embedder.pkl, encoder.pkl).",
+    )
     efml.add_argument("model_dir", nargs="?", help="the ELMoForManyLangs model folder (or --preset)")
-    efml.add_argument("--preset", choices=list(EFML_PRESETS), metavar="NAME",
-                      help="download and convert ELMoForManyLangs' model for a language: "
-                      f"{', '.join(EFML_PRESETS)} (zh-hant: traditional Chinese, zh-hans: simplified; cached; "
-                      "ELMO_TRANSFORMERS_NLPL_URL sets the repository's base URL)")
-    efml.add_argument("--segmenter", choices=["whitespace", "jieba", "fugashi", "sudachipy"],
-                      help="how the tokenizer splits raw text into words (default: the preset's, else whitespace)")
-    efml.add_argument("--opencc", metavar="CONFIG", help="convert raw text with OpenCC first, e.g. s2t for "
-                      "simplified-Chinese text and the traditional-Chinese model (zh-hant)")
+    efml.add_argument(
+        "--preset",
+        choices=list(EFML_PRESETS),
+        metavar="NAME",
+        help="download and convert ELMoForManyLangs' model for a language: "
+        f"{', '.join(EFML_PRESETS)} (zh-hant: traditional Chinese, zh-hans: simplified; cached; "
+        "ELMO_TRANSFORMERS_NLPL_URL sets the repository's base URL)",
+    )
+    efml.add_argument(
+        "--segmenter",
+        choices=["whitespace", "jieba", "fugashi", "sudachipy"],
+        help="how the tokenizer splits raw text into words (default: the preset's, else whitespace)",
+    )
+    efml.add_argument(
+        "--opencc",
+        metavar="CONFIG",
+        help="convert raw text with OpenCC first, e.g. s2t for "
+        "simplified-Chinese text and the traditional-Chinese model (zh-hant)",
+    )
     for subparser in (allennlp, tensorflow, efml):
         add_output_arguments(subparser)
     args = parser.parse_args(argv)
@@ -117,7 +158,11 @@ def main(argv=None):
             paths, urls = fetch_preset(args.preset, args.with_lm)
             files, card = tuple(paths.get(k) for k in ("options", "weights", "softmax", "vocab")), preset_card(urls)
         return run(
-            args, lambda **kwargs: convert(*files, **kwargs), files[1], [p for p in files if p is not None], card,
+            args,
+            lambda **kwargs: convert(*files, **kwargs),
+            files[1],
+            [p for p in files if p is not None],
+            card,
         )
     import_package()
     if args.format == "tensorflow":
@@ -125,7 +170,10 @@ def main(argv=None):
 
         inputs = [p for p in (args.path, args.options, args.vocab) if p is not None]
         return run(
-            args, lambda **kwargs: convert(args.path, args.options, args.vocab, **kwargs), args.path, inputs,
+            args,
+            lambda **kwargs: convert(args.path, args.options, args.vocab, **kwargs),
+            args.path,
+            inputs,
         )
     from ..conversion.elmoformanylangs import convert
 

@@ -26,15 +26,22 @@ from . import option
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="elmo-transformers demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("sentences", nargs="*", help="whitespace-tokenized sentences (default: examples about bank)")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL),
-                        help="an ELMo folder, a Hub repo id, or `default` (the shipped model, the default)")
+    parser.add_argument(
+        "--model",
+        default=str(DEFAULT_MODEL),
+        help="an ELMo folder, a Hub repo id, or `default` (the shipped model, the default)",
+    )
     web = parser.add_argument_group("web page")
     web.add_argument("--web", action="store_true", help="serve the demo as a web page (Gradio) until Ctrl+C")
-    web.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
-                     "0.0.0.0 for every network interface)")
+    web.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to serve on (default 127.0.0.1: this machine only; 0.0.0.0 for every network interface)",
+    )
     web.add_argument("--port", type=int, default=7860, help="port to serve on (default 7860)")
     args = parser.parse_args(argv)
     if args.web and args.sentences:
@@ -57,8 +64,9 @@ def main(argv=None):
     uses = word_uses(loaded.embedder, sentences, most_repeated(sentences))
     n = len(uses.places)
     elmo = uses.similarities["mix"]
-    print(f"ELMo gives every word a {loaded.embedder.model.config.hidden_size}-d vector computed from its whole "
-          "sentence.")
+    print(
+        f"ELMo gives every word a {loaded.embedder.model.config.hidden_size}-d vector computed from its whole sentence."
+    )
     print(f'The word "{uses.word}" in {n} places:')
     for use in range(n):
         print(f"  {uses.label(use)}")
@@ -69,9 +77,11 @@ def main(argv=None):
     if n > 2:
         print(f"Grouped by ELMo (each use joined to its most similar use): {' '.join(sense_groups(elmo))}")
     context_free = uses.similarities["layer 0"].min()
-    print(f"\nWithout context (biLM layer 0, the char CNN) every pair scores {context_free:.2f}: one vector per "
-          "spelling.\nELMo's vectors depend on the sentence, so uses in the same sense tend to be closer: a "
-          "tendency, whose\nstrength depends on the model (its card gives a word-sense score).")
+    print(
+        f"\nWithout context (biLM layer 0, the char CNN) every pair scores {context_free:.2f}: one vector per "
+        "spelling.\nELMo's vectors depend on the sentence, so uses in the same sense tend to be closer: a "
+        "tendency, whose\nstrength depends on the model (its card gives a word-sense score)."
+    )
 
 
 def serve(args):
@@ -92,8 +102,10 @@ def check_port(host, port):
     try:
         socket.getaddrinfo(host, port)
     except OSError as e:
-        raise UserError(f"--host {host}: not a name or address of this machine ({e.strerror or e}): give an address "
-                        "such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)") from None
+        raise UserError(
+            f"--host {host}: not a name or address of this machine ({e.strerror or e}): give an address "
+            "such as 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)"
+        ) from None
     try:
         socket.create_server((host, port)).close()  # as the server binds: SO_REUSEADDR, so TIME_WAIT is no conflict
     except OSError as e:  # create_server adds the address to strerror; os.strerror is the reason alone
@@ -105,10 +117,13 @@ def bind_error(host, port, error):
     (or needs privileges), --host when the address is not one of this machine's."""
     reason = os.strerror(error.errno) if error.errno and error.errno > 0 else error.strerror or str(error)
     if error.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
-        return UserError(f"--host {host}: cannot serve on {host}:{port} ({reason}): not an address of this machine; "
-                         "give 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)")
-    return UserError(f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give another "
-                     "--port")
+        return UserError(
+            f"--host {host}: cannot serve on {host}:{port} ({reason}): not an address of this machine; "
+            "give 127.0.0.1 (this machine only) or 0.0.0.0 (every network interface)"
+        )
+    return UserError(
+        f"--port {port}: cannot serve on {host}:{port} ({reason}): stop what uses it, or give another --port"
+    )
 
 
 def launch(page, host, port, options):

@@ -25,19 +25,31 @@ The rules, limits and figures: docs/embedding-files.md in the project."""
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers embed", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("input", help="text file, one sentence per line, split into words as the model's tokenizer "
-                        "splits raw text (white space, or its segmenter: jieba, fugashi...) (- for stdin)")
+    parser = argparse.ArgumentParser(
+        prog="elmo-transformers embed", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "input",
+        help="text file, one sentence per line, split into words as the model's tokenizer "
+        "splits raw text (white space, or its segmenter: jieba, fugashi...) (- for stdin)",
+    )
     parser.add_argument("output", help="HDF5 file to write (with --format parquet: a folder)")
-    parser.add_argument("--format", choices=FILE_FORMATS, default="hdf5",
-                        help="hdf5 (default: AllenNLP's layout) or parquet: a folder of Parquet files, one row a line "
-                        "(line, words, vectors), that datasets.load_dataset('parquet', data_dir=OUTPUT) reads")
-    parser.add_argument("--text-column",
-                        help="INPUT is a JSON lines (.jsonl), CSV or Parquet file: embed this column, one row a line")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL),
-                        help="converted ELMo folder or Hub repo id (default: the shipped model), or a folder `export "
-                        "onnx` wrote (run by onnxruntime)")
+    parser.add_argument(
+        "--format",
+        choices=FILE_FORMATS,
+        default="hdf5",
+        help="hdf5 (default: AllenNLP's layout) or parquet: a folder of Parquet files, one row a line "
+        "(line, words, vectors), that datasets.load_dataset('parquet', data_dir=OUTPUT) reads",
+    )
+    parser.add_argument(
+        "--text-column", help="INPUT is a JSON lines (.jsonl), CSV or Parquet file: embed this column, one row a line"
+    )
+    parser.add_argument(
+        "--model",
+        default=str(DEFAULT_MODEL),
+        help="converted ELMo folder or Hub repo id (default: the shipped model), or a folder `export "
+        "onnx` wrote (run by onnxruntime)",
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
     for name, help_text in [
         ("all", "all biLM layers: (n_layers + 1, words, 2P) per line"),
@@ -45,34 +57,53 @@ def main(argv=None):
         ("average", "the plain mean of the layers: (words, 2P) per line"),
     ]:
         mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=help_text)
-    parser.add_argument("--batch-size", type=int,
-                        help="lines per forward pass (default: as many as fit --batch-words)")
-    parser.add_argument("--batch-words", type=int,
-                        help="padded words per forward pass (lines x the longest line's words; lines go in length "
-                        f"order): default {BATCH_WORDS['cpu']} on the CPU, {BATCH_WORDS['accelerator']} on a GPU")
-    parser.add_argument("--threads", type=int,
-                        help="CPU threads of the model (default: the CPUs free to this process now, as the machine's "
-                        "load and this process's CPU limits allow; OMP_NUM_THREADS where set); at most this machine's "
-                        "CPUs")
-    parser.add_argument("--max-sentence-words", type=int, default=MAX_SENTENCE_WORDS,
-                        help="longer lines are embedded in stateful windows of this many words (default 1000)")
-    parser.add_argument("--dtype", choices=DTYPE_NAMES,
-                        help="compute dtype (default: the model's, float32; an exported ONNX folder's is the one it "
-                        "was exported in); the vectors are written in --output-dtype. int8: int8 LSTM weights on the "
-                        "CPU, the fastest there, its vectors within the int8 rule (docs/speed.md). bfloat16 pays on "
-                        "CPUs with native bf16 and on GPUs")
-    parser.add_argument("--runtime", choices=RUNTIMES,
-                        help="torch (the default for a PyTorch folder), or onnxruntime: the model's ONNX export, made "
-                        "on first use in the Hugging Face cache and reused (--dtype float32 or int8); an exported "
-                        "folder always runs in onnxruntime")
-    parser.add_argument("--device",
-                        help="torch device (default: the process's accelerator, else cpu)")
+    parser.add_argument("--batch-size", type=int, help="lines per forward pass (default: as many as fit --batch-words)")
+    parser.add_argument(
+        "--batch-words",
+        type=int,
+        help="padded words per forward pass (lines x the longest line's words; lines go in length "
+        f"order): default {BATCH_WORDS['cpu']} on the CPU, {BATCH_WORDS['accelerator']} on a GPU",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads of the model (default: the CPUs free to this process now, as the machine's "
+        "load and this process's CPU limits allow; OMP_NUM_THREADS where set); at most this machine's "
+        "CPUs",
+    )
+    parser.add_argument(
+        "--max-sentence-words",
+        type=int,
+        default=MAX_SENTENCE_WORDS,
+        help="longer lines are embedded in stateful windows of this many words (default 1000)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPE_NAMES,
+        help="compute dtype (default: the model's, float32; an exported ONNX folder's is the one it "
+        "was exported in); the vectors are written in --output-dtype. int8: int8 LSTM weights on the "
+        "CPU, the fastest there, its vectors within the int8 rule (docs/speed.md). bfloat16 pays on "
+        "CPUs with native bf16 and on GPUs",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        help="torch (the default for a PyTorch folder), or onnxruntime: the model's ONNX export, made "
+        "on first use in the Hugging Face cache and reused (--dtype float32 or int8); an exported "
+        "folder always runs in onnxruntime",
+    )
+    parser.add_argument("--device", help="torch device (default: the process's accelerator, else cpu)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in OUTPUT.partial/")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
-    parser.add_argument("--quiet", action="store_true",
-                        help="print nothing but errors (no progress bar, no closing line of words/s)")
-    parser.add_argument("--output-dtype", choices=OUTPUT_DTYPES, default="float32",
-                        help="dtype of the vectors written: float32 (default, AllenNLP's) or float16 (half the disk)")
+    parser.add_argument(
+        "--quiet", action="store_true", help="print nothing but errors (no progress bar, no closing line of words/s)"
+    )
+    parser.add_argument(
+        "--output-dtype",
+        choices=OUTPUT_DTYPES,
+        default="float32",
+        help="dtype of the vectors written: float32 (default, AllenNLP's) or float16 (half the disk)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     # (after parsing: --help answers before anything loads)
@@ -84,24 +115,48 @@ def main(argv=None):
 
     report = None
     try:
-        with option("--model", args.model), option("--dtype", args.dtype), option("--device", args.device), \
-                option("--runtime", args.runtime), option("--text-column", args.text_column):
+        with (
+            option("--model", args.model),
+            option("--dtype", args.dtype),
+            option("--device", args.device),
+            option("--runtime", args.runtime),
+            option("--text-column", args.text_column),
+        ):
             settings = EmbedSettings(
-                mode=args.mode, file_format=args.format, output_dtype=args.output_dtype, batch_size=args.batch_size,
-                batch_words=args.batch_words, max_sentence_words=args.max_sentence_words,
-                text_column=args.text_column, threads=args.threads, resume=args.resume, overwrite=args.overwrite,
+                mode=args.mode,
+                file_format=args.format,
+                output_dtype=args.output_dtype,
+                batch_size=args.batch_size,
+                batch_words=args.batch_words,
+                max_sentence_words=args.max_sentence_words,
+                text_column=args.text_column,
+                threads=args.threads,
+                resume=args.resume,
+                overwrite=args.overwrite,
                 progress=not args.quiet,
             )
             folder = open_model(args.model)
             output, finished = check_paths(args.input, args.output, settings, folder.path)  # before the model loads
-            report = Report() if finished else embed(
-                ElmoEmbedder(folder, dtype=args.dtype, device=args.device, runtime=args.runtime, threads=args.threads),
-                settings, args.input, output)
+            report = (
+                Report()
+                if finished
+                else embed(
+                    ElmoEmbedder(
+                        folder, dtype=args.dtype, device=args.device, runtime=args.runtime, threads=args.threads
+                    ),
+                    settings,
+                    args.input,
+                    output,
+                )
+            )
         if report.main_process and not args.quiet:
             print(f"wrote {args.mode} vectors of {args.input} -> {os.path.abspath(args.output)}", file=sys.stderr)
             if args.format == "parquet":  # (batches hold lines in length order, not neighbouring lines)
-                print(f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
-                      "split='train').sort('line') gives them in line order", file=sys.stderr)
+                print(
+                    f"its rows come in batch order: datasets.load_dataset('parquet', data_dir={args.output!r}, "
+                    "split='train').sort('line') gives them in line order",
+                    file=sys.stderr,
+                )
             print(speed_line(report, time.perf_counter() - started), file=sys.stderr)
     except KeyboardInterrupt as e:
         partial = PartialRun(os.path.abspath(args.output), args.format)
@@ -119,8 +174,10 @@ def what_is_kept(partial, complete):
         return f" after the run finished: {output} is complete"
     if partial.finished():
         where = "in place" if not partial.writer.pending() else f"kept in {partial.folder}"
-        return (f" after every line was finished: {output} is {where}; rerun with --resume to complete the run "
-                f"(it removes {partial.folder})")
+        return (
+            f" after every line was finished: {output} is {where}; rerun with --resume to complete the run "
+            f"(it removes {partial.folder})"
+        )
     kept = partial.finished_lines()
     if kept:
         return f": the {kept:,} finished lines are kept in {partial.folder}; rerun with --resume"
@@ -134,7 +191,9 @@ def speed_line(report, seconds):
     start_up = seconds - report.total + report.load
     work = max(seconds - start_up, 1e-9)
     threads = f"{report.threads} threads, " if report.threads else ""
-    return (f"{report.words:,} words ({report.lines:,} lines) in {seconds:.1f} s: start-up and load {start_up:.1f} s, "
-            f"then {report.words / work:,.0f} words/s (model {report.model:.1f} s, tokenizing {report.tokenizing:.1f} "
-            f"s and writing {report.writing:.1f} s beside it, waiting for batches {report.waiting:.1f} s); "
-            f"{threads}{report.dtype}, {report.runtime} on {report.device}")
+    return (
+        f"{report.words:,} words ({report.lines:,} lines) in {seconds:.1f} s: start-up and load {start_up:.1f} s, "
+        f"then {report.words / work:,.0f} words/s (model {report.model:.1f} s, tokenizing {report.tokenizing:.1f} "
+        f"s and writing {report.writing:.1f} s beside it, waiting for batches {report.waiting:.1f} s); "
+        f"{threads}{report.dtype}, {report.runtime} on {report.device}"
+    )

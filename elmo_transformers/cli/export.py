@@ -18,17 +18,22 @@ from . import option
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="elmo-transformers export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     formats = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
-    onnx = formats.add_parser("onnx", help="an ONNX graph for onnxruntime (no PyTorch needed to serve it)",
-                              description="Export an ELMo model as an ONNX graph (see `elmo-transformers export "
-                              "--help`).")
-    onnx.add_argument("--model", default=str(DEFAULT_MODEL),
-                      help="ELMo folder or Hub repo id (default: the shipped model)")
+    onnx = formats.add_parser(
+        "onnx",
+        help="an ONNX graph for onnxruntime (no PyTorch needed to serve it)",
+        description="Export an ELMo model as an ONNX graph (see `elmo-transformers export --help`).",
+    )
+    onnx.add_argument(
+        "--model", default=str(DEFAULT_MODEL), help="ELMo folder or Hub repo id (default: the shipped model)"
+    )
     onnx.add_argument("--output", required=True, help="folder to write (must not exist, or be empty)")
-    onnx.add_argument("--dtype", choices=DTYPES, default="float32",
-                      help="float32 (default), or int8 weights for the LSTM's GEMMs")
+    onnx.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="float32 (default), or int8 weights for the LSTM's GEMMs"
+    )
     onnx.add_argument("--overwrite", action="store_true", help="replace an earlier export or conversion in --output")
     args = parser.parse_args(argv)
     from ..model_folder import open_model  # (after parsing: huggingface_hub takes a while to import)

@@ -16,17 +16,21 @@ from ..errors import ModelError
 from ..models import DEFAULT_MODEL
 from . import option
 
-NOT_AN_LM = ("it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
-             "model, e.g. the shipped model (omit --model), a conversion given --softmax-weights and --vocab, or the "
-             "output of `elmo-transformers pretrain`")
+NOT_AN_LM = (
+    "it has no language-model softmax (no lm_vocab_size in its config.json): perplexity needs a language "
+    "model, e.g. the shipped model (omit --model), a conversion given --softmax-weights and --vocab, or the "
+    "output of `elmo-transformers pretrain`"
+)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers perplexity", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="elmo-transformers perplexity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("files", nargs="+", metavar="FILE", help="text files, each scored alone")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL),
-                        help="LM folder or Hub repo id (default: the shipped model)")
+    parser.add_argument(
+        "--model", default=str(DEFAULT_MODEL), help="LM folder or Hub repo id (default: the shipped model)"
+    )
     parser.add_argument("--max-words", type=int, default=30, help="window length (default 30, the default model's)")
     parser.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default 32)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
@@ -58,8 +62,10 @@ def main(argv=None):
     results = {}
     for path, figures in file_perplexities(model, tokenizer, args.files, args.max_words, args.batch_size, device):
         results[path] = figures
-        print(f"{path}: {figures['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
-              f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}")
+        print(
+            f"{path}: {figures['words']:,} words: forward {figures['forward_perplexity']:.1f}, "
+            f"backward {figures['backward_perplexity']:.1f}, average {figures['perplexity']:.1f}"
+        )
     if args.output:
         with option("--output", args.output):
             write_file_atomically(args.output, json.dumps(results, indent=2) + "\n")

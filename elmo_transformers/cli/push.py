@@ -27,28 +27,39 @@ upload folder. Details: docs/hub-and-pipelines.md (Uploading to the Hub)."""
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="elmo-transformers push",
-                                     description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", metavar="DIR", help="saved ELMo folder (converter or save_pretrained), or "
-                        "`default` for the shipped model")
+    parser = argparse.ArgumentParser(
+        prog="elmo-transformers push", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "model_dir",
+        metavar="DIR",
+        help="saved ELMo folder (converter or save_pretrained), or `default` for the shipped model",
+    )
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo, e.g. user/elmo-original")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--dry-run", action="store_true", help="build and check the upload folder, upload nothing")
-    parser.add_argument("--space", action="store_true", help="upload a Gradio Space serving the demo page on DIR "
-                        "(REPO_ID names the Space; the model card options do not apply; docs/demo-page.md)")
+    parser.add_argument(
+        "--space",
+        action="store_true",
+        help="upload a Gradio Space serving the demo page on DIR "
+        "(REPO_ID names the Space; the model card options do not apply; docs/demo-page.md)",
+    )
     parser.add_argument("--staging-dir", help="where to build the upload folder (default: a new temporary folder)")
     card = parser.add_argument_group("model card")
-    card.add_argument("--license", help="license id (default: 'other', pointing to DIR's LICENSE.md where DIR holds "
-                      "one, as every model derived from the default model does; else apache-2.0, as AllenNLP's ELMo; "
-                      "with --space: the licence of DIR's model card where it has one)")
+    card.add_argument(
+        "--license",
+        help="license id (default: 'other', pointing to DIR's LICENSE.md where DIR holds "
+        "one, as every model derived from the default model does; else apache-2.0, as AllenNLP's ELMo; "
+        "with --space: the licence of DIR's model card where it has one)",
+    )
     card.add_argument("--language", nargs="*", default=["en"], help="language codes (default en)")
     card.add_argument("--datasets", nargs="*", default=[], help="Hub ids of the training data sets")
     card.add_argument("--base-model", help="Hub id this model was fine-tuned from")
     card.add_argument("--source", help="what it was converted from, e.g. the AllenNLP options/weights file names")
     card.add_argument("--check", help="how equivalence to AllenNLP was checked, with the figure")
-    card.add_argument("--eval-dataset", help="Hub id or name of the data of DIR's *_results.json (default: the "
-                      "first of --datasets)")
+    card.add_argument(
+        "--eval-dataset", help="Hub id or name of the data of DIR's *_results.json (default: the first of --datasets)"
+    )
     args = parser.parse_args(argv)
 
     with option("DIR", args.model_dir):
@@ -56,19 +67,36 @@ def main(argv=None):
     import_package()
     from ..hub.push import push
 
-    given = [("REPO_ID", args.repo_id), ("--base-model", args.base_model),
-             *(("--datasets", name) for name in args.datasets), ("--staging-dir", args.staging_dir)]
+    given = [
+        ("REPO_ID", args.repo_id),
+        ("--base-model", args.base_model),
+        *(("--datasets", name) for name in args.datasets),
+        ("--staging-dir", args.staging_dir),
+    ]
     with contextlib.ExitStack() as flags:  # an error about one of these values names its option
         for flag, value in given:
             flags.enter_context(option(flag, value))
-        pushed = push(model, args.repo_id, private=args.private, dry_run=args.dry_run, space=args.space,
-                      staging_dir=args.staging_dir, license=args.license, language=args.language,
-                      datasets=args.datasets, base_model=args.base_model, source=args.source, check=args.check,
-                      eval_dataset=args.eval_dataset)
+        pushed = push(
+            model,
+            args.repo_id,
+            private=args.private,
+            dry_run=args.dry_run,
+            space=args.space,
+            staging_dir=args.staging_dir,
+            license=args.license,
+            language=args.language,
+            datasets=args.datasets,
+            base_model=args.base_model,
+            source=args.source,
+            check=args.check,
+            eval_dataset=args.eval_dataset,
+        )
     print(pushed.check, file=sys.stderr)
     if pushed.url is None:
-        print(f"dry run: would upload {pushed.upload_folder} to {'the Space ' if args.space else ''}{args.repo_id} "
-              f"({'private' if args.private else 'public'}):")
+        print(
+            f"dry run: would upload {pushed.upload_folder} to {'the Space ' if args.space else ''}{args.repo_id} "
+            f"({'private' if args.private else 'public'}):"
+        )
         print("\n".join(f"  {name}" for name in pushed.files))
     else:
         print(f"uploaded {len(pushed.files)} files to {pushed.url}")

@@ -21,15 +21,21 @@ class OutputArguments:
     """Trainer writes into --output-dir whatever is there; the commands ask first (transformers 5 has no
     TrainingArguments.overwrite_output_dir)."""
 
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Write into an --output-dir that already holds files (files of the same names are replaced)."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Write into an --output-dir that already holds files (files of the same names are replaced)."
+        },
+    )
 
 
 INPUT_OPTIONS = ("model_name_or_path", "train_file", "validation_file", "test_file", "vocab_file")
 HELP_TRAINER = "--help-trainer"
-TRAINER_NOTE = (f"Trainer's options (transformers.TrainingArguments) are accepted too: --output-dir, --do-train, "
-                f"--do-eval, --learning-rate, --num-train-epochs, --per-device-train-batch-size, ...; `{HELP_TRAINER}` "
-                "lists every one. Options are written with - or _ alike (--output-dir, --output_dir).")
+TRAINER_NOTE = (
+    f"Trainer's options (transformers.TrainingArguments) are accepted too: --output-dir, --do-train, "
+    f"--do-eval, --learning-rate, --num-train-epochs, --per-device-train-batch-size, ...; `{HELP_TRAINER}` "
+    "lists every one. Options are written with - or _ alike (--output-dir, --output_dir)."
+)
 
 
 def check_output_dir(known):
@@ -51,9 +57,11 @@ def check_output_dir(known):
     first_process = os.environ.get("RANK", "0") == "0"
     asked = known.overwrite_output_dir or known.resume_from_checkpoint
     if first_process and os.path.isdir(out) and os.listdir(out) and not asked:
-        raise UserError(f"--output-dir {out} already holds files: choose a new folder, pass --overwrite-output-dir "
-                        f"to write into it (files of the same names are replaced), or --resume-from-checkpoint to "
-                        f"continue a run there")
+        raise UserError(
+            f"--output-dir {out} already holds files: choose a new folder, pass --overwrite-output-dir "
+            f"to write into it (files of the same names are replaced), or --resume-from-checkpoint to "
+            f"continue a run there"
+        )
 
 
 def usage(prog):
@@ -64,8 +72,14 @@ def usage(prog):
 def print_help(argument_classes, prog, description):
     """--help: the command's own options (its dataclasses and OutputArguments), read from the dataclasses without
     importing transformers, then where Trainer's options are."""
-    parser = argparse.ArgumentParser(prog=prog, usage=usage(prog), description=description, epilog=TRAINER_NOTE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=usage(prog),
+        description=description,
+        epilog=TRAINER_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
     for argument_class in (*argument_classes, OutputArguments):
         group = parser.add_argument_group(re.sub(r"(?<!^)([A-Z])", r" \1", argument_class.__name__).lower())
         for f in (f for f in dataclasses.fields(argument_class) if f.init):  # (as HfArgumentParser: no `model`)
@@ -109,8 +123,11 @@ def parse_arguments(argument_classes, argv=None, prog=None, description=None):
     except ValueError as e:  # options that TrainingArguments' own checks refuse together (its __post_init__)
         raise UserError(first_line(e)) from None
     parsed[0].model = folder  # opened once: what the training function loads
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.INFO,
+        handlers=[logging.StreamHandler(sys.stdout)],
+    )
     set_seed(training_args.seed)
     return (*parsed, training_args)
 

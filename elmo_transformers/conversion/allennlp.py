@@ -71,6 +71,7 @@ def config_from_options(options, **kwargs):
     fields.update(kwargs)
     return ElmoConfig(**fields)
 
+
 def options_from_config(config):
     """The options.json dict that describes `config`'s biLM (the inverse of `config_from_options`)."""
     return {
@@ -124,20 +125,25 @@ def expected_shapes(config, flat=False):
 
 def shape_problems(expected, found, what="dataset"):
     """Every way the arrays `found` (name -> shape) differ from `expected`, one sentence each."""
-    problems = [f"missing {what} {name} (expected shape {shape})"
-                for name, shape in expected.items() if name not in found]
+    problems = [
+        f"missing {what} {name} (expected shape {shape})" for name, shape in expected.items() if name not in found
+    ]
     problems += [
         f"{what} {name} has shape {tuple(found[name])}, expected {shape} from the options"
         for name, shape in expected.items()
         if name in found and tuple(found[name]) != shape
     ]
-    problems += [f"unexpected {what} {name} {tuple(found[name])} (not called for by the options)"
-                 for name in found if name not in expected]
+    problems += [
+        f"unexpected {what} {name} {tuple(found[name])} (not called for by the options)"
+        for name in found
+        if name not in expected
+    ]
     return problems
 
 
-ORIGINAL_DEFAULTS = dict(cell_clip=3.0, proj_clip=3.0, use_skip_connections=True, activation="relu",
-                         max_characters_per_token=50)  # what the published models use (options.json)
+ORIGINAL_DEFAULTS = dict(
+    cell_clip=3.0, proj_clip=3.0, use_skip_connections=True, activation="relu", max_characters_per_token=50
+)  # what the published models use (options.json)
 
 
 def options_from_shapes(shapes, source):
@@ -149,20 +155,32 @@ def options_from_shapes(shapes, source):
         lstm = sorted(name for name in shapes if name.startswith("RNN_0/") and name.endswith("/W_P_0"))
         dim, projection_dim = (int(n) for n in shapes[lstm[0]])
         options = {
-            "lstm": {"dim": dim, "projection_dim": projection_dim, "n_layers": len(lstm),
-                     **{key: ORIGINAL_DEFAULTS[key] for key in ("cell_clip", "proj_clip", "use_skip_connections")}},
-            "char_cnn": {"embedding": {"dim": int(shapes["char_embed"][1])}, "filters": filters,
-                         "n_highway": sum(1 for name in shapes if name.endswith("/W_carry")), "n_characters": 262,
-                         "activation": ORIGINAL_DEFAULTS["activation"],
-                         "max_characters_per_token": ORIGINAL_DEFAULTS["max_characters_per_token"]},
+            "lstm": {
+                "dim": dim,
+                "projection_dim": projection_dim,
+                "n_layers": len(lstm),
+                **{key: ORIGINAL_DEFAULTS[key] for key in ("cell_clip", "proj_clip", "use_skip_connections")},
+            },
+            "char_cnn": {
+                "embedding": {"dim": int(shapes["char_embed"][1])},
+                "filters": filters,
+                "n_highway": sum(1 for name in shapes if name.endswith("/W_carry")),
+                "n_characters": 262,
+                "activation": ORIGINAL_DEFAULTS["activation"],
+                "max_characters_per_token": ORIGINAL_DEFAULTS["max_characters_per_token"],
+            },
         }
     except (KeyError, IndexError, ValueError, TypeError) as e:
-        raise ConversionError(f"options_path not given, and the architecture cannot be inferred from the arrays of "
-                              f"{source} (missing or misshapen {e}): give the options file",
-                              argument="options_path") from e
+        raise ConversionError(
+            f"options_path not given, and the architecture cannot be inferred from the arrays of "
+            f"{source} (missing or misshapen {e}): give the options file",
+            argument="options_path",
+        ) from e
     unsaid = ", ".join(f"{key}={json.dumps(value)}" for key, value in ORIGINAL_DEFAULTS.items())
-    logger.warning(f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
-                   f"Original's values are used: {unsaid} (an options file overrides them)")
+    logger.warning(
+        f"no options for {source}: architecture read from the weight shapes; not in the weights, so the "
+        f"Original's values are used: {unsaid} (an options file overrides them)"
+    )
     return options
 
 
@@ -171,8 +189,9 @@ def hdf5_shapes(weights_path):
     found = {}
     try:
         with h5py.File(weights_path, "r") as hdf5:
-            hdf5.visititems(lambda name, obj: found.__setitem__(name, obj.shape) if isinstance(obj, h5py.Dataset)
-                            else None)
+            hdf5.visititems(
+                lambda name, obj: found.__setitem__(name, obj.shape) if isinstance(obj, h5py.Dataset) else None
+            )
     except (OSError, RuntimeError, KeyError, ValueError) as e:
         raise ConversionError(f"cannot read {weights_path} as HDF5 (truncated or corrupt file?): {e}") from e
     return found
@@ -227,8 +246,10 @@ def check_floats(path, dtypes):
     other = [f"{name} ({dtype})" for name, dtype in dtypes.items() if dtype.kind != "f"]
     if other:
         more = f" and {len(other) - 3:,} more" if len(other) > 3 else ""
-        raise ConversionError(f"{path}: the datasets {', '.join(other[:3])}{more} are not stored as floats: ELMo's "
-                              "weights are floats; give the weight file the model was trained with (float32)")
+        raise ConversionError(
+            f"{path}: the datasets {', '.join(other[:3])}{more} are not stored as floats: ELMo's "
+            "weights are floats; give the weight file the model was trained with (float32)"
+        )
 
 
 def tf_gates_to_ifgo(matrix, hidden):
@@ -272,14 +293,20 @@ def to_state_dict(config, arrays):
 def check_softmax(config, weight_shape, bias_shape, n_words, softmax_path, vocab_path):
     """ConversionError unless a softmax W [V, P], b [V] fits the biLM and the vocabulary of `n_words` lines."""
     if len(weight_shape) != 2 or tuple(bias_shape) != (weight_shape[0],):
-        raise ConversionError(f"{softmax_path}: softmax/W must be [vocabulary, projection] and softmax/b "
-                              f"[vocabulary], got {tuple(weight_shape)} and {tuple(bias_shape)}")
+        raise ConversionError(
+            f"{softmax_path}: softmax/W must be [vocabulary, projection] and softmax/b "
+            f"[vocabulary], got {tuple(weight_shape)} and {tuple(bias_shape)}"
+        )
     if weight_shape[1] != config.projection_dim:
-        raise ConversionError(f"{softmax_path}: softmax/W has {weight_shape[1]} columns, the biLM's projection "
-                              f"size is {config.projection_dim} (a softmax of another model?)")
+        raise ConversionError(
+            f"{softmax_path}: softmax/W has {weight_shape[1]} columns, the biLM's projection "
+            f"size is {config.projection_dim} (a softmax of another model?)"
+        )
     if weight_shape[0] != n_words:
-        raise ConversionError(f"{vocab_path} has {n_words:,} lines but {softmax_path}'s softmax/W has "
-                              f"{weight_shape[0]:,} rows: the vocabulary must be the softmax's, one word a line")
+        raise ConversionError(
+            f"{vocab_path} has {n_words:,} lines but {softmax_path}'s softmax/W has "
+            f"{weight_shape[0]:,} rows: the vocabulary must be the softmax's, one word a line"
+        )
 
 
 def vocabulary_words(vocab_path):
@@ -302,8 +329,10 @@ def read_softmax(config, softmax_path, vocab_path):
     with hdf5:
         missing = [name for name in ("softmax/W", "softmax/b") if not isinstance(hdf5.get(name), h5py.Dataset)]
         if missing:
-            raise ConversionError(f"{softmax_path} lacks the datasets {missing}: a published softmax file holds the "
-                                  "group softmax with W [vocabulary, projection] and b [vocabulary]")
+            raise ConversionError(
+                f"{softmax_path} lacks the datasets {missing}: a published softmax file holds the "
+                "group softmax with W [vocabulary, projection] and b [vocabulary]"
+            )
         weight, bias = hdf5["softmax/W"], hdf5["softmax/b"]
         check_softmax(config, weight.shape, bias.shape, len(words), softmax_path, vocab_path)
         check_floats(softmax_path, {"softmax/W": weight.dtype, "softmax/b": bias.dtype})
@@ -335,8 +364,11 @@ def check_published_file(key, path, options):
             # ElmoConfig refuses
             raise refuse(f"not an ELMo options.json: {first_line(e)}") from None
         found, published = (dict(flat_items(options_from_config(c))) for c in (found, config))
-        problems = [f"{name} is {found[name]!r}, published {value!r}" for name, value in published.items()
-                    if found[name] != value]
+        problems = [
+            f"{name} is {found[name]!r}, published {value!r}"
+            for name, value in published.items()
+            if found[name] != value
+        ]
         if problems:
             raise refuse("the options of another model", problems)
         return
@@ -345,8 +377,9 @@ def check_published_file(key, path, options):
             check_text_file(path)  # bounded lines, as read_softmax reads a vocabulary
             read_vocabulary(path)
         except (UnicodeDecodeError, ValueError) as e:
-            raise refuse(f"not a vocabulary of UTF-8 text, one word a line ({first_line(e)})".replace(
-                str(path), "the file")) from None
+            raise refuse(
+                f"not a vocabulary of UTF-8 text, one word a line ({first_line(e)})".replace(str(path), "the file")
+            ) from None
         return
     try:
         shapes = hdf5_shapes(path)
@@ -358,10 +391,17 @@ def check_published_file(key, path, options):
             raise refuse("the weights of another model", problems)
     else:  # the softmax
         weight, bias = shapes.get("softmax/W"), shapes.get("softmax/b")
-        if weight is None or bias is None or len(weight) != 2 or weight[1] != config.projection_dim or \
-                tuple(bias) != (weight[0],):
-            raise refuse(f"expected the datasets softmax/W [vocabulary, {config.projection_dim}] and softmax/b "
-                         f"[vocabulary], found {', '.join(f'{n} {tuple(s)}' for n, s in shapes.items()) or 'none'}")
+        if (
+            weight is None
+            or bias is None
+            or len(weight) != 2
+            or weight[1] != config.projection_dim
+            or tuple(bias) != (weight[0],)
+        ):
+            raise refuse(
+                f"expected the datasets softmax/W [vocabulary, {config.projection_dim}] and softmax/b "
+                f"[vocabulary], found {', '.join(f'{n} {tuple(s)}' for n, s in shapes.items()) or 'none'}"
+            )
 
 
 def flat_items(options, prefix=""):
@@ -387,15 +427,28 @@ def convert(options_path, weights_path, softmax_path=None, vocab_path=None, **co
     an ElmoForLanguageModeling holding the published softmax too (tokenizer with that vocabulary). Without
     `options_path` the architecture comes from the dataset shapes (`options_from_shapes`)."""
     if (softmax_path is None) != (vocab_path is None):
-        given, path, other = (("softmax_path", softmax_path, "vocabulary") if vocab_path is None
-                              else ("vocab_path", vocab_path, "softmax weights"))
-        raise ConversionError(f"{given} {path}: give the {other} too (the softmax rows are the vocabulary's words)",
-                              path, argument=given)
-    check_input_files(options_path=options_path, weights_path=weights_path, softmax_path=softmax_path,
-                      vocab_path=vocab_path)
-    options = options_path if options_path is not None else options_from_shapes(
-        {name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): shape
-         for name, shape in hdf5_shapes(weights_path).items()}, weights_path)
+        given, path, other = (
+            ("softmax_path", softmax_path, "vocabulary")
+            if vocab_path is None
+            else ("vocab_path", vocab_path, "softmax weights")
+        )
+        raise ConversionError(
+            f"{given} {path}: give the {other} too (the softmax rows are the vocabulary's words)", path, argument=given
+        )
+    check_input_files(
+        options_path=options_path, weights_path=weights_path, softmax_path=softmax_path, vocab_path=vocab_path
+    )
+    options = (
+        options_path
+        if options_path is not None
+        else options_from_shapes(
+            {
+                name.replace("/RNN/LSTMCell/", "/RNN/MultiRNNCell/Cell0/LSTMCell/"): shape
+                for name, shape in hdf5_shapes(weights_path).items()
+            },
+            weights_path,
+        )
+    )
     try:
         config = config_from_options(options, **config_kwargs)
     except (OSError, ValueError, StrictDataclassError) as e:
@@ -437,4 +490,3 @@ def write_random_weights(config, path, seed=0, scale=1.0, flat=False):
         for name, shape in expected_shapes(config, flat).items():
             fan = sum(shape[-2:]) if len(shape) > 1 else shape[0]
             f[name] = (rng.standard_normal(shape) * scale * (2.0 / fan) ** 0.5).astype(np.float32)
-

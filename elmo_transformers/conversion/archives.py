@@ -42,9 +42,16 @@ def archive_members(path):
                 bad = archive.testzip()
                 if bad is not None:
                     raise ConversionError(f"{bad} is damaged in the archive")
-                return [Member(i.filename, i.file_size, i.compress_size,
-                               not i.is_dir() and not stat.S_ISLNK(i.external_attr >> 16), i.is_dir())
-                        for i in archive.infolist()]
+                return [
+                    Member(
+                        i.filename,
+                        i.file_size,
+                        i.compress_size,
+                        not i.is_dir() and not stat.S_ISLNK(i.external_attr >> 16),
+                        i.is_dir(),
+                    )
+                    for i in archive.infolist()
+                ]
         with tarfile.open(path) as archive:
             return [Member(m.name, m.size, None, m.isfile(), m.isdir()) for m in archive.getmembers()]
     except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as e:
@@ -67,8 +74,10 @@ def check_archive(path, members):
         if not member.is_file and not member.is_dir:
             raise ConversionError(f"its member {member.name!r} is a link or a device, not a file")
         if member.compressed is not None and member.size > MAX_EXPANSION * max(member.compressed, 1):
-            raise ConversionError(f"its member {member.name!r} expands {member.size / max(member.compressed, 1):,.0f} "
-                                  f"times ({member.size:,} bytes), over the {MAX_EXPANSION} times a model file can")
+            raise ConversionError(
+                f"its member {member.name!r} expands {member.size / max(member.compressed, 1):,.0f} "
+                f"times ({member.size:,} bytes), over the {MAX_EXPANSION} times a model file can"
+            )
     total = sum(m.size for m in members)
     if total > MAX_EXPANSION * os.path.getsize(path):
         raise ConversionError(f"it expands to {total:,} bytes, over {MAX_EXPANSION} times its size")

@@ -77,8 +77,10 @@ def fetch(url, file, name):
                 size = content_length(session, url)
                 free = shutil.disk_usage(os.path.dirname(file.name)).free
                 if size > free:
-                    raise DownloadError(f"cannot download {url}: its {size:,} bytes do not fit in the {free:,} free "
-                                        "on the cache's disk (make room, or set HF_HOME to a larger disk)")
+                    raise DownloadError(
+                        f"cannot download {url}: its {size:,} bytes do not fit in the {free:,} free "
+                        "on the cache's disk (make room, or set HF_HOME to a larger disk)"
+                    )
             with tqdm(total=size, unit="B", unit_scale=True, desc=name) as bar:
                 transfer(session, url, file, size, bar)
             return
@@ -92,8 +94,9 @@ def fetch(url, file, name):
             failures = 0 if got > furthest and not isinstance(e, TimeoutError) else failures + 1
             furthest = max(furthest, got)
             if failures >= ATTEMPTS:
-                raise DownloadError(f"cannot download {url} ({reason}; {ATTEMPTS} attempts in a row brought no new "
-                                    "data)") from None
+                raise DownloadError(
+                    f"cannot download {url} ({reason}; {ATTEMPTS} attempts in a row brought no new data)"
+                ) from None
             time.sleep(RETRY_WAIT)
 
 
@@ -139,8 +142,9 @@ def transfer(session, url, file, size, bar):
             got += len(chunk)
             if time.monotonic() - start >= window:
                 if got < MIN_BYTES:
-                    raise TimeoutError(f"the transfer stalled: under {MIN_BYTES:,} bytes in {window} s, set by "
-                                       "HF_HUB_DOWNLOAD_TIMEOUT")
+                    raise TimeoutError(
+                        f"the transfer stalled: under {MIN_BYTES:,} bytes in {window} s, set by HF_HUB_DOWNLOAD_TIMEOUT"
+                    )
                 start, got = time.monotonic(), 0
     if file.tell() != size:
         raise ConnectionError(f"the transfer ended at byte {file.tell():,} of {size:,}")

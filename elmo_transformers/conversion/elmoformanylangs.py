@@ -60,8 +60,10 @@ def read_model_config(model_dir):
     if not isinstance(name, str):
         raise ConversionError(f"{model_dir}/config.json has no config_path (not an ELMoForManyLangs model folder?)")
     if os.path.isabs(name) or os.path.splitdrive(name)[0]:
-        raise ConversionError(f"{model_dir}/config.json names the model config {name!r}, an absolute path: only files "
-                              "inside the model folder are read; copy that config into the folder and name it there")
+        raise ConversionError(
+            f"{model_dir}/config.json names the model config {name!r}, an absolute path: only files "
+            "inside the model folder are read; copy that config into the folder and name it there"
+        )
     # Only files inside the folder are read: a path that leaves it ("../configs/NAME", as the released folders name
     # the package's own configs) is looked up by its file name.
     inside = not os.path.normpath(name).startswith(os.pardir)
@@ -242,4 +244,3 @@ def convert(model_dir, segmenter="whitespace", opencc_config=None, **config_kwar
     if unexpected or any(not name.startswith("scalar_mixes.") for name in missing):
         raise ConversionError(f"internal mapping error: missing {missing}, unexpected {unexpected}")
     return model.eval(), tokenizer
-

@@ -30,11 +30,22 @@ def published_options(lstm_dim, projection_dim, n_highway):
     """The options.json AllenNLP published with a model: all share the char CNN, two LSTM layers, clipping at 3 and
     skip connections; they differ in the LSTM's sizes and the number of highway layers."""
     return {
-        "lstm": {"dim": lstm_dim, "projection_dim": projection_dim, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                 "use_skip_connections": True},
-        "char_cnn": {"activation": "relu", "embedding": {"dim": 16},
-                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
-                     "n_highway": n_highway, "n_characters": 262, "max_characters_per_token": 50},
+        "lstm": {
+            "dim": lstm_dim,
+            "projection_dim": projection_dim,
+            "n_layers": 2,
+            "cell_clip": 3,
+            "proj_clip": 3,
+            "use_skip_connections": True,
+        },
+        "char_cnn": {
+            "activation": "relu",
+            "embedding": {"dim": 16},
+            "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+            "n_highway": n_highway,
+            "n_characters": 262,
+            "max_characters_per_token": 50,
+        },
     }
 
 
@@ -51,25 +62,33 @@ class Preset:
     vocab: str | None = None
 
     def files(self, with_lm):
-        names = {"options": f"{self.folder}/{self.stem}_options.json",
-                 "weights": f"{self.folder}/{self.stem}_weights.hdf5"}
+        names = {
+            "options": f"{self.folder}/{self.stem}_options.json",
+            "weights": f"{self.folder}/{self.stem}_weights.hdf5",
+        }
         if with_lm:
             names.update(softmax=self.softmax, vocab=self.vocab)
         return names
 
 
 PRESETS = {
-    "small": Preset("2x1024_128_2048cnn_1xhighway", "elmo_2x1024_128_2048cnn_1xhighway",
-                    published_options(1024, 128, 1)),
-    "medium": Preset("2x2048_256_2048cnn_1xhighway", "elmo_2x2048_256_2048cnn_1xhighway",
-                     published_options(2048, 256, 1)),
+    "small": Preset(
+        "2x1024_128_2048cnn_1xhighway", "elmo_2x1024_128_2048cnn_1xhighway", published_options(1024, 128, 1)
+    ),
+    "medium": Preset(
+        "2x2048_256_2048cnn_1xhighway", "elmo_2x2048_256_2048cnn_1xhighway", published_options(2048, 256, 1)
+    ),
     "original": Preset(
-        "2x4096_512_2048cnn_2xhighway", "elmo_2x4096_512_2048cnn_2xhighway", published_options(4096, 512, 2),
+        "2x4096_512_2048cnn_2xhighway",
+        "elmo_2x4096_512_2048cnn_2xhighway",
+        published_options(4096, 512, 2),
         softmax="2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway_softmax_weights.hdf5",
         vocab="vocab-2016-09-10.txt",
     ),
     "original-5.5b": Preset(
-        "2x4096_512_2048cnn_2xhighway_5.5B", "elmo_2x4096_512_2048cnn_2xhighway_5.5B", published_options(4096, 512, 2),
+        "2x4096_512_2048cnn_2xhighway_5.5B",
+        "elmo_2x4096_512_2048cnn_2xhighway_5.5B",
+        published_options(4096, 512, 2),
         softmax="2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_softmax_weights.hdf5",
         vocab="2x4096_512_2048cnn_2xhighway_5.5B/tf_checkpoint/vocab-enwiki-news-500000.txt",
     ),
@@ -79,8 +98,11 @@ PRESETS = {
 def unfetched(argument, problem):
     """The error for a preset's file that cannot be fetched (`problem`): about `argument`, the caller's parameter that
     gives that file itself, and what to do."""
-    return ConversionError(f"{argument} not given, and {problem}: download the file yourself and give its path, or set "
-                           f"{URL_VARIABLE} to a mirror of AllenNLP's files", argument=argument)
+    return ConversionError(
+        f"{argument} not given, and {problem}: download the file yourself and give its path, or set "
+        f"{URL_VARIABLE} to a mirror of AllenNLP's files",
+        argument=argument,
+    )
 
 
 def base_url():
@@ -93,8 +115,10 @@ def fetch_preset(name, with_lm=False):
     preset = PRESETS[name]
     if with_lm and preset.softmax is None:
         with_lm_presets = ", ".join(n for n, p in PRESETS.items() if p.softmax)
-        raise ConversionError(f"AllenNLP published no language model for {name!r} (only for {with_lm_presets}): "
-                              "convert it without the language model")
+        raise ConversionError(
+            f"AllenNLP published no language model for {name!r} (only for {with_lm_presets}): "
+            "convert it without the language model"
+        )
     fetched = {key: fetch_file(name, key) for key in preset.files(with_lm)}
     return {key: path for key, (path, _) in fetched.items()}, {key: url for key, (_, url) in fetched.items()}
 
@@ -114,8 +138,11 @@ def fetch_file(name, key, argument=None):
         try:
             check_published_file(key, path, preset.options)
         except ConversionError as e:
-            raise unfetched(argument, f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
-                                 "the server sent something else") from None
+            raise unfetched(
+                argument,
+                f"{url} is not the {key} file AllenNLP published for {name!r} ({first_line(e)}): "
+                "the server sent something else",
+            ) from None
 
     try:
         return download(url, cache / os.path.basename(url), check)
@@ -132,9 +159,11 @@ def fetch_url(url, argument):
         for key, path in preset.files(with_lm=preset.softmax is not None).items():
             if url in {f"{base}/{path}" for base in (*BUCKET_URLS, base_url())}:
                 return fetch_file(name, key, argument)[0]
-    raise ConversionError(f"{url} is not one of the files AllenNLP published for ELMo (those of the presets "
-                          f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its local path as "
-                          f"{argument}")
+    raise ConversionError(
+        f"{url} is not one of the files AllenNLP published for ELMo (those of the presets "
+        f"{', '.join(PRESETS)} under {BASE_URL}): download it yourself and give its local path as "
+        f"{argument}"
+    )
 
 
 def preset_card(urls):
@@ -173,7 +202,8 @@ class EfmlPreset:
 
     def url(self):
         variable, default = {"nlpl": (NLPL_URL_VARIABLE, NLPL_URL), "hitscir": (HITSCIR_URL_VARIABLE, HITSCIR_URL)}[
-            self.host]
+            self.host
+        ]
         return f"{os.environ.get(variable, default).rstrip('/')}/{self.path}"
 
 
@@ -187,28 +217,62 @@ def _nlpl(number, language, segmenter="whitespace"):
 # simplified one (Chinese Gigaword's Xinhua part), HIT-SCIR's zhs.model, is zh-hans. Neither the README nor the NLPL
 # repository's pages publish the archives' sizes or SHA-256: none is pinned (`EfmlPreset.size`, `sha256`).
 EFML_PRESETS = {
-    "ar": _nlpl(136, "Arabic"), "bg": _nlpl(137, "Bulgarian"), "ca": _nlpl(138, "Catalan"),
-    "cs": _nlpl(139, "Czech"), "cu": _nlpl(140, "Old Church Slavonic"), "da": _nlpl(141, "Danish"),
-    "de": _nlpl(142, "German"), "el": _nlpl(143, "Greek"), "en": _nlpl(144, "English"), "es": _nlpl(145, "Spanish"),
-    "et": _nlpl(146, "Estonian"), "eu": _nlpl(147, "Basque"), "fa": _nlpl(148, "Persian"),
-    "fi": _nlpl(149, "Finnish"), "fr": _nlpl(150, "French"), "ga": _nlpl(151, "Irish"), "gl": _nlpl(152, "Galician"),
-    "grc": _nlpl(153, "Ancient Greek"), "he": _nlpl(154, "Hebrew"), "hi": _nlpl(155, "Hindi"),
-    "hr": _nlpl(156, "Croatian"), "hu": _nlpl(157, "Hungarian"), "id": _nlpl(158, "Indonesian"),
-    "it": _nlpl(159, "Italian"), "ja": _nlpl(160, "Japanese", "fugashi"), "ko": _nlpl(161, "Korean"),
-    "la": _nlpl(162, "Latin"), "lv": _nlpl(163, "Latvian"), "nl": _nlpl(164, "Dutch"),
-    "nb": _nlpl(165, "Norwegian Bokmål"), "nn": _nlpl(166, "Norwegian Nynorsk"), "pl": _nlpl(167, "Polish"),
-    "pt": _nlpl(168, "Portuguese"), "ro": _nlpl(169, "Romanian"), "ru": _nlpl(170, "Russian"),
-    "sk": _nlpl(171, "Slovak"), "sl": _nlpl(172, "Slovene"), "sv": _nlpl(173, "Swedish"), "tr": _nlpl(174, "Turkish"),
-    "ug": _nlpl(175, "Uyghur"), "uk": _nlpl(176, "Ukrainian"), "ur": _nlpl(177, "Urdu"),
-    "vi": _nlpl(178, "Vietnamese"), "zh-hant": _nlpl(179, "Chinese (traditional)", "jieba"),
+    "ar": _nlpl(136, "Arabic"),
+    "bg": _nlpl(137, "Bulgarian"),
+    "ca": _nlpl(138, "Catalan"),
+    "cs": _nlpl(139, "Czech"),
+    "cu": _nlpl(140, "Old Church Slavonic"),
+    "da": _nlpl(141, "Danish"),
+    "de": _nlpl(142, "German"),
+    "el": _nlpl(143, "Greek"),
+    "en": _nlpl(144, "English"),
+    "es": _nlpl(145, "Spanish"),
+    "et": _nlpl(146, "Estonian"),
+    "eu": _nlpl(147, "Basque"),
+    "fa": _nlpl(148, "Persian"),
+    "fi": _nlpl(149, "Finnish"),
+    "fr": _nlpl(150, "French"),
+    "ga": _nlpl(151, "Irish"),
+    "gl": _nlpl(152, "Galician"),
+    "grc": _nlpl(153, "Ancient Greek"),
+    "he": _nlpl(154, "Hebrew"),
+    "hi": _nlpl(155, "Hindi"),
+    "hr": _nlpl(156, "Croatian"),
+    "hu": _nlpl(157, "Hungarian"),
+    "id": _nlpl(158, "Indonesian"),
+    "it": _nlpl(159, "Italian"),
+    "ja": _nlpl(160, "Japanese", "fugashi"),
+    "ko": _nlpl(161, "Korean"),
+    "la": _nlpl(162, "Latin"),
+    "lv": _nlpl(163, "Latvian"),
+    "nl": _nlpl(164, "Dutch"),
+    "nb": _nlpl(165, "Norwegian Bokmål"),
+    "nn": _nlpl(166, "Norwegian Nynorsk"),
+    "pl": _nlpl(167, "Polish"),
+    "pt": _nlpl(168, "Portuguese"),
+    "ro": _nlpl(169, "Romanian"),
+    "ru": _nlpl(170, "Russian"),
+    "sk": _nlpl(171, "Slovak"),
+    "sl": _nlpl(172, "Slovene"),
+    "sv": _nlpl(173, "Swedish"),
+    "tr": _nlpl(174, "Turkish"),
+    "ug": _nlpl(175, "Uyghur"),
+    "uk": _nlpl(176, "Ukrainian"),
+    "ur": _nlpl(177, "Urdu"),
+    "vi": _nlpl(178, "Vietnamese"),
+    "zh-hant": _nlpl(179, "Chinese (traditional)", "jieba"),
     "zh-hans": EfmlPreset("Chinese (simplified)", "zhs.model.tar.bz2", "jieba", host="hitscir"),
 }
 # Said when zh-hant is converted without OpenCC, and in its card: its character vocabulary is traditional.
-TRADITIONAL_NOTE = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use "
-                    "the preset zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to "
-                    "traditional characters first)")
-EFML_MANUAL = (f"download the archive yourself, unpack it and give its folder, or set {NLPL_URL_VARIABLE} "
-               f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror")
+TRADITIONAL_NOTE = (
+    "zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use "
+    "the preset zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to "
+    "traditional characters first)"
+)
+EFML_MANUAL = (
+    f"download the archive yourself, unpack it and give its folder, or set {NLPL_URL_VARIABLE} "
+    f"({HITSCIR_URL_VARIABLE} for zh-hans) to a mirror"
+)
 
 
 def check_pin(preset, path):
@@ -237,8 +301,10 @@ def fetch_efml_preset(name):
     cache = cached_assets_path(library_name="elmo-transformers", namespace="elmoformanylangs", subfolder=name)
 
     def refused(e):
-        return ConversionError(f"{url} is not ELMoForManyLangs' {preset.language} model ({first_line(e)}): the "
-                               f"server sent something else; {EFML_MANUAL}")
+        return ConversionError(
+            f"{url} is not ELMoForManyLangs' {preset.language} model ({first_line(e)}): the "
+            f"server sent something else; {EFML_MANUAL}"
+        )
 
     def check(path):
         try:
@@ -267,8 +333,10 @@ def fetch_efml_preset(name):
             raise
         free, need = shutil.disk_usage(cache).free, sum(m.size for m in members)
         if need > free:
-            raise ConversionError(f"unpacking {archive} takes {need:,} bytes and its disk has {free:,} free: make "
-                                  "room, or set HF_HOME to a larger disk")
+            raise ConversionError(
+                f"unpacking {archive} takes {need:,} bytes and its disk has {free:,} free: make "
+                "room, or set HF_HOME to a larger disk"
+            )
         staging = Path(tempfile.mkdtemp(dir=cache, prefix="model.", suffix=".incomplete"))
         try:
             unpack(archive, members, staging)
@@ -295,8 +363,9 @@ def forget_efml_preset(name):
 def efml_preset_card(name, url, segmenter):
     """The converted folder's model card: the source archive, how raw text is split, and where to cite."""
     preset = EFML_PRESETS[name]
-    metadata = ModelCardData(library_name="transformers", language=[name.split("-")[0]],
-                             tags=["elmo", "custom_code", "elmoformanylangs"])
+    metadata = ModelCardData(
+        library_name="transformers", language=[name.split("-")[0]], tags=["elmo", "custom_code", "elmoformanylangs"]
+    )
     return ModelCard(
         f"---\n{metadata.to_yaml()}\n---\n\n"
         f"# ELMo for {preset.language}, converted from ELMoForManyLangs\n\n"

@@ -30,8 +30,17 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
 from ..errors import ConversionError, first_line
-from .allennlp import (build_model, check_input_files, check_softmax, config_from_options, expected_shapes,
-                       options_from_shapes, shape_problems, to_state_dict, vocabulary_words)
+from .allennlp import (
+    build_model,
+    check_input_files,
+    check_softmax,
+    config_from_options,
+    expected_shapes,
+    options_from_shapes,
+    shape_problems,
+    to_state_dict,
+    vocabulary_words,
+)
 from .output import mismatch_error
 from .tf_checkpoint import MAX_INDEX_BYTES, Checkpoint, checkpoint_prefix, open_file
 
@@ -39,13 +48,17 @@ logger = logging.get_logger(__name__)
 
 LSTM_LEAVES = {"kernel": "W_0", "bias": "B", "projection/kernel": "W_P_0"}
 LSTM_PATTERNS = [  # (TF-Hub, bilm-tf several layers, bilm-tf one layer) -> direction, layer, leaf
-    re.compile(r"RNN_(?P<d>[01])/RNN/MultiRNNCell/Cell(?P<k>\d+)/rnn/lstm_cell/(?P<leaf>kernel|bias|projection/kernel)"),
+    re.compile(
+        r"RNN_(?P<d>[01])/RNN/MultiRNNCell/Cell(?P<k>\d+)/rnn/lstm_cell/(?P<leaf>kernel|bias|projection/kernel)"
+    ),
     re.compile(r"RNN_(?P<d>[01])/rnn/multi_rnn_cell/cell_(?P<k>\d+)/lstm_cell/(?P<leaf>kernel|bias|projection/kernel)"),
     re.compile(r"RNN_(?P<d>[01])/rnn/lstm_cell/(?P<leaf>kernel|bias|projection/kernel)"),
 ]
 OTHER_PARTS = re.compile(r"char_embed|CNN/[Wb]_cnn_\d+|CNN_high_\d+/[Wb]_(carry|transform)|CNN_proj/[Wb]_proj")
-TRAINING_STATE = re.compile(r"Adagrad|Adam(_\d+)?|Momentum|RMSProp(_\d+)?|ExponentialMovingAverage|beta[12]_power"
-                            r"|Variable(_\d+)?")  # last name parts; Variable: the inference graph's LSTM states
+TRAINING_STATE = re.compile(
+    r"Adagrad|Adam(_\d+)?|Momentum|RMSProp(_\d+)?|ExponentialMovingAverage|beta[12]_power"
+    r"|Variable(_\d+)?"
+)  # last name parts; Variable: the inference graph's LSTM states
 EXTRAS = {"aggregation/weights", "aggregation/scaling", "softmax/W", "softmax/b"}
 SOFTMAX = ("softmax/W", "softmax/b")
 ARCHIVES = (".tar.gz", ".tgz", ".tar")
@@ -56,7 +69,7 @@ def hdf5_name(name):
     """The weights.hdf5 dataset (nested layout) or extra (aggregation, softmax) a checkpoint variable is, or None."""
     for scope in ("bilm/", "lm/"):
         if name.startswith(scope):
-            name = name[len(scope):]
+            name = name[len(scope) :]
             break
     if name in EXTRAS or OTHER_PARTS.fullmatch(name):
         return name
@@ -84,8 +97,10 @@ class ArchiveMembers:
         for member in archive.getmembers():  # reads every header: a truncated archive fails here
             name = posixpath.normpath(member.name)
             if name.startswith(("/", "../")) or name == "..":
-                raise ConversionError(f"cannot unpack {path}: its member {member.name} lies outside the archive "
-                                      "(an absolute path or ..): refused")
+                raise ConversionError(
+                    f"cannot unpack {path}: its member {member.name} lies outside the archive "
+                    "(an absolute path or ..): refused"
+                )
             if name != ".":
                 self.members[name] = member
         tops = {name.split("/", 1)[0] for name in self.members}
@@ -102,15 +117,20 @@ class ArchiveMembers:
             else:
                 continue
             if not member.isfile():
-                raise ConversionError(f"{path}:{name} is a link or a special file, not a file: unpack the archive "
-                                      "and convert the folder")
+                raise ConversionError(
+                    f"{path}:{name} is a link or a special file, not a file: unpack the archive and convert the folder"
+                )
             if member.size > bound:
-                raise ConversionError(f"{path}:{name} is {member.size:,} bytes, more than a {what} file holds "
-                                      f"({bound:,} at most): not an ELMo checkpoint archive")
+                raise ConversionError(
+                    f"{path}:{name} is {member.size:,} bytes, more than a {what} file holds "
+                    f"({bound:,} at most): not an ELMo checkpoint archive"
+                )
             total += member.size
             if total > MAX_INDEX_BYTES + 2 * SMALL_FILE_BYTES:
-                raise ConversionError(f"{path} holds more than {total - member.size:,} bytes of checkpoint indexes "
-                                      "and options: not an ELMo checkpoint archive")
+                raise ConversionError(
+                    f"{path} holds more than {total - member.size:,} bytes of checkpoint indexes "
+                    "and options: not an ELMo checkpoint archive"
+                )
             target = os.path.join(folder, *name.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with archive.extractfile(member) as source, open(target, "xb") as out:
@@ -149,8 +169,11 @@ def module_folder(path):
     try:
         archive = tarfile.open(path)
     except tarfile.ReadError as e:  # no compression tarfile knows gives a tar header
-        what = "the file is empty (an interrupted download?)" if os.path.getsize(path) == 0 else \
-            "not a tar archive (plain, or compressed with gzip, bzip2 or xz)"
+        what = (
+            "the file is empty (an interrupted download?)"
+            if os.path.getsize(path) == 0
+            else "not a tar archive (plain, or compressed with gzip, bzip2 or xz)"
+        )
         raise ConversionError(f"cannot unpack {path}: {what}") from e
     except (OSError, tarfile.TarError) as e:
         raise ConversionError(unpack_error(path, e)) from e
@@ -190,8 +213,9 @@ def elmo_variables(checkpoint, prefix):
     if ignored:
         logger.warning(f"{prefix}: ignoring variables that are not part of ELMo: {', '.join(ignored)}")
     if not any(name.startswith("RNN_") for name in names):
-        raise ConversionError(f"{prefix} holds no ELMo biLM variables (bilm/... or lm/... names): not an ELMo "
-                              "checkpoint")
+        raise ConversionError(
+            f"{prefix} holds no ELMo biLM variables (bilm/... or lm/... names): not an ELMo checkpoint"
+        )
     return names
 
 
@@ -220,20 +244,30 @@ def convert(path, options_path=None, vocab_path=None, **config_kwargs):
             raise ConversionError(f"invalid options {options}: {first_line(e)}") from e
         problems = shape_problems(expected_shapes(config), shapes, what="variable")
         if problems:
-            raise mismatch_error(path, problems, f"the options ({options})" if isinstance(options, str) else
-                                 "the architecture its shapes give")
+            raise mismatch_error(
+                path,
+                problems,
+                f"the options ({options})" if isinstance(options, str) else "the architecture its shapes give",
+            )
         n_mixed = config.n_layers + 1
-        if "aggregation/weights" in extras and (extras["aggregation/weights"] != (n_mixed,)
-                                                or extras.get("aggregation/scaling", (1,)) != (1,)):
-            raise ConversionError(f"{path}: aggregation/weights {extras['aggregation/weights']} and "
-                                  f"aggregation/scaling {extras.get('aggregation/scaling')} do not fit {n_mixed} "
-                                  "layers")
+        if "aggregation/weights" in extras and (
+            extras["aggregation/weights"] != (n_mixed,) or extras.get("aggregation/scaling", (1,)) != (1,)
+        ):
+            raise ConversionError(
+                f"{path}: aggregation/weights {extras['aggregation/weights']} and "
+                f"aggregation/scaling {extras.get('aggregation/scaling')} do not fit {n_mixed} "
+                "layers"
+            )
         words = None
         if vocab_path is not None:
             if "softmax/W" not in extras or "softmax/b" not in extras:
-                raise ConversionError(f"vocab_path {vocab_path}: {path} has no softmax (softmax/W, softmax/b) for the "
-                                      "vocabulary (a bilm-tf training checkpoint has one); convert without it for the "
-                                      "biLM alone", vocab_path, argument="vocab_path")
+                raise ConversionError(
+                    f"vocab_path {vocab_path}: {path} has no softmax (softmax/W, softmax/b) for the "
+                    "vocabulary (a bilm-tf training checkpoint has one); convert without it for the "
+                    "biLM alone",
+                    vocab_path,
+                    argument="vocab_path",
+                )
             words = vocabulary_words(vocab_path)
             check_softmax(config, extras["softmax/W"], extras["softmax/b"], len(words), path, vocab_path)
         read = checkpoint.read(list(names.values()), np.float32)

@@ -32,10 +32,20 @@ from ..errors import ConversionError
 TABLE_MAGIC = 0xDB4775248B80FB57
 MAX_INDEX_BYTES = 64 << 20  # an ELMo checkpoint's index is a few kilobytes, a large model's with optimizer slots ~1 MB
 MAX_RANK = 32  # NumPy 1.x's limit; ELMo's variables have at most 4 dimensions
-DTYPES = {1: ("DT_FLOAT", np.float32), 2: ("DT_DOUBLE", np.float64), 3: ("DT_INT32", np.int32),
-          4: ("DT_UINT8", np.uint8), 5: ("DT_INT16", np.int16), 6: ("DT_INT8", np.int8), 9: ("DT_INT64", np.int64),
-          10: ("DT_BOOL", np.bool_), 17: ("DT_UINT16", np.uint16), 19: ("DT_HALF", np.float16),
-          22: ("DT_UINT32", np.uint32), 23: ("DT_UINT64", np.uint64)}  # TensorFlow's DataType enum: those of fixed size
+DTYPES = {
+    1: ("DT_FLOAT", np.float32),
+    2: ("DT_DOUBLE", np.float64),
+    3: ("DT_INT32", np.int32),
+    4: ("DT_UINT8", np.uint8),
+    5: ("DT_INT16", np.int16),
+    6: ("DT_INT8", np.int8),
+    9: ("DT_INT64", np.int64),
+    10: ("DT_BOOL", np.bool_),
+    17: ("DT_UINT16", np.uint16),
+    19: ("DT_HALF", np.float16),
+    22: ("DT_UINT32", np.uint32),
+    23: ("DT_UINT64", np.uint64),
+}  # TensorFlow's DataType enum: those of fixed size
 
 
 def dtype_name(code):
@@ -78,7 +88,7 @@ def _fields(message):
             value, position = struct.unpack_from("<Q", message, position)[0], position + 8
         elif wire == 2:
             size, position = _varint(message, position)
-            value, position = bytes(message[position:position + size]), position + size
+            value, position = bytes(message[position : position + size]), position + size
         elif wire == 5:
             value, position = struct.unpack_from("<I", message, position)[0], position + 4
         else:
@@ -92,11 +102,11 @@ def _block(table, offset, size):
     """The (key, value) entries of one table block, its trailer's crc32c checked."""
     if offset + size + 5 > len(table):
         raise ValueError("a table block runs past the end of the file")
-    contents = table[offset:offset + size]
+    contents = table[offset : offset + size]
     compression, stored = table[offset + size], struct.unpack_from("<I", table, offset + size + 1)[0]
     if compression != 0:
         raise ValueError(f"compressed table block (type {compression}); TensorFlow writes them uncompressed")
-    if unmask(stored) != crc32c(table[offset:offset + size + 1]):
+    if unmask(stored) != crc32c(table[offset : offset + size + 1]):
         raise ValueError("a table block fails its checksum")
     n_restarts = struct.unpack_from("<I", contents, len(contents) - 4)[0]
     end = len(contents) - 4 * (n_restarts + 1)
@@ -105,9 +115,9 @@ def _block(table, offset, size):
         shared, position = _varint(contents, position)
         unshared, position = _varint(contents, position)
         value_size, position = _varint(contents, position)
-        key = key[:shared] + bytes(contents[position:position + unshared])
+        key = key[:shared] + bytes(contents[position : position + unshared])
         position += unshared
-        yield key, bytes(contents[position:position + value_size])
+        yield key, bytes(contents[position : position + value_size])
         position += value_size
 
 
@@ -175,16 +185,19 @@ class Checkpoint:
             raise ConversionError(f"cannot read the checkpoint index {index}: {e.strerror or e}") from e
         size = max(size, len(table))  # a file that grew meanwhile
         if size > MAX_INDEX_BYTES:
-            raise ConversionError(f"{index} is {size:,} bytes, more than a checkpoint index is read "
-                                  f"({MAX_INDEX_BYTES:,} at most; an ELMo checkpoint's is a few kilobytes): not a "
-                                  "TensorFlow checkpoint index")
+            raise ConversionError(
+                f"{index} is {size:,} bytes, more than a checkpoint index is read "
+                f"({MAX_INDEX_BYTES:,} at most; an ELMo checkpoint's is a few kilobytes): not a "
+                "TensorFlow checkpoint index"
+            )
         try:
             records = dict(_table(table))
             header = dict(_fields(records.pop(b"", b"")))
             self.entries = {key.decode("utf-8"): TensorEntry(value) for key, value in records.items()}
         except (ValueError, struct.error, UnicodeDecodeError) as e:
-            raise ConversionError(f"{index} is not a readable TensorFlow checkpoint index (truncated or corrupt?): "
-                                  f"{e}") from e
+            raise ConversionError(
+                f"{index} is not a readable TensorFlow checkpoint index (truncated or corrupt?): {e}"
+            ) from e
         if header.get(2, 0) != 0:
             raise ConversionError(f"{index} was written big-endian; only little-endian checkpoints are supported")
         self.num_shards = header.get(1, 1)
@@ -207,29 +220,41 @@ class Checkpoint:
         index entry is consistent: a known shape, the size of that shape, bytes that lie within its shard."""
         entry, code = self.entries[name], next(code for code, (_, numpy) in DTYPES.items() if numpy == dtype)
         if entry.sliced:
-            raise ConversionError(f"{self.index}: {name} is a partitioned variable (saved in slices), which is not "
-                                  "supported: save it unpartitioned")
+            raise ConversionError(
+                f"{self.index}: {name} is a partitioned variable (saved in slices), which is not "
+                "supported: save it unpartitioned"
+            )
         if entry.dtype != code:
-            raise ConversionError(f"{self.index}: {name} is declared {dtype_name(entry.dtype)}, but it must be "
-                                  f"{dtype_name(code)}: a corrupt index, or not an ELMo checkpoint")
+            raise ConversionError(
+                f"{self.index}: {name} is declared {dtype_name(entry.dtype)}, but it must be "
+                f"{dtype_name(code)}: a corrupt index, or not an ELMo checkpoint"
+            )
         if len(entry.shape) > MAX_RANK:
-            raise ConversionError(f"{self.index}: {name} declares {len(entry.shape):,} dimensions (at most "
-                                  f"{MAX_RANK}): a corrupt index")
+            raise ConversionError(
+                f"{self.index}: {name} declares {len(entry.shape):,} dimensions (at most {MAX_RANK}): a corrupt index"
+            )
         if any(dim < 0 for dim in entry.shape):
-            raise ConversionError(f"{self.index}: {name} declares the shape {entry.shape}, with a dimension of "
-                                  "unknown size: a corrupt index (a checkpoint stores tensors of known shape)")
+            raise ConversionError(
+                f"{self.index}: {name} declares the shape {entry.shape}, with a dimension of "
+                "unknown size: a corrupt index (a checkpoint stores tensors of known shape)"
+            )
         size = math.prod(entry.shape) * np.dtype(dtype).itemsize
         if entry.size != size:
-            raise ConversionError(f"{self.index}: {name} declares {entry.size:,} bytes, but its shape {entry.shape} "
-                                  f"of {dtype_name(code)} is {size:,} bytes: a corrupt index")
+            raise ConversionError(
+                f"{self.index}: {name} declares {entry.size:,} bytes, but its shape {entry.shape} "
+                f"of {dtype_name(code)} is {size:,} bytes: a corrupt index"
+            )
         if entry.shard >= self.num_shards:
-            raise ConversionError(f"{self.index}: {name} is in shard {entry.shard} of a checkpoint of "
-                                  f"{self.num_shards}: a corrupt index")
+            raise ConversionError(
+                f"{self.index}: {name} is in shard {entry.shard} of a checkpoint of {self.num_shards}: a corrupt index"
+            )
         path = self.shard_path(entry.shard)
         length = self._shard_length(path)
         if entry.offset + entry.size > length:
-            raise ConversionError(f"{path} holds {length:,} bytes, but {name} lies at bytes {entry.offset:,} to "
-                                  f"{entry.offset + entry.size:,} of it: a truncated shard or a corrupt index")
+            raise ConversionError(
+                f"{path} holds {length:,} bytes, but {name} lies at bytes {entry.offset:,} to "
+                f"{entry.offset + entry.size:,} of it: a truncated shard or a corrupt index"
+            )
 
     def read(self, names, dtype):
         """name -> array of each of `names`, all checked (`check`) before any is read, then read in the order they
@@ -246,8 +271,9 @@ class Checkpoint:
             except OSError as e:
                 raise ConversionError(f"cannot read the checkpoint shard {path}: {e.strerror or e}") from e
             if len(data) != entry.size:  # checked against its length: the file changed while being read
-                raise ConversionError(f"{path} ends at byte {entry.offset + len(data):,}, inside {name} (truncated "
-                                      "shard?)")
+                raise ConversionError(
+                    f"{path} ends at byte {entry.offset + len(data):,}, inside {name} (truncated shard?)"
+                )
             if crc32c(data) != unmask(entry.crc32c):
                 raise ConversionError(f"{name} in {path} fails its crc32c check (corrupt or truncated shard)")
             arrays[name] = np.frombuffer(data, np.dtype(dtype).newbyteorder("<")).reshape(entry.shape)
@@ -271,13 +297,19 @@ def checkpoint_prefix(path):
                     candidate = os.path.join(path, os.path.basename(value.strip().strip('"')))
                     if os.path.isfile(f"{candidate}.index"):
                         return candidate
-                    raise ConversionError(f"{state} names the checkpoint {value.strip()}, but {candidate}.index "
-                                          "is not in the folder: pass the checkpoint prefix itself")
+                    raise ConversionError(
+                        f"{state} names the checkpoint {value.strip()}, but {candidate}.index "
+                        "is not in the folder: pass the checkpoint prefix itself"
+                    )
     indexes = sorted(name[: -len(".index")] for name in os.listdir(path) if name.endswith(".index"))
     if len(indexes) == 1:
         return os.path.join(path, indexes[0])
     if not indexes:
-        raise ConversionError(f"{path} holds no TensorFlow checkpoint (no checkpoint file, no *.index): pass a "
-                              "bilm-tf training folder, a TF-Hub module folder or a checkpoint prefix")
-    raise ConversionError(f"{path} holds several checkpoints ({', '.join(indexes)}) and no checkpoint file saying "
-                          "which: pass the checkpoint prefix itself")
+        raise ConversionError(
+            f"{path} holds no TensorFlow checkpoint (no checkpoint file, no *.index): pass a "
+            "bilm-tf training folder, a TF-Hub module folder or a checkpoint prefix"
+        )
+    raise ConversionError(
+        f"{path} holds several checkpoints ({', '.join(indexes)}) and no checkpoint file saying "
+        "which: pass the checkpoint prefix itself"
+    )

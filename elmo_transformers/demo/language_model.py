@@ -30,8 +30,10 @@ def fill_mask(lm, tokenizer, text, top_k=TOP_WORDS):
     mask = tokenizer.mask_token
     words = text_words(text, tokenizer)
     if words.count(mask) != 1:
-        raise DataError(f"the text has {words.count(mask)} {mask} words: put exactly one {mask}, as a word of its own, "
-                        "where a word should be guessed")
+        raise DataError(
+            f"the text has {words.count(mask)} {mask} words: put exactly one {mask}, as a word of its own, "
+            "where a word should be guessed"
+        )
     encoding = {name: torch.from_numpy(array) for name, array in tokenizer.encode([words]).items()}
     with torch.no_grad():
         scores = lm.masked_word_scores(**encoding, positions=words.index(mask))[0]
@@ -73,6 +75,10 @@ def word_scores(lm, tokenizer, text):
             forward += lm.lm_log_probs(forward_states[0, positions])[rows, ids[positions]].tolist()
             backward += lm.lm_log_probs(backward_states[0, positions + 1])[rows, ids[positions]].tolist()
     known = [not u for u in unknown]
-    return WordScores(words, [f if k else None for f, k in zip(forward, known)],
-                      [b if k else None for b, k in zip(backward, known)],
-                      [(f + b) / 2 if k else None for f, b, k in zip(forward, backward, known)], unknown)
+    return WordScores(
+        words,
+        [f if k else None for f, k in zip(forward, known)],
+        [b if k else None for b, k in zip(backward, known)],
+        [(f + b) / 2 if k else None for f, b, k in zip(forward, backward, known)],
+        unknown,
+    )

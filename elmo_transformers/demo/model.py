@@ -29,9 +29,11 @@ def load(name, language_model=True):
     source = open_model(name)
     name = str(source.name)
     if not language_model or not source.is_language_model:
-        no_lm = (f"{name} is a biLM without a language-model softmax (no lm_vocab_size in its config.json), so "
-                 "it cannot score words: use a language-model folder (the shipped model, a conversion with "
-                 "with_lm=True, or the output of `elmo-transformers pretrain`)")
+        no_lm = (
+            f"{name} is a biLM without a language-model softmax (no lm_vocab_size in its config.json), so "
+            "it cannot score words: use a language-model folder (the shipped model, a conversion with "
+            "with_lm=True, or the output of `elmo-transformers pretrain`)"
+        )
         return DemoModel(name, ElmoEmbedder(source, device="cpu", runtime="torch"), no_lm=no_lm)
     lm, tokenizer = load_model(source, language_model=True)
     return DemoModel(name, ElmoEmbedder(lm.elmo, tokenizer), lm)

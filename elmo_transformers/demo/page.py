@@ -52,15 +52,22 @@ def build(model_name):
         with gr.Row():
             with gr.Column():
                 sentences = gr.Textbox(
-                    "\n".join(EXAMPLES), lines=6, elem_id="sentences",
+                    "\n".join(EXAMPLES),
+                    lines=6,
+                    elem_id="sentences",
                     label=f"Sentences, one a line, {splitting} (up to {MAX_SENTENCES} sentences, "
-                          f"{MAX_WORDS:,} words, {MAX_SENTENCE_WORDS} words a sentence)")
+                    f"{MAX_WORDS:,} words, {MAX_SENTENCE_WORDS} words a sentence)",
+                )
                 word = gr.Textbox("bank", max_lines=1, elem_id="word", label="Word")
                 compare = gr.Button("Compare", variant="primary", elem_id="compare")
             with gr.Column():
                 senses_message = gr.Markdown(elem_id="senses-message")
-                table = gr.Dataframe(elem_id="similarity", interactive=False, wrap=True,
-                                     label="Cosine similarity of the word's ELMo vectors (1 = same direction)")
+                table = gr.Dataframe(
+                    elem_id="similarity",
+                    interactive=False,
+                    wrap=True,
+                    label="Cosine similarity of the word's ELMo vectors (1 = same direction)",
+                )
         layer = gr.Radio(layers, value=MIX, elem_id="layer", label="Layer of the pictures")
         with gr.Row():
             heatmap = gr.Plot(elem_id="similarity-plot", show_label=False)
@@ -73,12 +80,20 @@ def build(model_name):
         else:
             with gr.Row():
                 with gr.Column():
-                    fill_text = gr.Textbox(FILL_EXAMPLE, max_lines=3, elem_id="fill-text",
-                                           label=f"A text with one <mask> word (up to {MAX_TEXT_WORDS:,} words)")
+                    fill_text = gr.Textbox(
+                        FILL_EXAMPLE,
+                        max_lines=3,
+                        elem_id="fill-text",
+                        label=f"A text with one <mask> word (up to {MAX_TEXT_WORDS:,} words)",
+                    )
                     fill = gr.Button("Fill", variant="primary", elem_id="fill")
-                    fill_result = gr.Textbox(lines=TOP_WORDS, elem_id="fill-result", interactive=False,
-                                             label=f"The top {TOP_WORDS} words and their probabilities "
-                                                   "(the fill-mask pipeline: mean of the forward and backward LMs)")
+                    fill_result = gr.Textbox(
+                        lines=TOP_WORDS,
+                        elem_id="fill-result",
+                        interactive=False,
+                        label=f"The top {TOP_WORDS} words and their probabilities "
+                        "(the fill-mask pipeline: mean of the forward and backward LMs)",
+                    )
                 fill_plot = gr.Plot(elem_id="fill-plot", show_label=False)
 
         gr.Markdown("## Surprise: how expected is each word?")
@@ -86,12 +101,20 @@ def build(model_name):
             gr.Markdown(f"Off: {loaded.no_lm}.", elem_id="surprisal-off")
         else:
             with gr.Row():
-                score_text = gr.Textbox(SCORE_EXAMPLE, max_lines=3, elem_id="score-text", scale=4,
-                                        label=f"A text (up to {MAX_TEXT_WORDS:,} words)")
+                score_text = gr.Textbox(
+                    SCORE_EXAMPLE,
+                    max_lines=3,
+                    elem_id="score-text",
+                    scale=4,
+                    label=f"A text (up to {MAX_TEXT_WORDS:,} words)",
+                )
                 score = gr.Button("Score", variant="primary", elem_id="score", scale=1)
-            surprisal = gr.Plot(elem_id="surprisal", label="log P(word) from the words before it (forward), after "
-                                "it (backward), and their mean; red = unexpected, grey = not in the vocabulary "
-                                "(no score)")
+            surprisal = gr.Plot(
+                elem_id="surprisal",
+                label="log P(word) from the words before it (forward), after "
+                "it (backward), and their mean; red = unexpected, grey = not in the vocabulary "
+                "(no score)",
+            )
             score_message = gr.Markdown(elem_id="surprisal-message")
             score_table = gr.Dataframe(elem_id="surprisal-table", interactive=False, label="The same numbers")
 
@@ -102,22 +125,31 @@ def build(model_name):
             except UserError as e:  # the table hidden (no header left without its rows), the pictures cleared
                 return f"**{plain(str(e))}**", gr.Dataframe(None, visible=False), None, None, None
             listed = "\n".join(f"- {plain(uses.label(i))}" for i in range(len(uses.places)))
-            return (f'"{plain(uses.word)}", {len(uses.places)} uses:\n{listed}', similarity_table(uses),
-                    *draw(uses, the_layer), uses)
+            return (
+                f'"{plain(uses.word)}", {len(uses.places)} uses:\n{listed}',
+                similarity_table(uses),
+                *draw(uses, the_layer),
+                uses,
+            )
 
         def draw(uses, the_layer):
             if uses is None:
                 return None, None
             return plots.similarity_heatmap(uses, the_layer), plots.projection_scatter(uses, the_layer)
 
-        compare_event = dict(fn=on_compare, inputs=[sentences, word, layer],
-                             outputs=[senses_message, table, heatmap, projection, uses_state], concurrency_id=ONE_QUEUE)
+        compare_event = dict(
+            fn=on_compare,
+            inputs=[sentences, word, layer],
+            outputs=[senses_message, table, heatmap, projection, uses_state],
+            concurrency_id=ONE_QUEUE,
+        )
         compare.click(**compare_event)
         word.submit(**compare_event)
         page.load(**compare_event)  # the first visit shows the example
         layer.change(draw, inputs=[uses_state, layer], outputs=[heatmap, projection], concurrency_id=ONE_QUEUE)
 
         if loaded.lm is not None:
+
             def on_fill(text):
                 try:
                     best = fill_mask(loaded.lm, loaded.tokenizer, text)
@@ -131,15 +163,21 @@ def build(model_name):
             page.load(**fill_event)
 
         if loaded.lm is not None:
+
             def on_score(text):
                 try:
                     scores = word_scores(loaded.lm, loaded.tokenizer, text)
                 except UserError as e:  # said above the picture; the table hidden
                     return f"**{plain(str(e))}**", None, gr.Dataframe(None, visible=False)
-                rows = [[w, *("unknown" if v is None else f"{v:.2f}" for v in (f, b, m))]
-                        for w, f, b, m in zip(scores.words, scores.forward, scores.backward, scores.mean)]
-                return "", plots.word_score_rows(scores), gr.Dataframe(
-                    rows, headers=["word", "forward", "backward", "mean"], visible=True)
+                rows = [
+                    [w, *("unknown" if v is None else f"{v:.2f}" for v in (f, b, m))]
+                    for w, f, b, m in zip(scores.words, scores.forward, scores.backward, scores.mean)
+                ]
+                return (
+                    "",
+                    plots.word_score_rows(scores),
+                    gr.Dataframe(rows, headers=["word", "forward", "backward", "mean"], visible=True),
+                )
 
             score_outputs = [score_message, surprisal, score_table]
             score_event = dict(fn=on_score, inputs=score_text, outputs=score_outputs, concurrency_id=ONE_QUEUE)
@@ -154,7 +192,10 @@ def similarity_table(uses):
     number and the start of its sentence (the message above the table lists the sentences in full)."""
     matrix = uses.similarities[MIX]
     n = len(matrix)
-    rows = [[textwrap.shorten(uses.label(i), 24, placeholder="..."), *(f"{matrix[i, j]:.3f}" for j in range(n))]
-            for i in range(n)]
-    return gr.Dataframe(rows, headers=["use", *(f"[{j + 1}]" for j in range(n))],
-                        column_widths=["190px", *["70px"] * n], visible=True)
+    rows = [
+        [textwrap.shorten(uses.label(i), 24, placeholder="..."), *(f"{matrix[i, j]:.3f}" for j in range(n))]
+        for i in range(n)
+    ]
+    return gr.Dataframe(
+        rows, headers=["use", *(f"[{j + 1}]" for j in range(n))], column_widths=["190px", *["70px"] * n], visible=True
+    )

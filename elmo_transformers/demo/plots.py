@@ -36,8 +36,15 @@ def similarity_heatmap(uses, layer):
     if n <= ANNOTATE_UP_TO:
         for i in range(n):
             for j in range(n):
-                axes.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                          color="black" if matrix[i, j] > 0.6 else "white")
+                axes.text(
+                    j,
+                    i,
+                    f"{matrix[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if matrix[i, j] > 0.6 else "white",
+                )
     axes.set_title(f'"{literal(uses.word)}" in {layer}')
     return figure
 
@@ -98,13 +105,15 @@ def word_score_rows(scores, words_a_row=10):
     for p in range(panels):
         part = slice(p * words_a_row, (p + 1) * words_a_row)
         values = table[:, part]
-        axes = figure.add_subplot(grid[p, :max(1, values.shape[1])])
+        axes = figure.add_subplot(grid[p, : max(1, values.shape[1])])
         axes_list.append(axes)
         image = axes.imshow(values, vmin=low, vmax=high, cmap=colours, aspect="auto")
         for (i, j), value in np.ndenumerate(values):
             axes.text(j, i, "unknown" if np.isnan(value) else f"{value:.1f}", ha="center", va="center", fontsize=8)
-        words = [literal(textwrap.shorten(w, 14, placeholder="...")) + ("*" if unknown else "")
-                 for w, unknown in zip(scores.words[part], scores.unknown[part])]
+        words = [
+            literal(textwrap.shorten(w, 14, placeholder="...")) + ("*" if unknown else "")
+            for w, unknown in zip(scores.words[part], scores.unknown[part])
+        ]
         axes.set_xticks(range(len(words)), words, fontsize=9)
         axes.set_yticks(range(3), ["forward", "backward", "mean"], fontsize=8)
     figure.colorbar(image, ax=axes_list, shrink=0.9, label="log P(word)")

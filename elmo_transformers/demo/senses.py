@@ -56,17 +56,22 @@ def check_characters(lines):
     lines and line ends too), or holding a lone surrogate (not Unicode text: nothing can show or encode it)."""
     characters = sum(len(line) for line in lines) + max(len(lines) - 1, 0)
     if characters > MAX_CHARACTERS:
-        raise DataError(f"{characters:,} characters: the limit is {MAX_CHARACTERS:,} a request (blank lines "
-                        "included); give less text")
+        raise DataError(
+            f"{characters:,} characters: the limit is {MAX_CHARACTERS:,} a request (blank lines "
+            "included); give less text"
+        )
     for number, line in enumerate(lines, 1):
         found = LONE_SURROGATE.search(line)
         if found:
-            raise DataError(f"line {number} holds a lone surrogate (U+{ord(found.group()):04X}, character "
-                            f"{found.start() + 1}), which is not Unicode text: remove it")
+            raise DataError(
+                f"line {number} holds a lone surrogate (U+{ord(found.group()):04X}, character "
+                f"{found.start() + 1}), which is not Unicode text: remove it"
+            )
 
 
-def check_text(sentences, tokenizer, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS,
-               max_sentence_words=MAX_SENTENCE_WORDS):
+def check_text(
+    sentences, tokenizer, max_sentences=MAX_SENTENCES, max_words=MAX_WORDS, max_sentence_words=MAX_SENTENCE_WORDS
+):
     """The words of each of `sentences` as `tokenizer` splits raw text (white space, or its segmenter), refusing in
     one line more text than one request may embed. Characters and sentences are counted first, so that splitting is
     bounded too."""
@@ -79,8 +84,10 @@ def check_text(sentences, tokenizer, max_sentences=MAX_SENTENCES, max_words=MAX_
         raise DataError(f"{sum(lengths):,} words: the limit is {max_words:,} a request; give less text")
     longest = max(lengths, default=0)
     if longest > max_sentence_words:
-        raise DataError(f"a sentence of {longest:,} words (line {lengths.index(longest) + 1}): the limit is "
-                        f"{max_sentence_words:,} words a sentence; split it into sentences, one a line")
+        raise DataError(
+            f"a sentence of {longest:,} words (line {lengths.index(longest) + 1}): the limit is "
+            f"{max_sentence_words:,} words a sentence; split it into sentences, one a line"
+        )
     return words
 
 
@@ -92,8 +99,10 @@ def check_word(word, max_characters):
     if len(word.split()) > 1:
         raise DataError(f"{word[:60]!r} is several words: give one word (no spaces)")
     if len(word.encode("utf-8")) > max_characters:
-        raise DataError(f"the word is {len(word):,} characters long: ELMo reads words of up to {max_characters} "
-                        "bytes (UTF-8); give one word")
+        raise DataError(
+            f"the word is {len(word):,} characters long: ELMo reads words of up to {max_characters} "
+            "bytes (UTF-8); give one word"
+        )
     return word
 
 
@@ -109,7 +118,7 @@ class WordUses:
     projections: dict
 
     def label(self, use):
-        """"[n] sentence" for use n (0-based), marking the word's position when it occurs twice in a sentence."""
+        """ "[n] sentence" for use n (0-based), marking the word's position when it occurs twice in a sentence."""
         i, j = self.places[use]
         again = sum(p[0] == i for p in self.places) > 1
         return f"[{use + 1}] {self.sentences[i]}" + (f"  (word {j + 1})" if again else "")
@@ -143,14 +152,22 @@ def word_uses(embedder, sentences, word):
     places = [(i, j) for i, s in enumerate(words) for j, w in enumerate(s) if w.lower() == word.lower()]
     if len(places) < 2:
         where = "in no sentence" if not places else "only once"
-        raise DataError(f"{word!r} occurs {where}: give at least two sentences that use it (as a word of its own, "
-                        "white space around it)")
+        raise DataError(
+            f"{word!r} occurs {where}: give at least two sentences that use it (as a word of its own, "
+            "white space around it)"
+        )
     if len(places) > MAX_USES:
-        raise DataError(f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer "
-                        "sentences")
+        raise DataError(
+            f"{word!r} occurs {len(places):,} times: the limit is {MAX_USES} uses a request; give fewer sentences"
+        )
     uses = use_vectors(embedder, words, places)
-    return WordUses(word, sentences, places, {name: cosine_matrix(v) for name, v in uses.items()},
-                    {name: projection(v) for name, v in uses.items()})
+    return WordUses(
+        word,
+        sentences,
+        places,
+        {name: cosine_matrix(v) for name, v in uses.items()},
+        {name: projection(v) for name, v in uses.items()},
+    )
 
 
 def use_vectors(embedder, words, places, batch_words=BATCH_WORDS, time_budget=TIME_BUDGET):
@@ -171,8 +188,10 @@ def use_vectors(embedder, words, places, batch_words=BATCH_WORDS, time_budget=TI
     found = {}  # (sentence, word) -> {layer name: vector}
     for batch in batches:
         if time.monotonic() - start >= time_budget:
-            raise DataError(f"the request ran past its time budget ({time_budget:.0f} s on this machine): give "
-                            "fewer or shorter sentences that use the word")
+            raise DataError(
+                f"the request ran past its time budget ({time_budget:.0f} s on this machine): give "
+                "fewer or shorter sentences that use the word"
+            )
         out = embedder.forward(embedder.encode([words[i] for i in batch]))
         layers = {f"layer {n}": states for n, states in enumerate(out.hidden_states)}
         layers[MIX] = out.last_hidden_state

@@ -48,8 +48,9 @@ class BoundedBodies:
     async def __call__(self, scope, receive, send):
         headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
         declared = headers.get(b"content-length")
-        if scope["type"] != "http" or (scope["method"] in BODILESS and declared is None
-                                       and b"transfer-encoding" not in headers):
+        if scope["type"] != "http" or (
+            scope["method"] in BODILESS and declared is None and b"transfer-encoding" not in headers
+        ):
             return await self.app(scope, receive, send)
         try:
             declared = None if declared is None else int(declared)
@@ -65,8 +66,11 @@ class BoundedBodies:
                 try:
                     message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
                 except asyncio.TimeoutError:
-                    return await answer(send, 408, f"the request's body did not arrive within {self.body_seconds:g} "
-                                                   "seconds: send it again")
+                    return await answer(
+                        send,
+                        408,
+                        f"the request's body did not arrive within {self.body_seconds:g} seconds: send it again",
+                    )
                 if message["type"] == "http.disconnect":
                     return
                 chunk = message.get("body", b"")
@@ -97,9 +101,17 @@ def too_large(limit):
 async def answer(send, status, message):
     """A plain-text response `status` saying `message` (the request is not passed on)."""
     body = message.encode("utf-8")
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % len(body)),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", b"%d" % len(body)),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -108,8 +120,9 @@ def import_gradio():
     try:
         import gradio
     except ImportError as e:
-        raise UserError(f"the web page needs Gradio ({e.name} is not installed): "
-                        'pip install "elmo-transformers[demo]"') from None
+        raise UserError(
+            f'the web page needs Gradio ({e.name} is not installed): pip install "elmo-transformers[demo]"'
+        ) from None
     return gradio
 
 
@@ -145,6 +158,8 @@ def public_warning(host):
     """What to tell the user when `host` serves on every network interface (anyone who can reach this machine can
     use the page and its CPU time), else None."""
     if host in ALL_INTERFACES:
-        return (f"warning: serving on every network interface ({host or 'all'}): anyone who can reach this machine "
-                "can use the page; host 127.0.0.1 serves this machine only")
+        return (
+            f"warning: serving on every network interface ({host or 'all'}): anyone who can reach this machine "
+            "can use the page; host 127.0.0.1 serves this machine only"
+        )
     return None

@@ -29,6 +29,7 @@ def work_units(counts, batch_size, max_words, batch_words):
             size += 1
     return [*np.split(short, cuts), *order[long].tolist()] if len(short) else order[long].tolist()
 
+
 class in_background:
     """Iterate over `items` in a thread, `depth` items ahead of the consumer; an error there is raised here, and
     closing (or leaving the `with` block) stops the thread."""

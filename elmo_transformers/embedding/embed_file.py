@@ -96,12 +96,29 @@ def check_windows(embedder, counts, max_words, source):
         f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
         "stateless: no LSTM state carries from one window to the next): give "
         f"{counts[longest]:,} or more to embed every line whole (memory then grows with the line), or use the PyTorch "
-        "model for stateful windows", max_words, argument="max_sentence_words")
+        "model for stateful windows",
+        max_words,
+        argument="max_sentence_words",
+    )
 
 
-def embed_file(embedder, input_file, output_file_path, output_format="all", batch_size=None, *, batch_words=None,
-               max_sentence_words=MAX_SENTENCE_WORDS, resume=False, overwrite=False, progress=True,
-               file_format="hdf5", text_column=None, output_dtype="float32", threads=None):
+def embed_file(
+    embedder,
+    input_file,
+    output_file_path,
+    output_format="all",
+    batch_size=None,
+    *,
+    batch_words=None,
+    max_sentence_words=MAX_SENTENCE_WORDS,
+    resume=False,
+    overwrite=False,
+    progress=True,
+    file_format="hdf5",
+    text_column=None,
+    output_dtype="float32",
+    threads=None,
+):
     """Embed `input_file` (a path, "-" for stdin, or an open text file; with `text_column`, that column of a JSON
     lines, CSV or Parquet file) into `output_file_path` (`file_format` "hdf5": one file; "parquet": a folder) with
     `embedder`, an `ElmoEmbedder` (`ElmoEmbedder.embed_file` calls this). `output_format` ("all", "top", "average")
@@ -110,9 +127,17 @@ def embed_file(embedder, input_file, output_file_path, output_format="all", batc
     line longer than `max_sentence_words` is embedded in stateful windows. `threads`: the model's CPU threads
     (`runtime.threads.cpu_threads`). Returns a `Report` of what this process did and where its time went."""
     settings = EmbedSettings(
-        mode=output_format, file_format=file_format, output_dtype=output_dtype, batch_size=batch_size,
-        batch_words=batch_words, max_sentence_words=max_sentence_words, text_column=text_column, threads=threads,
-        resume=resume, overwrite=overwrite, progress=progress,
+        mode=output_format,
+        file_format=file_format,
+        output_dtype=output_dtype,
+        batch_size=batch_size,
+        batch_words=batch_words,
+        max_sentence_words=max_sentence_words,
+        text_column=text_column,
+        threads=threads,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
     )
     model_files = embedder.folder.path if embedder.folder is not None else embedder.source
     output, finished = check_paths(input_file, output_file_path, settings, model_files)
@@ -145,15 +170,21 @@ def _run(embedder, settings, input_file, output, report, started_at):
     """`embed` within the model's threads."""
     identity = embedder.identity()  # (a SHA-256 of the weight files: once a run)
     if settings.resume and identity is None:
-        raise UserError("resume: this embedder's model was given already loaded, so nothing identifies it to "
-                        "resume by: save it (save_pretrained) and embed with its folder", argument="resume")
+        raise UserError(
+            "resume: this embedder's model was given already loaded, so nothing identifies it to "
+            "resume by: save it (save_pretrained) and embed with its folder",
+            argument="resume",
+        )
     if settings.batch_size is None and settings.batch_words is None:
         settings = replace(settings, batch_words=default_batch_words(embedder))
     run = PartialRun(output, settings.file_format)
     lines = read_lines(input_file, settings.text_column)
     if not lines and settings.file_format == "parquet":
-        raise DataError(f"{input_name(input_file)} has no lines: nothing to embed (`datasets` cannot read a Parquet "
-                        "folder of no rows)", input_file)
+        raise DataError(
+            f"{input_name(input_file)} has no lines: nothing to embed (`datasets` cannot read a Parquet "
+            "folder of no rows)",
+            input_file,
+        )
     counts = np.fromiter((count_words(line, embedder.tokenizer) for line in lines), np.int64, len(lines))
     check_windows(embedder, counts, settings.max_sentence_words, input_file)
     settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=identity)
@@ -171,8 +202,11 @@ def _run(embedder, settings, input_file, output, report, started_at):
     try:
         if state.is_main_process and not run.exists():
             if settings.progress and settings.file_format == "hdf5" and len(lines) >= MANY_LINES:
-                print(f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
-                      "first batch; --format parquet has no such step", file=sys.stderr)
+                print(
+                    f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
+                    "first batch; --format parquet has no such step",
+                    file=sys.stderr,
+                )
             run.start(settings, lines, shapes)
         state.wait_for_everyone()
         words_of = partial(words_of_line, lines, embedder.tokenizer)
@@ -200,22 +234,40 @@ def _run(embedder, settings, input_file, output, report, started_at):
                 run.remove_folder()
             raise
         if opened and isinstance(error, OSError) and not os.path.isdir(run.folder):
-            raise OutputError(f"{run.folder} was removed while the run worked, and the vectors with it: run again",
-                              run.folder) from None
-        if opened and isinstance(error, OSError) and settings.file_format == "parquet" and \
-                not os.path.isdir(run.writer.data):
-            raise OutputError(f"{run.writer.data} was removed while the run worked, and the vectors with it: delete "
-                              f"{run.folder} and run again", run.folder) from None
-        if state.is_main_process and started and os.path.isdir(run.folder) and not os.path.islink(run.folder) \
-                and not run.finished() and not run.finished_lines():
+            raise OutputError(
+                f"{run.folder} was removed while the run worked, and the vectors with it: run again", run.folder
+            ) from None
+        if (
+            opened
+            and isinstance(error, OSError)
+            and settings.file_format == "parquet"
+            and not os.path.isdir(run.writer.data)
+        ):
+            raise OutputError(
+                f"{run.writer.data} was removed while the run worked, and the vectors with it: delete "
+                f"{run.folder} and run again",
+                run.folder,
+            ) from None
+        if (
+            state.is_main_process
+            and started
+            and os.path.isdir(run.folder)
+            and not os.path.islink(run.folder)
+            and not run.finished()
+            and not run.finished_lines()
+        ):
             shutil.rmtree(run.folder)  # this call made it and computed nothing: leave nothing that looks resumable
         if isinstance(error, OSError) and error.errno in FULL_DISK:
             kept = run.finished_lines()
             limit = "raise the file-size limit (ulimit -f)" if error.errno == errno.EFBIG else "free space there"
-            keep = (f"the {kept:,} finished lines are kept in {run.folder}: {limit} and rerun with resume=True" if kept
-                    else f"nothing was finished: {limit} and rerun")
-            raise UnfinishedRunError(f"writing {output} failed: {os.strerror(error.errno)}; {keep}",
-                                     run.folder) from None
+            keep = (
+                f"the {kept:,} finished lines are kept in {run.folder}: {limit} and rerun with resume=True"
+                if kept
+                else f"nothing was finished: {limit} and rerun"
+            )
+            raise UnfinishedRunError(
+                f"writing {output} failed: {os.strerror(error.errno)}; {keep}", run.folder
+            ) from None
         raise
     finally:
         if state.is_main_process:
@@ -247,14 +299,20 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
     batches, windows = done
     finished = finished_mask(batches, len(counts))
     pending = [
-        unit for unit in units
-        if (not finished[unit] and covered(windows.get(unit, [])) < counts[unit] if isinstance(unit, int)
-            else not finished[unit[0]])
+        unit
+        for unit in units
+        if (
+            not finished[unit] and covered(windows.get(unit, [])) < counts[unit]
+            if isinstance(unit, int)
+            else not finished[unit[0]]
+        )
     ]
     mine = pending[state.process_index :: state.num_processes]
     if settings.progress and state.is_main_process and state.num_processes > 1:
-        print(f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes",
-              file=sys.stderr)
+        print(
+            f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes",
+            file=sys.stderr,
+        )
     size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
     tokenizer = embedder.tokenizer
 
@@ -273,8 +331,10 @@ def _embed_lines(embedder, run, settings, state, lines, counts, units, done, rep
 
     shown = settings.progress and state.is_main_process
     with tqdm(total=size, unit="line", desc="embedding", disable=not shown) as bar:
-        with in_background(prepare(unit) for unit in mine if not isinstance(unit, int)) as prepared, \
-                Writer(write) as writer:
+        with (
+            in_background(prepare(unit) for unit in mine if not isinstance(unit, int)) as prepared,
+            Writer(write) as writer,
+        ):
             batches = iter(prepared)
             while True:
                 with timed(report, "waiting"):

@@ -67,8 +67,11 @@ def thread_count(threads):
         return free_cpus()
     cpus = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cpus:
-        raise UserError(f"threads {threads!r:.50}: give a number of CPU threads from 1 to {cpus} (this machine's "
-                        "CPUs), \"auto\" for the CPUs free now, or None for the process's own", threads)
+        raise UserError(
+            f"threads {threads!r:.50}: give a number of CPU threads from 1 to {cpus} (this machine's "
+            'CPUs), "auto" for the CPUs free now, or None for the process\'s own',
+            threads,
+        )
     return threads
 
 
@@ -101,8 +104,12 @@ def convert_original(options_file, weight_file):
     from ..conversion.allennlp import convert
     from ..conversion.presets import fetch_url
 
-    return convert(*(fetch_url(str(f), argument) if str(f).startswith(("http://", "https://")) else f
-                     for f, argument in ((options_file, "options_file"), (weight_file, "weight_file"))))
+    return convert(
+        *(
+            fetch_url(str(f), argument) if str(f).startswith(("http://", "https://")) else f
+            for f, argument in ((options_file, "options_file"), (weight_file, "weight_file"))
+        )
+    )
 
 
 class ElmoEmbedder:
@@ -128,8 +135,20 @@ class ElmoEmbedder:
     published files); `cuda_device` -1 is the CPU, n the n-th GPU.
     """
 
-    def __init__(self, model=DEFAULT_MODEL, tokenizer=None, device=None, dtype=None, quantization_config=None, *,
-                 runtime=None, threads=None, options_file=None, weight_file=None, cuda_device=None):
+    def __init__(
+        self,
+        model=DEFAULT_MODEL,
+        tokenizer=None,
+        device=None,
+        dtype=None,
+        quantization_config=None,
+        *,
+        runtime=None,
+        threads=None,
+        options_file=None,
+        weight_file=None,
+        cuda_device=None,
+    ):
         if cuda_device is not None:
             if device is not None:
                 raise TypeError("ElmoEmbedder: give device or AllenNLP's cuda_device, not both")
@@ -142,25 +161,34 @@ class ElmoEmbedder:
         self.threads = threads = thread_count(threads)
         if isinstance(tokenizer, (str, os.PathLike)):  # AllenNLP's ElmoEmbedder(options_file, weight_file)
             if quantization_config is not None:
-                raise TypeError("ElmoEmbedder(options_file, weight_file, quantization_config=...): convert the files "
-                                "into a folder first and load that with the quantization_config")
+                raise TypeError(
+                    "ElmoEmbedder(options_file, weight_file, quantization_config=...): convert the files "
+                    "into a folder first and load that with the quantization_config"
+                )
             source = str(tokenizer)
             model, tokenizer = convert_original(model, tokenizer)
             device = device or process_state().device
         if isinstance(model, (str, os.PathLike, ModelFolder)):  # (a ModelFolder: a command's resolved --model)
             self.folder = open_model(model)
             self.source = self.folder.source
-            model, loaded_tokenizer = load_model(self.folder, dtype=dtype, quantization_config=quantization_config,
-                                                 device="auto" if device is None else device, runtime=runtime,
-                                                 threads=threads)
+            model, loaded_tokenizer = load_model(
+                self.folder,
+                dtype=dtype,
+                quantization_config=quantization_config,
+                device="auto" if device is None else device,
+                runtime=runtime,
+                threads=threads,
+            )
             tokenizer = tokenizer or loaded_tokenizer
         else:
             if tokenizer is None:
                 raise TypeError("ElmoEmbedder(model, tokenizer): pass the tokenizer with an already loaded model")
             if quantization_config is not None:
-                raise TypeError("ElmoEmbedder(model, quantization_config=...): quantization happens when a model "
-                                "loads; pass its folder or repo id, or load it with from_pretrained(..., "
-                                "quantization_config=...) yourself")
+                raise TypeError(
+                    "ElmoEmbedder(model, quantization_config=...): quantization happens when a model "
+                    "loads; pass its folder or repo id, or load it with from_pretrained(..., "
+                    "quantization_config=...) yourself"
+                )
             self.source = source or getattr(model, "name_or_path", None)
             model = model.to(device=device, dtype=dtype).eval()
             check_tokenizer(model.config, tokenizer)  # (load_model checks what it loads)
@@ -196,8 +224,10 @@ class ElmoEmbedder:
             import torch
 
             device = self.model.device
-            encoded = {name: torch.as_tensor(array).to(device, non_blocking=device.type == "cuda")
-                       for name, array in encoded.items()}
+            encoded = {
+                name: torch.as_tensor(array).to(device, non_blocking=device.type == "cuda")
+                for name, array in encoded.items()
+            }
         with no_grad(self.model):
             return self.model(**encoded, output_hidden_states=True, return_dict=True, **kwargs)
 
@@ -207,8 +237,11 @@ class ElmoEmbedder:
         waits for it). On a CUDA device the copy back is started here and waited for by the caller (a writer
         thread), so that the device goes on with the next batch; elsewhere it is made here."""
         if output_dtype not in OUTPUT_DTYPES:
-            raise UserError(f"output_dtype {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}", output_dtype,
-                            argument="output_dtype")
+            raise UserError(
+                f"output_dtype {output_dtype!r:.50}: one of {', '.join(OUTPUT_DTYPES)}",
+                output_dtype,
+                argument="output_dtype",
+            )
         selected = select_layers(self.forward(encoded).hidden_states, mode)
         if isinstance(selected, np.ndarray):
             return selected.astype(output_dtype, copy=False), lambda: None
@@ -266,22 +299,34 @@ class ElmoEmbedder:
         while batch := list(islice(sentences, batch_size)):
             yield from self.embed_batch(batch)
 
-    def embed_file(self, input_file, output_file_path, output_format="all", batch_size=None, forget_sentences=False,
-                   use_sentence_keys=False, **options):
+    def embed_file(
+        self,
+        input_file,
+        output_file_path,
+        output_format="all",
+        batch_size=None,
+        forget_sentences=False,
+        use_sentence_keys=False,
+        **options,
+    ):
         """AllenNLP's `embed_file`: the work of `elmo-transformers embed` with this embedder's model (see
         `elmo_transformers.embedding.embed_file.embed_file`, which also documents `options`); `input_file` is a path,
         "-" (stdin) or an open text file. `batch_size` lines a batch, or by default batches of `batch_words` padded
         words. AllenNLP's `forget_sentences` and `use_sentence_keys` are taken at their default, False, the one way
         offered. Returns the run's `Report` (what was done, where the time went)."""
         if forget_sentences:
-            raise UserError("forget_sentences=True is not offered: the HDF5 file always holds sentence_to_index "
-                            "(AllenNLP's default); leave forget_sentences out, and skip that dataset where you read "
-                            "the file")
+            raise UserError(
+                "forget_sentences=True is not offered: the HDF5 file always holds sentence_to_index "
+                "(AllenNLP's default); leave forget_sentences out, and skip that dataset where you read "
+                "the file"
+            )
         if use_sentence_keys:
-            raise UserError("use_sentence_keys=True is not offered: each line is a sentence, its dataset keyed by "
-                            "its line number (\"0\", \"1\", ...); leave use_sentence_keys out, and to keep your "
-                            "own keys put them beside the text in a JSON lines or CSV file (text_column names the "
-                            "text column) and match them to the line numbers")
+            raise UserError(
+                "use_sentence_keys=True is not offered: each line is a sentence, its dataset keyed by "
+                'its line number ("0", "1", ...); leave use_sentence_keys out, and to keep your '
+                "own keys put them beside the text in a JSON lines or CSV file (text_column names the "
+                "text column) and match them to the line numbers"
+            )
         from .embed_file import embed_file  # (its outputs' modules load only for a file)
 
         options.setdefault("threads", self.threads)
@@ -332,6 +377,7 @@ class ElmoEmbedder:
         weights = mask[..., None].astype(np.float32) if self.traits.tensors == "np" else mask.unsqueeze(-1).float()
         outputs = {"word_emb": layers[0][..., : self.model.config.projection_dim]}
         outputs.update({f"lstm_outputs{k}": layer for k, layer in enumerate(layers[1:], start=1)})
-        outputs.update(elmo=elmo, default=(elmo * weights).sum(1) / weights.sum(1).clip(min=1),
-                       sequence_len=mask.sum(1))  # the default output: modeling_elmo.masked_mean, also for NumPy
+        outputs.update(
+            elmo=elmo, default=(elmo * weights).sum(1) / weights.sum(1).clip(min=1), sequence_len=mask.sum(1)
+        )  # the default output: modeling_elmo.masked_mean, also for NumPy
         return outputs

@@ -58,10 +58,16 @@ class Hdf5Output:
     def put(self, line, vectors, start=0):
         """Write `vectors` ([..., words, 2P], the file's dtype) into line `line`'s dataset from word `start` on."""
         shape = tuple(self.shapes[line].tolist())
-        if vectors.shape[:-2] != shape[:-2] or vectors.shape[-1] != shape[-1] or \
-                start + vectors.shape[-2] > shape[-2] or vectors.dtype != self.dtype:
-            raise ValueError(f"line {line}: vectors {vectors.dtype} {vectors.shape} from word {start} do not fit "
-                             f"its dataset {self.dtype} {shape}")
+        if (
+            vectors.shape[:-2] != shape[:-2]
+            or vectors.shape[-1] != shape[-1]
+            or start + vectors.shape[-2] > shape[-2]
+            or vectors.dtype != self.dtype
+        ):
+            raise ValueError(
+                f"line {line}: vectors {vectors.dtype} {vectors.shape} from word {start} do not fit "
+                f"its dataset {self.dtype} {shape}"
+            )
         if vectors.size == 0:
             return
         words, width = shape[-2], shape[-1]
@@ -110,8 +116,11 @@ class Hdf5Output:
             return f"its {self.file} is gone"
         if (now.st_dev, now.st_ino, now.st_size) != self.opened:
             return f"its {self.file} was replaced or rewritten by another file"
-        if len(shapes) != len(self.shapes) or len(shapes) and (not np.array_equal(shapes, self.shapes) or
-                                                               self.dtype != dtype):
+        if (
+            len(shapes) != len(self.shapes)
+            or len(shapes)
+            and (not np.array_equal(shapes, self.shapes) or self.dtype != dtype)
+        ):
             return f"its {self.file} holds datasets of other shapes than this run's lines"
         return None
 
@@ -134,8 +143,9 @@ class Hdf5Output:
             raise OutputExistsError(f"{self.output} exists (pass overwrite=True to replace it)", self.output) from None
         except OSError:  # a file system without hard links
             if os.path.lexists(self.output):
-                raise OutputExistsError(f"{self.output} exists (pass overwrite=True to replace it)",
-                                        self.output) from None
+                raise OutputExistsError(
+                    f"{self.output} exists (pass overwrite=True to replace it)", self.output
+                ) from None
             os.replace(self.file, self.output)
             return
         os.unlink(self.file)
@@ -171,9 +181,11 @@ def create_output(path, lines, shapes, dtype):
     docs/embedding-files.md, "The HDF5 layout in a child process")."""
     needed, free = output_bytes(lines, shapes, dtype), shutil.disk_usage(os.path.dirname(path)).free
     if needed > free:
-        raise OutputError(f"not enough disk space for {os.path.basename(path)} in {os.path.dirname(path)}: it needs "
-                          f"about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free: free space there and rerun",
-                          path)
+        raise OutputError(
+            f"not enough disk space for {os.path.basename(path)} in {os.path.dirname(path)}: it needs "
+            f"about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free: free space there and rerun",
+            path,
+        )
     temporary = path + ".tmp"
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     receive, send = context.Pipe(duplex=False)

@@ -85,16 +85,18 @@ def stripped_lines(file, name):
     for line in checked_lines(file, name):
         read += len(line)
         if limit is not None and read > limit:
-            raise DataError(f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
-                            "stream (it holds the whole input in memory until the end): save the text to a file "
-                            "and embed the file")
+            raise DataError(
+                f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
+                "stream (it holds the whole input in memory until the end): save the text to a file "
+                "and embed the file"
+            )
         line = line.strip()
         lines.append(line[1:].strip() if not lines and line.startswith("\ufeff") else line)
     return lines
 
 
 def table_kind(source):
-    """"json", "csv", "tsv" or "parquet" for a path whose name says it is such a table, else None."""
+    """ "json", "csv", "tsv" or "parquet" for a path whose name says it is such a table, else None."""
     if not isinstance(source, (str, os.PathLike)) or source == "-":
         return None
     return TABLE_READERS.get(os.path.splitext(str(source))[1].lower())
@@ -104,13 +106,17 @@ def check_table_file(source, kind):
     """Refuse, in one line, a table file that pyarrow cannot read as one: a pipe or a FIFO (pyarrow seeks), a JSON
     file that is one array (pyarrow reads JSON lines)."""
     if not os.path.isfile(source):
-        raise DataError(f"{source}: a {kind} table is read from a regular file, not a pipe or FIFO: save it to a file "
-                        "first", source)
+        raise DataError(
+            f"{source}: a {kind} table is read from a regular file, not a pipe or FIFO: save it to a file first", source
+        )
     if kind == "json":
         with open(source, "rb") as f:
             if f.read(4096).lstrip()[:1] == b"[":
-                raise DataError(f"{source} is one JSON array: give JSON lines (.jsonl: one object a line, as `jq -c "
-                                "'.[]'` writes them)", source)
+                raise DataError(
+                    f"{source} is one JSON array: give JSON lines (.jsonl: one object a line, as `jq -c "
+                    "'.[]'` writes them)",
+                    source,
+                )
 
 
 def read_table(source, kind, text_column=None):
@@ -130,19 +136,29 @@ def read_table(source, kind, text_column=None):
             return pyarrow.json.read_json(str(source), read_options=pyarrow.json.ReadOptions(block_size=block))
         if kind in ("csv", "tsv"):
             text = {} if text_column is None else {"column_types": {text_column: pa.string()}}
-            parse = (pyarrow.csv.ParseOptions(newlines_in_values=True) if kind == "csv"
-                     else pyarrow.csv.ParseOptions(delimiter="\t", quote_char=False))
-            return pyarrow.csv.read_csv(str(source), read_options=pyarrow.csv.ReadOptions(block_size=block),
-                                        parse_options=parse, convert_options=pyarrow.csv.ConvertOptions(
-                                            strings_can_be_null=False, quoted_strings_can_be_null=False, **text))
+            parse = (
+                pyarrow.csv.ParseOptions(newlines_in_values=True)
+                if kind == "csv"
+                else pyarrow.csv.ParseOptions(delimiter="\t", quote_char=False)
+            )
+            return pyarrow.csv.read_csv(
+                str(source),
+                read_options=pyarrow.csv.ReadOptions(block_size=block),
+                parse_options=parse,
+                convert_options=pyarrow.csv.ConvertOptions(
+                    strings_can_be_null=False, quoted_strings_can_be_null=False, **text
+                ),
+            )
         return pyarrow.parquet.read_table(str(source))
     except (pa.ArrowException, OSError) as e:
         reason = str(e).splitlines()[0]
         if "UTF8" in reason or "UTF-8" in reason:
             reason = "it is not UTF-8 text: convert it, e.g. with `iconv -f ENCODING -t UTF-8`"
         elif "straddl" in reason:
-            reason = (f"a row is longer than {MAX_BLOCK_BYTES >> 20} MiB, the most read at once: split it, or give "
-                      "the text as a text file, one sentence a line")
+            reason = (
+                f"a row is longer than {MAX_BLOCK_BYTES >> 20} MiB, the most read at once: split it, or give "
+                "the text as a text file, one sentence a line"
+            )
         raise DataError(f"{source}: cannot read it as {kind}: {reason}", source) from None
 
 
@@ -151,29 +167,45 @@ def read_column(source, column):
     line (a categorical column, dictionary-encoded, by its values)."""
     kind = table_kind(source)
     if kind is None:
-        raise DataError(f"text_column {column}: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or "
-                        f"Parquet (.parquet) file, not of {source}; a text file is read one sentence a line without "
-                        "it", column, argument="text_column")
+        raise DataError(
+            f"text_column {column}: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or "
+            f"Parquet (.parquet) file, not of {source}; a text file is read one sentence a line without "
+            "it",
+            column,
+            argument="text_column",
+        )
     import pyarrow as pa
 
     table = read_table(source, kind, column)
     if column not in table.column_names:
-        raise DataError(f"text_column {column}: no such column in {source} (it has {', '.join(table.column_names)})",
-                        column, argument="text_column")
+        raise DataError(
+            f"text_column {column}: no such column in {source} (it has {', '.join(table.column_names)})",
+            column,
+            argument="text_column",
+        )
     if table.column_names.count(column) > 1:
-        raise DataError(f"text_column {column}: {table.column_names.count(column)} columns of {source} have that "
-                        "name: rename all but one in its header, then give text_column the one to embed", column,
-                        argument="text_column")
+        raise DataError(
+            f"text_column {column}: {table.column_names.count(column)} columns of {source} have that "
+            "name: rename all but one in its header, then give text_column the one to embed",
+            column,
+            argument="text_column",
+        )
     values = table.column(column)
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
     if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):  # a Parquet file's bytes
-        raise DataError(f"text_column {column}: the column of {source} holds bytes ({values.type}), not strings: "
-                        "write it as a string column of UTF-8 text (in pyarrow, `column.cast(pyarrow.string())`)",
-                        column, argument="text_column")
+        raise DataError(
+            f"text_column {column}: the column of {source} holds bytes ({values.type}), not strings: "
+            "write it as a string column of UTF-8 text (in pyarrow, `column.cast(pyarrow.string())`)",
+            column,
+            argument="text_column",
+        )
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_null(values.type)):
-        raise DataError(f"text_column {column}: the column of {source} holds {values.type}, not text", column,
-                        argument="text_column")
+        raise DataError(
+            f"text_column {column}: the column of {source} holds {values.type}, not text",
+            column,
+            argument="text_column",
+        )
     return Lines((text or "").strip() for text in values.to_pylist())
 
 
@@ -191,8 +223,12 @@ def read_lines(source, text_column=None):
         except DataError:
             columns = None  # not such a table after all: text with that name
         if columns is not None:
-            raise DataError(f"text_column not given: {source} is a {kind} file (its columns: {', '.join(columns)}): "
-                            "name the one to embed, one row a line", source, argument="text_column")
+            raise DataError(
+                f"text_column not given: {source} is a {kind} file (its columns: {', '.join(columns)}): "
+                "name the one to embed, one row a line",
+                source,
+                argument="text_column",
+            )
     if source == "-" and sys.stdin is None:
         raise DataError("-: stdin is closed: give INPUT as a file, or pipe the text into the command", source)
     try:

@@ -36,8 +36,9 @@ def check_folder_output(output, overwrite):
     try:
         tempfile.TemporaryFile(dir=parent).close()
     except OSError as e:
-        raise OutputError(f"{output}: cannot write into {parent}: {e.strerror or e}{disk_hint(e.errno)}",
-                          output) from None
+        raise OutputError(
+            f"{output}: cannot write into {parent}: {e.strerror or e}{disk_hint(e.errno)}", output
+        ) from None
     if os.path.islink(output):
         raise OutputError(f"{output} is a symbolic link: give the real folder (links are never replaced)", output)
     if os.path.lexists(output) and not os.path.isdir(output):
@@ -47,8 +48,11 @@ def check_folder_output(output, overwrite):
             raise OutputExistsError(f"{output} exists (pass overwrite=True to replace it)", output)
         others = [name for name in sorted(os.listdir(output)) if not is_shard(output, name)]
         if others:
-            raise OutputError(f"{output} holds {others[0]!r}, which embed did not write: it is not an earlier "
-                              "output, so it is not replaced; choose another folder", output)
+            raise OutputError(
+                f"{output} holds {others[0]!r}, which embed did not write: it is not an earlier "
+                "output, so it is not replaced; choose another folder",
+                output,
+            )
 
 
 SHARD = re.compile(r"lines-\d{9}\.parquet")  # a finished batch's file: `lines-FIRST.parquet`
@@ -89,8 +93,9 @@ def vectors_column(arrays):
     width, dtype = arrays[0].shape[-1], arrays[0].dtype
     values = pa.array(np.concatenate([a.reshape(-1) for a in arrays]) if len(arrays) > 1 else arrays[0].reshape(-1))
     rows = nested(values, arrays, arrays[0].ndim - 1)
-    matrices = pa.ExtensionArray.from_storage(Array2DExtensionType((None, width), dtype.name),
-                                              nested(rows, arrays, arrays[0].ndim - 2))
+    matrices = pa.ExtensionArray.from_storage(
+        Array2DExtensionType((None, width), dtype.name), nested(rows, arrays, arrays[0].ndim - 2)
+    )
     return matrices if arrays[0].ndim == 2 else nested(matrices, arrays, 0)
 
 
@@ -99,8 +104,13 @@ def features(arrays):
     from datasets import Array2D, Features, List, Value
 
     matrix = Array2D((None, arrays[0].shape[-1]), arrays[0].dtype.name)
-    return Features({"line": Value("int64"), "words": List(Value("string")),
-                     "vectors": matrix if arrays[0].ndim == 2 else List(matrix)})
+    return Features(
+        {
+            "line": Value("int64"),
+            "words": List(Value("string")),
+            "vectors": matrix if arrays[0].ndim == 2 else List(matrix),
+        }
+    )
 
 
 class ParquetOutput:
@@ -141,11 +151,16 @@ class ParquetOutput:
 
         lines = list(arrays)
         vectors = [np.ascontiguousarray(arrays[i]) for i in lines]
-        table = pa.table({"line": pa.array(lines, pa.int64()),
-                          "words": pa.array([self.words_of(i) for i in lines], pa.list_(pa.string())),
-                          "vectors": vectors_column(vectors)})
+        table = pa.table(
+            {
+                "line": pa.array(lines, pa.int64()),
+                "words": pa.array([self.words_of(i) for i in lines], pa.list_(pa.string())),
+                "vectors": vectors_column(vectors),
+            }
+        )
         table = table.replace_schema_metadata(
-            {"huggingface": json.dumps({"info": {"features": features(vectors).to_dict()}})})
+            {"huggingface": json.dumps({"info": {"features": features(vectors).to_dict()}})}
+        )
 
         def write(f):
             os.fchmod(f.fileno(), self.mode)  # (the temporary file is made 0600)
@@ -190,8 +205,9 @@ class ParquetOutput:
         if not os.path.isdir(self.data):
             return f"its {self.data} is gone"
         none = [np.zeros((*shapes[0][:-2], 0, shapes[0][-1]), dtype)] if len(shapes) else None  # (no words)
-        expected = (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if len(shapes) \
-            else None
+        expected = (
+            (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if len(shapes) else None
+        )
         seen = np.zeros(len(shapes), bool)
         for name in sorted(os.listdir(self.data)):
             if not SHARD.fullmatch(name):
@@ -200,8 +216,10 @@ class ParquetOutput:
                 shard = pq.ParquetFile(os.path.join(self.data, name))
                 table = shard.read(columns=["line", "words"])
                 schema = shard.schema_arrow
-                found = (schema.field("vectors").type,  # (and its shape and dtype, which the type's == leaves out)
-                         json.loads(schema.metadata[b"huggingface"])["info"]["features"])
+                found = (
+                    schema.field("vectors").type,  # (and its shape and dtype, which the type's == leaves out)
+                    json.loads(schema.metadata[b"huggingface"])["info"]["features"],
+                )
             except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types
                 return f"its {name} cannot be read as Parquet"
             if found != expected:
@@ -231,6 +249,7 @@ class ParquetOutput:
             os.rename(self.data, self.output)
         except OSError as e:
             if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-                raise OutputExistsError(f"{self.output} exists (pass overwrite=True to replace it)",
-                                        self.output) from None
+                raise OutputExistsError(
+                    f"{self.output} exists (pass overwrite=True to replace it)", self.output
+                ) from None
             raise

@@ -14,8 +14,14 @@ import filelock
 import numpy as np
 
 from ..errors import DataError, OutputError, OutputExistsError, UnfinishedRunError
-from ..output_paths import (abandoned_work, check_output_apart, hold_lock, lock_is_held, release_lock,
-                            write_file_atomically)
+from ..output_paths import (
+    abandoned_work,
+    check_output_apart,
+    hold_lock,
+    lock_is_held,
+    release_lock,
+    write_file_atomically,
+)
 from .hdf5_output import Hdf5Output
 from .parquet_output import ParquetOutput
 
@@ -30,11 +36,16 @@ def check_paths(source, output, settings, model=None):
     OUTPUT, whether `settings.resume` found the run finished and completed it: nothing is left to do)."""
     file_format, overwrite, resume = settings.file_format, settings.overwrite, settings.resume
     if os.fspath(output) == "-":
-        raise DataError("the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path "
-                        "of the file to write, ./- for a file of that name")
+        raise DataError(
+            "the output - would be a file named '-' (HDF5 cannot be written to stdout): give the path "
+            "of the file to write, ./- for a file of that name"
+        )
     if file_format == "hdf5" and os.fspath(output).endswith((os.sep, "/")):
-        raise OutputError(f"{output}: a path that ends in / names a folder, and HDF5 is one file: give the file's "
-                          "path without the trailing /", output)
+        raise OutputError(
+            f"{output}: a path that ends in / names a folder, and HDF5 is one file: give the file's "
+            "path without the trailing /",
+            output,
+        )
     output = os.path.abspath(output)
     if isinstance(source, (str, os.PathLike)) and source != "-":
         check_readable(source)
@@ -48,14 +59,17 @@ def check_paths(source, output, settings, model=None):
             return output, True
     if resume and not overwrite and not run.exists() and os.path.lexists(output):
         run.check_not_running()  # (an empty folder and the lock file a killed run left go)
-        raise OutputExistsError(f"{output} exists and there is no run to resume in {run.folder} (a run stopped as "
-                                "it ended leaves its finished output so): to replace it, rerun with overwrite=True",
-                                output)
+        raise OutputExistsError(
+            f"{output} exists and there is no run to resume in {run.folder} (a run stopped as "
+            "it ended leaves its finished output so): to replace it, rerun with overwrite=True",
+            output,
+        )
     OUTPUTS[file_format].check_output(output, overwrite)
     run.check_not_running()
     if run.exists() and not resume:
         raise UnfinishedRunError(
-            f"{run.folder} holds an interrupted run: pass resume=True to continue it, or delete it", run.folder)
+            f"{run.folder} holds an interrupted run: pass resume=True to continue it, or delete it", run.folder
+        )
     return output, False
 
 
@@ -102,23 +116,33 @@ class PartialRun:
         not a folder, or that holds a symbolic link (a journal, data/): a run writes and removes only what it made,
         never through a link."""
         if os.path.islink(self.folder):
-            raise OutputError(f"{self.folder} is a symbolic link, where a run keeps its own folder: remove the link "
-                              "(not what it points to) and rerun", self.folder)
+            raise OutputError(
+                f"{self.folder} is a symbolic link, where a run keeps its own folder: remove the link "
+                "(not what it points to) and rerun",
+                self.folder,
+            )
         if os.path.lexists(self.folder) and not os.path.isdir(self.folder):
             raise OutputError(f"{self.folder} is a file, not the folder of a run: move it away and rerun", self.folder)
         if not os.path.isdir(self.folder):
             return
         data = os.path.join(self.folder, "data")
-        inside = [*os.scandir(self.folder), *(os.scandir(data) if os.path.isdir(data) and not
-                                              os.path.islink(data) else [])]
+        inside = [
+            *os.scandir(self.folder),
+            *(os.scandir(data) if os.path.isdir(data) and not os.path.islink(data) else []),
+        ]
         link = next((entry.path for entry in inside if entry.is_symlink()), None)
         if link is not None:
-            raise OutputError(f"{link} is a symbolic link, which a run never makes nor follows: remove it (or "
-                              f"delete {self.folder}) and rerun", link)
+            raise OutputError(
+                f"{link} is a symbolic link, which a run never makes nor follows: remove it (or "
+                f"delete {self.folder}) and rerun",
+                link,
+            )
 
     def _refuse(self):
-        raise DataError(f"{self.output} is being written by another run, which holds {self.lock_file}: wait for it "
-                        "to finish or stop it")
+        raise DataError(
+            f"{self.output} is being written by another run, which holds {self.lock_file}: wait for it "
+            "to finish or stop it"
+        )
 
     def check_not_running(self):
         """Refuse while another run, still alive, writes the same OUTPUT; else remove an empty OUTPUT.partial/ (a run
@@ -146,7 +170,9 @@ class PartialRun:
             raise UnfinishedRunError(
                 f"{self.lock_file} was removed or replaced while the run worked, so another run may be writing "
                 f"{self.folder} beside this one: nothing is put in place; once no other run works on "
-                f"{self.output}, rerun with resume=True", self.folder)
+                f"{self.output}, rerun with resume=True",
+                self.folder,
+            )
 
     def release(self):
         if self.lock is not None:
@@ -180,8 +206,10 @@ class PartialRun:
             saved = ValueError(str(e).splitlines()[0] if str(e) else type(e).__name__)
         if not isinstance(saved, dict):
             reason = f"not valid JSON ({saved})" if isinstance(saved, ValueError) else "not a JSON object"
-            raise DataError(f"cannot resume {self.folder}: its {path} is {reason}, so what it computed is unknown: "
-                            "delete the folder to start over")
+            raise DataError(
+                f"cannot resume {self.folder}: its {path} is {reason}, so what it computed is unknown: "
+                "delete the folder to start over"
+            )
         differences = settings.differences(saved)
         if differences:
             name, old, new = differences[0]
@@ -191,8 +219,9 @@ class PartialRun:
             )
 
     def damaged(self, what):
-        return DataError(f"cannot resume {self.folder}: {what}, so what it computed is unknown: delete the folder to "
-                         "start over")
+        return DataError(
+            f"cannot resume {self.folder}: {what}, so what it computed is unknown: delete the folder to start over"
+        )
 
     def journal_entries(self):
         """The lines of each journaled batch, [line, ...] one at a time, of every process's journal."""
@@ -252,8 +281,11 @@ class PartialRun:
         try:  # (less the umask, as open's; never through a link: O_NOFOLLOW)
             self.journal = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666)
         except OSError as e:
-            raise OutputError(f"{path}: cannot open the journal: {e.strerror or e} (a symbolic link is never "
-                              f"followed): delete {self.folder} to start over", path) from None
+            raise OutputError(
+                f"{path}: cannot open the journal: {e.strerror or e} (a symbolic link is never "
+                f"followed): delete {self.folder} to start over",
+                path,
+            ) from None
         entries = read_own(self.journal)
         if entries and not entries.endswith(b"\n"):
             os.ftruncate(self.journal, entries.rfind(b"\n") + 1)
@@ -302,8 +334,9 @@ class PartialRun:
                     for k in range(model.config.n_layers)
                 )
         except (OSError, ValueError, KeyError, EOFError):  # (np.load's errors for a cut or foreign file)
-            raise DataError(f"cannot resume: the window state {window[2]} cannot be read: delete {self.folder} to "
-                            "start over") from None
+            raise DataError(
+                f"cannot resume: the window state {window[2]} cannot be read: delete {self.folder} to start over"
+            ) from None
 
     def finish(self, settings, shapes):
         """OUTPUT, complete: once every line is done and what is put in place is whole (`check_whole`: the run of
@@ -311,8 +344,9 @@ class PartialRun:
         the folder removed; OUTPUT is checked again first (something may have appeared there while the run worked:
         it is replaced only under the rules of `settings.overwrite`, as before the run)."""
         if not os.path.isdir(self.folder):
-            raise OutputError(f"{self.folder} was removed while the run worked, and the vectors with it: run again",
-                              self.folder)
+            raise OutputError(
+                f"{self.folder} was removed while the run worked, and the vectors with it: run again", self.folder
+            )
         batches, windows = self.progress()
         done = finished_mask(batches, len(shapes))
         for line, line_windows in windows.items():
@@ -323,7 +357,9 @@ class PartialRun:
             raise UnfinishedRunError(
                 f"{self.folder} lacks the vectors of {len(missing):,} line{'s' * (len(missing) != 1)} (numbered from "
                 f"0: {missing[:10]}), though the run computed them (removed while it worked?): {self.output} is not "
-                "written; rerun with resume=True to compute them", self.folder)
+                "written; rerun with resume=True to compute them",
+                self.folder,
+            )
         self.check_whole(settings, shapes)
         self.check_lock()
         write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": settings.overwrite}))
@@ -346,8 +382,11 @@ class PartialRun:
             self.unusable(problem)
 
     def unusable(self, what):
-        raise OutputError(f"{self.output} is not written: {what}, so the folder no longer holds what this run "
-                          f"computed (changed while it worked?): delete {self.folder} and run again", self.folder)
+        raise OutputError(
+            f"{self.output} is not written: {what}, so the folder no longer holds what this run "
+            f"computed (changed while it worked?): delete {self.folder} and run again",
+            self.folder,
+        )
 
     def _complete(self, overwrite):
         """Put the finished output in place (unless it is there already), then remove the folder, FINISHED last:
@@ -361,7 +400,8 @@ class PartialRun:
                 what = "" if isinstance(e, OutputExistsError) else " and holds what embed did not write"
                 raise UnfinishedRunError(
                     f"{self.output} appeared while the run worked{what}: it is not replaced; every line is done and "
-                    f"kept in {self.folder}: move {self.output} away and rerun with resume=True", self.folder
+                    f"kept in {self.folder}: move {self.output} away and rerun with resume=True",
+                    self.folder,
                 ) from None
         self.output_in_place = True
         self.remove_folder()

@@ -47,8 +47,9 @@ class EmbedSettings:
         its padded words: MAX_BATCH_WORDS; more threads than CPUs only slow the LSTM's steps, and tens of thousands
         crash the threading libraries)."""
         if self.mode not in MODES:
-            raise DataError(f"output_format {self.mode!r:.50}: one of {', '.join(MODES)}", self.mode,
-                            argument="output_format")
+            raise DataError(
+                f"output_format {self.mode!r:.50}: one of {', '.join(MODES)}", self.mode, argument="output_format"
+            )
         cpus = os.cpu_count() or 1
         for name, most, why in [
             ("batch_size", MAX_BATCH_WORDS, f"a batch holds at most {MAX_BATCH_WORDS:,} padded words"),
@@ -64,15 +65,24 @@ class EmbedSettings:
         if self.max_sentence_words is None:
             raise DataError("max_sentence_words None: must be a positive int", argument="max_sentence_words")
         if self.batch_size is not None and self.batch_words is not None:
-            raise DataError(f"batch_size {self.batch_size}: give either the lines or the words of a batch, not both",
-                            self.batch_size, argument="batch_size")
+            raise DataError(
+                f"batch_size {self.batch_size}: give either the lines or the words of a batch, not both",
+                self.batch_size,
+                argument="batch_size",
+            )
         if self.file_format not in FILE_FORMATS:
-            raise DataError(f"file_format {self.file_format!r:.50}: one of {', '.join(FILE_FORMATS)}",
-                            self.file_format, argument="file_format")
+            raise DataError(
+                f"file_format {self.file_format!r:.50}: one of {', '.join(FILE_FORMATS)}",
+                self.file_format,
+                argument="file_format",
+            )
         if self.output_dtype not in OUTPUT_DTYPES:
             why = ": neither HDF5 nor Parquet holds bfloat16" if self.output_dtype == "bfloat16" else ""
-            raise DataError(f"output_dtype {self.output_dtype!r:.50}{why}; one of {', '.join(OUTPUT_DTYPES)}",
-                            self.output_dtype, argument="output_dtype")
+            raise DataError(
+                f"output_dtype {self.output_dtype!r:.50}{why}; one of {', '.join(OUTPUT_DTYPES)}",
+                self.output_dtype,
+                argument="output_dtype",
+            )
 
     def record(self):
         """The fields that decide the output, as run.json holds them: one JSON object, the model's identity's keys
@@ -89,8 +99,11 @@ class EmbedSettings:
         for key in [*mine, *(k for k in recorded if k not in mine)]:
             old, new = recorded.get(key), mine.get(key)
             if isinstance(old, dict) and isinstance(new, dict):
-                found += [(f"{key}.{k}", old.get(k), new.get(k)) for k in [*new, *(k for k in old if k not in new)]
-                          if old.get(k) != new.get(k)]
+                found += [
+                    (f"{key}.{k}", old.get(k), new.get(k))
+                    for k in [*new, *(k for k in old if k not in new)]
+                    if old.get(k) != new.get(k)
+                ]
             elif old != new:
                 found.append((key, old, new))
         return found

@@ -38,7 +38,8 @@ def use_deadlines():
     hooks = [hook for hook in own.event_hooks["request"] if hook is not with_deadline]
 
     def client_with_deadline():
-        return type(own)(event_hooks={"request": [*hooks, with_deadline]}, follow_redirects=own.follow_redirects,
-                         timeout=None)
+        return type(own)(
+            event_hooks={"request": [*hooks, with_deadline]}, follow_redirects=own.follow_redirects, timeout=None
+        )
 
     set_client_factory(client_with_deadline)

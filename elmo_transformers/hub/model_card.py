@@ -182,9 +182,16 @@ def evaluation_results(folder, task, dataset):
         for key, value in sorted(metrics.items()):
             metric = key.removeprefix(prefix)
             if key.startswith(prefix) and metric not in NOT_METRICS and isinstance(value, (int, float)):
-                results.append(EvalResult(task_type=task, dataset_type=dataset or "custom",
-                                          dataset_name=dataset or "custom data", dataset_split=split,
-                                          metric_type=metric, metric_value=value))
+                results.append(
+                    EvalResult(
+                        task_type=task,
+                        dataset_type=dataset or "custom",
+                        dataset_name=dataset or "custom data",
+                        dataset_split=split,
+                        metric_type=metric,
+                        metric_value=value,
+                    )
+                )
     return results
 
 
@@ -194,8 +201,17 @@ def card_licence(folder, license=None):
     return {"license": license} if license else folder.licence() or {"license": "apache-2.0"}
 
 
-def model_card(folder, repo_id, license=None, language=("en",), datasets=(), base_model=None, source=None,
-               check=None, eval_dataset=None):
+def model_card(
+    folder,
+    repo_id,
+    license=None,
+    language=("en",),
+    datasets=(),
+    base_model=None,
+    source=None,
+    check=None,
+    eval_dataset=None,
+):
     """A ModelCard for the ELMo folder `folder` (a ModelFolder: its config gives the architecture, sizes and labels;
     its licence `card_licence`). `eval_dataset` names the data of the `*_results.json` (default: the first of
     `datasets`)."""

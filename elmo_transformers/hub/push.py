@@ -116,12 +116,27 @@ def check_staging_dir(staging_dir, folder):
         os.makedirs(staging_dir, exist_ok=True)
         tempfile.TemporaryFile(dir=staging_dir).close()
     except OSError as e:
-        raise UserError(f"staging_dir {staging_dir}: cannot write into it: {e.strerror or e}", staging_dir,
-                        argument="staging_dir") from None
+        raise UserError(
+            f"staging_dir {staging_dir}: cannot write into it: {e.strerror or e}", staging_dir, argument="staging_dir"
+        ) from None
 
 
-def push(model, repo_id, *, private=False, dry_run=False, space=False, staging_dir=None, license=None,
-         language=("en",), datasets=(), base_model=None, source=None, check=None, eval_dataset=None):
+def push(
+    model,
+    repo_id,
+    *,
+    private=False,
+    dry_run=False,
+    space=False,
+    staging_dir=None,
+    license=None,
+    language=("en",),
+    datasets=(),
+    base_model=None,
+    source=None,
+    check=None,
+    eval_dataset=None,
+):
     """Upload the ELMo folder `model` (a path, `default` for the shipped model, or `open_model`'s ModelFolder) to the
     Hub repo `repo_id` with a model card: the upload folder built, checked in a fresh process and uploaded in one
     commit (this module's docstring). `space`: a Gradio Space serving the demo page on the model instead
@@ -149,9 +164,18 @@ def push(model, repo_id, *, private=False, dry_run=False, space=False, staging_d
             checked = spaces.check_space(staging)
             options = {"repo_type": "space", "space_sdk": "gradio", "commit_message": "Upload ELMo demo Space"}
         else:
-            files = build_upload_folder(folder, staging, repo_id, license=license, language=language,
-                                        datasets=datasets, base_model=base_model, source=source, check=check,
-                                        eval_dataset=eval_dataset)
+            files = build_upload_folder(
+                folder,
+                staging,
+                repo_id,
+                license=license,
+                language=language,
+                datasets=datasets,
+                base_model=base_model,
+                source=source,
+                check=check,
+                eval_dataset=eval_dataset,
+            )
             checked = check_loads(staging, folder)
             options = {}
         url = None if dry_run else upload(staging, repo_id, private, **options)

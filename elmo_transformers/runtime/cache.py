@@ -50,8 +50,11 @@ def checked_entry(folder, key, dtype):
     whose fingerprint is the one it recorded and whose graph is in `dtype`; None when there is no entry; a string
     saying what is wrong with a damaged one; a UserError for a file where the entry belongs."""
     if os.path.lexists(folder) and not os.path.isdir(folder):
-        raise UserError(f"{folder}: a file stands where the export cache keeps this model's export (a folder), and "
-                        "the cache never removes what it did not make: remove it, then run again", folder)
+        raise UserError(
+            f"{folder}: a file stands where the export cache keeps this model's export (a folder), and "
+            "the cache never removes what it did not make: remove it, then run again",
+            folder,
+        )
     if not os.path.isdir(folder):
         return None
     try:
@@ -103,22 +106,29 @@ def cached_export(source, dtype, load_float32):
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            logger.warning(f"another process is exporting {source.name} to ONNX ({dtype}) into the export cache "
-                           f"({folder}): waiting for it, at most {LOCK_WAIT_SECONDS} s")
+            logger.warning(
+                f"another process is exporting {source.name} to ONNX ({dtype}) into the export cache "
+                f"({folder}): waiting for it, at most {LOCK_WAIT_SECONDS} s"
+            )
             try:
                 lock.acquire(timeout=LOCK_WAIT_SECONDS)
             except Timeout:
-                raise UserError(f"{source.name}: another process has been exporting it into the export cache for "
-                                f"{LOCK_WAIT_SECONDS} s (lock {folder}.lock): wait for it to finish, or stop it and "
-                                "run again", source.name) from None
+                raise UserError(
+                    f"{source.name}: another process has been exporting it into the export cache for "
+                    f"{LOCK_WAIT_SECONDS} s (lock {folder}.lock): wait for it to finish, or stop it and "
+                    "run again",
+                    source.name,
+                ) from None
         try:
             return _export_locked(source, dtype, load_float32, folder, key)
         finally:
             lock.release()
     except OSError as e:
-        raise UserError(f"{source.name}: the ONNX export cache {cache_root()} cannot be written: "
-                        f"{e.strerror or e}: free some space there, or point HF_HOME to a writable folder",
-                        source.name) from None
+        raise UserError(
+            f"{source.name}: the ONNX export cache {cache_root()} cannot be written: "
+            f"{e.strerror or e}: free some space there, or point HF_HOME to a writable folder",
+            source.name,
+        ) from None
 
 
 def _export_locked(source, dtype, load_float32, folder, key):
@@ -134,8 +144,9 @@ def _export_locked(source, dtype, load_float32, folder, key):
     if entry is not None:
         logger.warning(f"the export cache's entry {folder} is damaged ({entry}): exporting {source.name} again")
         shutil.rmtree(folder)
-    logger.warning(f"exporting {source.name} to ONNX ({dtype}) for onnxruntime, once: it is kept in the export "
-                   f"cache {folder}")
+    logger.warning(
+        f"exporting {source.name} to ONNX ({dtype}) for onnxruntime, once: it is kept in the export cache {folder}"
+    )
     start = time.perf_counter()
     model, tokenizer = load_float32()
 

@@ -58,30 +58,42 @@ def check_graph(folder, session, config):
     fields that differ (a config.json edited after the export)."""
     contract = ElmoOnnxConfig(config)
     again = "restore the files written together by `export onnx`, or export the model again"
-    for kind, found, expected in [("input", session.get_inputs(), contract.inputs),
-                                  ("output", session.get_outputs(), contract.outputs)]:
+    for kind, found, expected in [
+        ("input", session.get_inputs(), contract.inputs),
+        ("output", session.get_outputs(), contract.outputs),
+    ]:
         shapes = {node.name: node.shape for node in found}
         for name, (_, shape, _) in expected.items():
             if name not in shapes:
-                raise ModelError(f"{folder}: its model.onnx has no {kind} {name} (it has {', '.join(shapes)}): "
-                                 f"not an ELMo export; {again}", folder)
+                raise ModelError(
+                    f"{folder}: its model.onnx has no {kind} {name} (it has {', '.join(shapes)}): "
+                    f"not an ELMo export; {again}",
+                    folder,
+                )
             fixed = [(axis, size) for axis, size in enumerate(shape) if isinstance(size, int)]
             for axis, size in fixed:
                 graph_size = shapes[name][axis] if len(shapes[name]) == len(shape) else None
                 if graph_size != size:
                     raise ModelError(
                         f"{folder}: its model.onnx does not fit its config.json: {kind} {name} has shape "
-                        f"{shapes[name]}, the config gives {list(shape)}; {again}", folder)
+                        f"{shapes[name]}, the config gives {list(shape)}; {again}",
+                        folder,
+                    )
     recorded = session.get_modelmeta().custom_metadata_map.get(CONFIG_KEY)
     if recorded is None:
-        raise ModelError(f"{folder}: its model.onnx does not record the config it was exported with (metadata "
-                         f"{CONFIG_KEY}), as `export onnx` writes it; {again}", folder)
+        raise ModelError(
+            f"{folder}: its model.onnx does not record the config it was exported with (metadata "
+            f"{CONFIG_KEY}), as `export onnx` writes it; {again}",
+            folder,
+        )
     recorded = json.loads(recorded)
     for name, value in config.numbers_fields().items():
         if recorded.get(name) != value:
             raise ModelError(
                 f"{folder}: its config.json does not fit its model.onnx: {name} is {value!r} in "
-                f"config.json, the graph was exported with {recorded.get(name)!r}; {again}", folder)
+                f"config.json, the graph was exported with {recorded.get(name)!r}; {again}",
+                folder,
+            )
 
 
 class OnnxElmoModel:
@@ -106,12 +118,20 @@ class OnnxElmoModel:
         import onnxruntime
 
         # onnxruntime raises these only from its compiled module: it exports no other name for them.
-        from onnxruntime.capi.onnxruntime_pybind11_state import (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
-                                                                 NoSuchFile)
+        from onnxruntime.capi.onnxruntime_pybind11_state import (
+            Fail,
+            InvalidArgument,
+            InvalidGraph,
+            InvalidProtobuf,
+            NoSuchFile,
+        )
 
         if device is not None and str(device).split(":")[0] != "cpu":
-            raise UserError(f"{device}: {path} is an exported ONNX model, which runs on the CPU here "
-                            "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model", str(device))
+            raise UserError(
+                f"{device}: {path} is an exported ONNX model, which runs on the CPU here "
+                "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model",
+                str(device),
+            )
         with loading(path):
             self.config = self.folder.options()
         self.device = "cpu"
@@ -123,34 +143,54 @@ class OnnxElmoModel:
         try:
             self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile) as e:  # missing, empty, cut...
-            raise ModelError(f"{path}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
-                             "or export the model again", path) from None
+            raise ModelError(
+                f"{path}: onnxruntime cannot load its model.onnx ({first_line(e)}): restore it, "
+                "or export the model again",
+                path,
+            ) from None
         self.dtype = self.session.get_modelmeta().custom_metadata_map.get(DTYPE_KEY)
         if self.dtype not in DTYPES:
-            raise ModelError(f"{path}: its model.onnx does not name its dtype (float32 or int8) in its "
-                             "metadata, as `export onnx` writes it: export the model again", path)
+            raise ModelError(
+                f"{path}: its model.onnx does not name its dtype (float32 or int8) in its "
+                "metadata, as `export onnx` writes it: export the model again",
+                path,
+            )
         check_graph(path, self.session, self.config)
         self.traits = ModelTraits("onnxruntime", self.dtype, stateful=False, tensors="np")
         if dtype not in (None, self.dtype):
             other = f"export the model again in {dtype}" if dtype in DTYPES else "use the PyTorch model"
-            raise UserError(f"{dtype}: {path} is an ONNX model exported in {self.dtype}, the one dtype it runs "
-                            f"in: leave the dtype out, or {other}", dtype)
+            raise UserError(
+                f"{dtype}: {path} is an ONNX model exported in {self.dtype}, the one dtype it runs "
+                f"in: leave the dtype out, or {other}",
+                dtype,
+            )
 
-    def __call__(self, input_ids, attention_mask=None, output_hidden_states=None, lstm_state=None,
-                 return_lstm_state=False, return_dict=True):
+    def __call__(
+        self,
+        input_ids,
+        attention_mask=None,
+        output_hidden_states=None,
+        lstm_state=None,
+        return_lstm_state=False,
+        return_dict=True,
+    ):
         """`ElmoModel.forward`'s arguments (`return_dict` as there; the output is always an `OnnxElmoOutput`). An
         empty batch (no sentences, or no words) gives empty arrays without running the graph."""
         if lstm_state is not None or return_lstm_state:
             path = self.folder.path
-            raise UserError(f"{path} is an exported ONNX model, whose graph is stateless (every call starts from a "
-                            "zero LSTM state): it cannot carry the LSTM state from one window of a text to the next; "
-                            "use the PyTorch model for stateful windows", path)
+            raise UserError(
+                f"{path} is an exported ONNX model, whose graph is stateless (every call starts from a "
+                "zero LSTM state): it cannot carry the LSTM state from one window of a text to the next; "
+                "use the PyTorch model for stateful windows",
+                path,
+            )
         input_ids = np.asarray(input_ids, dtype=np.int64)
         if input_ids.ndim != 3 or input_ids.shape[2] != self.config.input_width:
             raise ValueError(f"input_ids must be [batch, words, {self.config.input_width}], got {input_ids.shape}")
         batch, words = input_ids.shape[:2]
-        attention_mask = (np.ones((batch, words), np.int64) if attention_mask is None
-                          else np.asarray(attention_mask, dtype=np.int64))
+        attention_mask = (
+            np.ones((batch, words), np.int64) if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
+        )
         layers = np.zeros((self.config.n_layers + 1, batch, words, self.config.hidden_size), np.float32)
         vectors = np.zeros((batch, words, self.config.hidden_size), np.float32)
         rows = max(1, MAX_RUN_WORDS // max(words, 1))
@@ -158,7 +198,8 @@ class OnnxElmoModel:
             piece = slice(start, start + rows)
             vectors[piece], layers[:, piece] = self.session.run(
                 ["last_hidden_state", "hidden_states"],
-                {"input_ids": input_ids[piece], "attention_mask": attention_mask[piece]})
+                {"input_ids": input_ids[piece], "attention_mask": attention_mask[piece]},
+            )
         return OnnxElmoOutput(
             last_hidden_state=vectors,
             hidden_states=tuple(layers) if output_hidden_states else None,

@@ -24,8 +24,11 @@ class ElmoOnnxConfig:
     @property
     def inputs(self):
         return {
-            "input_ids": ("int64", ("batch", "words", self.config.input_width),
-                          "the char ids of this folder's tokenizer (`tokenization_elmo.py`)"),
+            "input_ids": (
+                "int64",
+                ("batch", "words", self.config.input_width),
+                "the char ids of this folder's tokenizer (`tokenization_elmo.py`)",
+            ),
             "attention_mask": ("int64", ("batch", "words"), "1 for words and 0 for padding (padding on the right)"),
         }
 
@@ -34,16 +37,19 @@ class ElmoOnnxConfig:
         width, layers = self.config.hidden_size, self.config.n_layers + 1
         return {
             "last_hidden_state": ("float32", ("batch", "words", width), "the ELMo vectors (the scalar mix)"),
-            "hidden_states": ("float32", (layers, "batch", "words", width),
-                              "the biLM layers: layer 0 is the token embedding twice, layer l is "
-                              "`[forward_l ; backward_l]`"),
+            "hidden_states": (
+                "float32",
+                (layers, "batch", "words", width),
+                "the biLM layers: layer 0 is the token embedding twice, layer l is `[forward_l ; backward_l]`",
+            ),
         }
 
     def dynamic_axes(self, names):
         """{input name: {axis: dynamic axis name}} for `names`' inputs or outputs."""
         specs = {**self.inputs, **self.outputs}
-        return {name: {axis: size for axis, size in enumerate(specs[name][1]) if isinstance(size, str)}
-                for name in names}
+        return {
+            name: {axis: size for axis, size in enumerate(specs[name][1]) if isinstance(size, str)} for name in names
+        }
 
     def graph_fields(self):
         """The recorded metadata CONFIG_KEY: the config's fields that decide the numbers (`numbers_fields()`), as
@@ -56,6 +62,7 @@ class ElmoOnnxConfig:
         def lines(specs):
             return "\n".join(
                 f"- `{name}`: {dtype} `[{', '.join(map(str, shape))}]`, {text}."
-                for name, (dtype, shape, text) in specs.items())
+                for name, (dtype, shape, text) in specs.items()
+            )
 
         return f"## Inputs\n\n{lines(self.inputs)}\n\n## Outputs\n\n{lines(self.outputs)}\n"

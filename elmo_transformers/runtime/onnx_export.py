@@ -46,8 +46,9 @@ def export_onnx(model, tokenizer, output, dtype="float32", overwrite=False, sour
     check_onnx_installed(PACKAGES, "exporting to ONNX")
     source = str(source or getattr(model, "name_or_path", "") or "an ELMo model")
     output = check_output(output, overwrite, [getattr(model, "name_or_path", None)])
-    return write_folder_atomically(lambda staging: write_export(model, tokenizer, staging, dtype, source), output,
-                                   overwrite)
+    return write_folder_atomically(
+        lambda staging: write_export(model, tokenizer, staging, dtype, source), output, overwrite
+    )
 
 
 def write_export(model, tokenizer, staging, dtype, source):
@@ -106,13 +107,20 @@ def export_graph(model, tokenizer, path, contract):
     returns the opset."""
     example = tokenizer(EXAMPLE, is_split_into_words=True, padding=True, return_tensors="pt")
     inputs = tuple(example[name] for name in contract.inputs)
-    axes = {name: {axis: torch.export.Dim(label) for axis, label in dims.items()}
-            for name, dims in contract.dynamic_axes(contract.inputs).items()}
+    axes = {
+        name: {axis: torch.export.Dim(label) for axis, label in dims.items()}
+        for name, dims in contract.dynamic_axes(contract.inputs).items()
+    }
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     with torch.no_grad(), exporter_quiet():
         program = torch.onnx.export(
-            ElmoGraph(model).eval(), inputs, input_names=list(contract.inputs),
-            output_names=list(contract.outputs), dynamo=True, dynamic_shapes=axes, verbose=False,
+            ElmoGraph(model).eval(),
+            inputs,
+            input_names=list(contract.inputs),
+            output_names=list(contract.outputs),
+            dynamo=True,
+            dynamic_shapes=axes,
+            verbose=False,
         )
         program.model.metadata_props[DTYPE_KEY] = "float32"
         program.model.metadata_props[CONFIG_KEY] = contract.graph_fields()
@@ -147,10 +155,16 @@ def quantize_int8(path):
         quantized = np.clip(np.rint(weight / scale[:, None]), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int8)
         graph.initializer.remove(init)
         for d in range(2):
-            graph.initializer.extend([numpy_helper.from_array(quantized[d], f"{name}.int8.{d}"),
-                                      numpy_helper.from_array(scale[d], f"{name}.scale.{d}")])
-    graph.initializer.extend([numpy_helper.from_array(np.array(d, np.int64), f"int8.direction.{d}") for d in range(2)]
-                             + [numpy_helper.from_array(np.array([0], np.int64), "int8.axis0")])
+            graph.initializer.extend(
+                [
+                    numpy_helper.from_array(quantized[d], f"{name}.int8.{d}"),
+                    numpy_helper.from_array(scale[d], f"{name}.scale.{d}"),
+                ]
+            )
+    graph.initializer.extend(
+        [numpy_helper.from_array(np.array(d, np.int64), f"int8.direction.{d}") for d in range(2)]
+        + [numpy_helper.from_array(np.array([0], np.int64), "int8.axis0")]
+    )
 
     def direction_gemm(x, weight, out, d):
         """x[d] @ int8 weight d, rescaled: out [1, n, N]."""
@@ -188,12 +202,21 @@ def quantize_int8(path):
 
 def model_card(config, contract, source, dtype, opset, is_lm):
     """The folder's README.md: what the graph takes and gives, how it was made, and how to serve it."""
-    versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in ("elmo-transformers", "torch",
-                                                                                  "onnx", "onnxscript"))
-    lm = ("\nThis is the biLM of a language model: the word softmax is not exported (the graph gives the "
-          "biLM's layers and ELMo vectors, not word probabilities).\n" if is_lm else "")
-    weights = ("int8 weights for the LSTM's GEMMs (float32 activations), within the project's int8 rule (cosine to "
-               "float32: median >= 0.999, 1st percentile >= 0.99)" if dtype == "int8" else "float32")
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}" for name in ("elmo-transformers", "torch", "onnx", "onnxscript")
+    )
+    lm = (
+        "\nThis is the biLM of a language model: the word softmax is not exported (the graph gives the "
+        "biLM's layers and ELMo vectors, not word probabilities).\n"
+        if is_lm
+        else ""
+    )
+    weights = (
+        "int8 weights for the LSTM's GEMMs (float32 activations), within the project's int8 rule (cosine to "
+        "float32: median >= 0.999, 1st percentile >= 0.99)"
+        if dtype == "int8"
+        else "float32"
+    )
     return f"""---
 library_name: onnx
 tags:

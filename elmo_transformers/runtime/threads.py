@@ -107,13 +107,17 @@ def threads_asked(value, cpus):
     first = value.split(",")[0].strip()
     count = int(first) if first.isascii() and first.isdigit() else 0
     if count < 1:
-        logger.warning(f"{THREADS_VARIABLE}={value!r} is not a number of threads, so it is ignored and the threads are "
-                       f"chosen as where it is unset: set {THREADS_VARIABLE} to a whole number from 1 to {cpus}, or "
-                       "unset it")
+        logger.warning(
+            f"{THREADS_VARIABLE}={value!r} is not a number of threads, so it is ignored and the threads are "
+            f"chosen as where it is unset: set {THREADS_VARIABLE} to a whole number from 1 to {cpus}, or "
+            "unset it"
+        )
         return None
     if count > cpus:
-        logger.warning(f"{THREADS_VARIABLE}={value} asks for more threads than the {cpus} CPUs this process may use, "
-                       f"so {cpus} are used: set {THREADS_VARIABLE} to {cpus} or fewer")
+        logger.warning(
+            f"{THREADS_VARIABLE}={value} asks for more threads than the {cpus} CPUs this process may use, "
+            f"so {cpus} are used: set {THREADS_VARIABLE} to {cpus} or fewer"
+        )
         return cpus
     return count
 

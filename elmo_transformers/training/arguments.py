@@ -13,20 +13,27 @@ from ..models import DEFAULT_MODEL
 
 @dataclass
 class HeadArguments:
-    model_name_or_path: str = field(default=DEFAULT_MODEL,
-                                    metadata={"help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
-                                              "`elmo-transformers pretrain` output) or an already fine-tuned head "
-                                              "of the same kind (default: the shipped model)."})
-    freeze_bilm: bool = field(default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full "
-                                                              "fine-tuning."})
+    model_name_or_path: str = field(
+        default=DEFAULT_MODEL,
+        metadata={
+            "help": "ElmoModel folder or Hub repo id (converted AllenNLP weights, "
+            "`elmo-transformers pretrain` output) or an already fine-tuned head "
+            "of the same kind (default: the shipped model)."
+        },
+    )
+    freeze_bilm: bool = field(
+        default=True, metadata={"help": "Keep the biLM frozen (the ELMo recipe); false: full fine-tuning."}
+    )
     task_encoder: str | None = field(default=None, metadata={"help": "'linear' or 'lstm' (default: the script's)."})
     task_encoder_dim: int = field(default=128, metadata={"help": "Hidden size per direction of the 'lstm' encoder."})
     mix_l2_lambda: float = field(default=0.0, metadata={"help": "L2 penalty on the scalar-mix weights (paper: 0.001)."})
     dropout: float = field(default=0.5, metadata={"help": "Dropout on the ELMo vectors (AllenNLP default 0.5)."})
     scalar_mix_parameters: str | None = field(
         default=None,
-        metadata={"help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
-                  "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."},
+        metadata={
+            "help": "Fixed (untrained) mix weights before softmax, one per biLM layer, as JSON (AllenNLP's "
+            "scalar_mix_parameters); e.g. '[0, -1e4, -1e4]' uses layer 0 (context-free) only."
+        },
     )
     model: ModelFolder | None = field(default=None, init=False, repr=False)  # model_name_or_path, opened
 
@@ -49,8 +56,10 @@ class FinetuneDataArguments:
 class PretrainModelArguments:
     model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
-                  "vocabulary is reused); omit to train from scratch with the size arguments below."},
+        metadata={
+            "help": "Existing ElmoModel / ElmoForLanguageModeling folder to start from (new softmax unless its "
+            "vocabulary is reused); omit to train from scratch with the size arguments below."
+        },
     )
     char_embedding_dim: int = field(default=16, metadata={"help": "From scratch: character embedding size."})
     filters: str = field(
@@ -62,11 +71,19 @@ class PretrainModelArguments:
     projection_dim: int = field(default=128, metadata={"help": "From scratch: LSTM projection / token embedding size."})
     n_layers: int = field(default=2, metadata={"help": "From scratch: LSTM layers per direction."})
     n_negative_samples: int | None = field(
-        default=None, metadata={"help": "Sampled softmax with this many negatives per batch (default: the starting "
-                                "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."}
+        default=None,
+        metadata={
+            "help": "Sampled softmax with this many negatives per batch (default: the starting "
+            "LM's, or 8192 as bilm-tf; from scratch: none, the full softmax)."
+        },
     )
-    add_words: int = field(default=0, metadata={"help": "Continuing an LM: append up to this many of the training "
-                                                "text's out-of-vocabulary words to its vocabulary and softmax."})
+    add_words: int = field(
+        default=0,
+        metadata={
+            "help": "Continuing an LM: append up to this many of the training "
+            "text's out-of-vocabulary words to its vocabulary and softmax."
+        },
+    )
     add_words_min_count: int = field(default=5, metadata={"help": "Of the words to add, only those seen this often."})
     lm_dropout: float = field(default=0.1, metadata={"help": "Dropout on the top biLM layer before the softmax."})
     model: ModelFolder | None = field(default=None, init=False, repr=False)  # model_name_or_path, opened

@@ -37,8 +37,15 @@ def data_format(path):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    formats = {"txt": "text", "text": "text", "json": "json", "jsonl": "json", "csv": "csv", "tsv": "csv",
-               "conll": "conll"}
+    formats = {
+        "txt": "text",
+        "text": "text",
+        "json": "json",
+        "jsonl": "json",
+        "csv": "csv",
+        "tsv": "csv",
+        "conll": "conll",
+    }
     if extension not in formats:
         raise DataError(f"{path}: unknown file type {extension!r}; expected .txt, .json, .jsonl, .csv, .tsv or .conll")
     return formats[extension]
@@ -87,9 +94,12 @@ def load_splits(dataset_name=None, dataset_config_name=None, data_files=None, ca
     if builder == "conll":  # no `datasets` builder for CoNLL: one generator per split
         try:
             return datasets.DatasetDict(
-                {split: datasets.Dataset.from_generator(read_conll, gen_kwargs={"paths": list(paths)},
-                                                        cache_dir=cache_dir)
-                 for split, paths in data_files.items()}
+                {
+                    split: datasets.Dataset.from_generator(
+                        read_conll, gen_kwargs={"paths": list(paths)}, cache_dir=cache_dir
+                    )
+                    for split, paths in data_files.items()
+                }
             )
         except DatasetGenerationError as e:  # datasets wraps the generator's errors: read_conll's one line
             if isinstance(e.__cause__, DataError):
@@ -135,13 +145,16 @@ def check_has_data(path):
                 if json_lines and line.strip():
                     json.loads(line)
     except json.JSONDecodeError as e:  # a cut file ends in half a record
-        raise DataError(f"{path}, line {number}: not a JSON record ({e.msg}, column {e.colno}): a cut or damaged "
-                        "file? restore it, or fix that line") from None
+        raise DataError(
+            f"{path}, line {number}: not a JSON record ({e.msg}, column {e.colno}): a cut or damaged "
+            "file? restore it, or fix that line"
+        ) from None
     except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:  # a cut or damaged .gz, .bz2, .xz
         if isinstance(e, OSError) and e.errno is not None:  # the file system's (permissions): not the content
             raise
-        raise DataError(f"{path}: cannot decompress it ({first_line(e)}): a cut download or a damaged file? "
-                        "restore it") from None
+        raise DataError(
+            f"{path}: cannot decompress it ({first_line(e)}): a cut download or a damaged file? restore it"
+        ) from None
     if blank:
         raise DataError(f"{path}: the file is empty (no examples)")
 
@@ -167,20 +180,31 @@ def text_to_windows(dataset, text_column, max_words, num_proc=None, split_words=
     that carry the LSTM state over), so a paragraph cut in several windows has one artificial boundary per cut.
     """
     if text_column not in dataset.column_names:
-        raise DataError(f"text_column {text_column!r}: no such column in the data (its columns: "
-                        f"{dataset.column_names})", text_column, argument="text_column")
+        raise DataError(
+            f"text_column {text_column!r}: no such column in the data (its columns: {dataset.column_names})",
+            text_column,
+            argument="text_column",
+        )
     feature = dataset.features[text_column]
     if getattr(feature, "dtype", None) not in ("string", "large_string"):
-        raise DataError(f"column {text_column!r} holds {feature}, not lines of text: give a text file (one sentence "
-                        "per line) or a JSON/CSV column of strings")
+        raise DataError(
+            f"column {text_column!r} holds {feature}, not lines of text: give a text file (one sentence "
+            "per line) or a JSON/CSV column of strings"
+        )
 
     def windows(batch):
         out = [w for line in batch[text_column] if line for w in split_into_windows(split(line), max_words)]
         return {"words": out, "length": [len(w) for w in out]}
 
     split = split_words or str.split
-    return dataset.map(windows, batched=True, remove_columns=dataset.column_names, num_proc=num_proc, desc="windows",
-                       load_from_cache_file=split_words is None)
+    return dataset.map(
+        windows,
+        batched=True,
+        remove_columns=dataset.column_names,
+        num_proc=num_proc,
+        desc="windows",
+        load_from_cache_file=split_words is None,
+    )
 
 
 # Never words of a vocabulary built from text: the first three head every vocab.txt; the tokenizer's mask and pad

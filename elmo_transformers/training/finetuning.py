@@ -66,21 +66,27 @@ def label_mapping(raw, column, nested, config, head_class):
         values = set().union(*seen.values())
         if len({type(value) in (int, float) or type(value) for value in values}) > 1:  # ints and floats are numbers
             types = sorted({type(value).__name__ for value in values})
-            raise DataError(f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the "
-                            "same way (e.g. all as strings)")
+            raise DataError(
+                f"the labels of column {column!r} mix types ({', '.join(types)}): write every label the "
+                "same way (e.g. all as strings)"
+            )
         labels = [label_name(value) for value in sorted(values)]
         seen = {name: {label_name(value) for value in values} for name, values in seen.items()}
     trained = sorted(seen["train"]) if "train" in seen else labels  # (a validation label does not train)
     if len(trained) < 2:
         where = " in the train split" if "train" in seen else ""
-        raise DataError(f"the column {column!r} holds one label ({', '.join(map(repr, trained))}){where}: a "
-                        "classifier needs at least two classes; give data with examples of two or more labels")
+        raise DataError(
+            f"the column {column!r} holds one label ({', '.join(map(repr, trained))}){where}: a "
+            "classifier needs at least two classes; give data with examples of two or more labels"
+        )
     for name, values in seen.items():
         if "train" in seen and name != "train" and values - seen["train"]:
             untrained = ", ".join(repr(label) for label in sorted(values - seen["train"]))
-            logger.warning(f"the {name} split has labels the train split lacks ({untrained}): the model never learns "
-                           "them, so their examples count as errors; add training examples of them or leave those "
-                           "examples out")
+            logger.warning(
+                f"the {name} split has labels the train split lacks ({untrained}): the model never learns "
+                "them, so their examples count as errors; add training examples of them or leave those "
+                "examples out"
+            )
     return labels
 
 
@@ -88,8 +94,9 @@ def require_column(raw, column, argument):
     """`column` is in the data, else an error that says to set `argument` (the name of the argument that gives it)."""
     columns = next(iter(raw.values())).column_names
     if column not in columns:
-        raise DataError(f"{argument} {column!r}: no such column in the data (its columns: {columns})", column,
-                        argument=argument)
+        raise DataError(
+            f"{argument} {column!r}: no such column in the data (its columns: {columns})", column, argument=argument
+        )
 
 
 def class_label(raw, column, nested):
@@ -108,8 +115,7 @@ def label_values(value, nested, where):
         if label is None:
             raise DataError(f"{where}: missing label (null)")
         if not isinstance(label, (str, int, float, bool)):
-            raise DataError(f"{where}: a label must be one string or number, got {type(label).__name__} "
-                            f"{label!r:.50}")
+            raise DataError(f"{where}: a label must be one string or number, got {type(label).__name__} {label!r:.50}")
     return list(value) if nested else [value]
 
 
@@ -150,8 +156,9 @@ def load_head(head_class, source, head_args, labels, default_encoder):
             task_encoder_dim=head_args.task_encoder_dim,
             mix_l2_lambda=head_args.mix_l2_lambda,
             dropout=head_args.dropout,
-            scalar_mix_parameters=json_argument(head_args.scalar_mix_parameters, "scalar_mix_parameters",
-                                                "'[0, -1e4, -1e4]'"),
+            scalar_mix_parameters=json_argument(
+                head_args.scalar_mix_parameters, "scalar_mix_parameters", "'[0, -1e4, -1e4]'"
+            ),
         )
         source.elmo_config(**updates)  # refused here, naming the argument
     return load_model(source, head_class, config=updates)
@@ -162,9 +169,17 @@ def tokenize_splits(raw, encode, training_args):
     per machine under several processes."""
     with training_args.main_process_first(desc="tokenize"):
         try:
-            return {name: split.map(encode, batched=True, with_indices=True, fn_kwargs={"split": name},
-                                    remove_columns=split.column_names, desc=f"tokenize {name}")
-                    for name, split in raw.items()}
+            return {
+                name: split.map(
+                    encode,
+                    batched=True,
+                    with_indices=True,
+                    fn_kwargs={"split": name},
+                    remove_columns=split.column_names,
+                    desc=f"tokenize {name}",
+                )
+                for name, split in raw.items()
+            }
         except DataError:
             raise
         except (TypeError, ValueError) as e:  # the tokenizer's refusals of a text (None, not a string)
@@ -185,8 +200,12 @@ def token_metrics(labels):
 
             p_tags = [[labels[i] for i in p[k]] for p, k in zip(predicted, keep)]
             g_tags = [[labels[i] for i in g[k]] for g, k in zip(gold, keep)]
-            metrics.update({name: float(score(g_tags, p_tags, zero_division=0)) for name, score in
-                            (("precision", precision_score), ("recall", recall_score), ("f1", f1_score))})
+            metrics.update(
+                {
+                    name: float(score(g_tags, p_tags, zero_division=0))
+                    for name, score in (("precision", precision_score), ("recall", recall_score), ("f1", f1_score))
+                }
+            )
         return metrics
 
     return compute_metrics
@@ -204,8 +223,12 @@ def token_classification(head_args, data_args, training_args):
     model, tokenizer = load_head(ElmoForTokenClassification, source, head_args, labels, default_encoder="lstm")
 
     def encode(batch, indices, split):
-        encoded = tokenizer(batch[words_column], is_split_into_words=True, truncation=data_args.max_words is not None,
-                            max_length=data_args.max_words)
+        encoded = tokenizer(
+            batch[words_column],
+            is_split_into_words=True,
+            truncation=data_args.max_words is not None,
+            max_length=data_args.max_words,
+        )
         encoded["labels"] = []
         for index, words, tags, ids in zip(indices, batch[words_column], batch[tags_column], encoded["input_ids"]):
             where = f"{split} example {index}"
@@ -239,10 +262,12 @@ def sequence_classification(head_args, data_args, training_args):
     model, tokenizer = load_head(ElmoForSequenceClassification, source, head_args, labels, default_encoder="linear")
 
     def encode(batch, indices, split):
-        encoded = tokenizer(batch[text_column], truncation=data_args.max_words is not None,
-                            max_length=data_args.max_words)
-        encoded["labels"] = [label_id(label, f"{split} example {index}")
-                             for index, label in zip(indices, batch[label_column])]
+        encoded = tokenizer(
+            batch[text_column], truncation=data_args.max_words is not None, max_length=data_args.max_words
+        )
+        encoded["labels"] = [
+            label_id(label, f"{split} example {index}") for index, label in zip(indices, batch[label_column])
+        ]
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)

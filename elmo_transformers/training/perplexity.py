@@ -19,7 +19,6 @@ def bilm_perplexities(model, collator, windows, batch_size, device, desc="scorin
     return lm_perplexities(totals[0], totals[1], totals[2])
 
 
-
 def file_perplexities(model, tokenizer, paths, max_words, batch_size, device):
     """Yield (path, {"words", forward/backward/average perplexity}) for each text file of `paths` (one sentence or
     paragraph a line; .txt or .txt.gz), split into words by `tokenizer` (its segmenter) and cut into windows of at
@@ -27,9 +26,12 @@ def file_perplexities(model, tokenizer, paths, max_words, batch_size, device):
     scored; the windows stay in datasets' Arrow files."""
     from .data import DataCollatorForElmoLanguageModeling, load_splits, text_to_windows
 
-    windows = {path: text_to_windows(load_splits(data_files={"eval": [path]})["eval"], "text", max_words,
-                                     split_words=tokenizer.split_words)
-               for path in paths}
+    windows = {
+        path: text_to_windows(
+            load_splits(data_files={"eval": [path]})["eval"], "text", max_words, split_words=tokenizer.split_words
+        )
+        for path in paths
+    }
     collator = DataCollatorForElmoLanguageModeling(tokenizer)
     for path in paths:
         figures = bilm_perplexities(model, collator, windows[path]["words"], batch_size, device, desc=path)

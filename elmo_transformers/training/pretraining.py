@@ -1,5 +1,6 @@
 """Pre-training the biLM language model (`elmo-transformers pretrain`): from scratch, or continuing a model on new
 text, whose softmax then grows by the text's frequent out-of-vocabulary words (`add_words`)."""
+
 import collections
 import logging
 import math
@@ -15,8 +16,14 @@ from tokenization_elmo import ElmoTokenizer
 from ..errors import DataError, first_line
 from ..model_folder import loading, open_model
 from ..model_source import load_model
-from .data import (SPECIAL_WORDS, DataCollatorForElmoLanguageModeling, build_vocabulary, load_splits, text_to_windows,
-                   write_words)
+from .data import (
+    SPECIAL_WORDS,
+    DataCollatorForElmoLanguageModeling,
+    build_vocabulary,
+    load_splits,
+    text_to_windows,
+    write_words,
+)
 from .runner import json_argument, limit_samples, model_options, run, settle_resume_point
 
 logger = logging.getLogger(__name__)
@@ -48,8 +55,9 @@ def add_words_to_softmax(model, unk_id, new_words, unseen_total):
     counts = torch.tensor([c for _, c in new_words], dtype=torch.float32)
     weight = old.weight[unk_id].expand(len(new_words), -1)
     bias = old.bias[unk_id] + torch.log(counts / max(unseen_total, 1)).to(old.bias.dtype)
-    grown = nn.Linear(old.in_features, old.out_features + len(new_words), device=old.weight.device,
-                      dtype=old.weight.dtype)
+    grown = nn.Linear(
+        old.in_features, old.out_features + len(new_words), device=old.weight.device, dtype=old.weight.dtype
+    )
     grown.weight.copy_(torch.cat([old.weight, weight]))
     grown.bias.copy_(torch.cat([old.bias, bias]))
     model.lm_softmax = grown
@@ -70,9 +78,13 @@ def load_windows(data_args, training_args, split_words=None):
         lines, share = len(raw["train"]), data_args.validation_split_percentage / 100
         if not 0 < share < 1 or lines - math.ceil(lines * share) < 1:  # datasets holds out ceil(share x lines)
             percentage = data_args.validation_split_percentage
-            raise DataError(f"validation_split_percentage {percentage}: cannot hold out {percentage}% of {lines:,} "
-                            "training lines for validation (each part needs a line): give 0 to hold out none, or a "
-                            "validation file", percentage, argument="validation_split_percentage")
+            raise DataError(
+                f"validation_split_percentage {percentage}: cannot hold out {percentage}% of {lines:,} "
+                "training lines for validation (each part needs a line): give 0 to hold out none, or a "
+                "validation file",
+                percentage,
+                argument="validation_split_percentage",
+            )
         held_out = raw["train"].train_test_split(
             test_size=data_args.validation_split_percentage / 100, seed=training_args.seed
         )
@@ -80,9 +92,15 @@ def load_windows(data_args, training_args, split_words=None):
     limit_samples(raw, data_args.max_train_samples, data_args.max_eval_samples)
     with training_args.main_process_first(desc="windows"):
         return {
-            split: text_to_windows(raw[split], data_args.text_column, data_args.max_words,
-                                   data_args.preprocessing_num_workers, split_words=split_words)
-            for split in ("train", "validation") if split in raw
+            split: text_to_windows(
+                raw[split],
+                data_args.text_column,
+                data_args.max_words,
+                data_args.preprocessing_num_workers,
+                split_words=split_words,
+            )
+            for split in ("train", "validation")
+            if split in raw
         }
 
 
@@ -91,8 +109,9 @@ def vocab_file_tokenizer(data_args):
     try:
         return ElmoTokenizer(vocab_file=data_args.vocab_file)
     except (OSError, ValueError) as e:
-        raise DataError(f"vocab_file {data_args.vocab_file}: {first_line(e)}", data_args.vocab_file,
-                        argument="vocab_file") from None
+        raise DataError(
+            f"vocab_file {data_args.vocab_file}: {first_line(e)}", data_args.vocab_file, argument="vocab_file"
+        ) from None
 
 
 def load_tokenizer(model_args, data_args, training_args, train_windows, start, start_tokenizer, resumed):
@@ -104,11 +123,16 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start, s
     if resumed is not None:
         tokenizer = resumed.tokenizer()
         if data_args.vocab_file and vocab_file_tokenizer(data_args).get_vocab() != tokenizer.get_vocab():
-            raise DataError(f"vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
-                            f"{checkpoint}: its softmax rows follow the checkpoint's words (resume without it)",
-                            data_args.vocab_file, argument="vocab_file")
-        logger.info(f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; vocab_size and "
-                    "min_count apply only when a vocabulary is built")
+            raise DataError(
+                f"vocab_file {data_args.vocab_file} differs from the vocabulary of the checkpoint "
+                f"{checkpoint}: its softmax rows follow the checkpoint's words (resume without it)",
+                data_args.vocab_file,
+                argument="vocab_file",
+            )
+        logger.info(
+            f"Resuming: the vocabulary ({tokenizer.vocab_size} words) is the checkpoint's; vocab_size and "
+            "min_count apply only when a vocabulary is built"
+        )
         return tokenizer, False
     if data_args.vocab_file:
         return vocab_file_tokenizer(data_args), False
@@ -119,12 +143,17 @@ def load_tokenizer(model_args, data_args, training_args, train_windows, start, s
             logger.info(f"Reusing the vocabulary ({tokenizer.vocab_size} words) and softmax of the starting model")
             return tokenizer, True
         if model_args.add_words and not checkpoint:  # refused before a vocabulary is built and written
-            raise DataError(f"add_words extends the starting model's own softmax, but the vocab.txt of "
-                            f"{model_args.model_name_or_path} has {tokenizer.vocab_size:,} words and its softmax "
-                            f"{lm_vocab_size or 0:,}: restore its vocab.txt", argument="add_words")
+            raise DataError(
+                f"add_words extends the starting model's own softmax, but the vocab.txt of "
+                f"{model_args.model_name_or_path} has {tokenizer.vocab_size:,} words and its softmax "
+                f"{lm_vocab_size or 0:,}: restore its vocab.txt",
+                argument="add_words",
+            )
     if train_windows is None:
-        raise DataError("vocab_file not given, and no training data to build a vocabulary from: give one of them",
-                        argument="vocab_file")
+        raise DataError(
+            "vocab_file not given, and no training data to build a vocabulary from: give one of them",
+            argument="vocab_file",
+        )
 
     def build(path):
         size = build_vocabulary(train_windows, path, data_args.vocab_size, data_args.min_count)
@@ -174,16 +203,19 @@ def build_language_model(model_args, vocab_size, keep_softmax, start):
 def add_new_words(model, tokenizer, model_args, training_args, train_windows):
     """`add_words`: the text's frequent out-of-vocabulary words join the vocabulary (written to the output folder's
     vocab.txt, after the starting model's words) and the softmax. Returns the tokenizer to train with."""
-    new_words, unseen_total = frequent_new_words(train_windows, tokenizer.vocab, model_args.add_words,
-                                                 model_args.add_words_min_count)
+    new_words, unseen_total = frequent_new_words(
+        train_windows, tokenizer.vocab, model_args.add_words, model_args.add_words_min_count
+    )
     if not new_words:
         logger.info("add_words: no out-of-vocabulary word is frequent enough; the vocabulary is unchanged")
         return tokenizer
     words = [*tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)), *(w for w, _ in new_words)]
     path = write_run_vocabulary(training_args, lambda path: write_words(path, words))
     add_words_to_softmax(model, tokenizer.unk_token_id, new_words, unseen_total)
-    logger.info(f"add_words: {len(new_words)} words added (e.g. {[w for w, _ in new_words[:10]]}), "
-                f"vocabulary {model.config.lm_vocab_size:,} words")
+    logger.info(
+        f"add_words: {len(new_words)} words added (e.g. {[w for w, _ in new_words[:10]]}), "
+        f"vocabulary {model.config.lm_vocab_size:,} words"
+    )
     return ElmoTokenizer(vocab_file=path, max_characters_per_token=tokenizer.max_characters_per_token)
 
 
@@ -210,14 +242,21 @@ def pretrain(model_args, data_args, training_args):
     apart from the inputs and empty, or to be written into): every check first, then data, vocabulary, model and the
     Trainer run. Returns the Trainer."""
     if data_args.max_words < 1:
-        raise DataError(f"max_words {data_args.max_words}: must be at least 1 (the words of a training window)",
-                        data_args.max_words, argument="max_words")
+        raise DataError(
+            f"max_words {data_args.max_words}: must be at least 1 (the words of a training window)",
+            data_args.max_words,
+            argument="max_words",
+        )
     if model_args.add_words < 0:
-        raise DataError(f"add_words {model_args.add_words}: must be 0 (none) or more", model_args.add_words,
-                        argument="add_words")
+        raise DataError(
+            f"add_words {model_args.add_words}: must be 0 (none) or more", model_args.add_words, argument="add_words"
+        )
     if model_args.add_words_min_count < 1:
-        raise DataError(f"add_words_min_count {model_args.add_words_min_count}: must be at least 1",
-                        model_args.add_words_min_count, argument="add_words_min_count")
+        raise DataError(
+            f"add_words_min_count {model_args.add_words_min_count}: must be at least 1",
+            model_args.add_words_min_count,
+            argument="add_words_min_count",
+        )
     settle_resume_point(training_args)
     start = model_args.model
     if start is None and model_args.model_name_or_path:
@@ -227,8 +266,11 @@ def pretrain(model_args, data_args, training_args):
             start.elmo_config()
     if model_args.add_words and not training_args.resume_from_checkpoint:  # before anything is written
         if start is None or not start.is_language_model or not training_args.do_train or data_args.vocab_file:
-            raise DataError("add_words extends the starting model's own softmax: it needs a language model (with its "
-                            "vocab.txt) to start from, training, and no other vocabulary file", argument="add_words")
+            raise DataError(
+                "add_words extends the starting model's own softmax: it needs a language model (with its "
+                "vocab.txt) to start from, training, and no other vocabulary file",
+                argument="add_words",
+            )
     # The collator reads the "words" column, which is not a forward() argument.
     training_args.remove_unused_columns = False
     if data_args.dataset_name is None and not (data_args.train_file or data_args.validation_file):
@@ -245,15 +287,22 @@ def pretrain(model_args, data_args, training_args):
     resumed = None  # a checkpoint with its vocabulary: what the run goes on with
     if checkpoint and os.path.isfile(os.path.join(checkpoint, "vocab.txt")):
         resumed = open_model(checkpoint, local=True)
-    tokenizer, keep_softmax = load_tokenizer(model_args, data_args, training_args, windows.get("train"), start,
-                                             start_tokenizer, resumed)
+    tokenizer, keep_softmax = load_tokenizer(
+        model_args, data_args, training_args, windows.get("train"), start, start_tokenizer, resumed
+    )
     with model_options():
         model = build_language_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:
-        logger.info("add_words: resuming, the vocabulary and softmax are the checkpoint's "
-                    "(with the words added then)")
+        logger.info("add_words: resuming, the vocabulary and softmax are the checkpoint's (with the words added then)")
     elif model_args.add_words:
         tokenizer = add_new_words(model, tokenizer, model_args, training_args, windows["train"])
     logger.info(f"Vocabulary: {tokenizer.vocab_size:,} words")
-    return run(model, tokenizer, training_args, windows, DataCollatorForElmoLanguageModeling(tokenizer),
-               compute_metrics, length_column="length")
+    return run(
+        model,
+        tokenizer,
+        training_args,
+        windows,
+        DataCollatorForElmoLanguageModeling(tokenizer),
+        compute_metrics,
+        length_column="length",
+    )

@@ -25,8 +25,9 @@ def json_argument(value, argument, example):
     try:
         return json.loads(value)
     except json.JSONDecodeError as e:
-        raise UserError(f"{argument} {value!r:.100} is not JSON ({e.msg}); write it like {example}", value,
-                        argument=argument) from None
+        raise UserError(
+            f"{argument} {value!r:.100} is not JSON ({e.msg}); write it like {example}", value, argument=argument
+        ) from None
 
 
 @contextlib.contextmanager
@@ -67,17 +68,25 @@ def settle_resume_point(training_args):
     if value is True or str(value).lower() == "true" and not os.path.isdir(value):
         folder = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
         if folder is None:
-            raise DataError(f"resume_from_checkpoint {value}: output_dir {training_args.output_dir} holds no "
-                            "checkpoint-N folder to resume from: leave resume_from_checkpoint out to start a run")
+            raise DataError(
+                f"resume_from_checkpoint {value}: output_dir {training_args.output_dir} holds no "
+                "checkpoint-N folder to resume from: leave resume_from_checkpoint out to start a run"
+            )
     elif os.path.isdir(value):
         folder = value
     else:
-        raise DataError(f"resume_from_checkpoint {value}: no such folder: give a checkpoint folder (OUTPUT_DIR/"
-                        "checkpoint-N), or true for the last checkpoint of output_dir", value)
+        raise DataError(
+            f"resume_from_checkpoint {value}: no such folder: give a checkpoint folder (OUTPUT_DIR/"
+            "checkpoint-N), or true for the last checkpoint of output_dir",
+            value,
+        )
     if not os.path.isfile(os.path.join(folder, "trainer_state.json")):
-        raise DataError(f"resume_from_checkpoint {folder}: not a checkpoint of Trainer (no trainer_state.json): give "
-                        "a checkpoint folder (OUTPUT_DIR/checkpoint-N), or true for the last checkpoint of "
-                        "output_dir", folder)
+        raise DataError(
+            f"resume_from_checkpoint {folder}: not a checkpoint of Trainer (no trainer_state.json): give "
+            "a checkpoint folder (OUTPUT_DIR/checkpoint-N), or true for the last checkpoint of "
+            "output_dir",
+            folder,
+        )
     training_args.resume_from_checkpoint = folder
 
 

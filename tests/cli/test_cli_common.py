@@ -22,9 +22,12 @@ from elmo_transformers.errors import ModelError
 
 
 QUICK = [
-    ["--help"], ["no-such-command"],
+    ["--help"],
+    ["no-such-command"],
     *([name, "--help"] for name in ("convert", "embed", "push", "perplexity", "demo", "finetune", "export")),
-    ["convert", "allennlp", "--help"], ["embed", "in.txt"], ["perplexity", "in.txt", "--max-words", "0"],
+    ["convert", "allennlp", "--help"],
+    ["embed", "in.txt"],
+    ["perplexity", "in.txt", "--max-words", "0"],
     ["finetune", "no-such-task"],
 ]
 
@@ -32,24 +35,33 @@ QUICK = [
 @pytest.mark.parametrize("argv", QUICK, ids=" ".join)
 def test_help_and_usage_errors_answer_before_torch_is_imported(argv, tmp_path):
     """Through the console entry point (elmo_transformers_cli), as `elmo-transformers ARGS` runs it."""
-    code = ("import json, sys, elmo_transformers_cli\n"
-            "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
-            "except SystemExit as e:\n    status = e.code\n"
-            "print(json.dumps({'status': status, 'loaded': sorted({'torch', 'transformers'} & set(sys.modules))}))")
-    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=command_env(), capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        "import json, sys, elmo_transformers_cli\n"
+        "try:\n    status = elmo_transformers_cli.main(sys.argv[1:])\n"
+        "except SystemExit as e:\n    status = e.code\n"
+        "print(json.dumps({'status': status, 'loaded': sorted({'torch', 'transformers'} & set(sys.modules))}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        cwd=tmp_path,
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["status"] == (0 if "--help" in argv else 2), done.stderr[-2000:]
     assert result["loaded"] == [], result
-    assert ("usage" in done.stdout + done.stderr), done.stdout[:500]
+    assert "usage" in done.stdout + done.stderr, done.stdout[:500]
 
 
 def test_the_entry_point_registers_elmo_before_the_work(tmp_path):
     """The package's __init__, deferred while parsing, runs before a command works: the demo loads the shipped
     model with AutoModel (no trust_remote_code), which needs the registration."""
     code = "import sys, elmo_transformers_cli\nsys.exit(elmo_transformers_cli.main(['demo']))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and 'The word "bank" in 4 places' in done.stdout, done.stderr[-2000:]
 
 
@@ -61,8 +73,11 @@ def test_a_missing_model_is_one_line_in_every_command(command, tmp_path, capsys,
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", no_network)
     (tmp_path / "a-file").write_text("")
     option = "--model-name-or-path" if command in ("finetune", "pretrain") else "--model"
-    for name, why in [("nosuch", "not in the local cache (HF_HUB_OFFLINE is set)"),
-                      ("a/b/c", "not a Hub repo id"), (str(tmp_path / "a-file"), "is a file")]:
+    for name, why in [
+        ("nosuch", "not in the local cache (HF_HUB_OFFLINE is set)"),
+        ("a/b/c", "not a Hub repo id"),
+        (str(tmp_path / "a-file"), "is a file"),
+    ]:
         code, err = run(missing_model_commands(tmp_path, name)[command], capsys)
         one_line(code, err, f"{option} {name}", why)
     assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "ft").exists() and not (tmp_path / "pt").exists()
@@ -77,8 +92,11 @@ def test_an_unreachable_or_missing_hub_repo_is_one_line_without_retries(monkeypa
         raise ConnectionError("[Errno -2] Name or service not known")  # what a machine without DNS answers
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
-    with pytest.raises(ModelError, match=r"^me/nosuch: no such folder, and the Hub cannot be reached "
-                                         r"\(\[Errno -2\] Name or service not known\): give a local folder$") as error:
+    with pytest.raises(
+        ModelError,
+        match=r"^me/nosuch: no such folder, and the Hub cannot be reached "
+        r"\(\[Errno -2\] Name or service not known\): give a local folder$",
+    ) as error:
         model_folder.open_model("me/nosuch")
     assert asked == ["me/nosuch"] and error.value.value == "me/nosuch"  # one request, no retries; the value carried
 
@@ -109,22 +127,43 @@ def test_text_in_another_encoding_is_one_line_naming_it(text, lm_dir, tmp_path, 
     latin = tmp_path / "latin.txt"
     latin.write_bytes("café au lait .\n".encode("latin-1"))
     one_line(*run(["perplexity", latin, "--model", lm_dir], capsys), "not UTF-8 text (byte 0xe9)")
-    one_line(*run(["pretrain", "--train-file", utf16, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
-             "likely UTF-16LE")
+    one_line(
+        *run(["pretrain", "--train-file", utf16, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
+        "likely UTF-16LE",
+    )
     lm = FIXTURES / "allennlp-lm-tiny"
     vocab = tmp_path / "vocab.txt"
     vocab.write_bytes("<S>\n</S>\n<UNK>\nthe\n".encode("utf-16-le"))  # read (and refused) before its size is checked
-    one_line(*run(["convert", "allennlp", "--options", lm / "options.json", "--weights", lm / "weights.hdf5",
-                   "--softmax-weights", lm / "softmax.hdf5", "--vocab", vocab, "--output", tmp_path / "lm"], capsys),
-             f"{vocab}, line 1: NUL characters in the text, so it is likely UTF-16LE")
+    one_line(
+        *run(
+            [
+                "convert",
+                "allennlp",
+                "--options",
+                lm / "options.json",
+                "--weights",
+                lm / "weights.hdf5",
+                "--softmax-weights",
+                lm / "softmax.hdf5",
+                "--vocab",
+                vocab,
+                "--output",
+                tmp_path / "lm",
+            ],
+            capsys,
+        ),
+        f"{vocab}, line 1: NUL characters in the text, so it is likely UTF-16LE",
+    )
 
 
 def test_a_json_file_of_word_lists_is_one_line(lm_dir, tmp_path, capsys):
     """The AllenNLP fixtures' sentences.json (lists of words): the text column must hold strings."""
     words = FIXTURES / "allennlp-lm-tiny" / "sentences.json"
     one_line(*run(["perplexity", words, "--model", lm_dir], capsys), "holds List(Value('string')), not lines of text")
-    one_line(*run(["pretrain", "--train-file", words, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
-             "not lines of text")
+    one_line(
+        *run(["pretrain", "--train-file", words, "--output-dir", tmp_path / "pt", "--do-train"], capsys),
+        "not lines of text",
+    )
 
 
 def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp_path, capsys):
@@ -152,8 +191,11 @@ def test_a_weight_file_that_is_not_safetensors_is_one_line(lm_dir, tmp_path, cap
     (model / "model.safetensors").write_text("garbage\n")
     for command in ("demo", "perplexity", "embed"):
         argv = missing_model_commands(tmp_path, str(model))[command]
-        one_line(*run(argv, capsys), f"--model {model}/model.safetensors is not a safetensors file (its header does "
-                 "not parse): save the model again")
+        one_line(
+            *run(argv, capsys),
+            f"--model {model}/model.safetensors is not a safetensors file (its header does "
+            "not parse): save the model again",
+        )
 
 
 def rewrite_keeping_the_time_stamp(path, content):
@@ -193,28 +235,42 @@ def test_a_config_or_tokenizer_that_does_not_fit_the_model_is_one_line_and_leave
     """config.json with another projection size than the weights', a tokenizer_config.json with another
     max_characters_per_token than the model's: transformers' RuntimeError and the first forward pass's ValueError
     were tracebacks, and embed left a run.json that looked like an interrupted run."""
-    wider = edited_copy(lm_dir, tmp_path, "wider", "config.json",
-                        lambda config: {**config, "projection_dim": config["projection_dim"] + 4})
-    narrower = edited_copy(lm_dir, tmp_path, "narrower", "tokenizer_config.json",
-                           lambda config: {**config, "max_characters_per_token": 20})
+    wider = edited_copy(
+        lm_dir,
+        tmp_path,
+        "wider",
+        "config.json",
+        lambda config: {**config, "projection_dim": config["projection_dim"] + 4},
+    )
+    narrower = edited_copy(
+        lm_dir, tmp_path, "narrower", "tokenizer_config.json", lambda config: {**config, "max_characters_per_token": 20}
+    )
     for command in ("demo", "perplexity", "embed"):
-        one_line(*run(missing_model_commands(tmp_path, str(wider))[command], capsys),
-                 f"--model {wider}: cannot load it: its config.json does not fit its weights",
-                 "restore the config.json saved with these weights")
-        one_line(*run(missing_model_commands(tmp_path, str(narrower))[command], capsys),
-                 f"--model {narrower}: cannot load it: its tokenizer makes 20 ids a word (max_characters_per_token "
-                 "20 in tokenizer_config.json), the model reads 50 (max_characters_per_token 50 in config.json)")
+        one_line(
+            *run(missing_model_commands(tmp_path, str(wider))[command], capsys),
+            f"--model {wider}: cannot load it: its config.json does not fit its weights",
+            "restore the config.json saved with these weights",
+        )
+        one_line(
+            *run(missing_model_commands(tmp_path, str(narrower))[command], capsys),
+            f"--model {narrower}: cannot load it: its tokenizer makes 20 ids a word (max_characters_per_token "
+            "20 in tokenizer_config.json), the model reads 50 (max_characters_per_token 50 in config.json)",
+        )
     assert not list(tmp_path.glob("out.hdf5*")), "embed leaves nothing behind"
 
 
-@pytest.mark.parametrize("text", ['{"max_characters_per_token": 5', "", "[]", "\udcff"], ids=["cut", "empty", "list",
-                                                                                          "not-utf-8"])
+@pytest.mark.parametrize(
+    "text", ['{"max_characters_per_token": 5', "", "[]", "\udcff"], ids=["cut", "empty", "list", "not-utf-8"]
+)
 def test_a_cut_tokenizer_config_is_one_line_naming_it(text, lm_dir, tmp_path, capsys):
     model = shutil.copytree(lm_dir, tmp_path / "model")
     (model / "tokenizer_config.json").write_bytes(text.encode("utf-8", "surrogateescape"))
     for command in ("demo", "perplexity", "embed"):
-        one_line(*run(missing_model_commands(tmp_path, str(model))[command], capsys),
-                 f"--model {model}: {model / 'tokenizer_config.json'} ", "restore that file")
+        one_line(
+            *run(missing_model_commands(tmp_path, str(model))[command], capsys),
+            f"--model {model}: {model / 'tokenizer_config.json'} ",
+            "restore that file",
+        )
     assert not list(tmp_path.glob("out.hdf5*"))
 
 
@@ -230,8 +286,10 @@ def test_a_folder_of_another_architecture_is_one_line_in_every_command(tmp_path,
         option = "--model-name-or-path" if command in ("finetune", "pretrain") else "--model"
         one_line(*run(argv, capsys), f"{option} {bert} is not an ELMo model: its config.json has model_type 'bert'")
     (bert / "config.json").write_text('{"model_type": "elmo", ')  # cut short
-    one_line(*run(missing_model_commands(tmp_path, str(bert))["demo"], capsys),
-             f"--model {bert}: its config.json cannot be read as JSON")
+    one_line(
+        *run(missing_model_commands(tmp_path, str(bert))["demo"], capsys),
+        f"--model {bert}: its config.json cannot be read as JSON",
+    )
     assert not any((tmp_path / name).exists() for name in ("out.hdf5", "ft", "pt"))
 
 
@@ -242,19 +300,42 @@ def test_an_error_reads_in_python_words_to_a_caller_and_in_flags_to_a_command():
     from elmo_transformers.errors import DataError, OutputExistsError, UnfinishedRunError, UserError
 
     cases = [
-        (DataError("max_words 0: must be at least 1", 0, argument="max_words"), None,
-         "max_words 0: must be at least 1", "--max-words 0: must be at least 1"),
-        (UserError("vocab_path v.txt: no such file", "v.txt", argument="vocab_path"), None,
-         "vocab_path v.txt: no such file", "--vocab v.txt: no such file"),
-        (UserError("device cuda: not usable here", "cuda", argument="device"), "--device",
-         "device cuda: not usable here", "--device cuda: not usable here"),
-        (UserError("nosuch: no such folder", "nosuch"), "--model", "nosuch: no such folder",
-         "--model nosuch: no such folder"),
-        (OutputExistsError("out.h5 exists (pass overwrite=True to replace it)", "out.h5"), "--output",
-         "out.h5 exists (pass overwrite=True to replace it)",
-         "--output out.h5 exists (pass --overwrite to replace it)"),
-        (UnfinishedRunError("o.partial lacks lines [3]: rerun with resume=True", "o.partial"), None,
-         "o.partial lacks lines [3]: rerun with resume=True", "o.partial lacks lines [3]: rerun with --resume"),
+        (
+            DataError("max_words 0: must be at least 1", 0, argument="max_words"),
+            None,
+            "max_words 0: must be at least 1",
+            "--max-words 0: must be at least 1",
+        ),
+        (
+            UserError("vocab_path v.txt: no such file", "v.txt", argument="vocab_path"),
+            None,
+            "vocab_path v.txt: no such file",
+            "--vocab v.txt: no such file",
+        ),
+        (
+            UserError("device cuda: not usable here", "cuda", argument="device"),
+            "--device",
+            "device cuda: not usable here",
+            "--device cuda: not usable here",
+        ),
+        (
+            UserError("nosuch: no such folder", "nosuch"),
+            "--model",
+            "nosuch: no such folder",
+            "--model nosuch: no such folder",
+        ),
+        (
+            OutputExistsError("out.h5 exists (pass overwrite=True to replace it)", "out.h5"),
+            "--output",
+            "out.h5 exists (pass overwrite=True to replace it)",
+            "--output out.h5 exists (pass --overwrite to replace it)",
+        ),
+        (
+            UnfinishedRunError("o.partial lacks lines [3]: rerun with resume=True", "o.partial"),
+            None,
+            "o.partial lacks lines [3]: rerun with resume=True",
+            "o.partial lacks lines [3]: rerun with --resume",
+        ),
     ]
     for error, option, python_words, command_words in cases:
         assert str(error) == python_words
@@ -270,14 +351,21 @@ def test_embed_refusals_name_the_flags(text, tiny_model_dir, tmp_path, capsys):
     table.write_text('{"id": 1, "text": "the cat"}\n')
     rows = ["embed", table, tmp_path / "out.hdf5", "--top", "--model", tiny_model_dir]
     cases = [
-        ([*embed, "--batch-size", "3", "--batch-words", "100"],
-         "--batch-size 3: give either the lines or the words of a batch, not both"),
+        (
+            [*embed, "--batch-size", "3", "--batch-words", "100"],
+            "--batch-size 3: give either the lines or the words of a batch, not both",
+        ),
         ([*embed, "--threads", "0"], "--threads 0: must be a positive int"),
-        ([*embed, "--text-column", "text"],
-         f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or Parquet (.parquet) "
-         f"file, not of {text}; a text file is read one sentence a line without it"),
-        (rows, f"--text-column not given: {table} is a json file (its columns: id, text): name the one to embed, one "
-               "row a line"),
+        (
+            [*embed, "--text-column", "text"],
+            f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or Parquet "
+            f"(.parquet) file, not of {text}; a text file is read one sentence a line without it",
+        ),
+        (
+            rows,
+            f"--text-column not given: {table} is a json file (its columns: id, text): name the one to embed, one "
+            "row a line",
+        ),
         ([*rows, "--text-column", "words"], f"--text-column words: no such column in {table} (it has id, text)"),
     ]
     for argv, line in cases:
@@ -309,14 +397,22 @@ def test_help_is_in_a_users_words(capsys):
     from elmo_transformers.cli import COMMANDS, main
 
     for command in [[name] for name in COMMANDS if name not in ("convert", "export", "finetune")] + [
-            ["convert", "allennlp"], ["convert", "tensorflow"], ["convert", "elmoformanylangs"], ["export", "onnx"],
-            ["finetune", "token-classification"]]:
+        ["convert", "allennlp"],
+        ["convert", "tensorflow"],
+        ["convert", "elmoformanylangs"],
+        ["export", "onnx"],
+        ["finetune", "token-classification"],
+    ]:
         with contextlib.suppress(SystemExit):
             main([*command, "--help"])
         text = capsys.readouterr().out
         internals = re.findall(r"\b[a-z_]+\.py\b|\belmo_transformers\.[a-z_.]+|\b[a-z_]+\.[A-Z][A-Za-z_]+\b", text)
-        internals = [name for name in internals if not name.startswith("transformers.")  # (the user's library)
-                     and name.removeprefix("elmo_transformers.") not in elmo_transformers.__all__]  # (the API)
+        internals = [
+            name
+            for name in internals
+            if not name.startswith("transformers.")  # (the user's library)
+            and name.removeprefix("elmo_transformers.") not in elmo_transformers.__all__
+        ]  # (the API)
         assert not internals, (command, internals)
 
 
@@ -331,18 +427,35 @@ def test_a_reader_that_goes_away_stops_nothing(tmp_path, tiny_model_dir):
     text.write_text("".join(f"the cat sat on the mat number {i} .\n" for i in range(300)))
     env = command_env()
     command_line = shlex.join(elmo_command("embed"))  # bash runs it with env
-    for redirect, output, last in [("2>&1 >/dev/null | head -c 10; exit ${PIPESTATUS[0]}", "piped.hdf5", 300),
-                                   ("2>&-", "closed.hdf5", 300)]:
-        done = subprocess.run(["bash", "-c", f"{command_line} '{text}' '{tmp_path / output}' --model "
-                               f"'{tiny_model_dir}' --top --batch-size 4 {redirect}"], env=env,
-                              capture_output=True, text=True, timeout=120)
+    for redirect, output, last in [
+        ("2>&1 >/dev/null | head -c 10; exit ${PIPESTATUS[0]}", "piped.hdf5", 300),
+        ("2>&-", "closed.hdf5", 300),
+    ]:
+        done = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"{command_line} '{text}' '{tmp_path / output}' --model "
+                f"'{tiny_model_dir}' --top --batch-size 4 {redirect}",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, (redirect, done.stderr[-2000:])
         with h5py.File(tmp_path / output) as f:
             assert len(f) - 1 == last and f["299"].shape == (9, 16)
-    done = subprocess.run(["bash", "-c", f"{command_line} - '{tmp_path / 'stdin.hdf5'}' --model '{tiny_model_dir}' "
-                           "--top <&-"], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and done.stderr.strip() == ("error: -: stdin is closed: give INPUT as a file, or pipe "
-                                                            "the text into the command"), done.stderr
+    done = subprocess.run(
+        ["bash", "-c", f"{command_line} - '{tmp_path / 'stdin.hdf5'}' --model '{tiny_model_dir}' --top <&-"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and done.stderr.strip() == (
+        "error: -: stdin is closed: give INPUT as a file, or pipe the text into the command"
+    ), done.stderr
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))

@@ -19,8 +19,25 @@ def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
 
     data = tmp_path / "train.jsonl"
     data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
-    assert run(["finetune", "sequence-classification", "--train-file", data, "--output-dir", tmp_path / "out",
-                "--do-train", "--max-steps", "1", "--report-to", "none"], capsys)[0] == 0
+    assert (
+        run(
+            [
+                "finetune",
+                "sequence-classification",
+                "--train-file",
+                data,
+                "--output-dir",
+                tmp_path / "out",
+                "--do-train",
+                "--max-steps",
+                "1",
+                "--report-to",
+                "none",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     trained = load_file(tmp_path / "out" / "model.safetensors")
     shipped = load_file(f"{DEFAULT_MODEL}/model.safetensors")
     bilm = [name for name in shipped if name.startswith("elmo.bilm.")]
@@ -30,7 +47,26 @@ def test_finetune_without_a_model_trains_on_the_shipped_model(tmp_path, capsys):
 def test_a_cut_json_lines_file_is_one_line_naming_the_line(tiny_model_dir, tmp_path, capsys):
     data = tmp_path / "train.jsonl"
     data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad')  # cut in its second record
-    one_line(*run(["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data,
-                   "--output-dir", tmp_path / "out", "--do-train", "--max-steps", "1", "--report-to", "none"], capsys),
-             f"{data}, line 2: not a JSON record", "restore it")
+    one_line(
+        *run(
+            [
+                "finetune",
+                "sequence-classification",
+                "--model-name-or-path",
+                tiny_model_dir,
+                "--train-file",
+                data,
+                "--output-dir",
+                tmp_path / "out",
+                "--do-train",
+                "--max-steps",
+                "1",
+                "--report-to",
+                "none",
+            ],
+            capsys,
+        ),
+        f"{data}, line 2: not a JSON record",
+        "restore it",
+    )
     assert not (tmp_path / "out").exists()

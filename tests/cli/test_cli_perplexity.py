@@ -13,8 +13,12 @@ from elmo_transformers import ElmoFillMaskPipeline, output_paths
 
 
 def test_perplexity_of_a_model_without_softmax_says_what_to_use(text, tiny_model_dir, capsys):
-    one_line(*run(["perplexity", text, "--model", tiny_model_dir], capsys),
-             "has no language-model softmax", "the shipped model (omit --model)", "elmo-transformers pretrain")
+    one_line(
+        *run(["perplexity", text, "--model", tiny_model_dir], capsys),
+        "has no language-model softmax",
+        "the shipped model (omit --model)",
+        "elmo-transformers pretrain",
+    )
 
 
 def test_perplexity_refuses_a_vocab_txt_of_another_size(text, lm_dir, tmp_path, capsys):
@@ -28,16 +32,20 @@ def test_perplexity_refuses_a_vocab_txt_of_another_size(text, lm_dir, tmp_path, 
         pipeline("fill-mask", model=str(model), pipeline_class=ElmoFillMaskPipeline)
 
 
-def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm_dir, tmp_path, capsys,
-                                                                       monkeypatch):
+def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm_dir, tmp_path, capsys, monkeypatch):
     model = shutil.copytree(lm_dir, tmp_path / "lm")
     config = (model / "config.json").read_bytes()
-    for output, relation in [(text, "is the input"), (model / "config.json", "is inside the input"),
-                             (tmp_path, "contains the input")]:
+    for output, relation in [
+        (text, "is the input"),
+        (model / "config.json", "is inside the input"),
+        (tmp_path, "contains the input"),
+    ]:
         one_line(*run(["perplexity", text, "--model", model, "--output", output], capsys), relation)
     assert (model / "config.json").read_bytes() == config
-    one_line(*run(["perplexity", text, "--model", model, "--output", tmp_path / "no" / "f.json"], capsys),
-             "is not an existing folder")
+    one_line(
+        *run(["perplexity", text, "--model", model, "--output", tmp_path / "no" / "f.json"], capsys),
+        "is not an existing folder",
+    )
 
     def refuse(dir):  # root writes anywhere, so the refusal is simulated where the check meets the file system
         raise PermissionError(13, "Permission denied")
@@ -45,8 +53,10 @@ def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm
     with monkeypatch.context() as patch:
         patch.setattr(output_paths.tempfile, "TemporaryFile", refuse)
         patch.setattr("transformers.AutoConfig.from_pretrained", lambda *a, **k: pytest.fail("checked after loading"))
-        one_line(*run(["perplexity", text, "--model", model, "--output", tmp_path / "f.json"], capsys),
-                 f"--output {tmp_path / 'f.json'}: cannot write into {tmp_path}: Permission denied")
+        one_line(
+            *run(["perplexity", text, "--model", model, "--output", tmp_path / "f.json"], capsys),
+            f"--output {tmp_path / 'f.json'}: cannot write into {tmp_path}: Permission denied",
+        )
 
     figures = tmp_path / "figures.json"
     assert run(["perplexity", text, "--model", model, "--output", figures], capsys)[0] == 0
@@ -56,11 +66,15 @@ def test_perplexity_output_follows_the_output_rule_and_is_written_whole(text, lm
     def full_disk(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    one_line(*run(["perplexity", text, "--model", model, "--output", figures], capsys),
-             f"{figures} exists (pass --overwrite to replace it)")
+    one_line(
+        *run(["perplexity", text, "--model", model, "--output", figures], capsys),
+        f"{figures} exists (pass --overwrite to replace it)",
+    )
     monkeypatch.setattr(output_paths.os, "fsync", full_disk)
-    one_line(*run(["perplexity", text, "--model", model, "--output", figures, "--max-words", "3", "--overwrite"],
-                  capsys), "No space left on device")
+    one_line(
+        *run(["perplexity", text, "--model", model, "--output", figures, "--max-words", "3", "--overwrite"], capsys),
+        "No space left on device",
+    )
     assert json.loads(figures.read_text()) == first  # the earlier figures, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figures.json", "lm", "text.txt"]  # no temporary file
 
@@ -71,8 +85,9 @@ def test_perplexity_bad_numbers_are_usage_errors(flags, text, capsys):
     assert code == 2 and f"{flags[0]} must be at least 1" in err
 
 
-def test_perplexity_checks_the_model_before_reading_the_data_and_shows_progress(text, tiny_model_dir, lm_dir,
-                                                                                capsys, monkeypatch):
+def test_perplexity_checks_the_model_before_reading_the_data_and_shows_progress(
+    text, tiny_model_dir, lm_dir, capsys, monkeypatch
+):
     import elmo_transformers.training.data as data
 
     with monkeypatch.context() as patch:
@@ -89,8 +104,11 @@ def test_a_cut_or_damaged_compressed_file_or_a_folder_is_one_line(lm_dir, tmp_pa
     cut, damaged = tmp_path / "cut.txt.gz", tmp_path / "damaged.txt.gz"
     cut.write_bytes(whole[: len(whole) // 2])
     damaged.write_text("not gzip\n")
-    one_line(*run(["perplexity", cut, "--model", lm_dir], capsys),
-             f"{cut}: cannot decompress it (Compressed file ended before the end-of-stream marker", "restore it")
+    one_line(
+        *run(["perplexity", cut, "--model", lm_dir], capsys),
+        f"{cut}: cannot decompress it (Compressed file ended before the end-of-stream marker",
+        "restore it",
+    )
     one_line(*run(["perplexity", damaged, "--model", lm_dir], capsys), f"{damaged}: cannot decompress it")
     one_line(*run(["perplexity", tmp_path, "--model", lm_dir], capsys), f"{tmp_path} is a folder: give the text files")
 

@@ -27,8 +27,17 @@ class Result:
 def run_converter(options, weights, output, *extra, preexec_fn=None):
     """The converter's command line, run in this process by `cli.main`; in a fresh process where `preexec_fn` (the
     resource limits of the process that runs the command) is given."""
-    argv = ["convert", "allennlp", "--options", str(options), "--weights", str(weights), "--output", str(output),
-            *extra]
+    argv = [
+        "convert",
+        "allennlp",
+        "--options",
+        str(options),
+        "--weights",
+        str(weights),
+        "--output",
+        str(output),
+        *extra,
+    ]
     if preexec_fn:
         done = run_command(*argv, capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
         return Result(done.returncode, done.stdout, done.stderr)
@@ -60,8 +69,14 @@ def test_cli_writes_a_complete_folder(tmp_path):
     result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     names = set(os.listdir(tmp_path / "out"))
-    assert {"config.json", "model.safetensors", "tokenizer_config.json", "configuration_elmo.py", "modeling_elmo.py",
-            "tokenization_elmo.py"} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "configuration_elmo.py",
+        "modeling_elmo.py",
+        "tokenization_elmo.py",
+    } <= names
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["auto_map"]["AutoModel"] == "modeling_elmo.ElmoModel" and config["model_type"] == "elmo"
     tokenizer_config = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
@@ -118,8 +133,12 @@ def test_options_that_do_not_match_weights(tmp_path):
     path = tmp_path / "options.json"
     path.write_text(json.dumps(options))
     result = run_converter(path, TINY / "weights.hdf5", tmp_path / "out")
-    assert_fails_cleanly(result, tmp_path / "out", "W_0 has shape (16, 64), expected (16, 128)",
-                         "unexpected dataset RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B")
+    assert_fails_cleanly(
+        result,
+        tmp_path / "out",
+        "W_0 has shape (16, 64), expected (16, 128)",
+        "unexpected dataset RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B",
+    )
 
 
 def test_the_ways_weights_differ_from_the_options_are_separated(tmp_path):
@@ -136,10 +155,12 @@ def test_the_ways_weights_differ_from_the_options_are_separated(tmp_path):
     width, count = options["char_cnn"]["filters"][0]
     dim = options["char_cnn"]["embedding"]["dim"]
     message = str(raised.value)
-    assert message.startswith(f"{TINY / 'weights.hdf5'} does not match the options: dataset CNN/W_cnn_0 has shape "
-                              f"(1, {width}, {dim}, {count - 1}), expected (1, {width}, {dim}, {count}) from the "
-                              f"options; dataset CNN/b_cnn_0 has shape ({count - 1},), expected ({count},) from the "
-                              "options; ")
+    assert message.startswith(
+        f"{TINY / 'weights.hdf5'} does not match the options: dataset CNN/W_cnn_0 has shape "
+        f"(1, {width}, {dim}, {count - 1}), expected (1, {width}, {dim}, {count}) from the "
+        f"options; dataset CNN/b_cnn_0 has shape ({count - 1},), expected ({count},) from the "
+        "options; "
+    )
     assert "\n" not in message
 
 
@@ -175,8 +196,6 @@ def test_n_characters_261_and_262_give_the_same_model(tmp_path):
     assert a.config.n_characters == 261 and b.config.n_characters == 262
     for (name, pa), (_, pb) in zip(a.state_dict().items(), b.state_dict().items()):
         assert np.array_equal(pa.numpy(), pb.numpy()), name
-
-
 
 
 # -- the output folder: nothing the converter did not write is ever replaced or deleted (conversion/output.py) --
@@ -338,8 +357,7 @@ def limit_file_size():
 
 @pytest.mark.slow
 def test_failed_write_is_named_and_leaves_nothing(tmp_path):
-    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out",
-                           preexec_fn=limit_file_size)
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", tmp_path / "out", preexec_fn=limit_file_size)
     assert_fails_cleanly(result, tmp_path / "out", "cannot write", "file-size limit")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
@@ -349,8 +367,7 @@ def test_failed_write_keeps_the_earlier_conversion(tmp_path):
     out = tmp_path / "out"
     assert run_converter(TINY / "options.json", TINY / "weights.hdf5", out).returncode == 0
     before = snapshot(out)
-    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite",
-                           preexec_fn=limit_file_size)
+    result = run_converter(TINY / "options.json", TINY / "weights.hdf5", out, "--overwrite", preexec_fn=limit_file_size)
     assert result.returncode != 0 and "file-size limit" in result.stderr and "Traceback" not in result.stderr
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
@@ -377,10 +394,20 @@ def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
     out = tmp_path / "out"
     child = tmp_path / "child.py"
     child.write_text(KILLED_CHILD)
-    argv = ["elmo-transformers", "convert", "allennlp", "--options", str(TINY / "options.json"),
-            "--weights", str(TINY / "weights.hdf5"), "--output", str(out)]
-    process = subprocess.Popen([sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True,
-                               env=command_env())
+    argv = [
+        "elmo-transformers",
+        "convert",
+        "allennlp",
+        "--options",
+        str(TINY / "options.json"),
+        "--weights",
+        str(TINY / "weights.hdf5"),
+        "--output",
+        str(out),
+    ]
+    process = subprocess.Popen(
+        [sys.executable, str(child), *argv], stdout=subprocess.PIPE, text=True, env=command_env()
+    )
     try:
         assert process.stdout.readline().strip() == "staged"
     finally:
@@ -400,5 +427,6 @@ def test_staging_of_a_killed_run_is_removed_by_the_next_run(tmp_path):
         lock.release()
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [".out.convert-live", ".out.convert-live.lock", ".out.convert-user", "child.py", "out"])
+        [".out.convert-live", ".out.convert-live.lock", ".out.convert-user", "child.py", "out"]
+    )
     assert (tmp_path / ".out.convert-user" / "keep.txt").read_text() == "mine"

@@ -85,7 +85,8 @@ def test_tokenizer_rows_follow_the_package(converted):
         # <eow> first and <bow> last (the package's swap), <pad> after, <oov> for unknown characters; ids + 1.
         assert row[1:] == tuple(i + 1 for i in [chars["<eow>"], *(chars[c] for c in "internat"), chars["<bow>"]])
         assert tokenizer.token_row("qa")[1:5] == tuple(
-            i + 1 for i in [chars["<eow>"], chars["<oov>"], chars["a"], chars["<bow>"]])
+            i + 1 for i in [chars["<eow>"], chars["<oov>"], chars["a"], chars["<bow>"]]
+        )
         assert tokenizer.token_row("qa")[5:] == (chars["<pad>"] + 1,) * 6
         assert tokenizer.decode(list(tokenizer.token_row("北京"))) == "北京"
     else:
@@ -173,8 +174,15 @@ def test_task_heads_train_from_a_converted_folder(converted, tmp_path):
         padded["labels"] = torch.tensor([word_labels + [-100] * (width - len(word_labels)) for word_labels in labels])
         return padded
 
-    args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, max_steps=2,
-                             report_to=[], save_strategy="no", use_cpu=True, learning_rate=0.1)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=4,
+        max_steps=2,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        learning_rate=0.1,
+    )
     before = head.elmo.scalar_mixes[0].scalar_parameters.detach().clone()
     Trainer(model=head, args=args, train_dataset=examples, data_collator=collate).train()
     assert not torch.equal(before, head.elmo.scalar_mixes[0].scalar_parameters)
@@ -243,12 +251,22 @@ def test_overwrite_replaces_an_earlier_conversion(tmp_path):
         (lambda m: (m / "char.dic").unlink(), "char.dic"),
         (lambda m: (m / "encoder.pkl").write_bytes(b"not a pickle"), "encoder.pkl"),
         (lambda m: (m / "config.json").write_text('{"config_path": "nowhere.json"}'), "nowhere.json"),
-        (lambda m: (m / "word.dic").write_text("<oov>\t0\n<pad>\t1\n", encoding="utf-8"),
-         "word_emb_layer.embedding.weight has shape (39, 6), expected (2, 6)"),
-        (lambda m: (m / "tiny_config.json").write_text(
-            (m / "tiny_config.json").read_text().replace('"cell_clip": 3', '"cell_clip": NaN')), "cell_clip"),
-        (lambda m: (m / "tiny_config.json").write_text(
-            (m / "tiny_config.json").read_text().replace('"name": "cnn"', '"name": "lstm"')), "only the 'cnn'"),
+        (
+            lambda m: (m / "word.dic").write_text("<oov>\t0\n<pad>\t1\n", encoding="utf-8"),
+            "word_emb_layer.embedding.weight has shape (39, 6), expected (2, 6)",
+        ),
+        (
+            lambda m: (m / "tiny_config.json").write_text(
+                (m / "tiny_config.json").read_text().replace('"cell_clip": 3', '"cell_clip": NaN')
+            ),
+            "cell_clip",
+        ),
+        (
+            lambda m: (m / "tiny_config.json").write_text(
+                (m / "tiny_config.json").read_text().replace('"name": "cnn"', '"name": "lstm"')
+            ),
+            "only the 'cnn'",
+        ),
     ],
 )
 def test_broken_model_folders_are_named(tmp_path, damage, fragment):

@@ -83,10 +83,15 @@ def test_every_language_of_the_readme_has_a_preset():
     assert EFML_PRESETS["zh-hans"].segmenter == "jieba" and EFML_PRESETS["en"].segmenter == "whitespace"
 
 
-@pytest.mark.parametrize("name, segmenter, path", [("ja", "fugashi", "/repository/11/160.zip"),
-                                                   ("zh-hant", "jieba", "/repository/11/179.zip"),
-                                                   ("zh-hans", "jieba", "/zhs.model.tar.bz2"),
-                                                   ("en", "whitespace", "/repository/11/144.zip")])
+@pytest.mark.parametrize(
+    "name, segmenter, path",
+    [
+        ("ja", "fugashi", "/repository/11/160.zip"),
+        ("zh-hant", "jieba", "/repository/11/179.zip"),
+        ("zh-hans", "jieba", "/zhs.model.tar.bz2"),
+        ("en", "whitespace", "/repository/11/144.zip"),
+    ],
+)
 def test_presets_convert_from_the_mirror_with_their_segmenter(mirror, tmp_path, name, segmenter, path):
     code, err = convert("--preset", name, "--output", tmp_path / "out")
     assert code == 0, err
@@ -96,9 +101,11 @@ def test_presets_convert_from_the_mirror_with_their_segmenter(mirror, tmp_path, 
     card = (tmp_path / "out" / "README.md").read_text()
     assert path in card and f"segmenter={segmenter!r}" in card
     # the traditional model says which model fits simplified text, once at conversion and in its card
-    note = ("zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use the preset "
-            "zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to traditional characters "
-            "first)")
+    note = (
+        "zh-hant was trained on traditional characters (Wikipedia): for simplified-Chinese text use the preset "
+        "zh-hans, or convert with opencc_config s2t (the tokenizer converts the text to traditional characters "
+        "first)"
+    )
     assert (note in card) == (name == "zh-hant") == (f"note: {note}\n" in err)
     assert convert(MODEL, "--output", tmp_path / "local")[0] == 0  # the same weights as a local conversion
     ours, local = load_file(tmp_path / "out" / "model.safetensors"), load_file(tmp_path / "local" / "model.safetensors")
@@ -110,8 +117,9 @@ def test_presets_convert_from_the_mirror_with_their_segmenter(mirror, tmp_path, 
 
 
 def test_opencc_and_segmenter_flags(mirror, tmp_path):
-    code, err = convert("--preset", "zh-hant", "--opencc", "s2t", "--segmenter", "whitespace", "--output",
-                        tmp_path / "o")
+    code, err = convert(
+        "--preset", "zh-hant", "--opencc", "s2t", "--segmenter", "whitespace", "--output", tmp_path / "o"
+    )
     assert code == 0, err
     config = json.loads((tmp_path / "o" / "tokenizer_config.json").read_text())
     assert (config["segmenter"], config["opencc_config"]) == ("whitespace", "s2t")
@@ -224,8 +232,9 @@ def test_a_config_naming_a_file_outside_the_archive_is_refused(mirror, tmp_path)
     outside file's values when it was shaped like a model config)."""
     outside = tmp_path / "outside.json"
     outside.write_text((MODEL / "tiny_config.json").read_text())
-    serve_zip(tmp_path, 136, {"136/config.json": json.dumps({"config_path": str(outside)}),
-                              "136/tiny_config.json": "{}"})
+    serve_zip(
+        tmp_path, 136, {"136/config.json": json.dumps({"config_path": str(outside)}), "136/tiny_config.json": "{}"}
+    )
     refused_in_one_line(tmp_path, "ar", f"names the model config {str(outside)!r}, an absolute path")
 
 
@@ -237,7 +246,8 @@ def test_a_model_that_does_not_convert_is_not_kept_and_a_fixed_mirror_is_downloa
     assert code == 0, err
     assert kept(tmp_path, "ar") == ["136.zip", "136.zip.source", "model"]
     assert sorted(p.name for p in (cache_of(tmp_path, "ar") / "model").iterdir()) == sorted(
-        p.name for p in MODEL.iterdir())  # only the model folder's files are unpacked
+        p.name for p in MODEL.iterdir()
+    )  # only the model folder's files are unpacked
 
 
 def test_an_archive_must_fit_in_the_space_free(mirror, tmp_path, monkeypatch):
@@ -264,11 +274,13 @@ def test_a_pinned_archive_must_be_the_published_file(mirror, tmp_path, monkeypat
     import hashlib
 
     path = tmp_path / "mirror" / "repository" / "11" / "160.zip"
-    published = dataclasses.replace(EFML_PRESETS["ja"], size=path.stat().st_size,
-                                    sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    published = dataclasses.replace(
+        EFML_PRESETS["ja"], size=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest()
+    )
     monkeypatch.setitem(EFML_PRESETS, "ja", dataclasses.replace(published, size=published.size + 1))
-    refused_in_one_line(tmp_path, "ja",
-                        f"(it has {published.size:,} bytes, the published archive {published.size + 1:,})")
+    refused_in_one_line(
+        tmp_path, "ja", f"(it has {published.size:,} bytes, the published archive {published.size + 1:,})"
+    )
     monkeypatch.setitem(EFML_PRESETS, "ja", dataclasses.replace(published, sha256="0" * 64))
     refused_in_one_line(tmp_path, "ja", f"its SHA-256 is {published.sha256}, the published archive's {'0' * 64}")
     monkeypatch.setitem(EFML_PRESETS, "ja", published)
@@ -282,7 +294,8 @@ def test_a_cached_model_folder_without_config_json_is_unpacked_again(mirror, tmp
     code, err = convert("--preset", "zh-hant", "--output", tmp_path / "out")
     assert code == 0, err
     assert sorted(p.name for p in (cache_of(tmp_path, "zh-hant") / "model").iterdir()) == sorted(
-        p.name for p in MODEL.iterdir())
+        p.name for p in MODEL.iterdir()
+    )
 
 
 def test_a_tar_that_expands_past_what_model_files_do_is_refused_unpacked(mirror, tmp_path):

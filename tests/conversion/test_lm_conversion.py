@@ -49,20 +49,24 @@ def test_log_probs_and_nll_equal_allennlp(lm_dir, reference, remote_code):
         forward_states, backward_states, _ = model.lm_states(**batch)
         scored = model(**batch, labels=labels_for(tokenizer, sentences))
     for i, n in enumerate(expected["n_tokens"]):
-        for direction, got_logits, states in (("forward", logits.forward_logits, forward_states),
-                                              ("backward", logits.backward_logits, backward_states)):
+        for direction, got_logits, states in (
+            ("forward", logits.forward_logits, forward_states),
+            ("backward", logits.backward_logits, backward_states),
+        ):
             want = expected[f"{direction}_log_probs"][i, : n + 1]
             assert_close_to_reference(torch.log_softmax(got_logits[i, : n + 1], -1), want, what=f"{direction} {i}")
             assert_close_to_reference(model.lm_log_probs(states[i, : n + 1]), want, what=f"{direction} {i} chunked")
         assert_close_to_reference(scored.forward_nll[i], expected["forward_nll"][i], what=f"forward NLL {i}")
         assert_close_to_reference(scored.backward_nll[i], expected["backward_nll"][i], what=f"backward NLL {i}")
     # The NLL labels are the fixture's targets: ids found by name, <S> is line 1 and </S> line 0 of this vocabulary.
-    np.testing.assert_array_equal(labels_for(tokenizer, sentences).numpy(),
-                                  expected["forward_targets"][:, : batch["input_ids"].shape[1] + 1])
+    np.testing.assert_array_equal(
+        labels_for(tokenizer, sentences).numpy(), expected["forward_targets"][:, : batch["input_ids"].shape[1] + 1]
+    )
     count = expected["n_tokens"] + 1
     assert torch.equal(scored.num_predictions, torch.as_tensor(count))
-    assert_close_to_reference(scored.loss,
-                              (expected["forward_nll"].sum() + expected["backward_nll"].sum()) / (2 * count.sum()))
+    assert_close_to_reference(
+        scored.loss, (expected["forward_nll"].sum() + expected["backward_nll"].sum()) / (2 * count.sum())
+    )
 
 
 def test_special_words_are_found_by_name_on_any_line(tmp_path, reference):
@@ -85,8 +89,9 @@ def test_special_words_are_found_by_name_on_any_line(tmp_path, reference):
         out = model(**batch)
         scored = model(**batch, labels=labels_for(tokenizer, sentences))
     n = expected["n_tokens"][0]
-    assert_close_to_reference(torch.log_softmax(out.backward_logits[0, : n + 1], -1),
-                              expected["backward_log_probs"][0, : n + 1][:, order])
+    assert_close_to_reference(
+        torch.log_softmax(out.backward_logits[0, : n + 1], -1), expected["backward_log_probs"][0, : n + 1][:, order]
+    )
     assert_close_to_reference(scored.forward_nll, expected["forward_nll"])
     assert_close_to_reference(scored.backward_nll, expected["backward_nll"])
 
@@ -120,8 +125,11 @@ def corrupt_softmax(path, **datasets):
         ("no softmax/b", r"lacks the datasets \['softmax/b'\]"),
         ("other layout", r"lacks the datasets \['softmax/W', 'softmax/b'\]"),
         ("word twice", "lists the word 'the' twice"),
-        ("vocab alone", r"^error: --vocab \S+/vocab.txt: give the softmax weights too \(the softmax rows are the "
-                        r"vocabulary's words\)$"),
+        (
+            "vocab alone",
+            r"^error: --vocab \S+/vocab.txt: give the softmax weights too \(the softmax rows are the "
+            r"vocabulary's words\)$",
+        ),
     ],
 )
 def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
@@ -146,8 +154,20 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, capsys, case, match):
     vocab.write_text("".join(w + "\n" for w in words), encoding="utf-8")
     output = tmp_path / "out"
     if case == "vocab alone":
-        code = cli_main(["convert", "allennlp", "--options", str(LM / "options.json"),
-                         "--weights", str(LM / "weights.hdf5"), "--output", str(output), "--vocab", str(vocab)])
+        code = cli_main(
+            [
+                "convert",
+                "allennlp",
+                "--options",
+                str(LM / "options.json"),
+                "--weights",
+                str(LM / "weights.hdf5"),
+                "--output",
+                str(output),
+                "--vocab",
+                str(vocab),
+            ]
+        )
     else:
         code = convert_lm_fixture(output, softmax, vocab)
     err = capsys.readouterr().err.strip()
@@ -166,8 +186,10 @@ def test_the_converter_names_its_arguments_to_a_python_caller():
     vocab = LM / "vocab.txt"
     with pytest.raises(ConversionError) as refused:
         convert(LM / "options.json", LM / "weights.hdf5", vocab_path=vocab)
-    assert str(refused.value) == f"vocab_path {vocab}: give the softmax weights too (the softmax rows are the " \
-                                 "vocabulary's words)"
+    assert (
+        str(refused.value) == f"vocab_path {vocab}: give the softmax weights too (the softmax rows are the "
+        "vocabulary's words)"
+    )
 
 
 @pytest.mark.fidelity
@@ -179,12 +201,29 @@ def test_perplexity_command_equals_allennlp(lm_dir, reference, tmp_path):
     sentences, expected = reference
     text = tmp_path / "sentences.txt"
     text.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-    assert cli_main(["perplexity", "--model", str(lm_dir), "--max-words", "100", "--batch-size", "3",
-                     "--output", str(tmp_path / "ppl.json"), str(text)]) == 0
+    assert (
+        cli_main(
+            [
+                "perplexity",
+                "--model",
+                str(lm_dir),
+                "--max-words",
+                "100",
+                "--batch-size",
+                "3",
+                "--output",
+                str(tmp_path / "ppl.json"),
+                str(text),
+            ]
+        )
+        == 0
+    )
     got = json.loads((tmp_path / "ppl.json").read_text())[str(text)]
     count = (expected["n_tokens"] + 1).sum()
     forward = math.exp(expected["forward_nll"].astype(np.float64).sum() / count)
     backward = math.exp(expected["backward_nll"].astype(np.float64).sum() / count)
     assert got["words"] == expected["n_tokens"].sum()
-    assert_close_to_reference([got["forward_perplexity"], got["backward_perplexity"], got["perplexity"]],
-                              [forward, backward, (forward + backward) / 2])
+    assert_close_to_reference(
+        [got["forward_perplexity"], got["backward_perplexity"], got["perplexity"]],
+        [forward, backward, (forward + backward) / 2],
+    )

@@ -213,9 +213,15 @@ def test_concurrent_conversions_share_one_download(bucket, direct, tmp_path):
     url, handler = bucket
     handler.serve = {"_weights.hdf5": "slow"}
     env = subprocess_env(**{presets.URL_VARIABLE: url, "HF_HOME": str(tmp_path / "hf-home")})
-    runs = [subprocess.Popen(published_fixture_command("convert", "allennlp", "--preset", "small", "--output",
-                                                       tmp_path / f"out{i}"), env=env, stderr=subprocess.PIPE,
-                             text=True) for i in range(2)]
+    runs = [
+        subprocess.Popen(
+            published_fixture_command("convert", "allennlp", "--preset", "small", "--output", tmp_path / f"out{i}"),
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     for run in runs:
         assert run.wait(timeout=120) == 0, run.stderr.read()
     for i in range(2):
@@ -224,25 +230,28 @@ def test_concurrent_conversions_share_one_download(bucket, direct, tmp_path):
     assert not [f for f in cache_files(tmp_path) if f.endswith(".incomplete")]
 
 
-def test_a_mirror_serving_another_model_is_refused_and_the_card_names_the_mirror(bucket, tmp_path, capsys,
-                                                                                 monkeypatch):
+def test_a_mirror_serving_another_model_is_refused_and_the_card_names_the_mirror(bucket, tmp_path, capsys, monkeypatch):
     """The bucket's tiny model is not the published 'small': its options are refused; with the published options
     in their place, its weights are. Then, published as 'small', the card of a conversion from the cache names the
     mirror the files came from, whatever the base URL is by then."""
     url, handler = bucket
     assert convert("--preset", "small", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
-    assert line.startswith(f"error: --options not given, and {url}/{SMALL['options']} is not the options file "
-                           "AllenNLP published for 'small' "
-                           "(the options of another model: lstm.dim is 16, published 1024; ")
+    assert line.startswith(
+        f"error: --options not given, and {url}/{SMALL['options']} is not the options file "
+        "AllenNLP published for 'small' "
+        "(the options of another model: lstm.dim is 16, published 1024; "
+    )
     assert f"set {presets.URL_VARIABLE} to a mirror" in line
     options = bucket_path(tmp_path, SMALL["options"])
     options.write_text(json.dumps(PRESETS["small"].options))
     assert convert("--preset", "small", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
-    assert line.startswith(f"error: --weights not given, and {url}/{SMALL['weights']} is not the weights file "
-                           "AllenNLP published for 'small' "
-                           "(the weights of another model: ")
+    assert line.startswith(
+        f"error: --weights not given, and {url}/{SMALL['weights']} is not the weights file "
+        "AllenNLP published for 'small' "
+        "(the weights of another model: "
+    )
     assert "dataset char_embed has shape (261, 4), expected (261, 16)" in line or "missing dataset" in line
     assert not (tmp_path / "out").exists() and cache_files(tmp_path) == [options.name, options.name + ".source"]
 
@@ -262,14 +271,18 @@ def bucket_path(tmp_path, name):
     return tmp_path / "bucket" / "elmo" / name
 
 
-@pytest.mark.parametrize("key, content, problem", [
-    ("options", ERROR_PAGE, f"not JSON, it begins {ERROR_PAGE[:40]!r}"),
-    ("weights", ERROR_PAGE, "not an HDF5 file"),
-    ("vocab", "<S>\n</S>\n<UNK>\nword\n".encode("utf-16"), "not a vocabulary of UTF-8 text"),
-    ("softmax", (LM_FIXTURE / "weights.hdf5").read_bytes(), "expected the datasets softmax/W [vocabulary, 8]"),
-])
-def test_what_is_not_the_published_file_is_refused_before_it_is_cached(bucket, publish_fixture, tmp_path, capsys,
-                                                                       key, content, problem):
+@pytest.mark.parametrize(
+    "key, content, problem",
+    [
+        ("options", ERROR_PAGE, f"not JSON, it begins {ERROR_PAGE[:40]!r}"),
+        ("weights", ERROR_PAGE, "not an HDF5 file"),
+        ("vocab", "<S>\n</S>\n<UNK>\nword\n".encode("utf-16"), "not a vocabulary of UTF-8 text"),
+        ("softmax", (LM_FIXTURE / "weights.hdf5").read_bytes(), "expected the datasets softmax/W [vocabulary, 8]"),
+    ],
+)
+def test_what_is_not_the_published_file_is_refused_before_it_is_cached(
+    bucket, publish_fixture, tmp_path, capsys, key, content, problem
+):
     """An error page served with status 200 (or a UTF-16 vocabulary, the weights in place of the softmax) is refused
     in one line and never gets the cached name: once the mirror serves the right file, the rerun succeeds."""
     url, handler = bucket
@@ -278,24 +291,34 @@ def test_what_is_not_the_published_file_is_refused_before_it_is_cached(bucket, p
     assert convert("--preset", "original", "--with-lm", "--output", tmp_path / "out") == 1
     line = error_line(capsys)
     flag = {"options": "--options", "weights": "--weights", "softmax": "--softmax-weights", "vocab": "--vocab"}[key]
-    assert line.startswith(f"error: {flag} not given, and {url}/{name} is not the {key} file AllenNLP published for "
-                           f"'original' ({problem}")
-    assert line.endswith("the server sent something else: download the file yourself and give its path, or set "
-                         f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files")
+    assert line.startswith(
+        f"error: {flag} not given, and {url}/{name} is not the {key} file AllenNLP published for 'original' ({problem}"
+    )
+    assert line.endswith(
+        "the server sent something else: download the file yourself and give its path, or set "
+        f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files"
+    )
     assert not (tmp_path / "out").exists() and name.rsplit("/")[-1] not in cache_files(tmp_path)
     assert not [f for f in cache_files(tmp_path) if f.endswith(".incomplete")]
     shutil.copy(LM_FIXTURE / SOURCES[key], bucket_path(tmp_path, name))  # the mirror mended
     assert convert("--preset", "original", "--with-lm", "--output", tmp_path / "out") == 0
 
 
-@pytest.mark.parametrize("serve, reason", [
-    ({"_options.json": "silent"}, "no answer within 0.5 s, set by HF_HUB_ETAG_TIMEOUT"),
-    ({"_weights.hdf5": "silent-get"}, "no answer within 0.5 s, set by HF_HUB_DOWNLOAD_TIMEOUT"),
-    ({"_weights.hdf5": "trickle"}, "the transfer stalled: under 1,024 bytes in 0.5 s, set by HF_HUB_DOWNLOAD_TIMEOUT"),
-    ({"_weights.hdf5": "cut"}, "peer closed connection without sending complete message body"),
-])
-def test_a_server_that_hangs_trickles_or_cuts_ends_in_one_line(bucket, publish_fixture, tmp_path, capsys, serve,
-                                                               reason):
+@pytest.mark.parametrize(
+    "serve, reason",
+    [
+        ({"_options.json": "silent"}, "no answer within 0.5 s, set by HF_HUB_ETAG_TIMEOUT"),
+        ({"_weights.hdf5": "silent-get"}, "no answer within 0.5 s, set by HF_HUB_DOWNLOAD_TIMEOUT"),
+        (
+            {"_weights.hdf5": "trickle"},
+            "the transfer stalled: under 1,024 bytes in 0.5 s, set by HF_HUB_DOWNLOAD_TIMEOUT",
+        ),
+        ({"_weights.hdf5": "cut"}, "peer closed connection without sending complete message body"),
+    ],
+)
+def test_a_server_that_hangs_trickles_or_cuts_ends_in_one_line(
+    bucket, publish_fixture, tmp_path, capsys, serve, reason
+):
     """A bounded number of attempts without progress (huggingface_hub's http_get retries a transfer cut at the same
     byte forever), each bounded by huggingface_hub's timeouts; then one line naming the URL and what to do."""
     url, handler = bucket
@@ -309,8 +332,10 @@ def test_a_server_that_hangs_trickles_or_cuts_ends_in_one_line(bucket, publish_f
         file = PRESETS["medium"].files(with_lm=False)["weights"]
     flag = "--options" if file.endswith(".json") else "--weights"
     assert line.startswith(f"error: {flag} not given, and cannot download {url}/{file} ({reason}")
-    assert line.endswith(f"{download.ATTEMPTS} attempts in a row brought no new data): download the file yourself and "
-                         f"give its path, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
+    assert line.endswith(
+        f"{download.ATTEMPTS} attempts in a row brought no new data): download the file yourself and "
+        f"give its path, or set {presets.URL_VARIABLE} to a mirror of AllenNLP's files"
+    )
     tries = [request for request in handler.requests if request[1] == f"/elmo/{file}"]
     assert len(tries) <= 2 * (download.ATTEMPTS + 1), tries
     assert not (tmp_path / "out").exists()
@@ -326,16 +351,22 @@ def test_an_unreachable_server_and_offline_mode_fail_in_one_line(bucket, tmp_pat
     monkeypatch.setenv(presets.URL_VARIABLE, f"http://127.0.0.1:{closed}/elmo")
     assert convert("--preset", "original", "--output", tmp_path / "o") == 1
     assert error_line(capsys).startswith(
-        f"error: --options not given, and cannot download http://127.0.0.1:{closed}/elmo/")
+        f"error: --options not given, and cannot download http://127.0.0.1:{closed}/elmo/"
+    )
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert convert("--preset", "original", "--output", tmp_path / "o") == 1
     options = PRESETS["original"].files(with_lm=False)["options"]
-    assert error_line(capsys) == (f"error: --options not given, and cannot download {presets.base_url()}/{options}: "
-                                  "HF_HUB_OFFLINE is set (unset it): download the file yourself and give its path, or "
-                                  f"set {presets.URL_VARIABLE} to a mirror of AllenNLP's files")
+    assert error_line(capsys) == (
+        f"error: --options not given, and cannot download {presets.base_url()}/{options}: "
+        "HF_HUB_OFFLINE is set (unset it): download the file yourself and give its path, or "
+        f"set {presets.URL_VARIABLE} to a mirror of AllenNLP's files"
+    )
     assert not (tmp_path / "o").exists()
-    with pytest.raises(ConversionError, match="^options_path not given, and cannot download .*: HF_HUB_OFFLINE is set "
-                                              r"\(unset it\): download the file yourself and give its path, or set"):
+    with pytest.raises(
+        ConversionError,
+        match="^options_path not given, and cannot download .*: HF_HUB_OFFLINE is set "
+        r"\(unset it\): download the file yourself and give its path, or set",
+    ):
         presets.fetch_preset("original")  # a Python caller reads the argument of conversion.allennlp.convert
 
 
@@ -345,18 +376,25 @@ def test_the_timeout_variables_and_ctrl_c_in_a_command(bucket, tmp_path):
     one line and leaves nothing a rerun takes as complete (only the options, downloaded whole and checked)."""
     url, handler = bucket
     handler.serve = {"_options.json": "silent"}
-    env = subprocess_env(**{presets.URL_VARIABLE: url, "HF_HOME": str(tmp_path / "hf-home"),
-                            "HF_HUB_ETAG_TIMEOUT": "1"})
+    env = subprocess_env(
+        **{presets.URL_VARIABLE: url, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_ETAG_TIMEOUT": "1"}
+    )
     run = published_fixture_command("convert", "allennlp", "--preset", "small", "--output", tmp_path / "out")
     done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        f"error: --options not given, and cannot download {url}/{SMALL['options']} (no answer within 1 s, set by "
-        "HF_HUB_ETAG_TIMEOUT")
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: --options not given, and cannot download {url}/{SMALL['options']} (no answer within 1 s, set by "
+            "HF_HUB_ETAG_TIMEOUT"
+        )
+    )
 
     handler.serve, handler.delay = {"_weights.hdf5": "trickle"}, 0.01
-    interrupted = subprocess.Popen(run, env=env, stderr=subprocess.PIPE, text=True,
-                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal
+    interrupted = subprocess.Popen(
+        run, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    )  # as a terminal
     while ("GET", f"/elmo/{SMALL['weights']}") not in handler.requests:
         assert interrupted.poll() is None, interrupted.stderr.read()
         time.sleep(0.05)
@@ -364,8 +402,7 @@ def test_the_timeout_variables_and_ctrl_c_in_a_command(bucket, tmp_path):
     interrupted.send_signal(signal.SIGINT)
     assert interrupted.wait(timeout=60) == 130
     last_line = interrupted.stderr.read().strip().splitlines()[-1]
-    assert last_line == "interrupted by Ctrl+C (SIGINT): elmo-transformers convert stopped before it " \
-                        "finished"
+    assert last_line == "interrupted by Ctrl+C (SIGINT): elmo-transformers convert stopped before it finished"
     options = SMALL["options"].split("/")[-1]
     assert cache_files(tmp_path) == [options, f"{options}.source"]  # the weights neither cached nor left half-done
 
@@ -380,12 +417,16 @@ def test_allennlp_0x_code_with_the_bucket_urls(bucket, publish_fixture, tmp_path
     for i, vectors in enumerate(embedder.embed_batch(sentences)):
         assert_close_to_reference(vectors, expected[f"sent_{i}_activations"], what=f"sentence {i}")
     assert sorted(path for method, path in handler.requests if method == "GET") == sorted(
-        f"/elmo/{SMALL[key]}" for key in ("options", "weights"))
+        f"/elmo/{SMALL[key]}" for key in ("options", "weights")
+    )
     again = ElmoEmbedder(options_file=f"{url}/{SMALL['options']}", weight_file=f"{url}/{SMALL['weights']}")
     assert len(handler.requests) == 4 and again.source == f"{url}/{SMALL['weights']}"  # the cache's copies
-    with pytest.raises(ValueError, match=r"https://example.org/options.json is not one of the files AllenNLP "
-                                         r"published for ELMo .*: download it yourself and give its local path "
-                                         r"as options_file"):
+    with pytest.raises(
+        ValueError,
+        match=r"https://example.org/options.json is not one of the files AllenNLP "
+        r"published for ELMo .*: download it yourself and give its local path "
+        r"as options_file",
+    ):
         ElmoEmbedder("https://example.org/options.json", f"{BASE_URL}/{SMALL['weights']}")
 
 
@@ -393,13 +434,17 @@ def test_a_download_failing_in_elmo_embedder_names_its_argument(bucket, monkeypa
     """The error names ElmoEmbedder's own argument for the file (options_file, weight_file), not convert's."""
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     options, weights = f"{BASE_URL}/{SMALL['options']}", f"{BASE_URL}/{SMALL['weights']}"
-    for files, argument in (((options, weights), "options_file"), ((LM_FIXTURE / "options.json", weights),
-                                                                   "weight_file")):
+    for files, argument in (
+        ((options, weights), "options_file"),
+        ((LM_FIXTURE / "options.json", weights), "weight_file"),
+    ):
         with pytest.raises(ConversionError) as raised:
             ElmoEmbedder(*files)
         assert str(raised.value).startswith(f"{argument} not given, and cannot download "), str(raised.value)
-        assert str(raised.value).endswith(": download the file yourself and give its path, or set "
-                                          f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files"), str(raised.value)
+        assert str(raised.value).endswith(
+            ": download the file yourself and give its path, or set "
+            f"{presets.URL_VARIABLE} to a mirror of AllenNLP's files"
+        ), str(raised.value)
 
 
 def test_a_killed_download_leaves_nothing_the_next_run_keeps(bucket, publish_fixture, tmp_path):

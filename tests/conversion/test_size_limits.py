@@ -56,8 +56,12 @@ for request in sys.stdin:
 
 @pytest.fixture(scope="module")
 def measurer():
-    process = subprocess.Popen([sys.executable, "-c", MEASURER.format(repo=str(REPO))], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", MEASURER.format(repo=str(REPO))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     yield process
     process.stdin.close()
     process.wait(timeout=60)
@@ -87,8 +91,10 @@ def allennlp_options(tmp_path, edit):
 
 
 def convert_allennlp(options, weights, output):
-    return (f"code = cli(['convert', 'allennlp', '--options', {str(options)!r}, '--weights', {str(weights)!r}, "
-            f"'--output', {str(output)!r}])\nassert code == 1\nreturn err.getvalue()")
+    return (
+        f"code = cli(['convert', 'allennlp', '--options', {str(options)!r}, '--weights', {str(weights)!r}, "
+        f"'--output', {str(output)!r}])\nassert code == 1\nreturn err.getvalue()"
+    )
 
 
 @pytest.mark.parametrize(
@@ -145,7 +151,9 @@ def test_elmoformanylangs_converter_refuses_absurd_configs_in_a_few_lines(tmp_pa
     config = json.loads((model / "tiny_config.json").read_text())
     edit(config)
     (model / "tiny_config.json").write_text(json.dumps(config))
-    result = measure(f"code = cli(['convert', 'elmoformanylangs', {str(model)!r}, "
-                     f"'--output', {str(tmp_path / 'out')!r}])"
-                     "\nassert code == 1\nreturn err.getvalue()")
+    result = measure(
+        f"code = cli(['convert', 'elmoformanylangs', {str(model)!r}, "
+        f"'--output', {str(tmp_path / 'out')!r}])"
+        "\nassert code == 1\nreturn err.getvalue()"
+    )
     assert fragment in result["message"] and len(result["message"].splitlines()) <= 12, result["message"]

@@ -65,8 +65,11 @@ def test_biLM_layers_equal_allennlp(tmp_path, name):
 
 @pytest.mark.fidelity
 @pytest.mark.parametrize("name", ["tfhub-2layer", "tfhub-1layer"])
-@pytest.mark.parametrize("packed", [None, "", "module", ".", "module/*"],
-                         ids=["folder", "tar.gz", "tar.gz-in-folder", "tar.gz-./", "tar.gz-in-folder-no-entry"])
+@pytest.mark.parametrize(
+    "packed",
+    [None, "", "module", ".", "module/*"],
+    ids=["folder", "tar.gz", "tar.gz-in-folder", "tar.gz-./", "tar.gz-in-folder-no-entry"],
+)
 def test_tfhub_elmo_and_default_outputs(tmp_path, name, packed):
     """last_hidden_state = TF-Hub's `elmo` (its trained aggregation over AllenNLP's layers), masked mean = `default`.
     Packed: the archive TF-Hub serves (the module's files at the top), as `tar czf m.tar.gz module/` makes it (in one
@@ -121,8 +124,11 @@ def test_bilm_tf_language_model_log_probs(tmp_path, name, layout):
         out = model(**batch)
     for i, n in enumerate(expected["n_tokens"]):
         for direction, logits in (("forward", out.forward_logits), ("backward", out.backward_logits)):
-            assert_close_to_reference(torch.log_softmax(logits[i, : n + 1], -1),
-                                      expected[f"{direction}_log_probs"][i, : n + 1], f"{name} {direction} {i}")
+            assert_close_to_reference(
+                torch.log_softmax(logits[i, : n + 1], -1),
+                expected[f"{direction}_log_probs"][i, : n + 1],
+                f"{name} {direction} {i}",
+            )
 
 
 def test_crc32c_known_values():
@@ -155,17 +161,29 @@ def test_damaged_shard_is_one_line_error(tmp_path, capfd, damage):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("case, message", [
-    ("int32-dtype", "model.ckpt-120.index: lm/CNN_proj/W_proj is declared DT_INT32, but it must be DT_FLOAT"),
-    ("declared-2gib", "model.ckpt-120.index: lm/CNN_proj/b_proj declares 2,147,483,648 bytes, but its shape (8,) of "
-                      "DT_FLOAT is 32 bytes: a corrupt index"),
-    ("declared-2pow40", "lm/CNN_proj/b_proj declares 1,099,511,627,776 bytes, but its shape (8,) of DT_FLOAT is 32"),
-    ("offset-max", "model.ckpt-120.data-00000-of-00001 holds 34,520 bytes, but lm/CNN_proj/b_proj lies at bytes "
-                   "18,446,744,073,709,551,615 to 18,446,744,073,709,551,647 of it"),
-    ("many-dims", "model.ckpt-120.index: lm/CNN_proj/b_proj declares 100,001 dimensions (at most 32)"),
-    ("negative-dim", "lm/CNN_proj/b_proj declares the shape (-1,), with a dimension of unknown size"),
-    ("big-index", f"model.ckpt-120.index is {MAX_INDEX_BYTES + 1:,} bytes, more than a checkpoint index is read"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("int32-dtype", "model.ckpt-120.index: lm/CNN_proj/W_proj is declared DT_INT32, but it must be DT_FLOAT"),
+        (
+            "declared-2gib",
+            "model.ckpt-120.index: lm/CNN_proj/b_proj declares 2,147,483,648 bytes, but its shape (8,) of "
+            "DT_FLOAT is 32 bytes: a corrupt index",
+        ),
+        (
+            "declared-2pow40",
+            "lm/CNN_proj/b_proj declares 1,099,511,627,776 bytes, but its shape (8,) of DT_FLOAT is 32",
+        ),
+        (
+            "offset-max",
+            "model.ckpt-120.data-00000-of-00001 holds 34,520 bytes, but lm/CNN_proj/b_proj lies at bytes "
+            "18,446,744,073,709,551,615 to 18,446,744,073,709,551,647 of it",
+        ),
+        ("many-dims", "model.ckpt-120.index: lm/CNN_proj/b_proj declares 100,001 dimensions (at most 32)"),
+        ("negative-dim", "lm/CNN_proj/b_proj declares the shape (-1,), with a dimension of unknown size"),
+        ("big-index", f"model.ckpt-120.index is {MAX_INDEX_BYTES + 1:,} bytes, more than a checkpoint index is read"),
+    ],
+)
 def test_a_hostile_index_is_one_line_before_anything_is_read(tmp_path, capfd, case, message):
     """Each index entry is checked (dtype, dims, size against the shape, bytes against the shard's length) and the
     index's size bounded before anything is read: the 2 GiB a tensor declares (its shard a sparse file holding
@@ -191,17 +209,25 @@ def test_an_archive_unpacks_only_what_is_read(tmp_path):
     convert(bomb, tmp_path / "out")
 
 
-@pytest.mark.parametrize("case, message", [
-    ("truncated.tar.gz", "cannot unpack {}: it ends before its last member does (a truncated download?)"),
-    ("not-a-tar.tar.gz", "cannot unpack {}: not a tar archive (plain, or compressed with gzip, bzip2 or xz)"),
-    ("big-index-member.tar.gz", f"{{}}:variables/variables.index is {MAX_INDEX_BYTES + 1:,} bytes, more than a "
-                                f"checkpoint index file holds ({MAX_INDEX_BYTES:,} at most)"),
-    ("outside.tar.gz", "cannot unpack {}: its member ../options.json lies outside the archive"),
-    ("link.tar.gz", "{}:variables/variables.index is a link or a special file, not a file"),
-    ("no-shard.tar.gz", "cannot read the checkpoint shard {}:variables/variables.data-00000-of-00001: not in the "
-                        "archive"),
-    ("no-checkpoint.tar.gz", "{} holds no TensorFlow checkpoint"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("truncated.tar.gz", "cannot unpack {}: it ends before its last member does (a truncated download?)"),
+        ("not-a-tar.tar.gz", "cannot unpack {}: not a tar archive (plain, or compressed with gzip, bzip2 or xz)"),
+        (
+            "big-index-member.tar.gz",
+            f"{{}}:variables/variables.index is {MAX_INDEX_BYTES + 1:,} bytes, more than a "
+            f"checkpoint index file holds ({MAX_INDEX_BYTES:,} at most)",
+        ),
+        ("outside.tar.gz", "cannot unpack {}: its member ../options.json lies outside the archive"),
+        ("link.tar.gz", "{}:variables/variables.index is a link or a special file, not a file"),
+        (
+            "no-shard.tar.gz",
+            "cannot read the checkpoint shard {}:variables/variables.data-00000-of-00001: not in the archive",
+        ),
+        ("no-checkpoint.tar.gz", "{} holds no TensorFlow checkpoint"),
+    ],
+)
 def test_an_archive_refusal_says_why_and_names_the_member(tmp_path, capfd, case, message):
     """One line with the reason, naming the archive (and the member as ARCHIVE:MEMBER), never the temporary folder
     that is gone when the user reads it."""
@@ -242,9 +268,26 @@ def test_bilm_tf_run_continues_with_pretrain(tmp_path):
     """A bilm-tf run converted with its vocabulary is a starting point for `elmo-transformers pretrain`."""
     folder = convert(TF / "bilm-tf-1layer", tmp_path / "lm", "--vocab", ONE_LAYER / "vocab.txt")
     (tmp_path / "text.txt").write_text("the river bank was good .\nParis is the capital of France .\n")
-    trainer = pretrain.main(["--model_name_or_path", str(folder), "--train_file", str(tmp_path / "text.txt"),
-                             "--validation_split_percentage", "0", "--do_train", "--per_device_train_batch_size",
-                             "2", "--report_to", "none", "--disable_tqdm", "true", "--max_steps", "1",
-                             "--output_dir", str(tmp_path / "run")])
+    trainer = pretrain.main(
+        [
+            "--model_name_or_path",
+            str(folder),
+            "--train_file",
+            str(tmp_path / "text.txt"),
+            "--validation_split_percentage",
+            "0",
+            "--do_train",
+            "--per_device_train_batch_size",
+            "2",
+            "--report_to",
+            "none",
+            "--disable_tqdm",
+            "true",
+            "--max_steps",
+            "1",
+            "--output_dir",
+            str(tmp_path / "run"),
+        ]
+    )
     assert trainer.state.global_step == 1 and trainer.model.config.lm_vocab_size == 32
     assert trainer.model.config.n_layers == 1

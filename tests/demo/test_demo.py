@@ -39,8 +39,9 @@ def test_default_examples_show_bank_in_two_senses(shipped, capsys, caplog, recwa
     assert len(pairs) == 6
     model, tokenizer = shipped
     with torch.no_grad():
-        vectors = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0, s.split().index("bank")]
-                   for s in EXAMPLES]
+        vectors = [
+            model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0, s.split().index("bank")] for s in EXAMPLES
+        ]
     for (a, b), value in pairs.items():
         assert abs(torch.cosine_similarity(vectors[a - 1], vectors[b - 1], dim=0).item() - value) <= 0.005 + 1e-4
     assert "Grouped by ELMo" in out and "every pair scores 1.00" in out

@@ -15,8 +15,9 @@ def request(body_chunks, length="declared", method="POST"):
     headers = [] if length is None else [(b"content-length", str(size if length == "declared" else length).encode())]
     if length is None:
         headers.append((b"transfer-encoding", b"chunked"))
-    messages = [{"type": "http.request", "body": c, "more_body": i < len(body_chunks) - 1}
-                for i, c in enumerate(body_chunks)] or [{"type": "http.request", "body": b"", "more_body": False}]
+    messages = [
+        {"type": "http.request", "body": c, "more_body": i < len(body_chunks) - 1} for i, c in enumerate(body_chunks)
+    ] or [{"type": "http.request", "body": b"", "more_body": False}]
     sent = {"read": 0}
 
     async def receive():
@@ -133,8 +134,9 @@ def test_requests_whose_bodies_never_arrive_hold_nothing():
         async def send(message):
             answered.setdefault("status", message.get("status"))
 
-        await middleware({"type": "http", "method": "POST", "headers": [(b"transfer-encoding", b"chunked")]},
-                         receive, send)
+        await middleware(
+            {"type": "http", "method": "POST", "headers": [(b"transfer-encoding", b"chunked")]}, receive, send
+        )
         return answered["status"]
 
     async def scenario():
@@ -165,8 +167,13 @@ def test_the_served_page_refuses_a_large_body_and_answers_the_next_request(lm_di
     from elmo_transformers.demo import page, server
 
     blocks = page.build(str(lm_dir))
-    blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True,
-                  **server.launch_options())
+    blocks.launch(
+        server_name="127.0.0.1",
+        server_port=free_port(),
+        quiet=True,
+        prevent_thread_lock=True,
+        **server.launch_options(),
+    )
     try:
         url = blocks.local_url
         big = b'{"data": ["' + b"\\n" * 20_000_000 + b'", "bank", "mix"], "fn_index": 0, "session_hash": "x"}'

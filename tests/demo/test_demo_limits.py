@@ -27,8 +27,10 @@ def shipped():
 def test_limits_are_refused_before_any_work(shipped):
     _, tokenizer, embedder = shipped
     cases = [
-        (["the bank " + "word " * 9_797] + ["bank"] * 199,
-         "a sentence of 9,799 words (line 1): the limit is 500 words a sentence"),
+        (
+            ["the bank " + "word " * 9_797] + ["bank"] * 199,
+            "a sentence of 9,799 words (line 1): the limit is 500 words a sentence",
+        ),
         (["bank " + "x" * 99_999, "bank"], "100,009 characters: the limit is 100,000 a request"),  # line end too
         (["The bank ."] * 201, "201 sentences: the limit is 200"),
     ]
@@ -44,8 +46,12 @@ def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(sh
     """Sentences of very different lengths, in batches of at most 40 padded words: each use's vector is the one
     of its sentence run alone; the sentences without the word are not run."""
     model, tokenizer, embedder = shipped
-    sentences = ["The bank of the river was muddy after the rain .", "The bank lends money .",
-                 "A long line " + "about money and water " * 20 + "near the bank .", "No use of the word here ."]
+    sentences = [
+        "The bank of the river was muddy after the rain .",
+        "The bank lends money .",
+        "A long line " + "about money and water " * 20 + "near the bank .",
+        "No use of the word here .",
+    ]
     places = [(i, j) for i, s in enumerate(sentences) for j, w in enumerate(s.split()) if w == "bank"]
     calls = []
     original = model.forward
@@ -63,16 +69,17 @@ def test_uses_are_embedded_in_bounded_batches_with_each_sentences_own_numbers(sh
     with torch.no_grad():
         for use, (i, j) in enumerate(places):
             alone = model(**tokenizer([sentences[i]], return_tensors="pt"), output_hidden_states=True)
-            for name, expected in [("mix", alone.last_hidden_state[0, j]),
-                                   *((f"layer {n}", h[0, j]) for n, h in enumerate(alone.hidden_states))]:
+            for name, expected in [
+                ("mix", alone.last_hidden_state[0, j]),
+                *((f"layer {n}", h[0, j]) for n, h in enumerate(alone.hidden_states)),
+            ]:
                 torch.testing.assert_close(vectors[name][use], expected.float(), atol=ATOL, rtol=RTOL)
 
 
 def test_a_request_past_its_time_budget_is_refused(shipped):
     embedder = shipped[2]
     with pytest.raises(DataError, match=r"ran past its time budget \(0 s on this machine\)"):
-        senses.use_vectors(embedder, [["a", "bank", "."], ["the", "bank", "."]], [(0, 1), (1, 1)],
-                           time_budget=0)
+        senses.use_vectors(embedder, [["a", "bank", "."], ["the", "bank", "."]], [(0, 1), (1, 1)], time_budget=0)
 
 
 def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
@@ -92,8 +99,9 @@ def test_words_are_counted_as_the_models_tokenizer_splits_them(shipped):
 def test_blank_lines_count_toward_the_limit(shipped):
     """Blank lines count toward a request's limit: they are counted before they are dropped."""
     _, tokenizer, embedder = shipped
-    with pytest.raises(DataError, match=re.escape("100,019 characters: the limit is 100,000 a request (blank lines "
-                                                  "included)")):
+    with pytest.raises(
+        DataError, match=re.escape("100,019 characters: the limit is 100,000 a request (blank lines included)")
+    ):
         senses.word_uses(embedder, ["The bank .", *[""] * 100_000, "A bank ."], "bank")
     with pytest.raises(DataError, match="characters: the limit is 100,000 a request"):
         text_words("a" + "\n" * 100_000 + "b", tokenizer)

@@ -41,8 +41,9 @@ def test_the_legend_names_every_sentence_or_none():
 
 
 def test_an_unknown_word_has_no_colour_of_the_scale():
-    scores = WordScores(["I", "zxqvbn", "."], [-3.0, None, -1.0], [-2.0, None, -0.5], [-2.5, None, -0.75],
-                        [False, True, False])
+    scores = WordScores(
+        ["I", "zxqvbn", "."], [-3.0, None, -1.0], [-2.0, None, -0.5], [-2.5, None, -0.75], [False, True, False]
+    )
     figure = plots.word_score_rows(scores)
     image = figure.axes[0].images[0]
     rgba = image.to_rgba(image.get_array())
@@ -64,7 +65,9 @@ def test_the_surprise_picture_is_whole():
         for text in texts:
             box = text.get_window_extent()
             assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, (
-                n, text.get_text())
+                n,
+                text.get_text(),
+            )
         assert figure.axes[-1].get_ylabel() == "log P(word)"
         assert "grey" in figure._supxlabel.get_text()
         panels = figure.axes[:-1]

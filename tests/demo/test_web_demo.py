@@ -31,8 +31,12 @@ expect = sync_api.expect
 # Playwright's default of 5 s for a page to show what is expected is too short for that.
 expect.set_options(timeout=60_000)
 
-SENTENCES = ["The river bank was muddy .", "He sat on the bank of the river .", "The bank lends money .",
-             "A bank is a bank ."]  # "bank" twice in the last: five uses
+SENTENCES = [
+    "The river bank was muddy .",
+    "He sat on the bank of the river .",
+    "The bank lends money .",
+    "A bank is a bank .",
+]  # "bank" twice in the last: five uses
 TEXT = "He sat on the <mask> of the river ."
 SHOWN = 0.0005  # three decimals
 
@@ -69,8 +73,9 @@ def lm_server(lm_dir, tmp_path_factory):
     """`elmo-transformers demo --web` on the LM fixture: (the process, the URL it printed)."""
     log = tmp_path_factory.mktemp("server") / "stderr.txt"
     with open(log, "w") as stderr:
-        process = start_command("demo", "--web", "--model", lm_dir, "--port", free_port(), stdout=subprocess.PIPE,
-                                stderr=stderr, text=True)
+        process = start_command(
+            "demo", "--web", "--model", lm_dir, "--port", free_port(), stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
     try:
         ready, deadline = "", time.monotonic() + 180
         while not ready.startswith("ELMo demo page: ") and time.monotonic() < deadline and process.poll() is None:
@@ -88,8 +93,13 @@ def served(model):
     from elmo_transformers.demo import page, server
 
     blocks = page.build(str(model))
-    blocks.launch(server_name="127.0.0.1", server_port=free_port(), quiet=True, prevent_thread_lock=True,
-                  **server.launch_options())
+    blocks.launch(
+        server_name="127.0.0.1",
+        server_port=free_port(),
+        quiet=True,
+        prevent_thread_lock=True,
+        **server.launch_options(),
+    )
     return blocks
 
 
@@ -134,8 +144,11 @@ def table(page, element, rows):
 
 def drawn(page, element):
     """True when the plot `element` shows an image that loaded (Gradio shows a matplotlib figure as a PNG)."""
-    return page.evaluate("""id => Array.from(document.querySelectorAll(`#${id} img`))
-        .some(img => img.complete && img.naturalWidth > 100)""", element)
+    return page.evaluate(
+        """id => Array.from(document.querySelectorAll(`#${id} img`))
+        .some(img => img.complete && img.naturalWidth > 100)""",
+        element,
+    )
 
 
 def word_vectors(folder, sentences, word):
@@ -186,7 +199,8 @@ def test_fill_mask_shows_the_pipelines_top_ten(browser, lm_server, lm_dir):
     page.click("#fill")
     expected = pipeline("fill-mask", model=str(lm_dir), pipeline_class=ElmoFillMaskPipeline)(TEXT, top_k=10)
     expect(page.locator("#fill-result textarea")).to_have_value(
-        "\n".join(f"{r['token_str']}  {r['score']:.4f}" for r in expected))
+        "\n".join(f"{r['token_str']}  {r['score']:.4f}" for r in expected)
+    )
     assert page.input_value("#fill-result textarea").split()[0] == expected[0]["token_str"]
     assert drawn(page, "fill-plot")
 
@@ -241,7 +255,8 @@ def test_bad_input_is_a_message_and_the_server_goes_on(browser, lm_server):
     page.locator("#fill-text").locator("input, textarea").fill("no mask here")
     page.click("#fill")
     expect(page.locator("#fill-result textarea")).to_have_value(
-        "the text has 0 <mask> words: put exactly one <mask>, as a word of its own, where a word should be guessed")
+        "the text has 0 <mask> words: put exactly one <mask>, as a word of its own, where a word should be guessed"
+    )
     compare(page, SENTENCES[:2], "bank")  # still serving
     expect(page.locator("#senses-message")).to_contain_text('"bank", 2 uses')
     assert process.poll() is None
@@ -291,10 +306,14 @@ def test_the_command_refuses_a_busy_port_and_a_model_that_is_not_elmo(tmp_path, 
         busy.listen()
         port = busy.getsockname()[1]
         assert main(["demo", "--web", "--port", str(port)]) == 1
-        assert capsys.readouterr().err == (f"error: --port {port}: cannot serve on 127.0.0.1:{port} (Address already "
-                                           "in use): stop what uses it, or give another --port\n")
-    for model, message in ((tmp_path, "is not an ELMo model: its config.json has model_type 'bert', not 'elmo'"),
-                           (tmp_path / "missing", "no such folder")):
+        assert capsys.readouterr().err == (
+            f"error: --port {port}: cannot serve on 127.0.0.1:{port} (Address already "
+            "in use): stop what uses it, or give another --port\n"
+        )
+    for model, message in (
+        (tmp_path, "is not an ELMo model: its config.json has model_type 'bert', not 'elmo'"),
+        (tmp_path / "missing", "no such folder"),
+    ):
         assert main(["demo", "--web", "--model", str(model), "--port", str(free_port())]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
@@ -307,8 +326,10 @@ def test_what_users_type_is_shown_as_text_and_nothing_is_fetched(browser, lm_ser
     page = open_page(browser, url)
     fetched = []
     page.on("request", lambda request: fetched.append(request.url) if "example.invalid" in request.url else None)
-    typed = ['The bank <img src="http://example.invalid/x.png"> was <b>muddy</b> .',
-             "The bank <svg onload=alert(1)></svg> lends [money](http://example.invalid/) **now** ."]
+    typed = [
+        'The bank <img src="http://example.invalid/x.png"> was <b>muddy</b> .',
+        "The bank <svg onload=alert(1)></svg> lends [money](http://example.invalid/) **now** .",
+    ]
     compare(page, typed, "bank")
     message = page.locator("#senses-message")
     expect(message).to_contain_text('"bank", 2 uses')
@@ -325,7 +346,8 @@ def test_a_request_over_the_limits_is_refused_and_the_next_one_served(browser, l
     page = open_page(browser, url)
     compare(page, ["the bank " + "word " * 9_797] + ["bank"] * 199, "bank")
     expect(page.locator("#senses-message")).to_contain_text(
-        "a sentence of 9,799 words (line 1): the limit is 500 words a sentence")
+        "a sentence of 9,799 words (line 1): the limit is 500 words a sentence"
+    )
     compare(page, SENTENCES, "bank")
     expect(page.locator("#senses-message")).to_contain_text('"bank", 5 uses')
     assert process.poll() is None
@@ -350,10 +372,15 @@ def test_the_command_names_the_option_at_fault_and_warns_on_every_interface(caps
 
     assert main(["demo", "--web", "--host", "192.0.2.1", "--port", str(free_port())]) == 1  # TEST-NET: not ours
     err = capsys.readouterr().err
-    assert err.startswith("error: --host 192.0.2.1: cannot serve on 192.0.2.1:") and "not an address of this " \
-        "machine" in err and err.count("\n") == 1, err
-    assert public_warning("0.0.0.0") == ("warning: serving on every network interface (0.0.0.0): anyone who can "
-                                         "reach this machine can use the page; host 127.0.0.1 serves this machine "
-                                         "only")
+    assert (
+        err.startswith("error: --host 192.0.2.1: cannot serve on 192.0.2.1:")
+        and "not an address of this machine" in err
+        and err.count("\n") == 1
+    ), err
+    assert public_warning("0.0.0.0") == (
+        "warning: serving on every network interface (0.0.0.0): anyone who can "
+        "reach this machine can use the page; host 127.0.0.1 serves this machine "
+        "only"
+    )
     assert public_warning("").startswith("warning: serving on every network interface (all): ")
     assert public_warning("127.0.0.1") is None

@@ -40,8 +40,6 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-
-
 def embed(tmp_path, tiny_model_dir, lines, *flags, name="out.hdf5"):
     source = tmp_path / "input.txt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -91,8 +89,9 @@ def test_the_model_folder_is_an_input(tmp_path, tiny_model_dir):
     weights = (model / "model.safetensors").read_bytes()
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
-    message = one_line_error([str(source), str(model / "model.safetensors"), "--model", str(model), "--top",
-                              "--overwrite"])
+    message = one_line_error(
+        [str(source), str(model / "model.safetensors"), "--model", str(model), "--top", "--overwrite"]
+    )
     assert "is inside the input" in message and (model / "model.safetensors").read_bytes() == weights
 
 
@@ -119,15 +118,20 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
 
 def finished_lines(partial):
     """The lines the journals of OUTPUT.partial/ name as finished (written and on the disk)."""
-    return [int(i) for journal in partial.glob("done-*.txt") for entry in journal.read_text().split("\n")[:-1]
-            for i in entry.split()]
+    return [
+        int(i)
+        for journal in partial.glob("done-*.txt")
+        for entry in journal.read_text().split("\n")[:-1]
+        for i in entry.split()
+    ]
 
 
 def kill_embed_when(args, ready, event):
     """Run `embed ARGS` in a process of its own on one thread and kill -9 it, without warning, as soon as `ready()`
     holds; it must get there (`event`) within 300 s."""
-    process = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command("embed", *args), env=command_env(OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 300
     while not ready():
         assert process.poll() is None, f"embed ended before {event}:\n{process.stderr.read().decode()}"
@@ -203,8 +207,9 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
     source.write_text("the cat sat on the mat .\n" * 3000, encoding="utf-8")
     output = tmp_path / "out.hdf5"
     args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "1"]
-    first = subprocess.Popen(command("embed", *args), env=command_env(OMP_NUM_THREADS="1"),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        command("embed", *args), env=command_env(OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 300
         while not finished_lines(tmp_path / "out.hdf5.partial"):
@@ -225,8 +230,6 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(tmp_pat
     assert "interrupted run: pass --resume" in one_line(refused.value)
 
 
-
-
 def window_reference(model, tokenizer, words, window):
     """ElmoModel.forward_windows itself on the whole line: all layers [n_layers + 1, words, 2P]."""
     ids = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"]
@@ -235,8 +238,9 @@ def window_reference(model, tokenizer, words, window):
     return torch.cat([torch.stack(out.hidden_states)[:, 0] for out in outs], dim=1).numpy()
 
 
-def test_long_line_is_embedded_in_stateful_windows_and_resumes_mid_line(tmp_path, tiny, tiny_model_dir, monkeypatch,
-                                                                         one_thread):
+def test_long_line_is_embedded_in_stateful_windows_and_resumes_mid_line(
+    tmp_path, tiny, tiny_model_dir, monkeypatch, one_thread
+):
     model, tokenizer = tiny
     sentences, expected, _ = load_fixture("allennlp-tiny")
     long_words = sentences[2]  # 60 words: 6 windows of 10 (one unit), then the short lines in batches
@@ -269,7 +273,6 @@ def test_long_line_in_top_mode_has_the_top_layer(tmp_path, tiny, tiny_model_dir)
     assert_close_to_reference(arrays["0"], window_reference(model, tokenizer, words, 16)[-1], what="--top windows")
 
 
-
 def interrupted_run(monkeypatch, tmp_path, model_dir, *flags):
     """An embed run of 12 lines (batch size 2) stopped by Ctrl-C after two batches; returns its arguments."""
     source = tmp_path / "input.txt"
@@ -279,6 +282,7 @@ def interrupted_run(monkeypatch, tmp_path, model_dir, *flags):
     assert main(args) == 130
     monkeypatch.undo()
     return args
+
 
 @pytest.mark.slow
 def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
@@ -336,8 +340,6 @@ def no_model_loading(monkeypatch):
     monkeypatch.setattr(embedder_module, "load_model", refuse)
 
 
-
-
 def test_bad_paths_are_found_before_the_work(tmp_path, tiny_model_dir, no_model_loading):
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
@@ -372,11 +374,14 @@ def test_bad_model_is_one_line_and_leaves_nothing(tmp_path, capsys):
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
     assert cli_main(["embed", str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "nope"), "--top"]) == 1
-    assert capsys.readouterr().err == f"error: --model {tmp_path / 'nope'}: no such folder, and not a Hub repo id " \
-                                      "(NAME or OWNER/NAME)\n"
+    assert (
+        capsys.readouterr().err == f"error: --model {tmp_path / 'nope'}: no such folder, and not a Hub repo id "
+        "(NAME or OWNER/NAME)\n"
+    )
     (tmp_path / "not-a-model").mkdir()
-    assert "has no config.json" in one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model",
-                                                   str(tmp_path / "not-a-model"), "--top"])
+    assert "has no config.json" in one_line_error(
+        [str(source), str(tmp_path / "o.hdf5"), "--model", str(tmp_path / "not-a-model"), "--top"]
+    )
     assert not list(tmp_path.glob("*.partial"))
 
 
@@ -396,8 +401,9 @@ def test_too_little_free_space_is_found_before_any_work_and_leaves_nothing(tmp_p
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(partial_run.shutil, "disk_usage", lambda path: usage._replace(free=100_000))
     message = one_line_error(args)
-    assert message.startswith(f"error: not enough disk space for output.hdf5 in {tmp_path / 'out.hdf5.partial'}: "
-                              "it needs about ") and message.endswith("0.1 MB are free: free space there and rerun")
+    assert message.startswith(
+        f"error: not enough disk space for output.hdf5 in {tmp_path / 'out.hdf5.partial'}: it needs about "
+    ) and message.endswith("0.1 MB are free: free space there and rerun")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
 
 
@@ -415,19 +421,26 @@ def test_a_file_size_limit_at_the_start_is_one_line_not_a_crash(tmp_path, tiny_m
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     output = tmp_path / "out.hdf5"
-    done = subprocess.run(command("embed", source, output, "--model", tiny_model_dir, "--all"),
-                          env=command_env(OMP_NUM_THREADS="1"), preexec_fn=small_files, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        command("embed", source, output, "--model", tiny_model_dir, "--all"),
+        env=command_env(OMP_NUM_THREADS="1"),
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: cannot make {tmp_path / 'out.hdf5.partial' / 'output.hdf5'}: ") and \
-        last.endswith("(is the disk full, or a file-size limit reached?)"), last
+    assert last.startswith(f"error: cannot make {tmp_path / 'out.hdf5.partial' / 'output.hdf5'}: ") and last.endswith(
+        "(is the disk full, or a file-size limit reached?)"
+    ), last
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
 
 
-def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_temporary_file(tmp_path, tiny, tiny_model_dir,
-                                                                                          monkeypatch):
+def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_temporary_file(
+    tmp_path, tiny, tiny_model_dir, monkeypatch
+):
     """On a file system that cannot reserve blocks, the disk can fill while vectors are written: one line that says
     the finished lines are kept for --resume, no temporary file left, and --resume finishes the same file. The same
     where a long line's LSTM state cannot be saved."""
@@ -435,8 +448,17 @@ def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_tempor
     source = tmp_path / "input.txt"
     source.write_text("\n".join(lines) + "\n")
     output = tmp_path / "out.hdf5"
-    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", "--batch-size", "4",
-            "--max-sentence-words", "10"]
+    args = [
+        str(source),
+        str(output),
+        "--model",
+        str(tiny_model_dir),
+        "--top",
+        "--batch-size",
+        "4",
+        "--max-sentence-words",
+        "10",
+    ]
     writes = []
     original = os.pwrite
 
@@ -448,8 +470,10 @@ def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_tempor
 
     monkeypatch.setattr(partial_run.os, "pwrite", fill_up)
     message = one_line_error(args)
-    assert message == (f"error: writing {output} failed: No space left on device; the 12 finished lines are kept in "
-                       f"{output}.partial: free space there and rerun with --resume")
+    assert message == (
+        f"error: writing {output} failed: No space left on device; the 12 finished lines are kept in "
+        f"{output}.partial: free space there and rerun with --resume"
+    )
     monkeypatch.undo()
     assert len(finished_lines(tmp_path / "out.hdf5.partial")) == 12
     saved = []
@@ -464,8 +488,17 @@ def test_a_disk_full_while_writing_keeps_the_finished_lines_and_leaves_no_tempor
     monkeypatch.undo()
     assert saved and not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
     assert main([*args, "--resume"]) == 0
-    reference = embed(tmp_path, tiny_model_dir, lines, "--top", "--batch-size", "4", "--max-sentence-words", "10",
-                      name="reference.hdf5")
+    reference = embed(
+        tmp_path,
+        tiny_model_dir,
+        lines,
+        "--top",
+        "--batch-size",
+        "4",
+        "--max-sentence-words",
+        "10",
+        name="reference.hdf5",
+    )
     got, want = read_hdf5(output), read_hdf5(reference)
     assert got[1] == want[1] and got[0].keys() == want[0].keys()
     for key in want[0]:
@@ -482,8 +515,9 @@ def assert_same_output(output, reference, lines):
 
 
 @pytest.mark.slow
-def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path, tiny_model_dir, monkeypatch,
-                                                                        one_thread):
+def test_two_processes_write_the_one_process_output_and_resume_any_run(
+    tmp_path, tiny_model_dir, monkeypatch, one_thread
+):
     """torchrun (accelerate's multi-process launcher is the same engine) with 2 CPU processes (gloo): every
     process takes every 2nd batch or long line; the result equals one process's. Here it finishes a run that one
     process started and was interrupted in."""
@@ -497,8 +531,19 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(tmp_path,
     interrupt_after(monkeypatch, "add_batch", 3)
     assert main(args) == 130
     monkeypatch.undo()
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "elmo_transformers", "embed", *args, "--resume"]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "elmo_transformers",
+        "embed",
+        *args,
+        "--resume",
+    ]
     done = subprocess.run(torchrun, env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shared by 2 processes" in done.stderr
@@ -542,8 +587,9 @@ def test_processes_share_out_the_same_work_whichever_reads_the_journals_last(tmp
     def process(index):
         ranks.state = Rank(index)
         try:
-            embed_file_module.embed_file(embedder, str(source), str(tmp_path / "two.hdf5"), batch_size=8,
-                                         progress=False)
+            embed_file_module.embed_file(
+                embedder, str(source), str(tmp_path / "two.hdf5"), batch_size=8, progress=False
+            )
         except Exception as e:  # reported below
             errors.append(f"rank {index}: {e}")
             barrier.abort()
@@ -564,21 +610,31 @@ def test_the_command_says_how_fast_it_went_unless_quiet(tmp_path, tiny_model_dir
     embed(tmp_path, tiny_model_dir, lines, "--top", "--threads", "1")
     last = capsys.readouterr().err.strip().splitlines()[-1]
     words = sum(len(line.split()) for line in lines)
-    assert re.fullmatch(rf"{words:,} words \(50 lines\) in [0-9.]+ s: start-up and load [0-9.]+ s, then [0-9,]+ "
-                        r"words/s \(model [0-9.]+ s, tokenizing [0-9.]+ s and writing [0-9.]+ s beside it, waiting for "
-                        r"batches [0-9.]+ s\); 1 threads, float32, torch on cpu", last), last
+    assert re.fullmatch(
+        rf"{words:,} words \(50 lines\) in [0-9.]+ s: start-up and load [0-9.]+ s, then [0-9,]+ "
+        r"words/s \(model [0-9.]+ s, tokenizing [0-9.]+ s and writing [0-9.]+ s beside it, waiting for "
+        r"batches [0-9.]+ s\); 1 threads, float32, torch on cpu",
+        last,
+    ), last
     embed(tmp_path, tiny_model_dir, lines, "--top", "--quiet", name="quiet.hdf5")
     assert capsys.readouterr().err == ""
 
 
 def peak_rss_mb(args):
     """Peak resident memory (MB) of the largest process of `elmo-transformers ARGS` (the HDF5 writer included)."""
-    code = ("import resource, subprocess, sys\n"
-            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-            "assert done.returncode == 0, done.stderr[-2000:]\n"
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
-    done = subprocess.run([sys.executable, "-c", code, *command(*args)], env=command_env(OMP_NUM_THREADS="1"),
-                          capture_output=True, text=True, timeout=600)
+    code = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "assert done.returncode == 0, done.stderr[-2000:]\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *command(*args)],
+        env=command_env(OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return float(done.stdout.split()[-1])
 
@@ -596,8 +652,10 @@ def test_memory_and_output_grow_with_the_text_as_documented(tmp_path, tiny_model
         peaks.append(peak_rss_mb(["embed", source, output, "--model", tiny_model_dir, "--top"]))
         outputs.append(output.stat().st_size / 1e6)
         with h5py.File(output) as f:
-            assert json.loads(f["sentence_to_index"][0]) == {source.read_text().splitlines()[0]: "0",
-                                                             "short line .": "1"}
+            assert json.loads(f["sentence_to_index"][0]) == {
+                source.read_text().splitlines()[0]: "0",
+                "short line .": "1",
+            }
     text_growth = (sizes[1] - sizes[0]) * 1.0001  # MB of text added
     assert peaks[1] - peaks[0] <= 5 * text_growth, (sizes, peaks)
     assert text_growth <= outputs[1] - outputs[0] <= 1.2 * text_growth, (sizes, outputs)
@@ -615,8 +673,21 @@ def test_memory_grows_with_the_number_of_lines_as_documented(tmp_path, tiny_mode
     for lines in sizes:
         source = tmp_path / f"{lines}.txt"
         source.write_text("".join(f"w{i % 997} b c\n" for i in range(lines)))
-        peaks.append(peak_rss_mb(["embed", source, tmp_path / f"{lines}.{file_format}", "--model", tiny_model_dir,
-                                  "--top", "--format", file_format, "--quiet"]))
+        peaks.append(
+            peak_rss_mb(
+                [
+                    "embed",
+                    source,
+                    tmp_path / f"{lines}.{file_format}",
+                    "--model",
+                    tiny_model_dir,
+                    "--top",
+                    "--format",
+                    file_format,
+                    "--quiet",
+                ]
+            )
+        )
     text_growth = more_lines * len("w500 b c") / 2**20  # (MiB, as peak_rss_mb)
     assert peaks[1] - peaks[0] <= text_growth + more_lines * LINE_BYTES[file_format] / 2**20, (sizes, peaks)
 
@@ -635,9 +706,11 @@ def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model
     for key, value in [("cell_clip", 1.5), ("activation", "tanh")]:
         config_file.write_text(json.dumps({**config, key: value}))
         message = one_line_error([*args, "--resume"])
-        assert message == (f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: it was started with "
-                           f"config.{key}={config[key]!r}, now config.{key}={value!r} (use the first run's settings, "
-                           "or delete the folder to start over)")
+        assert message == (
+            f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: it was started with "
+            f"config.{key}={config[key]!r}, now config.{key}={value!r} (use the first run's settings, "
+            "or delete the folder to start over)"
+        )
     config_file.write_text(json.dumps({**config, "dropout": 0.1}))  # only training reads it: the vectors are the same
     assert main([*args, "--resume"]) == 0
 
@@ -647,10 +720,13 @@ def test_run_json_that_is_cut_is_one_line(tmp_path, tiny_model_dir):
     source.write_text("a b\n")
     (tmp_path / "out.hdf5.partial").mkdir()
     (tmp_path / "out.hdf5.partial" / "run.json").write_text('{"input_sha256": "ab')
-    message = one_line_error([str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top",
-                              "--resume"])
-    assert message.startswith(f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: its "
-                              f"{tmp_path / 'out.hdf5.partial' / 'run.json'} is not valid JSON (")
+    message = one_line_error(
+        [str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--resume"]
+    )
+    assert message.startswith(
+        f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: its "
+        f"{tmp_path / 'out.hdf5.partial' / 'run.json'} is not valid JSON ("
+    )
     assert message.endswith("delete the folder to start over")
 
 
@@ -660,11 +736,19 @@ def test_paths_are_checked_before_torch_is_imported(tmp_path):
     (tmp_path / "input.txt").write_text("a b\n")
     (tmp_path / "exists.hdf5").write_text("")
     runs = [["missing.txt", "out.hdf5"], ["input.txt", "exists.hdf5"], ["input.txt", "-"]]
-    code = ("import json, sys, elmo_transformers_cli\n"
-            "status = [elmo_transformers_cli.main(['embed', *paths, '--top']) for paths in json.loads(sys.argv[1])]\n"
-            "print(json.dumps({'status': status, 'torch': 'torch' in sys.modules}))")
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(runs)], cwd=tmp_path, env=command_env(),
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import json, sys, elmo_transformers_cli\n"
+        "status = [elmo_transformers_cli.main(['embed', *paths, '--top']) for paths in json.loads(sys.argv[1])]\n"
+        "print(json.dumps({'status': status, 'torch': 'torch' in sys.modules}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(runs)],
+        cwd=tmp_path,
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(done.stdout) == {"status": [1, 1, 1], "torch": False}, done.stderr[-2000:]
     assert done.stderr.splitlines() == [
         "error: cannot read the input missing.txt: No such file or directory",
@@ -681,14 +765,16 @@ def test_input_without_line_breaks_is_refused_at_the_line_limit(tmp_path, tiny_m
     model = ["--model", str(tiny_model_dir), "--top"]
     assert one_line_error(["/dev/zero", str(tmp_path / "out.hdf5"), *model]) == (
         "error: /dev/zero, line 1: NUL characters in the text, so it is likely binary data (NUL bytes only), not "
-        "text; convert it to UTF-8, e.g. with `iconv -f ENCODING -t UTF-8`")
+        "text; convert it to UTF-8, e.g. with `iconv -f ENCODING -t UTF-8`"
+    )
     monkeypatch.setattr(text_input, "MAX_LINE_CHARS", 1000)
     monkeypatch.setattr(text_input, "PIECE_CHARS", 64)
     source = tmp_path / "input.txt"
     source.write_text("a b\n" + "x" * 1000 + "\n" + "y" * 1001 + "\nc d\n")
     assert one_line_error([str(source), str(tmp_path / "out.hdf5"), *model]) == (
         f"error: {source}, line 3: longer than 1,000 characters without a line break (the limit of a line): is it a "
-        "text file, one sentence or paragraph a line?")
+        "text file, one sentence or paragraph a line?"
+    )
     assert not list(tmp_path.glob("out.hdf5*"))
     assert text_input.read_line(io.StringIO("x" * 1000 + "\nz"), "s", 1) == "x" * 1000 + "\n"  # the limit is read
 
@@ -703,16 +789,20 @@ def test_library_refusals_name_the_argument_not_the_flag(tmp_path, tiny, tiny_mo
     output.write_text("")
     with pytest.raises(OutputExistsError) as refused:
         embedder.embed_file(str(source), str(output), "top")
-    assert refused.value.value == str(output) and str(refused.value) == f"{output} exists (pass overwrite=True to " \
-                                                                       "replace it)"
+    assert (
+        refused.value.value == str(output)
+        and str(refused.value) == f"{output} exists (pass overwrite=True to replace it)"
+    )
     (tmp_path / "out.hdf5.partial").mkdir()
     (tmp_path / "out.hdf5.partial" / "run.json").write_text("{}")
     with pytest.raises(UnfinishedRunError) as refused:
         embedder.embed_file(str(source), str(output), "top", overwrite=True)
     assert refused.value.value == f"{output}.partial" and str(refused.value) == (
-        f"{output}.partial holds an interrupted run: pass resume=True to continue it, or delete it")
-    assert one_line_error([str(source), str(output), "--model", str(tiny_model_dir), "--top",
-                           "--overwrite"]).endswith("interrupted run: pass --resume to continue it, or delete it")
+        f"{output}.partial holds an interrupted run: pass resume=True to continue it, or delete it"
+    )
+    assert one_line_error([str(source), str(output), "--model", str(tiny_model_dir), "--top", "--overwrite"]).endswith(
+        "interrupted run: pass --resume to continue it, or delete it"
+    )
 
 
 def test_a_run_that_fails_before_its_first_line_leaves_nothing(tmp_path, tiny_model_dir, monkeypatch):
@@ -752,15 +842,17 @@ def test_ctrl_c_before_the_first_batch_keeps_nothing_and_says_so(tmp_path, tiny_
 
     monkeypatch.setattr(embedder_module.ElmoEmbedder, "layers", ctrl_c)
     assert main(args) == 130
-    assert capsys.readouterr().err.strip().splitlines()[-1] == ("interrupted by Ctrl+C (SIGINT) before any line was "
-                                                                "finished: nothing is kept")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "interrupted by Ctrl+C (SIGINT) before any line was finished: nothing is kept"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.txt"]
     monkeypatch.undo()
     interrupt_after(monkeypatch, "add_batch", 1)
     assert main(args) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"interrupted by Ctrl+C (SIGINT): the 2 finished lines are kept in {tmp_path / 'out.hdf5.partial'}; rerun with "
-        "--resume")
+        "--resume"
+    )
 
 
 def test_float16_output_is_the_float32_vectors_rounded_once(tmp_path, tiny_model_dir):
@@ -769,8 +861,9 @@ def test_float16_output_is_the_float32_vectors_rounded_once(tmp_path, tiny_model
     the vectors in half the bytes."""
     lines = lines_for_assembly()[:40] + [""]
     full = read_hdf5(embed(tmp_path, tiny_model_dir, lines, "--all", "--quiet"))[0]
-    half, index, dtypes = read_hdf5(embed(tmp_path, tiny_model_dir, lines, "--all", "--quiet", "--output-dtype",
-                                          "float16", name="half.hdf5"))
+    half, index, dtypes = read_hdf5(
+        embed(tmp_path, tiny_model_dir, lines, "--all", "--quiet", "--output-dtype", "float16", name="half.hdf5")
+    )
     assert dtypes == {np.dtype(np.float16)} and sorted(half) == sorted(full)
     for key, vectors in half.items():
         want = full[key]
@@ -801,8 +894,22 @@ def test_bfloat16_output_is_refused_naming_the_formats(tmp_path, tiny_model_dir)
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
     with pytest.raises(SystemExit):  # argparse's choices
-        main([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--output-dtype",
-              "bfloat16"])
+        main(
+            [
+                str(source),
+                str(tmp_path / "o.hdf5"),
+                "--model",
+                str(tiny_model_dir),
+                "--top",
+                "--output-dtype",
+                "bfloat16",
+            ]
+        )
     with pytest.raises(UserError, match="output_dtype 'bfloat16': neither HDF5 nor Parquet holds bfloat16"):
-        embed_file_module.embed_file(embedder_module.ElmoEmbedder(tiny_model_dir), str(source),
-                                     str(tmp_path / "o.hdf5"), "top", output_dtype="bfloat16")
+        embed_file_module.embed_file(
+            embedder_module.ElmoEmbedder(tiny_model_dir),
+            str(source),
+            str(tmp_path / "o.hdf5"),
+            "top",
+            output_dtype="bfloat16",
+        )

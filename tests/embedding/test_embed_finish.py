@@ -37,8 +37,18 @@ def args_of(tmp_path, model_dir, file_format="hdf5", output=None, lines=LINES, n
     source = tmp_path / name
     source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     output = output or tmp_path / output_name(file_format)
-    return [str(source), str(output), "--model", str(model_dir), "--top", "--batch-size", "2", "--quiet", "--format",
-            file_format]
+    return [
+        str(source),
+        str(output),
+        "--model",
+        str(model_dir),
+        "--top",
+        "--batch-size",
+        "2",
+        "--quiet",
+        "--format",
+        file_format,
+    ]
 
 
 def vectors(path):
@@ -86,8 +96,10 @@ def at_batch(monkeypatch, number, action):
 
 # 1. A run says it finished only when its output is there, whole, and this run's.
 
-def test_an_hdf5_output_removed_while_the_run_works_is_not_reported_written(tmp_path, tiny_model_dir, monkeypatch,
-                                                                            reference):
+
+def test_an_hdf5_output_removed_while_the_run_works_is_not_reported_written(
+    tmp_path, tiny_model_dir, monkeypatch, reference
+):
     args = args_of(tmp_path, tiny_model_dir)
     at_batch(monkeypatch, 3, lambda run: os.remove(run.writer.file))
     message = one_line_error(args)
@@ -100,8 +112,7 @@ def test_an_hdf5_output_removed_while_the_run_works_is_not_reported_written(tmp_
 
 
 @pytest.mark.parametrize("how", ["moved", "copied"])
-def test_an_hdf5_output_replaced_by_another_runs_file_is_not_put_in_place(tmp_path, tiny_model_dir, monkeypatch,
-                                                                         how):
+def test_an_hdf5_output_replaced_by_another_runs_file_is_not_put_in_place(tmp_path, tiny_model_dir, monkeypatch, how):
     other = tmp_path / "other.hdf5"
     assert main(args_of(tmp_path, tiny_model_dir, output=other, lines=LINES[:3], name="short.txt")) == 0
 
@@ -119,8 +130,9 @@ def test_an_hdf5_output_replaced_by_another_runs_file_is_not_put_in_place(tmp_pa
     assert not (tmp_path / "out.hdf5").exists()
 
 
-def test_a_parquet_file_removed_while_the_run_works_is_computed_again_on_resume(tmp_path, tiny_model_dir,
-                                                                               monkeypatch, reference):
+def test_a_parquet_file_removed_while_the_run_works_is_computed_again_on_resume(
+    tmp_path, tiny_model_dir, monkeypatch, reference
+):
     args = args_of(tmp_path, tiny_model_dir, "parquet")
     at_batch(monkeypatch, 3, lambda run: os.remove(sorted((tmp_path / "out.partial" / "data").iterdir())[0]))
     message = one_line_error(args)
@@ -144,8 +156,9 @@ def test_a_parquet_file_of_another_dtype_is_not_put_in_place(tmp_path, tiny_mode
 
 
 @pytest.mark.parametrize("file_format", FORMATS)
-def test_a_run_json_changed_while_the_run_works_stops_it_before_output(tmp_path, tiny_model_dir, monkeypatch,
-                                                                      file_format):
+def test_a_run_json_changed_while_the_run_works_stops_it_before_output(
+    tmp_path, tiny_model_dir, monkeypatch, file_format
+):
     def edit(run):
         path = os.path.join(run.folder, "run.json")
         saved = json.loads(open(path).read())
@@ -159,10 +172,10 @@ def test_a_run_json_changed_while_the_run_works_stops_it_before_output(tmp_path,
 
 # 2. A run never follows a symbolic link it did not make.
 
+
 @pytest.mark.parametrize("file_format", FORMATS)
 @pytest.mark.parametrize("target", ["folder", "dangling"])
-def test_a_symlinked_partial_folder_is_refused_and_never_written_through(tmp_path, tiny_model_dir, file_format,
-                                                                        target):
+def test_a_symlinked_partial_folder_is_refused_and_never_written_through(tmp_path, tiny_model_dir, file_format, target):
     elsewhere = tmp_path / "elsewhere"
     if target == "folder":
         elsewhere.mkdir()
@@ -171,8 +184,10 @@ def test_a_symlinked_partial_folder_is_refused_and_never_written_through(tmp_pat
     args = args_of(tmp_path, tiny_model_dir, file_format)
     for flags in ([], ["--resume"], ["--overwrite"]):
         message = one_line_error([*args, *flags])
-        assert message == (f"error: {link} is a symbolic link, where a run keeps its own folder: remove the link "
-                           "(not what it points to) and rerun"), message
+        assert message == (
+            f"error: {link} is a symbolic link, where a run keeps its own folder: remove the link "
+            "(not what it points to) and rerun"
+        ), message
     assert link.is_symlink() and not (tmp_path / output_name(file_format)).exists()
     assert (list(elsewhere.iterdir()) == []) if target == "folder" else not elsewhere.exists()
 
@@ -243,8 +258,9 @@ def stop_at(monkeypatch, name, suffix, when, stop):
 
 
 @pytest.mark.parametrize("step", END_STEPS, ids=step_ids)
-def test_an_interruption_at_each_step_of_the_end_is_finished_by_resume(tmp_path, tiny_model_dir, monkeypatch,
-                                                                       reference, step, capsys):
+def test_an_interruption_at_each_step_of_the_end_is_finished_by_resume(
+    tmp_path, tiny_model_dir, monkeypatch, reference, step, capsys
+):
     file_format, name, suffix, when, overwrite = step
     args = end_args(tmp_path, tiny_model_dir, file_format, overwrite)
     capsys.readouterr()
@@ -259,7 +275,8 @@ def test_an_interruption_at_each_step_of_the_end_is_finished_by_resume(tmp_path,
     output = tmp_path / output_name(file_format)
     if os.path.isdir(f"{output}.partial"):
         assert said.startswith("interrupted by SIGTERM after every line was finished: ") and said.endswith(
-            "rerun with --resume to complete the run (it removes " + f"{output}.partial)"), said
+            "rerun with --resume to complete the run (it removes " + f"{output}.partial)"
+        ), said
         assert (f"{output} is in place" in said) == (not PartialRun(str(output), file_format).writer.pending())
         assert main([*args, "--resume"]) == 0
     else:
@@ -267,8 +284,9 @@ def test_an_interruption_at_each_step_of_the_end_is_finished_by_resume(tmp_path,
     assert_finished(output, reference[file_format])
 
 
-def test_an_interruption_after_output_is_in_place_says_it_is_complete(tmp_path, tiny_model_dir, monkeypatch,
-                                                                     reference, capsys):
+def test_an_interruption_after_output_is_in_place_says_it_is_complete(
+    tmp_path, tiny_model_dir, monkeypatch, reference, capsys
+):
     """Stopped while it prints its closing line: nothing is left to do, and the message says so."""
     from elmo_transformers.cli import embed as embed_command
 
@@ -280,7 +298,8 @@ def test_an_interruption_after_output_is_in_place_says_it_is_complete(tmp_path, 
     assert main(args) == 130
     output = tmp_path / "out.hdf5"
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"interrupted by Ctrl+C (SIGINT) after the run finished: {output} is complete")
+        f"interrupted by Ctrl+C (SIGINT) after the run finished: {output} is complete"
+    )
     assert_finished(output, reference["hdf5"])
 
 
@@ -306,15 +325,22 @@ def test_a_kill_at_each_step_of_the_end_is_finished_by_resume(tmp_path, tiny_mod
     """kill -9 at each step: no handler runs, so what is on the disk must be enough for --resume."""
     file_format, name, suffix, when, overwrite = step
     args = end_args(tmp_path, tiny_model_dir, file_format, overwrite)
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps([name, suffix, when, args])],
-                          env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([name, suffix, when, args])],
+        env=command_env(OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     output = tmp_path / output_name(file_format)
     folder = tmp_path / f"{output.name}.partial"
     if not folder.exists() or not list(folder.iterdir()):  # killed after its last file went: OUTPUT is in place
         message = one_line_error([*args, "--resume"])
-        assert message == (f"error: {output} exists and there is no run to resume in {folder} (a run stopped as it "
-                           "ended leaves its finished output so): to replace it, rerun with --overwrite"), message
+        assert message == (
+            f"error: {output} exists and there is no run to resume in {folder} (a run stopped as it "
+            "ended leaves its finished output so): to replace it, rerun with --overwrite"
+        ), message
     else:
         assert main([*args, "--resume"]) == 0
     assert_finished(output, reference[file_format])
@@ -329,6 +355,7 @@ def test_an_empty_partial_folder_a_kill_left_is_removed_by_the_next_run(tmp_path
 
 # 4. A SIGTERM-ed command exits 128 + 15.
 
+
 def test_a_sigterm_exits_143_and_ctrl_c_130(tmp_path, tiny_model_dir, monkeypatch):
     args = args_of(tmp_path, tiny_model_dir)
     for stop, code in [(Interrupted(signal.SIGTERM), 143), (KeyboardInterrupt(), 130)]:
@@ -342,6 +369,7 @@ def test_a_sigterm_exits_143_and_ctrl_c_130(tmp_path, tiny_model_dir, monkeypatc
 
 
 # 5. One line each, naming the path and what to do.
+
 
 def test_a_trailing_slash_names_a_folder_not_an_hdf5_file(tmp_path, tiny_model_dir):
     args = args_of(tmp_path, tiny_model_dir, output=f"{tmp_path / 'newdir.hdf5'}/")
@@ -375,13 +403,15 @@ def test_a_read_only_folder_for_parquet_is_one_line_before_any_work(tmp_path, ti
 
     monkeypatch.setattr(parquet_output.tempfile, "TemporaryFile", read_only)
     message = one_line_error(args_of(tmp_path, tiny_model_dir, "parquet"))
-    assert message == (f"error: {tmp_path}/out: cannot write into {tmp_path}: Read-only file system (a read-only "
-                       "file system)"), message
+    assert message == (
+        f"error: {tmp_path}/out: cannot write into {tmp_path}: Read-only file system (a read-only file system)"
+    ), message
 
 
 @pytest.mark.parametrize("file_format, removed", [("hdf5", ""), ("parquet", ""), ("parquet", "data")])
-def test_a_partial_folder_removed_while_the_run_works_is_one_line(tmp_path, tiny_model_dir, monkeypatch,
-                                                                  file_format, removed):
+def test_a_partial_folder_removed_while_the_run_works_is_one_line(
+    tmp_path, tiny_model_dir, monkeypatch, file_format, removed
+):
     at_batch(monkeypatch, 3, lambda run: shutil.rmtree(os.path.join(run.folder, removed)))
     message = one_line_error(args_of(tmp_path, tiny_model_dir, file_format))
     gone = os.path.join(f"{tmp_path / output_name(file_format)}.partial", removed)
@@ -401,8 +431,9 @@ def test_a_lock_removed_while_the_run_works_stops_it_before_output(tmp_path, tin
     assert_finished(tmp_path / "out.hdf5", reference["hdf5"])
 
 
-def test_a_folder_of_another_appearing_at_output_under_overwrite_says_the_lines_are_kept(tmp_path, tiny_model_dir,
-                                                                                          monkeypatch, reference):
+def test_a_folder_of_another_appearing_at_output_under_overwrite_says_the_lines_are_kept(
+    tmp_path, tiny_model_dir, monkeypatch, reference
+):
     output = tmp_path / "out"
     args = [*args_of(tmp_path, tiny_model_dir, "parquet"), "--overwrite"]
 
@@ -413,8 +444,10 @@ def test_a_folder_of_another_appearing_at_output_under_overwrite_says_the_lines_
     at_batch(monkeypatch, 3, someone_else_writes)
     message = one_line_error(args)
     monkeypatch.undo()
-    assert "appeared while the run worked and holds what embed did not write: it is not replaced; every line is " \
-           f"done and kept in {output}.partial" in message, message
+    assert (
+        "appeared while the run worked and holds what embed did not write: it is not replaced; every line is "
+        f"done and kept in {output}.partial" in message
+    ), message
     assert (output / "notes.txt").read_text() == "mine"
     shutil.rmtree(output)
     assert main([*args[:-1], "--resume"]) == 0

@@ -30,8 +30,17 @@ def write_input(tmp_path, lines=LINES, name="input.txt"):
 
 
 def args_of(tmp_path, model_dir, output="out.hdf5", *flags):
-    return [str(write_input(tmp_path)), str(tmp_path / output), "--model", str(model_dir), "--top",
-            "--batch-size", "2", "--quiet", *flags]
+    return [
+        str(write_input(tmp_path)),
+        str(tmp_path / output),
+        "--model",
+        str(model_dir),
+        "--top",
+        "--batch-size",
+        "2",
+        "--quiet",
+        *flags,
+    ]
 
 
 @pytest.mark.slow
@@ -76,8 +85,10 @@ def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_mo
     monkeypatch.setattr(partial_run.PartialRun, "add_batch", someone_else_writes)
     message = one_line_error(args)
     monkeypatch.undo()
-    assert message == (f"error: {output} appeared while the run worked: it is not replaced; every line is done and "
-                       f"kept in {output}.partial: move {output} away and rerun with --resume"), message
+    assert message == (
+        f"error: {output} appeared while the run worked: it is not replaced; every line is done and "
+        f"kept in {output}.partial: move {output} away and rerun with --resume"
+    ), message
     if file_format == "parquet":
         assert (output / "notes.txt").read_text() == "mine" and (output / "sub").is_dir()
         shutil.rmtree(output)
@@ -102,13 +113,16 @@ def test_overwrite_never_deletes_a_folder_of_folders_named_parquet(tmp_path, tin
     assert "is a symbolic link: give the real folder" in message
 
 
-@pytest.mark.parametrize("flag, value, fragment", [
-    ("--threads", "100000", "--threads 100,000: at most"),
-    ("--threads", str(10**12), "at most"),
-    ("--batch-words", str(10**9), "--batch-words 1,000,000,000: at most 1,048,576"),
-    ("--batch-size", str(10**9), "--batch-size 1,000,000,000: at most 1,048,576"),
-    ("--max-sentence-words", "0", "error: --max-sentence-words 0: must be a positive int"),  # (the flag named once)
-])
+@pytest.mark.parametrize(
+    "flag, value, fragment",
+    [
+        ("--threads", "100000", "--threads 100,000: at most"),
+        ("--threads", str(10**12), "at most"),
+        ("--batch-words", str(10**9), "--batch-words 1,000,000,000: at most 1,048,576"),
+        ("--batch-size", str(10**9), "--batch-size 1,000,000,000: at most 1,048,576"),
+        ("--max-sentence-words", "0", "error: --max-sentence-words 0: must be a positive int"),  # (the flag named once)
+    ],
+)
 def test_numbers_beyond_their_bound_are_one_line(tmp_path, tiny_model_dir, flag, value, fragment):
     """A number past its bound is refused in one line before any work: unbounded, --threads 100000 is a MemoryError or
     SIGSEGV in the interpreter, --batch-words 10**9 a 37 GiB MemoryError."""
@@ -140,8 +154,9 @@ def test_hand_forged_run_state_is_refused(tmp_path, tiny_model_dir, monkeypatch,
     journal.write_text(saved)
     settings = json.loads((folder / "run.json").read_text())
     other = write_input(tmp_path, [line + " more" for line in LINES], "other.txt")
-    settings["input_sha256"] = __import__("hashlib").sha256(
-        "".join(line + " more\n" for line in LINES).encode()).hexdigest()
+    settings["input_sha256"] = (
+        __import__("hashlib").sha256("".join(line + " more\n" for line in LINES).encode()).hexdigest()
+    )
     (folder / "run.json").write_text(json.dumps(settings))
     forged = [str(other), *args[1:], "--resume"]
     assert "of another text than the input" in one_line_error(forged)
@@ -151,8 +166,16 @@ def test_hand_forged_run_state_is_refused(tmp_path, tiny_model_dir, monkeypatch,
 
 def test_a_damaged_window_file_is_one_line(tmp_path, tiny_model_dir, monkeypatch):
     source = write_input(tmp_path, ["w " * 30])
-    args = [str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--max-sentence-words", "8",
-            "--quiet"]
+    args = [
+        str(source),
+        str(tmp_path / "o.hdf5"),
+        "--model",
+        str(tiny_model_dir),
+        "--top",
+        "--max-sentence-words",
+        "8",
+        "--quiet",
+    ]
     interrupt_after(monkeypatch, "add_window", 2)
     assert main(args) == 130
     monkeypatch.undo()
@@ -174,8 +197,19 @@ def test_journals_are_files_of_the_umask_not_executable(tmp_path, tiny_model_dir
 def test_the_signal_that_stopped_a_run_is_named(tmp_path, tiny_model_dir):
     """A run stopped by SIGTERM, not Ctrl-C, says so: "interrupted by SIGTERM", exit code 130."""
     source = write_input(tmp_path, LINES * 400)
-    process = start_command("embed", source, tmp_path / "o.hdf5", "--model", tiny_model_dir, "--top", "--batch-size",
-                            "1", env=command_env(OMP_NUM_THREADS="1"), stderr=subprocess.PIPE, text=True)
+    process = start_command(
+        "embed",
+        source,
+        tmp_path / "o.hdf5",
+        "--model",
+        tiny_model_dir,
+        "--top",
+        "--batch-size",
+        "1",
+        env=command_env(OMP_NUM_THREADS="1"),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     journal, deadline = tmp_path / "o.hdf5.partial" / "done-0.txt", time.monotonic() + 300
     while not (journal.exists() and journal.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -191,8 +225,10 @@ def test_a_table_given_as_text_is_refused_naming_its_columns(tmp_path, tiny_mode
     table = tmp_path / "reviews.jsonl"
     table.write_text('{"id": 0, "text": "a fine film"}\n{"id": 1, "text": "dull"}\n')
     message = one_line_error([str(table), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == (f"error: --text-column not given: {table} is a json file (its columns: id, text): name the "
-                       "one to embed, one row a line")
+    assert message == (
+        f"error: --text-column not given: {table} is a json file (its columns: id, text): name the "
+        "one to embed, one row a line"
+    )
 
 
 @pytest.mark.slow
@@ -200,18 +236,41 @@ def test_tables_pyarrow_reads_only_with_options(tmp_path, tiny_model_dir):
     """A JSON line over pyarrow's 1 MB block, a CSV value with a line break, a categorical (dictionary-encoded)
     Parquet column: read; a CSV that is not UTF-8: one line naming the cause."""
     note = "x" * 1_250_000  # a line of about 1.25 MB (its length, not its text's, is what pyarrow's block must hold)
-    (tmp_path / "long.jsonl").write_text(json.dumps({"text": "a b", "note": note}) + "\n" + json.dumps({"text": "b"})
-                                         + "\n")
+    (tmp_path / "long.jsonl").write_text(
+        json.dumps({"text": "a b", "note": note}) + "\n" + json.dumps({"text": "b"}) + "\n"
+    )
     (tmp_path / "quoted.csv").write_text('text,label\n"a line\nthat goes on",1\nb,0\n')
     pq.write_table(pa.table({"text": pa.array(["a b", "c", "a b"]).dictionary_encode()}), tmp_path / "cat.parquet")
     for name, lines in [("long.jsonl", 2), ("quoted.csv", 2), ("cat.parquet", 3)]:
-        assert main([str(tmp_path / name), str(tmp_path / f"{name}.hdf5"), "--model", str(tiny_model_dir), "--top",
-                     "--text-column", "text", "--quiet"]) == 0, name
+        assert (
+            main(
+                [
+                    str(tmp_path / name),
+                    str(tmp_path / f"{name}.hdf5"),
+                    "--model",
+                    str(tiny_model_dir),
+                    "--top",
+                    "--text-column",
+                    "text",
+                    "--quiet",
+                ]
+            )
+            == 0
+        ), name
         with h5py.File(tmp_path / f"{name}.hdf5") as f:
             assert len(f) - 1 == lines
     (tmp_path / "latin1.csv").write_bytes("text\ncaf\xe9\n".encode("latin-1"))
-    message = one_line_error([str(tmp_path / "latin1.csv"), str(tmp_path / "l.hdf5"), "--model", str(tiny_model_dir),
-                              "--top", "--text-column", "text"])
+    message = one_line_error(
+        [
+            str(tmp_path / "latin1.csv"),
+            str(tmp_path / "l.hdf5"),
+            "--model",
+            str(tiny_model_dir),
+            "--top",
+            "--text-column",
+            "text",
+        ]
+    )
     assert "is not UTF-8 text: convert" in message, message
 
 
@@ -220,10 +279,12 @@ def test_an_empty_input_is_refused_for_parquet(tmp_path, tiny_model_dir):
     to write (HDF5 takes it: a file of `sentence_to_index` alone)."""
     source = tmp_path / "empty.txt"
     source.write_text("")
-    message = one_line_error([str(source), str(tmp_path / "out"), "--model", str(tiny_model_dir), "--top",
-                              "--format", "parquet"])
-    assert message == (f"error: {source} has no lines: nothing to embed (`datasets` cannot read a Parquet folder of "
-                       "no rows)")
+    message = one_line_error(
+        [str(source), str(tmp_path / "out"), "--model", str(tiny_model_dir), "--top", "--format", "parquet"]
+    )
+    assert message == (
+        f"error: {source} has no lines: nothing to embed (`datasets` cannot read a Parquet folder of no rows)"
+    )
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
     assert main([str(source), str(tmp_path / "out.hdf5"), "--model", str(tiny_model_dir), "--top", "--quiet"]) == 0
 
@@ -272,8 +333,21 @@ def test_csv_text_that_reads_like_a_missing_value_is_text(tmp_path, tiny_model_d
     column is text: each such cell is its word; an empty cell is a blank line."""
     table = tmp_path / "na.csv"
     table.write_text('text,id\nNA,1\nnan,2\nnull,3\n,4\n"123",5\n')
-    assert main([str(table), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--text-column",
-                 "text", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                str(table),
+                str(tmp_path / "o.hdf5"),
+                "--model",
+                str(tiny_model_dir),
+                "--top",
+                "--text-column",
+                "text",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     with h5py.File(tmp_path / "o.hdf5") as f:
         assert json.loads(f["sentence_to_index"][0]) == {"NA": "0", "nan": "1", "null": "2", "": "3", "123": "4"}
         assert [f[str(i)].shape[0] for i in range(5)] == [1, 1, 1, 0, 1]
@@ -285,14 +359,19 @@ def test_a_json_array_and_a_fifo_table_are_one_line(tmp_path, tiny_model_dir):
     array = tmp_path / "arr.json"
     array.write_text('[{"text": "a b"}]\n')
     for extra in ([], ["--text-column", "text"]):
-        message = one_line_error([str(array), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top",
-                                  *extra])
-        assert message == (f"error: {array} is one JSON array: give JSON lines (.jsonl: one object a line, as `jq -c "
-                           "'.[]'` writes them)"), message
+        message = one_line_error(
+            [str(array), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", *extra]
+        )
+        assert message == (
+            f"error: {array} is one JSON array: give JSON lines (.jsonl: one object a line, as `jq -c "
+            "'.[]'` writes them)"
+        ), message
     fifo = tmp_path / "rows.jsonl"
     os.mkfifo(fifo)
-    message = one_line_error([str(fifo), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top",
-                              "--text-column", "text"])
-    assert message == (f"error: {fifo}: a json table is read from a regular file, not a pipe or FIFO: save it to a "
-                       "file first"), message
+    message = one_line_error(
+        [str(fifo), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--text-column", "text"]
+    )
+    assert message == (
+        f"error: {fifo}: a json table is read from a regular file, not a pipe or FIFO: save it to a file first"
+    ), message
     assert not (tmp_path / "o.hdf5").exists()

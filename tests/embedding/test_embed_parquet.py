@@ -18,8 +18,10 @@ from tolerance import assert_close_to_reference
 from elmo_transformers.cli.embed import main
 from elmo_transformers.errors import OutputError, UserError
 
-LINES = [" ".join(["the", "cat", "sat", "on", "a", "mat"][: 1 + i % 6] + ["w"] * (i % 9)) for i in range(40)] + \
-    ["", "a very long line of words " * 5]  # a blank line, and one of 30 words (windows of 12)
+LINES = [" ".join(["the", "cat", "sat", "on", "a", "mat"][: 1 + i % 6] + ["w"] * (i % 9)) for i in range(40)] + [
+    "",
+    "a very long line of words " * 5,
+]  # a blank line, and one of 30 words (windows of 12)
 FLAGS = ["--batch-size", "4", "--max-sentence-words", "12"]
 
 
@@ -53,8 +55,22 @@ def assert_rows_equal_hdf5(got, want, mode):
 def test_one_process_writes_the_hdf5_vectors_as_parquet_rows(tmp_path, tiny_model_dir, mode):
     want = hdf5_reference(tmp_path, tiny_model_dir, mode)
     output = tmp_path / "vectors"
-    assert main([str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), f"--{mode}", *FLAGS,
-                 "--format", "parquet", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                str(tmp_path / "input.txt"),
+                str(output),
+                "--model",
+                str(tiny_model_dir),
+                f"--{mode}",
+                *FLAGS,
+                "--format",
+                "parquet",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert not (tmp_path / "vectors.partial").exists()
     assert_rows_equal_hdf5(rows(output), want, mode)
 
@@ -65,16 +81,35 @@ def test_two_processes_write_their_own_parquet_files_and_resume_any_run(tmp_path
     each process writes its own files into the one folder, no assembly step."""
     want = hdf5_reference(tmp_path, tiny_model_dir, "all")
     output = tmp_path / "vectors"
-    args = [str(tmp_path / "input.txt"), str(output), "--model", str(tiny_model_dir), "--all", *FLAGS, "--format",
-            "parquet"]
+    args = [
+        str(tmp_path / "input.txt"),
+        str(output),
+        "--model",
+        str(tiny_model_dir),
+        "--all",
+        *FLAGS,
+        "--format",
+        "parquet",
+    ]
     interrupt_after(monkeypatch, "add_batch", 2)
     assert main(args) == 130
     monkeypatch.undo()
     assert len(list((tmp_path / "vectors.partial" / "data").glob("*.parquet"))) == 2 and not output.exists()
     with pytest.raises(UserError, match="started with file_format='parquet', now file_format='hdf5'"):
         main([*args[:-2], "--resume"])
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "elmo_transformers", "embed", *args, "--resume"]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "elmo_transformers",
+        "embed",
+        *args,
+        "--resume",
+    ]
     done = subprocess.run(torchrun, env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shared by 2 processes" in done.stderr
@@ -83,10 +118,13 @@ def test_two_processes_write_their_own_parquet_files_and_resume_any_run(tmp_path
 
 def test_a_column_of_json_lines_csv_or_parquet_is_the_input(tmp_path, tiny_model_dir):
     texts = ["Hello world !", "the cat sat", None, "a b c d"]
-    files = {"in.jsonl": lambda p: p.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
-                                                        for i, t in enumerate(texts))),
-             "in.csv": lambda p: p.write_text("id,text\n" + "".join(f"{i},{t or ''}\n" for i, t in enumerate(texts))),
-             "in.parquet": lambda p: pq.write_table(pa.table({"id": list(range(4)), "text": texts}), p)}
+    files = {
+        "in.jsonl": lambda p: p.write_text(
+            "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts))
+        ),
+        "in.csv": lambda p: p.write_text("id,text\n" + "".join(f"{i},{t or ''}\n" for i, t in enumerate(texts))),
+        "in.parquet": lambda p: pq.write_table(pa.table({"id": list(range(4)), "text": texts}), p),
+    }
     source = tmp_path / "in.txt"
     source.write_text("\n".join(t or "" for t in texts) + "\n")
     reference = tmp_path / "reference.hdf5"
@@ -96,15 +134,41 @@ def test_a_column_of_json_lines_csv_or_parquet_is_the_input(tmp_path, tiny_model
     for name, write in files.items():
         write(tmp_path / name)
         output = tmp_path / f"{name}-vectors"
-        assert main([str(tmp_path / name), str(output), "--model", str(tiny_model_dir), "--top", "--text-column",
-                     "text", "--format", "parquet", "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    str(tmp_path / name),
+                    str(output),
+                    "--model",
+                    str(tiny_model_dir),
+                    "--top",
+                    "--text-column",
+                    "text",
+                    "--format",
+                    "parquet",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         got = rows(output)
         assert [got[i]["words"] for i in range(4)] == [(t or "").split() for t in texts], name
         for i in (0, 1, 3):
             assert_close_to_reference(np.array(got[i]["vectors"], np.float32), want[i], what=f"{name} line {i}")
     with pytest.raises(UserError, match=r"no such column in .*in.jsonl \(it has id, text\)"):
-        main([str(tmp_path / "in.jsonl"), str(tmp_path / "x"), "--model", str(tiny_model_dir), "--top",
-              "--text-column", "sentence", "--format", "parquet"])
+        main(
+            [
+                str(tmp_path / "in.jsonl"),
+                str(tmp_path / "x"),
+                "--model",
+                str(tiny_model_dir),
+                "--top",
+                "--text-column",
+                "sentence",
+                "--format",
+                "parquet",
+            ]
+        )
     with pytest.raises(UserError, match="reads a column of a JSON lines"):
         main([str(source), str(tmp_path / "x.hdf5"), "--model", str(tiny_model_dir), "--top", "--text-column", "text"])
 
@@ -132,8 +196,24 @@ def test_the_vectors_come_back_as_arrays_of_their_declared_shape(tmp_path, tiny_
     source = tmp_path / "input.txt"
     source.write_text("\n".join(LINES) + "\n")
     output = tmp_path / "vectors"
-    assert main([str(source), str(output), "--model", str(tiny_model_dir), f"--{mode}", *FLAGS, "--format",
-                 "parquet", "--output-dtype", "float16", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                str(source),
+                str(output),
+                "--model",
+                str(tiny_model_dir),
+                f"--{mode}",
+                *FLAGS,
+                "--format",
+                "parquet",
+                "--output-dtype",
+                "float16",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     data = datasets.load_dataset("parquet", data_dir=str(output), split="train")
     matrix = datasets.Array2D((None, 16), "float16")
     assert data.features["vectors"] == (matrix if mode == "top" else datasets.List(matrix))
@@ -191,8 +271,7 @@ def test_what_a_killed_write_left_is_removed_on_resume_and_never_put_in_place(tm
     source = tmp_path / "input.txt"
     source.write_text("\n".join(LINES) + "\n")
     output = tmp_path / "vectors"
-    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", *FLAGS, "--format", "parquet",
-            "--quiet"]
+    args = [str(source), str(output), "--model", str(tiny_model_dir), "--top", *FLAGS, "--format", "parquet", "--quiet"]
     interrupt_after(monkeypatch, "add_batch", 3)
     assert main(args) == 130
     monkeypatch.undo()

@@ -39,6 +39,7 @@ def test_embed_encodes_as_the_tokenizer_pads(tiny):
 
 def test_batches_fill_a_word_budget_in_length_order_or_hold_batch_size_lines():
     counts = [5, 1, 30, 2, 8, 8, 0, 3, 100]
+
     # by length: 6(0) 1(1) 3(2) 7(3) 0(5) 4(8) 5(8) 2(30), then line 8 (over max_words 50) alone
     def units(*args):
         return [unit if isinstance(unit, int) else unit.tolist() for unit in work_units(*args)]
@@ -142,8 +143,9 @@ def test_resume_refuses_a_changed_segmenter_either_way(tmp_path, tiny_model_dir,
     config_file.write_text(json.dumps({**config, "segmenter": first}))
     args = interrupted(monkeypatch, tmp_path, model_dir)
     config_file.write_text(json.dumps({**config, "segmenter": then}))
-    with pytest.raises(UserError, match=f"started with tokenizer.segmenter='{first}', now tokenizer.segmenter="
-                                        f"'{then}'"):
+    with pytest.raises(
+        UserError, match=f"started with tokenizer.segmenter='{first}', now tokenizer.segmenter='{then}'"
+    ):
         main([*args, "--resume"])
 
 
@@ -157,8 +159,9 @@ def test_resume_refuses_a_setting_the_first_run_recorded_and_this_one_lacks(tmp_
         main([*args, "--resume"])
 
 
-def test_run_json_records_what_decides_the_output_and_a_resume_may_change_the_rest(tmp_path, tiny_model_dir,
-                                                                                    monkeypatch):
+def test_run_json_records_what_decides_the_output_and_a_resume_may_change_the_rest(
+    tmp_path, tiny_model_dir, monkeypatch
+):
     """run.json holds the settings that decide the output (EmbedSettings' compared fields) and the model's identity
     beside them; --threads and --quiet change no number, so they are not recorded and a resume may change them."""
     import hashlib
@@ -167,8 +170,13 @@ def test_run_json_records_what_decides_the_output_and_a_resume_may_change_the_re
     recorded = json.loads((tmp_path / "out.hdf5.partial" / "run.json").read_text())
     text = "".join(" ".join(["w"] * n) + "\n" for n in range(1, 13)).encode()
     assert {key: recorded[key] for key in list(recorded)[:8]} == {
-        "file_format": "hdf5", "input_sha256": hashlib.sha256(text).hexdigest(), "mode": "top",
-        "output_dtype": "float32", "model": os.path.abspath(tiny_model_dir), "batch_size": 2, "batch_words": None,
+        "file_format": "hdf5",
+        "input_sha256": hashlib.sha256(text).hexdigest(),
+        "mode": "top",
+        "output_dtype": "float32",
+        "model": os.path.abspath(tiny_model_dir),
+        "batch_size": 2,
+        "batch_words": None,
         "max_sentence_words": 1000,
     }
     assert list(recorded)[8:] == ["dtype", "weights_sha256", "config", "tokenizer"]
@@ -192,8 +200,21 @@ def test_threads_of_the_command_are_restored_after_it(tmp_path, tiny_model_dir):
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
     before = torch.get_num_threads()
-    assert main([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--threads", "1",
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                str(source),
+                str(tmp_path / "o.hdf5"),
+                "--model",
+                str(tiny_model_dir),
+                "--top",
+                "--threads",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert torch.get_num_threads() == before
 
 

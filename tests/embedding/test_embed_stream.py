@@ -25,10 +25,20 @@ def embed_stdin(tmp_path, tiny_model_dir, stdin, name):
     child = tmp_path / "child.py"
     child.write_text(CHILD)
     output = tmp_path / name
-    argv = [sys.executable, str(child), "elmo-transformers", "embed", "-", str(output), "--model", str(tiny_model_dir),
-            "--top"]
-    done = subprocess.run(argv, stdin=stdin, capture_output=True, text=True, timeout=30,
-                          env=command_env(OMP_NUM_THREADS="1"))
+    argv = [
+        sys.executable,
+        str(child),
+        "elmo-transformers",
+        "embed",
+        "-",
+        str(output),
+        "--model",
+        str(tiny_model_dir),
+        "--top",
+    ]
+    done = subprocess.run(
+        argv, stdin=stdin, capture_output=True, text=True, timeout=30, env=command_env(OMP_NUM_THREADS="1")
+    )
     return done, output
 
 
@@ -44,7 +54,8 @@ def test_an_endless_stream_is_refused_in_one_line_once_past_the_bound(tmp_path, 
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
         f"error: stdin: more than {LIMIT:,} characters before its end, the most embed reads from a stream (it holds "
-        "the whole input in memory until the end): save the text to a file and embed the file")
+        "the whole input in memory until the end): save the text to a file and embed the file"
+    )
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["child.py"]  # no output, no OUTPUT.partial/
 

@@ -221,8 +221,10 @@ def test_allennlp_0x_call_converts_the_original_files_in_memory(embedder, tmp_pa
     folder = FIXTURES / "allennlp-tiny"
     sentences, expected, _ = load_fixture("allennlp-tiny")
     converted = embedder.embed_batch(sentences)
-    for original in (ElmoEmbedder(str(folder / "options.json"), str(folder / "weights.hdf5"), cuda_device=-1),
-                     ElmoEmbedder(options_file=folder / "options.json", weight_file=folder / "weights.hdf5")):
+    for original in (
+        ElmoEmbedder(str(folder / "options.json"), str(folder / "weights.hdf5"), cuda_device=-1),
+        ElmoEmbedder(options_file=folder / "options.json", weight_file=folder / "weights.hdf5"),
+    ):
         assert original.model.device.type == "cpu" and original.source == str(folder / "weights.hdf5")
         for i, vectors in enumerate(original.embed_batch(sentences)):
             assert_close_to_reference(vectors, expected[f"sent_{i}_activations"], what=f"sentence {i}")
@@ -267,10 +269,14 @@ def test_threads_are_set_for_each_call_and_restored(tiny_model_dir, monkeypatch,
     monkeypatch.setattr("elmo_transformers.runtime.threads.free_cpus", lambda: before)  # embed's own default
     for threads, want in [(None, before), (other, other)]:  # embed_file takes the embedder's threads as its default
         report = ElmoEmbedder(tiny_model_dir, device="cpu", threads=threads).embed_file(
-            io.StringIO("a b\n"), tmp_path / f"{threads}.hdf5", "top", progress=False)
+            io.StringIO("a b\n"), tmp_path / f"{threads}.hdf5", "top", progress=False
+        )
         assert report.threads == want and torch.get_num_threads() == before
-    with pytest.raises(UserError, match=r"^threads 0: give a number of CPU threads from 1 to \d+ \(this machine's "
-                                        r"CPUs\), \"auto\" for the CPUs free now, or None for the process's own$"):
+    with pytest.raises(
+        UserError,
+        match=r"^threads 0: give a number of CPU threads from 1 to \d+ \(this machine's "
+        r"CPUs\), \"auto\" for the CPUs free now, or None for the process's own$",
+    ):
         ElmoEmbedder(tiny_model_dir, threads=0)
     for wrong in (True, "many", 10**6):
         with pytest.raises(UserError, match=rf"^threads {wrong!r}: give a number of CPU threads"):

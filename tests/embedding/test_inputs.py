@@ -23,10 +23,13 @@ def test_a_csv_value_longer_than_a_block_is_read(tmp_path):
 def test_a_header_naming_a_column_twice_is_one_line(tmp_path, tiny_model_dir):
     source = tmp_path / "dup.csv"
     source.write_text("text,text\na,b\n")
-    message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top",
-                              "--text-column", "text"])
-    assert message == (f"error: --text-column text: 2 columns of {source} have that name: rename all but one in its "
-                       "header, then give text_column the one to embed")
+    message = one_line_error(
+        [str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top", "--text-column", "text"]
+    )
+    assert message == (
+        f"error: --text-column text: 2 columns of {source} have that name: rename all but one in its "
+        "header, then give text_column the one to embed"
+    )
 
 
 def test_a_tsv_is_a_table_read_as_a_csv_is(tmp_path, tiny_model_dir):
@@ -35,8 +38,10 @@ def test_a_tsv_is_a_table_read_as_a_csv_is(tmp_path, tiny_model_dir):
     source.write_text('id\ttext\n1\t"Yes," she said.\n2\t\n3\tNA\n')
     assert list(read_lines(source, "text")) == ['"Yes," she said.', "", "NA"]  # no quoting in a TSV: a `"` is text
     message = one_line_error([str(source), str(tmp_path / "o.hdf5"), "--model", str(tiny_model_dir), "--top"])
-    assert message == (f"error: --text-column not given: {source} is a tsv file (its columns: id, text): name the "
-                       "one to embed, one row a line")
+    assert message == (
+        f"error: --text-column not given: {source} is a tsv file (its columns: id, text): name the "
+        "one to embed, one row a line"
+    )
     assert not (tmp_path / "o.hdf5").exists()
     source.write_text("id\ttext\n1\ta\tb\n")
     with pytest.raises(DataError, match=r"cannot read it as tsv: .*Expected 2 columns, got 3"):
@@ -49,6 +54,8 @@ def test_a_parquet_column_of_bytes_says_to_write_strings(tmp_path):
     pq.write_table(pa.table({"text": pa.array([b"a b", b"c"], pa.binary())}), source)
     with pytest.raises(DataError) as raised:
         read_lines(source, "text")
-    assert str(raised.value) == (f"text_column text: the column of {source} holds bytes (binary), not strings: "
-                                 "write it as a string column of UTF-8 text (in pyarrow, "
-                                 "`column.cast(pyarrow.string())`)")
+    assert str(raised.value) == (
+        f"text_column text: the column of {source} holds bytes (binary), not strings: "
+        "write it as a string column of UTF-8 text (in pyarrow, "
+        "`column.cast(pyarrow.string())`)"
+    )

@@ -64,8 +64,10 @@ def test_a_hub_model_name_that_never_answers_is_the_documented_line(silent_hub, 
     hub, accepted = silent_hub
     result, seconds = run(["demo", "--model", "someone/elmo-x"], hub, tmp_path, HF_HUB_DOWNLOAD_TIMEOUT="2")
     assert result.returncode == 1 and accepted
-    assert result.stderr == ("error: --model someone/elmo-x: no such folder, and the Hub cannot be reached (timed "
-                             "out): give a local folder\n")
+    assert result.stderr == (
+        "error: --model someone/elmo-x: no such folder, and the Hub cannot be reached (timed "
+        "out): give a local folder\n"
+    )
     assert seconds < 60
 
 
@@ -73,8 +75,9 @@ def test_sigterm_during_an_upload_removes_the_upload_folder(silent_hub, tmp_path
     hub, accepted = silent_hub
     env = command_env(HF_ENDPOINT=hub, HF_TOKEN="hf_test", TMPDIR=str(tmp_path))  # the default deadline: 60 s
     env.pop("HF_HUB_OFFLINE", None)
-    process = subprocess.Popen(command("push", "default", "me/elmo-demo"), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command("push", "default", "me/elmo-demo"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 90
         while not accepted and time.monotonic() < deadline and process.poll() is None:
@@ -87,8 +90,9 @@ def test_sigterm_during_an_upload_removes_the_upload_folder(silent_hub, tmp_path
         if process.poll() is None:
             process.kill()
     assert process.returncode == 143, stderr
-    assert stderr.strip().splitlines()[-1] == ("interrupted by SIGTERM: elmo-transformers push stopped before it "
-                                               "finished")
+    assert stderr.strip().splitlines()[-1] == (
+        "interrupted by SIGTERM: elmo-transformers push stopped before it finished"
+    )
     assert not list(tmp_path.glob("elmo-upload-*"))
 
 

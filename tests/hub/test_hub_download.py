@@ -83,18 +83,30 @@ def test_a_hub_id_loads_offline_from_the_cache(hub_cache, tmp_path, how):
     (tmp_path / "sentences.json").write_text(json.dumps(sentences), encoding="utf-8")
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    env = {**os.environ, "HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1",
-           "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(hub_cache),
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+    }
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([sys.executable, "-I", "-c", CHILD, REPO_ID, str(tmp_path / "sentences.json"), how,
-                           str(tmp_path / "out.npz")], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", CHILD, REPO_ID, str(tmp_path / "sentences.json"), how, str(tmp_path / "out.npz")],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = np.load(tmp_path / "out.npz")
     for i, n in enumerate(expected["n_tokens"]):  # AllenNLP's log-probabilities, both directions
         for direction in ("forward", "backward"):
-            assert_close_to_reference(got[direction][i, : n + 1], expected[f"{direction}_log_probs"][i, : n + 1],
-                                      what=f"{how} {direction} {i}")
+            assert_close_to_reference(
+                got[direction][i, : n + 1],
+                expected[f"{direction}_log_probs"][i, : n + 1],
+                what=f"{how} {direction} {i}",
+            )
     n = expected["n_tokens"][0]
     assert_close_to_reference(got["features"], got["vectors"][0, :n], what="feature-extraction pipeline")
     filled = json.loads(str(got["filled"]))

@@ -35,16 +35,25 @@ EXPECTED_FILES = {
     "tokenizer_config.json",
 }
 # What a Trainer output folder holds besides the model: never uploaded.
-TRAINER_FILES = ["training_args.bin", "trainer_state.json", "all_results.json", "eval_results.json",
-                 "train_results.json", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
+TRAINER_FILES = [
+    "training_args.bin",
+    "trainer_state.json",
+    "all_results.json",
+    "eval_results.json",
+    "train_results.json",
+    "optimizer.pt",
+    "scheduler.pt",
+    "rng_state.pth",
+]
 
 
 def run_snippet(card, repo_id, folder, cwd, extra):
     """Run the card's usage snippet on `folder` in a fresh isolated process (no repository modules), offline."""
     snippet = re.search(r"```python\n(.*?)```", card.text, re.S).group(1).replace(repo_id, str(folder)) + extra
     cwd.mkdir()
-    result = subprocess.run([sys.executable, "-I", "-c", snippet], env=USER_ENV, cwd=cwd, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", snippet], env=USER_ENV, cwd=cwd, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -52,8 +61,22 @@ def run_snippet(card, repo_id, folder, cwd, extra):
 @pytest.mark.slow
 def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsys):
     stage = tmp_path / "stage"
-    assert push_to_hub.main([str(tiny_model_dir), "me/elmo-tiny", "--dry-run", "--staging-dir", str(stage),
-                             "--datasets", "lm1b", "--source", "allennlp-tiny options.json + weights.hdf5"]) == 0
+    assert (
+        push_to_hub.main(
+            [
+                str(tiny_model_dir),
+                "me/elmo-tiny",
+                "--dry-run",
+                "--staging-dir",
+                str(stage),
+                "--datasets",
+                "lm1b",
+                "--source",
+                "allennlp-tiny options.json + weights.hdf5",
+            ]
+        )
+        == 0
+    )
     assert "dry run: would upload" in capsys.readouterr().out
     assert EXPECTED_FILES <= set(os.listdir(stage))
 
@@ -65,8 +88,13 @@ def test_dry_run_folder_loads_in_a_fresh_process(tmp_path, tiny_model_dir, capsy
 
     # The card's own usage snippet. "ELMo" is the fixture's sentence 1: its sentence vector is its single word's ELMo
     # vector from AllenNLP.
-    got = run_snippet(card, "me/elmo-tiny", stage, tmp_path / "elsewhere",
-                      "\nimport json; print(json.dumps(sentence_vectors[1].tolist()))\n")
+    got = run_snippet(
+        card,
+        "me/elmo-tiny",
+        stage,
+        tmp_path / "elsewhere",
+        "\nimport json; print(json.dumps(sentence_vectors[1].tolist()))\n",
+    )
     _, expected, _ = load_fixture("allennlp-tiny")
     assert_close_to_reference(np.array(got), expected["elmo_representation"][1, 0], what="the card's snippet")
 
@@ -80,13 +108,28 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys, caplo
     shutil.copytree(tiny_heads_dir / head, model_dir)
     for name in TRAINER_FILES:
         (model_dir / name).write_text("{}")
-    (model_dir / "eval_results.json").write_text(json.dumps(
-        {"epoch": 3.0, "eval_accuracy": 0.875, "eval_f1": 0.5, "eval_loss": 0.4, "eval_runtime": 1.5}))
+    (model_dir / "eval_results.json").write_text(
+        json.dumps({"epoch": 3.0, "eval_accuracy": 0.875, "eval_f1": 0.5, "eval_loss": 0.4, "eval_runtime": 1.5})
+    )
     (model_dir / "test_results.json").write_text(json.dumps({"test_accuracy": 0.8125, "test_samples_per_second": 9}))
     (model_dir / "checkpoint-10").mkdir()
     stage = tmp_path / "stage"
-    assert push_to_hub.main([str(model_dir), "me/elmo-head", "--dry-run", "--staging-dir", str(stage),
-                             "--datasets", "conll2003", "--base-model", "me/elmo-tiny"]) == 0
+    assert (
+        push_to_hub.main(
+            [
+                str(model_dir),
+                "me/elmo-head",
+                "--dry-run",
+                "--staging-dir",
+                str(stage),
+                "--datasets",
+                "conll2003",
+                "--base-model",
+                "me/elmo-tiny",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err + caplog.text  # hub.push logs what it leaves out (stderr without logging setup)
     # What save_pretrained wrote, and the card.
     assert set(os.listdir(stage)) == set(os.listdir(tiny_heads_dir / head)) | {"README.md"}
@@ -108,15 +151,20 @@ def test_card_of_a_fine_tuned_head(tmp_path, tiny_heads_dir, head, capsys, caplo
     assert all(f"`{label}`" in card.text for label in labels)
     assert f"{auto_class}.from_pretrained" in card.text and "AutoModel.from_pretrained" not in card.text
 
-    got = run_snippet(card, "me/elmo-head", stage, tmp_path / "elsewhere",
-                      "\nimport json; print(json.dumps(predicted))\n")
-    model_class = getattr(__import__("modeling_elmo"), {"token": "ElmoForTokenClassification",
-                                                        "sequence": "ElmoForSequenceClassification"}[head])
+    got = run_snippet(
+        card, "me/elmo-head", stage, tmp_path / "elsewhere", "\nimport json; print(json.dumps(predicted))\n"
+    )
+    model_class = getattr(
+        __import__("modeling_elmo"),
+        {"token": "ElmoForTokenClassification", "sequence": "ElmoForSequenceClassification"}[head],
+    )
     tokenizer = __import__("tokenization_elmo").ElmoTokenizer.from_pretrained(stage)
     model = model_class.from_pretrained(stage).eval()
     with torch.no_grad():
-        ids = [model(**tokenizer([text], return_tensors="pt")).logits[0].argmax(-1).tolist()
-               for text in ("The cat sat on the mat .", "ELMo")]  # one at a time: no padding to leave out
+        ids = [
+            model(**tokenizer([text], return_tensors="pt")).logits[0].argmax(-1).tolist()
+            for text in ("The cat sat on the mat .", "ELMo")
+        ]  # one at a time: no padding to leave out
     want = [[labels[i] for i in row] for row in ids] if head == "token" else [labels[i] for i in ids]
     assert got == want
 
@@ -160,7 +208,8 @@ def test_a_folder_without_tokenizer_files_is_named_as_such(tmp_path, tiny_model_
     assert main(["push", str(tmp_path / "model-only"), "me/x", "--dry-run"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: {tmp_path / 'model-only'} holds no tokenizer files (tokenizer_config.json), which a user's "
-        "AutoTokenizer needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))")
+        "AutoTokenizer needs: save the tokenizer into it too (tokenizer.save_pretrained(DIR))"
+    )
 
 
 def test_upload_calls(tmp_path, tiny_model_dir, monkeypatch, fake_hub):
@@ -199,12 +248,13 @@ def test_an_unreachable_hub_is_one_line_and_the_upload_folder_is_removed(tiny_mo
     monkeypatch.setattr(hub, "get_token", lambda: "hf_test")
     monkeypatch.setattr(hub, "check_loads", lambda staging, folder: "loads")  # tested above
     staged, mkdtemp = [], tempfile.mkdtemp
-    monkeypatch.setattr(hub.tempfile, "mkdtemp",
-                        lambda **kwargs: staged.append(mkdtemp(**kwargs)) or staged[-1])
+    monkeypatch.setattr(hub.tempfile, "mkdtemp", lambda **kwargs: staged.append(mkdtemp(**kwargs)) or staged[-1])
     assert cli_main(["push", str(tiny_model_dir), "me/elmo-tiny"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after check_loads' "loads"
-    assert err == (f"error: cannot upload to me/elmo-tiny on {endpoint}: ConnectError: [Errno 111] Connection "
-                   "refused; check the network and the token (`hf auth login`), then push again"), err
+    assert err == (
+        f"error: cannot upload to me/elmo-tiny on {endpoint}: ConnectError: [Errno 111] Connection "
+        "refused; check the network and the token (`hf auth login`), then push again"
+    ), err
     assert staged and not os.path.exists(staged[0])
 
 
@@ -288,8 +338,9 @@ def test_labels_cannot_add_markdown_to_the_card(tmp_path, tiny_model_dir):
     from modeling_elmo import ElmoForTokenClassification
 
     labels = ["O", "x\n\n# Injected heading", "[click](https://evil.example)", "a`b", "<img src=x>"]
-    model = ElmoForTokenClassification.from_pretrained(tiny_model_dir, id2label=dict(enumerate(labels)),
-                                                       label2id={label: i for i, label in enumerate(labels)})
+    model = ElmoForTokenClassification.from_pretrained(
+        tiny_model_dir, id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)}
+    )
     model.save_pretrained(tmp_path / "head")
     shutil.copy(os.path.join(tiny_model_dir, "tokenizer_config.json"), tmp_path / "head")
     files = hub.build_upload_folder(open_model(tmp_path / "head"), tmp_path / "stage", "me/x")
@@ -322,8 +373,13 @@ def test_push_of_language_models(tmp_path, lm_dir, capsys):
         assert "ElmoForLanguageModeling (AutoModelForPreTraining)" in err and "fill-mask pipeline" in err, err
     assert ModelCard.load(tmp_path / "converted" / "README.md").data.pipeline_tag == "fill-mask"  # the shipped: its own
     # The generated card's snippet: the LM's next-word scores, [1 sentence, 7 words + 1, the vocabulary].
-    got = run_snippet(ModelCard.load(tmp_path / "converted" / "README.md"), "me/elmo-converted", tmp_path / "converted",
-                      tmp_path / "elsewhere", "\nimport json; print(json.dumps(list(out.forward_logits.shape)))\n")
+    got = run_snippet(
+        ModelCard.load(tmp_path / "converted" / "README.md"),
+        "me/elmo-converted",
+        tmp_path / "converted",
+        tmp_path / "elsewhere",
+        "\nimport json; print(json.dumps(list(out.forward_logits.shape)))\n",
+    )
     assert got == [1, 8, json.loads((lm_dir / "config.json").read_text())["lm_vocab_size"]]
 
 
@@ -349,9 +405,11 @@ def test_what_push_cannot_check_is_refused_or_left_out(tmp_path, tiny_model_dir,
     for name in ("config.json", "tokenizer_config.json", "model.onnx"):
         shutil.copyfile(model_dir / name, exported / name)
     assert main(["push", str(exported), "me/x", "--dry-run", "--staging-dir", str(tmp_path / "c")]) == 1
-    assert capsys.readouterr().err == (f"error: {exported} is an exported ONNX folder (model.onnx, no PyTorch "
-                                       "weights): push uploads and checks PyTorch models; push the folder it was "
-                                       "exported from\n")
+    assert capsys.readouterr().err == (
+        f"error: {exported} is an exported ONNX folder (model.onnx, no PyTorch "
+        "weights): push uploads and checks PyTorch models; push the folder it was "
+        "exported from\n"
+    )
 
 
 @pytest.mark.slow
@@ -359,8 +417,9 @@ def test_the_shipped_model_has_a_name_push_accepts(tmp_path, capsys):
     from elmo_transformers.cli import main
 
     assert main(["push", "nosuch-folder", "me/x", "--dry-run"]) == 1
-    assert capsys.readouterr().err == ("error: DIR nosuch-folder is not a folder: give a saved ELMo folder, or "
-                                       "`default` for the shipped model\n")
+    assert capsys.readouterr().err == (
+        "error: DIR nosuch-folder is not a folder: give a saved ELMo folder, or `default` for the shipped model\n"
+    )
     assert main(["push", "default", "me/x", "--dry-run", "--staging-dir", str(tmp_path / "stage")]) == 0
     assert (tmp_path / "stage" / "README.md").read_text() == (SHIPPED / "README.md").read_text()
 

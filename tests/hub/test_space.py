@@ -60,8 +60,10 @@ def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
     monkeypatch.setattr(space, "check_space", lambda staging: checked.append(staging) or "the page builds")
     staging = tmp_path / "space"
     assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(staging)]) == 0
-    assert calls["create_repo"] == ("me/elmo-demo", {"repo_type": "space", "private": False, "exist_ok": True,
-                                                     "space_sdk": "gradio"})
+    assert calls["create_repo"] == (
+        "me/elmo-demo",
+        {"repo_type": "space", "private": False, "exist_ok": True, "space_sdk": "gradio"},
+    )
     upload = calls["upload_folder"]
     assert upload["repo_type"] == "space" and upload["folder_path"] == str(staging) and checked == [str(staging)]
     assert {"app.py", "requirements.txt", "README.md", "model", "elmo_transformers"} <= set(calls["files"])
@@ -72,8 +74,7 @@ def test_space_upload_calls(lm_dir, tmp_path, monkeypatch, capsys, fake_hub):
 
     monkeypatch.setattr(HfApi, "create_repo", unreachable)
     assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--staging-dir", str(tmp_path / "again")]) == 1
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
-        "error: cannot upload to me/elmo-demo on ")
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: cannot upload to me/elmo-demo on ")
 
 
 @pytest.mark.slow
@@ -92,13 +93,30 @@ def test_the_shipped_model_by_name_makes_a_truthful_space(tmp_path, capsys):
     assert listed == on_disk and not [name for name in on_disk if "__pycache__" in name or name.endswith(".pyc")]
     card = SpaceCard.load(staging / "README.md")
     assert (card.data.license, card.data.license_name, card.data.license_link) == (
-        "other", "mixed-share-alike-sources", "model/LICENSE.md")
+        "other",
+        "mixed-share-alike-sources",
+        "model/LICENSE.md",
+    )
     assert (staging / "model" / "LICENSE.md").is_file()
     assert card.data.title == "ELMo demo: elmo-en-small" and open_model(staging / "model").title == "elmo-en-small"
     requirements = (staging / "requirements.txt").read_text().splitlines()
     assert requirements[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
-    assert main(["push", "elmo-en-small", "me/elmo-demo", "--space", "--dry-run", "--staging-dir",
-                 str(tmp_path / "again"), "--license", "cc-by-sa-4.0"]) == 0
+    assert (
+        main(
+            [
+                "push",
+                "elmo-en-small",
+                "me/elmo-demo",
+                "--space",
+                "--dry-run",
+                "--staging-dir",
+                str(tmp_path / "again"),
+                "--license",
+                "cc-by-sa-4.0",
+            ]
+        )
+        == 0
+    )
     card = SpaceCard.load(tmp_path / "again" / "README.md")
     assert card.data.license == "cc-by-sa-4.0" and "license_name" not in card.data.to_dict()
 
@@ -118,19 +136,24 @@ def test_push_space_without_gradio_is_one_line_and_stages_nothing(lm_dir, tmp_pa
     monkeypatch.setitem(sys.modules, "gradio", None)  # `import gradio` fails as where it is not installed
     staging = tmp_path / "space"
     assert main(["push", str(lm_dir), "me/elmo-demo", "--space", "--dry-run", "--staging-dir", str(staging)]) == 1
-    assert capsys.readouterr().err == ('error: the web page needs Gradio (gradio is not installed): pip install '
-                                       '"elmo-transformers[demo]"\n')
+    assert capsys.readouterr().err == (
+        'error: the web page needs Gradio (gradio is not installed): pip install "elmo-transformers[demo]"\n'
+    )
     assert not staging.exists()
 
 
 def test_app_py_without_gradio_is_one_line(tmp_path):
-    code = ("import runpy, sys; sys.modules['gradio'] = None; "
-            f"runpy.run_path({str(REPO / 'app.py')!r}, run_name='__main__')")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True,
-                            text=True, timeout=120)
+    code = (
+        "import runpy, sys; sys.modules['gradio'] = None; "
+        f"runpy.run_path({str(REPO / 'app.py')!r}, run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
-    assert result.stderr == ('error: the web page needs Gradio (gradio is not installed): pip install '
-                             '"elmo-transformers[demo]"\n')
+    assert result.stderr == (
+        'error: the web page needs Gradio (gradio is not installed): pip install "elmo-transformers[demo]"\n'
+    )
 
 
 def test_a_model_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
@@ -172,4 +195,5 @@ def test_a_card_header_that_cannot_be_read_names_the_licence_argument(tmp_path):
         model_licence(open_model(tmp_path))
     message = str(refused.value)
     assert message.startswith(f"{tmp_path / 'README.md'}: its metadata cannot be read (") and message.endswith(
-        "): fix the model card's header, or give the Space's licence as license"), message
+        "): fix the model card's header, or give the Space's licence as license"
+    ), message

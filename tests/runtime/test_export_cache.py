@@ -55,8 +55,9 @@ def test_the_key_covers_the_tokenizer_and_every_weight_file(model_copy):
     is another model: another entry. A pickle beside model.safetensors is not read, so it changes nothing."""
     key = cache.export_folder(open_model(model_copy), "float32")[1]
     config = (model_copy / "tokenizer_config.json").read_text(encoding="utf-8")
-    (model_copy / "tokenizer_config.json").write_text(json.dumps({**json.loads(config), "do_lower_case": True}),
-                                                      encoding="utf-8")
+    (model_copy / "tokenizer_config.json").write_text(
+        json.dumps({**json.loads(config), "do_lower_case": True}), encoding="utf-8"
+    )
     assert cache.export_folder(open_model(model_copy), "float32")[1] != key
     (model_copy / "tokenizer_config.json").write_text(config, encoding="utf-8")
     assert cache.export_folder(open_model(model_copy), "float32")[1] == key
@@ -88,7 +89,8 @@ def test_a_damaged_or_replaced_entry_is_exported_again(model_copy, hf_home, capl
                 f.write(data[: len(data) // 2])
         else:  # the entry of another model (its key file says so), with this model's graph
             (hf_home / "elmo-transformers" / "onnx" / key / cache.KEY_FILE).write_text(
-                '{"key": "another-model-float32", "fingerprint": "x"}', encoding="utf-8")
+                '{"key": "another-model-float32", "fingerprint": "x"}', encoding="utf-8"
+            )
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger=cache.__name__):
             model, tokenizer = load_model(model_copy, runtime="onnxruntime")
@@ -159,8 +161,10 @@ def test_a_file_where_an_entry_belongs_is_named_and_kept(model_copy, hf_home):
         f.write("not the cache's")
     with pytest.raises(UserError) as error:
         load_model(model_copy, runtime="onnxruntime")
-    assert str(error.value) == (f"{folder}: a file stands where the export cache keeps this model's export (a "
-                                "folder), and the cache never removes what it did not make: remove it, then run again")
+    assert str(error.value) == (
+        f"{folder}: a file stands where the export cache keeps this model's export (a "
+        "folder), and the cache never removes what it did not make: remove it, then run again"
+    )
     with open(folder) as f:
         assert f.read() == "not the cache's"
 

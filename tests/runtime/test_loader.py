@@ -53,9 +53,11 @@ def test_a_swapped_graph_is_refused_at_load(exported, other_export, tmp_path):
     shutil.copy(other_export / "model.onnx", swapped / "model.onnx")
     (tmp_path / "in.txt").write_text("a b\n")
     message = one_line_error([str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--model", str(swapped), "--top"])
-    assert message.startswith(f"error: --model {swapped}: its model.onnx does not fit its config.json: output "
-                              "last_hidden_state has shape ['batch', 'words', 8], the config gives ['batch', 'words', "
-                              "16]; "), message
+    assert message.startswith(
+        f"error: --model {swapped}: its model.onnx does not fit its config.json: output "
+        "last_hidden_state has shape ['batch', 'words', 8], the config gives ['batch', 'words', "
+        "16]; "
+    ), message
     assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "out.hdf5.partial").exists()
     with pytest.raises(ModelError, match="its model.onnx does not fit its config.json: output last_hidden_state"):
         ElmoEmbedder(swapped)
@@ -68,9 +70,11 @@ def test_a_config_edited_after_export_is_refused_at_load(exported, tmp_path):
     A field that does not decide the numbers may change (options_elmo.NUMBERS_FIELDS)."""
     import onnx
 
-    for field, value, shown in [("projection_dim", 4, "output last_hidden_state has shape"),
-                                ("cell_clip", 1.5, "cell_clip is 1.5 in config.json, the graph was exported with"),
-                                ("num_output_representations", 2, "num_output_representations is 2 in config.json")]:
+    for field, value, shown in [
+        ("projection_dim", 4, "output last_hidden_state has shape"),
+        ("cell_clip", 1.5, "cell_clip is 1.5 in config.json, the graph was exported with"),
+        ("num_output_representations", 2, "num_output_representations is 2 in config.json"),
+    ]:
         edited = shutil.copytree(exported, tmp_path / field)
         config = json.loads((edited / "config.json").read_text())
         (edited / "config.json").write_text(json.dumps({**config, field: value}))
@@ -159,8 +163,13 @@ def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
     (tmp_path / "in.txt").write_text("a b\nc\n")
     (tmp_path / "home").mkdir()
     env = {k: v for k, v in command_env(HOME=str(tmp_path / "home")).items() if k != "ORT_DISABLE_TELEMETRY"}
-    done = subprocess.run([sys.executable, "-c", NO_TORCH, str(exported), str(tmp_path / "in.txt"),
-                           str(tmp_path / "out.hdf5")], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, str(exported), str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {"status": 0, "shape": [3, 2, 16], "tf_hub": [1, 2, 8]}
     assert (tmp_path / "out.hdf5").exists()
@@ -168,31 +177,53 @@ def test_an_export_embeds_where_torch_cannot_be_imported(exported, tmp_path):
 
 
 @pytest.mark.slow
-def test_an_export_embeds_without_importing_torch_where_torch_is_installed(exported, tiny_model_dir, tmp_path,
-                                                                          monkeypatch):
+def test_an_export_embeds_without_importing_torch_where_torch_is_installed(
+    exported, tiny_model_dir, tmp_path, monkeypatch
+):
     """The torch-free path is taken, not only survived: nothing imports torch, and `--runtime onnxruntime` on a
     PyTorch folder whose export is cached does not either."""
     (tmp_path / "in.txt").write_text("a b\nc\n")
-    code = ("import json, sys, elmo_transformers_cli\n"
-            "folder, text, output = sys.argv[1:]\n"
-            "status = elmo_transformers_cli.main(['embed', text, output, '--model', folder, '--top'])\n"
-            "from elmo_transformers import ElmoEmbedder\n"
-            "shape = list(ElmoEmbedder(folder).embed_sentence(['a', 'b']).shape)\n"
-            "print(json.dumps([status, shape, 'torch' in sys.modules]))")
-    done = subprocess.run([sys.executable, "-c", code, str(exported), str(tmp_path / "in.txt"),
-                           str(tmp_path / "out.hdf5")], env=command_env(), capture_output=True, text=True, timeout=300)
+    code = (
+        "import json, sys, elmo_transformers_cli\n"
+        "folder, text, output = sys.argv[1:]\n"
+        "status = elmo_transformers_cli.main(['embed', text, output, '--model', folder, '--top'])\n"
+        "from elmo_transformers import ElmoEmbedder\n"
+        "shape = list(ElmoEmbedder(folder).embed_sentence(['a', 'b']).shape)\n"
+        "print(json.dumps([status, shape, 'torch' in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(exported), str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5")],
+        env=command_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert json.loads(done.stdout.splitlines()[-1]) == [0, [3, 2, 16], False], done.stderr[-3000:]
     # The export cache holding this model's export (made by the cache itself, in this process)
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf"))
     load_model(tiny_model_dir, runtime="onnxruntime")
-    cached = ("import json, sys, elmo_transformers_cli\n"
-              "status = elmo_transformers_cli.main(['embed', *sys.argv[1:], '--top', '--runtime', 'onnxruntime'])\n"
-              "print(json.dumps([status, 'torch' in sys.modules]))")
-    done = subprocess.run([sys.executable, "-c", cached, str(tmp_path / "in.txt"), str(tmp_path / "cached.hdf5"),
-                           "--model", str(tiny_model_dir)], env=command_env(HF_HOME=str(tmp_path / "hf")),
-                          capture_output=True, text=True, timeout=300)
+    cached = (
+        "import json, sys, elmo_transformers_cli\n"
+        "status = elmo_transformers_cli.main(['embed', *sys.argv[1:], '--top', '--runtime', 'onnxruntime'])\n"
+        "print(json.dumps([status, 'torch' in sys.modules]))"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            cached,
+            str(tmp_path / "in.txt"),
+            str(tmp_path / "cached.hdf5"),
+            "--model",
+            str(tiny_model_dir),
+        ],
+        env=command_env(HF_HOME=str(tmp_path / "hf")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert json.loads(done.stdout.splitlines()[-1]) == [0, False], done.stderr[-3000:]
 
 
@@ -201,21 +232,28 @@ def test_importing_the_package_loads_neither_torch_nor_transformers(tmp_path):
     """The import is cheap and registers nothing; `register()` is explicit and works in either import order: before
     transformers' Auto modules are imported, or after (also when they were first imported inside another import)."""
     orders = {
-        "register first": ("elmo_transformers.register()\n"
-                           "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"),
-        "transformers first": ("import elmo_transformers.training.perplexity\n"  # the Auto modules inside an import
-                               "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"
-                               "elmo_transformers.register()\nelmo_transformers.register()\n"),
+        "register first": (
+            "elmo_transformers.register()\nfrom transformers import AutoConfig, AutoModel, AutoTokenizer\n"
+        ),
+        "transformers first": (
+            "import elmo_transformers.training.perplexity\n"  # the Auto modules inside an import
+            "from transformers import AutoConfig, AutoModel, AutoTokenizer\n"
+            "elmo_transformers.register()\nelmo_transformers.register()\n"
+        ),
     }
     for order, body in orders.items():
-        code = ("import json, sys, elmo_transformers\n"
-                "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n" + body +
-                "folder = elmo_transformers.DEFAULT_MODEL\n"
-                "found = [AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder), "
-                "AutoModel.from_pretrained(folder)]\n"
-                "print(json.dumps([loaded, [type(x).__module__ + '.' + type(x).__name__ for x in found]]))")
-        done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
-                              text=True, timeout=300)
+        code = (
+            "import json, sys, elmo_transformers\n"
+            "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n"
+            + body
+            + "folder = elmo_transformers.DEFAULT_MODEL\n"
+            "found = [AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder), "
+            "AutoModel.from_pretrained(folder)]\n"
+            "print(json.dumps([loaded, [type(x).__module__ + '.' + type(x).__name__ for x in found]]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
         classes = ["configuration_elmo.ElmoConfig", "tokenization_elmo.ElmoTokenizer", "modeling_elmo.ElmoModel"]
         assert json.loads(done.stdout.splitlines()[-1]) == [[], classes], (order, done.stderr[-3000:])
 
@@ -239,17 +277,25 @@ def test_a_spawned_process_and_a_pickled_model_load_the_installed_classes(tmp_pa
     it runs, whose `register()` runs there; a pickled model unpickles in a fresh process that imports nothing of
     ELMo's first."""
     (tmp_path / "work.py").write_text(SPAWNED)
-    code = ("import multiprocessing, pickle, subprocess, sys\n"
-            "import work\n"
-            "from transformers import AutoModel\n"
-            "with multiprocessing.get_context('spawn').Pool(1) as pool:\n"
-            "    spawned = pool.apply(work.load, (sys.argv[1],))\n"
-            "blob = pickle.dumps(AutoModel.from_pretrained(sys.argv[1]))\n"
-            "fresh = subprocess.run([sys.executable, '-c', 'import pickle, sys; "
-            "print(type(pickle.loads(sys.stdin.buffer.read())).__name__)'], input=blob, capture_output=True)\n"
-            "print(spawned, fresh.stdout.decode().strip())")
-    done = subprocess.run([sys.executable, "-c", code, str(SHIPPED)], env=command_env(), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    code = (
+        "import multiprocessing, pickle, subprocess, sys\n"
+        "import work\n"
+        "from transformers import AutoModel\n"
+        "with multiprocessing.get_context('spawn').Pool(1) as pool:\n"
+        "    spawned = pool.apply(work.load, (sys.argv[1],))\n"
+        "blob = pickle.dumps(AutoModel.from_pretrained(sys.argv[1]))\n"
+        "fresh = subprocess.run([sys.executable, '-c', 'import pickle, sys; "
+        "print(type(pickle.loads(sys.stdin.buffer.read())).__name__)'], input=blob, capture_output=True)\n"
+        "print(spawned, fresh.stdout.decode().strip())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(SHIPPED)],
+        env=command_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.stdout.split() == ["modeling_elmo", "ElmoModel"], done.stderr[-3000:]
 
 
@@ -268,8 +314,9 @@ def test_runtime_onnxruntime_exports_once_into_the_cache(tiny_model_dir, tmp_pat
     stamp = (cached / "model.onnx").stat().st_mtime_ns
     assert ElmoEmbedder(tiny_model_dir, runtime="onnxruntime").model.folder.path == str(cached)
     assert (cached / "model.onnx").stat().st_mtime_ns == stamp  # reused, not exported again
-    assert_close_to_reference(first.embed_sentence(["a", "b"]), ElmoEmbedder(tiny_model_dir).embed_sentence(["a", "b"]),
-                              "cached export")
+    assert_close_to_reference(
+        first.embed_sentence(["a", "b"]), ElmoEmbedder(tiny_model_dir).embed_sentence(["a", "b"]), "cached export"
+    )
     changed = shutil.copytree(tiny_model_dir, tmp_path / "changed")
     config = json.loads((changed / "config.json").read_text())
     (changed / "config.json").write_text(json.dumps({**config, "cell_clip": 1.0}))
@@ -310,12 +357,15 @@ def test_a_failed_export_restores_the_logger_and_the_warning_filters(tiny, tmp_p
 def test_registering_explicitly_first_then_the_auto_classes(tmp_path):
     """What a command does (cli.import_package: register() before transformers' Auto modules are imported): the Auto
     classes load ELMo."""
-    code = ("import elmo_transformers\nelmo_transformers.register()\n"
-            "from transformers import AutoModelForPreTraining, AutoTokenizer\n"
-            "print(type(AutoModelForPreTraining.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__,"
-            " type(AutoTokenizer.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__)")
-    done = subprocess.run([sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    code = (
+        "import elmo_transformers\nelmo_transformers.register()\n"
+        "from transformers import AutoModelForPreTraining, AutoTokenizer\n"
+        "print(type(AutoModelForPreTraining.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__,"
+        " type(AutoTokenizer.from_pretrained(elmo_transformers.DEFAULT_MODEL)).__name__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=command_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert done.stdout.split() == ["ElmoForLanguageModeling", "ElmoTokenizer"], done.stderr[-3000:]
 
 
@@ -367,7 +417,8 @@ def test_one_load_reads_the_config_json_once(exported, tiny_model_dir, monkeypat
     assert options == {name: saved[name] for name in options}
     loaded = torch_model.config.to_dict()
     assert {name: loaded[name] for name in saved if name != "transformers_version"} == {
-        name: value for name, value in saved.items() if name != "transformers_version"}
+        name: value for name, value in saved.items() if name != "transformers_version"
+    }
 
 
 @pytest.mark.fidelity
@@ -382,8 +433,11 @@ def test_the_inference_core_gives_allennlps_and_transformers_numbers(tiny_model_
     sentences, expected, _ = load_fixture("allennlp-tiny")
     for model_class in (None, ElmoModel):
         model, tokenizer = load_model(tiny_model_dir, model_class)
-        encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt") if model_class \
+        encoded = (
+            tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+            if model_class
             else {name: torch.from_numpy(array) for name, array in tokenizer.encode(sentences).items()}
+        )
         with torch.no_grad():
             out = model(**encoded, output_hidden_states=True)
         name = model_class.__name__ if model_class else "the core"
@@ -392,9 +446,11 @@ def test_the_inference_core_gives_allennlps_and_transformers_numbers(tiny_model_
     scores = []
     for model_class in (None, ElmoForLanguageModeling):
         lm, tokenizer = load_model(lm_dir, model_class, language_model=model_class is None)
-        encoded = (tokenizer(["the cat sat".split()], is_split_into_words=True, return_tensors="pt") if model_class
-                   else {name: torch.from_numpy(array) for name, array in tokenizer.encode([["the", "cat", "sat"]])
-                         .items()})
+        encoded = (
+            tokenizer(["the cat sat".split()], is_split_into_words=True, return_tensors="pt")
+            if model_class
+            else {name: torch.from_numpy(array) for name, array in tokenizer.encode([["the", "cat", "sat"]]).items()}
+        )
         with torch.no_grad():
             scores.append(lm.masked_word_scores(encoded["input_ids"], encoded["attention_mask"], 1))
     assert_close_to_reference(scores[0], scores[1], what="fill-mask scores")
@@ -406,13 +462,20 @@ def test_the_inference_path_imports_no_transformers(tiny_model_dir, tmp_path):
     imports take seconds): not one of its modules is imported."""
     text = tmp_path / "one.txt"
     text.write_text("the cat sat on the mat .\n")
-    code = ("import json, sys\nfrom elmo_transformers import ElmoEmbedder\n"
-            "from elmo_transformers.cli import main\nfrom elmo_transformers.demo import model\n"
-            "ElmoEmbedder(sys.argv[1]).embed_sentence(['a', 'b'])\n"
-            "assert main(['embed', sys.argv[2], sys.argv[3], '--model', sys.argv[1], '--top', '--quiet']) == 0\n"
-            "loaded = model.load('default')\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'transformers')))")
-    done = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir), str(text), str(tmp_path / "o.hdf5")],
-                          capture_output=True, text=True, timeout=300, env=command_env())
+    code = (
+        "import json, sys\nfrom elmo_transformers import ElmoEmbedder\n"
+        "from elmo_transformers.cli import main\nfrom elmo_transformers.demo import model\n"
+        "ElmoEmbedder(sys.argv[1]).embed_sentence(['a', 'b'])\n"
+        "assert main(['embed', sys.argv[2], sys.argv[3], '--model', sys.argv[1], '--top', '--quiet']) == 0\n"
+        "loaded = model.load('default')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'transformers')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tiny_model_dir), str(text), str(tmp_path / "o.hdf5")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=command_env(),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -72,6 +72,7 @@ for name, sentences in json.load(open(batches, encoding="utf-8")).items():
 np.savez(output, **results)
 """
 
+
 def serve_without_torch(folder, batches, tmp_path):
     """The outputs of SERVE for `batches` ({name: sentences}) in a Python where torch and this package are not
     installed (`python -S` on a copy of site-packages without them)."""
@@ -80,7 +81,10 @@ def serve_without_torch(folder, batches, tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     result = subprocess.run(
         [sys.executable, "-S", "-c", SERVE, str(folder), str(tmp_path / "batches.json"), str(tmp_path / "out.npz")],
-        env=dict(env, PYTHONPATH=str(shadow), HF_HUB_OFFLINE="1"), cwd=tmp_path, capture_output=True, text=True,
+        env=dict(env, PYTHONPATH=str(shadow), HF_HUB_OFFLINE="1"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return dict(np.load(tmp_path / "out.npz"))
@@ -134,8 +138,16 @@ def test_export_folder_card_and_graph(exported_tiny):
     import onnx
 
     names = sorted(p.name for p in exported_tiny.iterdir())
-    assert names == ["README.md", "added_tokens.json", "basic_tokenization_elmo.py", "config.json", "model.onnx",
-                     "tokenization_elmo.py", "tokenizer_config.json", "vocab.txt"]
+    assert names == [
+        "README.md",
+        "added_tokens.json",
+        "basic_tokenization_elmo.py",
+        "config.json",
+        "model.onnx",
+        "tokenization_elmo.py",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
     graph = onnx.load(exported_tiny / "model.onnx")
     ops = [node.op_type for node in graph.graph.node]
     assert ops.count("Scan") == 2  # one loop per biLM layer
@@ -184,12 +196,14 @@ def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch):
     with pytest.raises(UserError, match="^dtype .float16.: the ONNX export offers float32, int8"):
         export_onnx(None, None, tmp_path / "c", dtype="float16")
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a)
+    )
     assert main(["export", "onnx", "--output", str(tmp_path / "d")]) == 1
     err = capsys.readouterr().err
-    assert err == 'error: exporting to ONNX needs onnxruntime, not installed here: pip install ' \
-                  '"elmo-transformers[onnx]"\n'
+    assert (
+        err == 'error: exporting to ONNX needs onnxruntime, not installed here: pip install "elmo-transformers[onnx]"\n'
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bert"] and len(list(bert.iterdir())) == 1
 
 
@@ -248,8 +262,9 @@ def test_int8_export_stays_within_the_int8_rule(exported_default_int8):
     tokenizer = ElmoTokenizer.from_pretrained(DEFAULT_MODEL)
     batch = tokenizer([s.split() for s in SENTENCES], is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
-        fp32 = torch.stack(ElmoModel.from_pretrained(DEFAULT_MODEL).eval()(**batch, output_hidden_states=True)
-                           .hidden_states)
+        fp32 = torch.stack(
+            ElmoModel.from_pretrained(DEFAULT_MODEL).eval()(**batch, output_hidden_states=True).hidden_states
+        )
     session = onnxruntime.InferenceSession(str(exported_default_int8 / "model.onnx"))
     _, int8 = session.run(None, {k: batch[k].numpy() for k in ("input_ids", "attention_mask")})
     mask = batch["attention_mask"].bool()
@@ -281,7 +296,8 @@ def test_embed_with_an_exported_folder_equals_pytorch(exported_tiny, tiny_model_
     lines = [" ".join(words) for words in sentences] + ["", " ".join(LONG)]
     (ours, index, dtypes), (torch_arrays, torch_index, torch_dtypes) = (
         embed_lines(model, lines, tmp_path, "--batch-size", "4", name=name)
-        for model, name in [(exported_tiny, "onnx.hdf5"), (tiny_model_dir, "torch.hdf5")])
+        for model, name in [(exported_tiny, "onnx.hdf5"), (tiny_model_dir, "torch.hdf5")]
+    )
     assert index == torch_index and dtypes == torch_dtypes == {np.dtype("float32")}
     assert sorted(ours) == sorted(torch_arrays) == sorted(str(i) for i in range(len(lines)))
     reference = ElmoEmbedder(*float64_reference(tiny)).embed_batch([line.split() for line in lines])
@@ -296,22 +312,32 @@ def test_embed_with_an_exported_folder_equals_pytorch(exported_tiny, tiny_model_
     from conftest import one_line_error
 
     source = tmp_path / "input.txt"
-    message = one_line_error([str(source), str(tmp_path / "refused.hdf5"), "--model", str(exported_tiny), "--all",
-                              "--max-sentence-words", "100"])
+    message = one_line_error(
+        [
+            str(source),
+            str(tmp_path / "refused.hdf5"),
+            "--model",
+            str(exported_tiny),
+            "--all",
+            "--max-sentence-words",
+            "100",
+        ]
+    )
     assert message == (
         f"error: --max-sentence-words 100: shorter than line {len(lines)} of {source} (120 words), and an exported "
         "ONNX model cannot embed a line in windows (its graph is stateless: no LSTM state carries from one window to "
         "the next): give 120 or more to embed every line whole (memory then grows with the line), or use the "
-        "PyTorch model for stateful windows")
+        "PyTorch model for stateful windows"
+    )
     assert not list(tmp_path.glob("refused.hdf5*"))
-    whole, _, _ = embed_lines(exported_tiny, [" ".join(LONG)], tmp_path, "--max-sentence-words", "120",
-                              name="whole.hdf5")
+    whole, _, _ = embed_lines(
+        exported_tiny, [" ".join(LONG)], tmp_path, "--max-sentence-words", "120", name="whole.hdf5"
+    )
     assert_close_to_reference(whole["0"], reference[-1], "the long line whole")
 
 
 @pytest.mark.slow
-def test_resuming_with_another_model_at_the_same_path_is_refused(exported_tiny, tiny_model_dir, tmp_path,
-                                                                  monkeypatch):
+def test_resuming_with_another_model_at_the_same_path_is_refused(exported_tiny, tiny_model_dir, tmp_path, monkeypatch):
     """run.json of an exported model records onnxruntime, its dtype and the hash of its graph file; resuming after
     the folder at the same path became the PyTorch model (or the reverse) is refused, naming what differs."""
     import hashlib
@@ -324,8 +350,10 @@ def test_resuming_with_another_model_at_the_same_path_is_refused(exported_tiny, 
     source = tmp_path / "input.txt"
     source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 7)), encoding="utf-8")
     args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model), "--top", "--batch-size", "2"]
-    for first, then, differs in [(exported_tiny, tiny_model_dir, "weights_sha256="),
-                                 (tiny_model_dir, exported_tiny, "runtime=None, now runtime='onnxruntime'")]:
+    for first, then, differs in [
+        (exported_tiny, tiny_model_dir, "weights_sha256="),
+        (tiny_model_dir, exported_tiny, "runtime=None, now runtime='onnxruntime'"),
+    ]:
         shutil.rmtree(model)
         shutil.copytree(first, model)
         interrupt_after(monkeypatch, "add_batch", 1)
@@ -357,8 +385,7 @@ def test_elmo_embedder_on_an_exported_folder(exported_tiny, tiny):
     for ours, theirs in zip(onnx_embedder.embed_batch(batch), torch_embedder.embed_batch(batch), strict=True):
         assert ours.shape == theirs.shape and ours.dtype == np.float32
         assert_close_to_reference(ours, theirs, "embed_batch")
-    assert_close_to_reference(onnx_embedder.embed_sentence(LONG), torch_embedder.embed_sentence(LONG),
-                              "embed_sentence")
+    assert_close_to_reference(onnx_embedder.embed_sentence(LONG), torch_embedder.embed_sentence(LONG), "embed_sentence")
     hub = onnx_embedder.tf_hub_outputs(["The cat sat .", "ELMo"])
     for name, value in torch_embedder.tf_hub_outputs(["The cat sat .", "ELMo"]).items():
         assert_close_to_reference(hub[name], value, name)
@@ -367,16 +394,26 @@ def test_elmo_embedder_on_an_exported_folder(exported_tiny, tiny):
     assert str(refused.value) == (
         f"{exported_tiny} is an exported ONNX model, whose graph is stateless (every call starts from a zero LSTM "
         "state): it cannot carry the LSTM state from one window of a text to the next; use the PyTorch model for "
-        "stateful windows")
+        "stateful windows"
+    )
     from quantization_elmo import ElmoInt8Config
 
     for kwargs, message in [
-        (dict(dtype=torch.bfloat16), f"bfloat16: {exported_tiny} is an ONNX model exported in float32, the one "
-         "dtype it runs in: leave the dtype out, or use the PyTorch model"),
-        (dict(quantization_config=ElmoInt8Config()), f"int8: {exported_tiny} is an ONNX model exported in float32, "
-         "the one dtype it runs in: leave the dtype out, or export the model again in int8"),
-        (dict(device="meta"), f"meta: {exported_tiny} is an exported ONNX model, which runs on the CPU here "
-         "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model"),
+        (
+            dict(dtype=torch.bfloat16),
+            f"bfloat16: {exported_tiny} is an ONNX model exported in float32, the one "
+            "dtype it runs in: leave the dtype out, or use the PyTorch model",
+        ),
+        (
+            dict(quantization_config=ElmoInt8Config()),
+            f"int8: {exported_tiny} is an ONNX model exported in float32, "
+            "the one dtype it runs in: leave the dtype out, or export the model again in int8",
+        ),
+        (
+            dict(device="meta"),
+            f"meta: {exported_tiny} is an exported ONNX model, which runs on the CPU here "
+            "(onnxruntime's CPU provider): leave the device out, or use the PyTorch model",
+        ),
     ]:
         with pytest.raises(UserError) as refused:
             ElmoEmbedder(exported_tiny, **kwargs)
@@ -395,12 +432,24 @@ def test_embed_with_an_int8_export_stays_within_the_int8_rule(exported_default_i
 
     int8, _, _ = embed_lines(exported_default_int8, SENTENCES, tmp_path, name="int8.hdf5")
     fp32, _, _ = embed_lines(DEFAULT_MODEL, SENTENCES, tmp_path, name="fp32.hdf5")
-    int8_rule(np.concatenate([int8[str(i)] for i in range(len(SENTENCES))], axis=1),
-              np.concatenate([fp32[str(i)] for i in range(len(SENTENCES))], axis=1))
-    assert one_line_error([str(tmp_path / "input.txt"), str(tmp_path / "x.hdf5"), "--model",
-                           str(exported_default_int8), "--top", "--dtype", "float32"]) == (
+    int8_rule(
+        np.concatenate([int8[str(i)] for i in range(len(SENTENCES))], axis=1),
+        np.concatenate([fp32[str(i)] for i in range(len(SENTENCES))], axis=1),
+    )
+    assert one_line_error(
+        [
+            str(tmp_path / "input.txt"),
+            str(tmp_path / "x.hdf5"),
+            "--model",
+            str(exported_default_int8),
+            "--top",
+            "--dtype",
+            "float32",
+        ]
+    ) == (
         f"error: --dtype float32: {exported_default_int8} is an ONNX model exported in int8, the one dtype it runs "
-        "in: leave the dtype out, or export the model again in float32")
+        "in: leave the dtype out, or export the model again in float32"
+    )
 
 
 def test_embed_without_onnxruntime_or_with_a_damaged_graph_is_one_line(tiny_model_dir, tmp_path, monkeypatch):
@@ -411,18 +460,19 @@ def test_embed_without_onnxruntime_or_with_a_damaged_graph_is_one_line(tiny_mode
 
     from conftest import one_line_error
 
-
     exported = shutil.copytree(tiny_model_dir, tmp_path / "onnx", ignore=shutil.ignore_patterns("*.safetensors"))
     (exported / "model.onnx").write_bytes(b"")
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a)
+    )
     source = tmp_path / "input.txt"
     source.write_text("a b\n")
     assert one_line_error([str(source), str(tmp_path / "out.hdf5"), "--model", str(exported), "--top"]) == (
         f"error: --model {exported} is an exported ONNX model: running it needs onnxruntime, not "
-        'installed here: pip install "elmo-transformers[onnx]"')
+        'installed here: pip install "elmo-transformers[onnx]"'
+    )
     monkeypatch.undo()
     message = one_line_error([str(source), str(tmp_path / "out.hdf5"), "--model", str(exported), "--top"])
     assert message.startswith(f"error: --model {exported}: onnxruntime cannot load its model.onnx ([ONNXRuntimeError]")
@@ -468,5 +518,6 @@ def test_transformers_exporter_on_the_language_model(lm_dir):
     for direction in ("forward", "backward"):
         log_probs = torch.log_softmax(torch.as_tensor(out[f"{direction}_logits"]), -1)
         for i, n in enumerate(expected["n_tokens"]):
-            assert_close_to_reference(log_probs[i, : n + 1], expected[f"{direction}_log_probs"][i, : n + 1],
-                                      f"{direction} {i}")
+            assert_close_to_reference(
+                log_probs[i, : n + 1], expected[f"{direction}_log_probs"][i, : n + 1], f"{direction} {i}"
+            )

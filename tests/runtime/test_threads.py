@@ -39,7 +39,8 @@ def test_the_rule(monkeypatch, caplog, warnings_again):
         assert threads.requested_threads() == threads.requested_threads() == 4
     assert [r.getMessage() for r in caplog.records] == [
         "OMP_NUM_THREADS=99999 asks for more threads than the 4 CPUs this process may use, so 4 are used: set "
-        "OMP_NUM_THREADS to 4 or fewer"]
+        "OMP_NUM_THREADS to 4 or fewer"
+    ]
     for value in INVALID:
         caplog.clear()
         monkeypatch.setenv("OMP_NUM_THREADS", value)
@@ -47,7 +48,8 @@ def test_the_rule(monkeypatch, caplog, warnings_again):
             assert threads.requested_threads() is threads.requested_threads() is None
         assert [r.getMessage() for r in caplog.records] == [
             f"OMP_NUM_THREADS={value!r} is not a number of threads, so it is ignored and the threads are chosen as "
-            "where it is unset: set OMP_NUM_THREADS to a whole number from 1 to 4, or unset it"]
+            "where it is unset: set OMP_NUM_THREADS to a whole number from 1 to 4, or unset it"
+        ]
 
 
 @pytest.mark.parametrize(("value", "settled"), [("99999", "4"), ("abc", None), ("3", "3"), ("2,1", "2,1")])
@@ -80,8 +82,13 @@ def embed(tmp_path, value, *args):
     text = tmp_path / "in.txt"
     text.write_text("the cat sat on the mat .\na b c\n")
     output = tmp_path / f"out-{len(os.listdir(tmp_path))}.hdf5"
-    done = subprocess.run(command("embed", text, output, "--top", *args), env=command_env(OMP_NUM_THREADS=value),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command("embed", text, output, "--top", *args),
+        env=command_env(OMP_NUM_THREADS=value),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return done, output
 
 
@@ -94,8 +101,10 @@ def test_a_huge_count_runs_on_the_cpus_this_process_may_use(tmp_path, value):
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
         assert output.exists() and not output.with_name(output.name + ".partial").exists()
         named = [line for line in done.stderr.splitlines() if "OMP_NUM_THREADS" in line]
-        assert named == [f"OMP_NUM_THREADS={value} asks for more threads than the {cpus()} CPUs this process may "
-                         f"use, so {cpus()} are used: set OMP_NUM_THREADS to {cpus()} or fewer"], done.stderr
+        assert named == [
+            f"OMP_NUM_THREADS={value} asks for more threads than the {cpus()} CPUs this process may "
+            f"use, so {cpus()} are used: set OMP_NUM_THREADS to {cpus()} or fewer"
+        ], done.stderr
         used = int(re.search(r"(\d+) threads, float32", done.stderr).group(1))
         assert used == (1 if args else cpus()), done.stderr
 
@@ -129,7 +138,12 @@ print(tuple(vectors.shape), embedded.shape)
 
 def test_a_huge_count_in_the_python_api():
     """An AutoModel forward and ElmoEmbedder segfaulted (the packing threads' OpenMP teams)."""
-    done = subprocess.run([sys.executable, "-c", PYTHON_API, str(SHIPPED)],
-                          env=command_env(OMP_NUM_THREADS="99999"), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PYTHON_API, str(SHIPPED)],
+        env=command_env(OMP_NUM_THREADS="99999"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split("\n")[-2].startswith("(1, 3, ")

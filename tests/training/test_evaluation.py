@@ -88,8 +88,10 @@ An example::
 - A bullet item.
 """
     assert list(rst(page)) == ["See the guide and make first. An example:", "A bullet item."]
-    assert pod_text("Use C<print> and L<the open function|perlfunc/open> E<lt>here E<gt>") == \
-        "Use print and the open function <here >"
+    assert (
+        pod_text("Use C<print> and L<the open function|perlfunc/open> E<lt>here E<gt>")
+        == "Use print and the open function <here >"
+    )
     assert b64_number("B") == 1 and b64_number("BA") == 64  # dictd index numbers
 
 
@@ -110,8 +112,9 @@ def test_compare_models_tables_come_from_the_evaluation_files(tmp_path, capsys):
     for name, auc, hits in (("old", 0.59, 1), ("new", 0.61, 2)):
         folder = tmp_path / name
         (folder / "pos-ewt-mix").mkdir(parents=True)
-        (folder / "word_sense.json").write_text(json.dumps({"roc_auc": {"ELMo mix": auc},
-                                                            "accuracy": {"ELMo mix": auc - 0.02}}))
+        (folder / "word_sense.json").write_text(
+            json.dumps({"roc_auc": {"ELMo mix": auc}, "accuracy": {"ELMo mix": auc - 0.02}})
+        )
         (folder / "pos-ewt-mix" / "all_results.json").write_text(json.dumps({"test_accuracy": auc + 0.3}))
         results = [{"sentence": "a <mask> .", "top": ["b", "c"], "hit": True}] * hits
         (folder / "fill_mask.json").write_text(json.dumps({"top_k": 10, "hits": hits, "results": results}))

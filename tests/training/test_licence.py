@@ -50,9 +50,29 @@ def test_finetune_and_push_keep_the_licence(tiny_model_dir, tmp_path, capsys):
     base = with_licence(tiny_model_dir, tmp_path, "base")
     data = tmp_path / "train.jsonl"
     data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
-    assert run(["finetune", "sequence-classification", "--model-name-or-path", base, "--train-file", data,
-                "--output-dir", tmp_path / "head", "--do-train", "--max-steps", "1", "--save-steps", "1",
-                "--report-to", "none"], capsys)[0] == 0
+    assert (
+        run(
+            [
+                "finetune",
+                "sequence-classification",
+                "--model-name-or-path",
+                base,
+                "--train-file",
+                data,
+                "--output-dir",
+                tmp_path / "head",
+                "--do-train",
+                "--max-steps",
+                "1",
+                "--save-steps",
+                "1",
+                "--report-to",
+                "none",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     assert (tmp_path / "head" / "LICENSE.md").read_text(encoding="utf-8") == LICENCE
     assert (tmp_path / "head" / "checkpoint-1" / "LICENSE.md").read_text(encoding="utf-8") == LICENCE
     assert card_of_push(tmp_path / "head", tmp_path, capsys) == (CARD_LICENCE, LICENCE)
@@ -63,9 +83,28 @@ def test_pretrain_keeps_the_licence(lm_dir, tmp_path, capsys):
     base = with_licence(lm_dir, tmp_path, "lm")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat .\n" * 40)
-    assert run(["pretrain", "--model-name-or-path", base, "--train-file", corpus, "--output-dir", tmp_path / "out",
-                "--do-train", "--max-steps", "1", "--per-device-train-batch-size", "4", "--report-to", "none"],
-               capsys)[0] == 0
+    assert (
+        run(
+            [
+                "pretrain",
+                "--model-name-or-path",
+                base,
+                "--train-file",
+                corpus,
+                "--output-dir",
+                tmp_path / "out",
+                "--do-train",
+                "--max-steps",
+                "1",
+                "--per-device-train-batch-size",
+                "4",
+                "--report-to",
+                "none",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     assert (tmp_path / "out" / "LICENSE.md").read_text(encoding="utf-8") == LICENCE
 
 

@@ -20,8 +20,17 @@ from tolerance import assert_close_to_reference
 
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, masked_mean
 
-TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "dog": "NOUN", "bird": "NOUN", "sees": "VERB", "likes": "VERB",
-        "and": "CONJ", ".": "PUNCT"}
+TAGS = {
+    "the": "DET",
+    "a": "DET",
+    "cat": "NOUN",
+    "dog": "NOUN",
+    "bird": "NOUN",
+    "sees": "VERB",
+    "likes": "VERB",
+    "and": "CONJ",
+    ".": "PUNCT",
+}
 LABELS = sorted(set(TAGS.values()))
 
 
@@ -30,8 +39,13 @@ def toy_tagged(n, seed):
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        words = [rng.choice(["the", "a"]), rng.choice(["cat", "dog", "bird"]), rng.choice(["sees", "likes"]),
-                 rng.choice(["the", "a"]), rng.choice(["cat", "dog", "bird"])]
+        words = [
+            rng.choice(["the", "a"]),
+            rng.choice(["cat", "dog", "bird"]),
+            rng.choice(["sees", "likes"]),
+            rng.choice(["the", "a"]),
+            rng.choice(["cat", "dog", "bird"]),
+        ]
         if rng.random() < 0.4:
             words += ["and", rng.choice(["the", "a"]), rng.choice(["cat", "dog"]), rng.choice(["sees", "likes"])]
         out.append(words + ["."])
@@ -50,11 +64,25 @@ def head_kwargs(**kwargs):
 
 
 def train(model, tokenizer, dataset, tmp_path, **kwargs):
-    args = dict(output_dir=str(tmp_path), report_to=[], per_device_train_batch_size=8, learning_rate=3e-2,
-                save_strategy="no", disable_tqdm=True, seed=0, max_steps=30, logging_steps=10)
+    args = dict(
+        output_dir=str(tmp_path),
+        report_to=[],
+        per_device_train_batch_size=8,
+        learning_rate=3e-2,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        max_steps=30,
+        logging_steps=10,
+    )
     args.update(kwargs)
-    trainer = Trainer(model=model, args=TrainingArguments(**args), train_dataset=dataset, processing_class=tokenizer,
-                      data_collator=DataCollatorForTokenClassification(tokenizer))
+    trainer = Trainer(
+        model=model,
+        args=TrainingArguments(**args),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+    )
     trainer.train()
     return trainer
 
@@ -71,8 +99,15 @@ def test_token_classifier_from_base_folder_learns_rule_with_frozen_bilm(tiny_mod
     assert all(torch.equal(model.elmo.state_dict()[k], v) for k, v in base.state_dict().items())
     assert not any(p.requires_grad for p in model.elmo.bilm.parameters())
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    train(model, tokenizer, tag_dataset(tokenizer, toy_tagged(64, seed=0)), tmp_path, max_steps=60,
-          learning_rate=0.03, per_device_train_batch_size=16)
+    train(
+        model,
+        tokenizer,
+        tag_dataset(tokenizer, toy_tagged(64, seed=0)),
+        tmp_path,
+        max_steps=60,
+        learning_rate=0.03,
+        per_device_train_batch_size=16,
+    )
     after = model.state_dict()
     for name in before:
         if name.startswith("elmo.bilm."):
@@ -132,8 +167,9 @@ def test_sequence_classifier_is_linear_on_masked_mean_of_elmo_vectors(tiny_model
 def test_mix_l2_penalty_is_added_in_training_only(tiny_model_dir, tiny):
     _, tokenizer = tiny
     plain = ElmoForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=2, dropout=0.0)
-    penalised = ElmoForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=2, dropout=0.0,
-                                                              mix_l2_lambda=0.001)
+    penalised = ElmoForSequenceClassification.from_pretrained(
+        tiny_model_dir, num_labels=2, dropout=0.0, mix_l2_lambda=0.001
+    )
     penalised.load_state_dict(plain.state_dict())
     with torch.no_grad():
         for model in (plain, penalised):
@@ -154,12 +190,20 @@ def test_labels_shape_is_checked(tiny_model_dir, tiny):
         model(**enc, labels=torch.tensor([[0, 1, 2]]))
 
 
-@pytest.mark.parametrize("auto_class, head, kwargs", [
-    (AutoModelForTokenClassification, ElmoForTokenClassification, head_kwargs(task_encoder="lstm", task_encoder_dim=4)),
-    (AutoModelForSequenceClassification, ElmoForSequenceClassification, dict(num_labels=3)),
-])
-def test_save_and_reload_with_auto_class_gives_identical_predictions(tiny_model_dir, tiny, tmp_path, auto_class, head,
-                                                                     kwargs):
+@pytest.mark.parametrize(
+    "auto_class, head, kwargs",
+    [
+        (
+            AutoModelForTokenClassification,
+            ElmoForTokenClassification,
+            head_kwargs(task_encoder="lstm", task_encoder_dim=4),
+        ),
+        (AutoModelForSequenceClassification, ElmoForSequenceClassification, dict(num_labels=3)),
+    ],
+)
+def test_save_and_reload_with_auto_class_gives_identical_predictions(
+    tiny_model_dir, tiny, tmp_path, auto_class, head, kwargs
+):
     _, tokenizer = tiny
     # The base folder loads straight into the head through the Auto class (one auto_map lists every head).
     model = auto_class.from_pretrained(tiny_model_dir, trust_remote_code=True, **kwargs).eval()
@@ -169,8 +213,12 @@ def test_save_and_reload_with_auto_class_gives_identical_predictions(tiny_model_
     model.save_pretrained(tmp_path / "saved")
     tokenizer.save_pretrained(tmp_path / "saved")
     config = json.loads((tmp_path / "saved" / "config.json").read_text())
-    assert {"AutoModel", "AutoModelForTokenClassification", "AutoModelForSequenceClassification",
-            "AutoModelForPreTraining"} <= set(config["auto_map"])
+    assert {
+        "AutoModel",
+        "AutoModelForTokenClassification",
+        "AutoModelForSequenceClassification",
+        "AutoModelForPreTraining",
+    } <= set(config["auto_map"])
     loaded = auto_class.from_pretrained(tmp_path / "saved", trust_remote_code=True).eval()
     assert not any(p.requires_grad for p in loaded.elmo.bilm.parameters())  # still frozen after loading
     enc = tokenizer(["the cat sees a dog", "a bird"], padding=True, return_tensors="pt")
@@ -201,8 +249,10 @@ def test_labels_that_would_be_misread_are_refused(tiny_model_dir, tiny):
     # Integer labels of any width are class ids (int16 too, not multi-label targets), read exactly.
     want = sequence(**enc, labels=torch.tensor([2, 0])).loss
     assert torch.equal(sequence(**enc, labels=torch.tensor([2, 0], dtype=torch.int16)).loss, want)
-    assert torch.equal(token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]], dtype=torch.int32)).loss,
-                       token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]])).loss)
+    assert torch.equal(
+        token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]], dtype=torch.int32)).loss,
+        token(**enc, labels=torch.tensor([[2, 0, 1], [1, -100, -100]])).loss,
+    )
 
 
 def test_bio_span_f1():
@@ -223,8 +273,9 @@ def test_bio_span_f1():
         return token_metrics(labels)(EvalPrediction(predictions=logits, label_ids=pad(gold, -100)))
 
     # gold chunks: PER 0-2, LOC 3-4, PER 0-1; predicted: PER 0-2 (right), LOC 3-5 (wrong end), LOC 0-1 (wrong type)
-    got = scores([["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-PER"]],
-                 [["B-PER", "I-PER", "O", "B-LOC", "I-LOC"], ["B-LOC"]])
+    got = scores(
+        [["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-PER"]], [["B-PER", "I-PER", "O", "B-LOC", "I-LOC"], ["B-LOC"]]
+    )
     assert got["precision"] == pytest.approx(1 / 3) and got["recall"] == pytest.approx(1 / 3)
     assert got["f1"] == pytest.approx(1 / 3) and got["accuracy"] == pytest.approx(4 / 6)
     # I-PER I-PER B-PER is two chunks, PER 0-2 and PER 2-3: both found in the same tags written with B-
@@ -241,11 +292,31 @@ def test_token_classification_script_on_conll(tiny_model_dir, tmp_path):
 
     write(tmp_path / "train.conll", toy_tagged(32, seed=0))
     write(tmp_path / "valid.conll", toy_tagged(8, seed=1))
-    trainer = finetune(["token-classification", "--model_name_or_path", str(tiny_model_dir),
-                        "--train_file", str(tmp_path / "train.conll"),
-                        "--validation_file", str(tmp_path / "valid.conll"), "--output_dir", str(tmp_path / "out"),
-                        "--do_train", "--do_eval", "--max_steps", "3", "--report_to", "none", "--save_strategy",
-                        "no", "--disable_tqdm", "true", "--task_encoder_dim", "4"])
+    trainer = finetune(
+        [
+            "token-classification",
+            "--model_name_or_path",
+            str(tiny_model_dir),
+            "--train_file",
+            str(tmp_path / "train.conll"),
+            "--validation_file",
+            str(tmp_path / "valid.conll"),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--do_train",
+            "--do_eval",
+            "--max_steps",
+            "3",
+            "--report_to",
+            "none",
+            "--save_strategy",
+            "no",
+            "--disable_tqdm",
+            "true",
+            "--task_encoder_dim",
+            "4",
+        ]
+    )
     metrics = json.loads((tmp_path / "out" / "eval_results.json").read_text())
     assert 0 <= metrics["eval_accuracy"] <= 1 and "eval_f1" not in metrics  # POS-like tags: accuracy only
     loaded = AutoModelForTokenClassification.from_pretrained(tmp_path / "out", trust_remote_code=True).eval()
@@ -262,14 +333,38 @@ def test_sequence_classification_script_on_jsonl(tiny_model_dir, tmp_path, caplo
 
     rng = random.Random(0)
     words = {"pos": ["good", "fine", "great"], "neg": ["bad", "awful", "poor"]}
-    rows = [{"text": " ".join(rng.choice(words[label]) for _ in range(3)), "label": label}
-            for label in ("pos", "neg") for _ in range(12)]
+    rows = [
+        {"text": " ".join(rng.choice(words[label]) for _ in range(3)), "label": label}
+        for label in ("pos", "neg")
+        for _ in range(12)
+    ]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    finetune(["sequence-classification", "--model_name_or_path", str(tiny_model_dir),
-              "--train_file", str(tmp_path / "train.jsonl"),
-              "--validation_file", str(tmp_path / "train.jsonl"), "--test_file", str(tmp_path / "train.jsonl"),
-              "--output_dir", str(tmp_path / "out"), "--do_train", "--do_eval", "--do_predict", "--max_steps", "2",
-              "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true"])
+    finetune(
+        [
+            "sequence-classification",
+            "--model_name_or_path",
+            str(tiny_model_dir),
+            "--train_file",
+            str(tmp_path / "train.jsonl"),
+            "--validation_file",
+            str(tmp_path / "train.jsonl"),
+            "--test_file",
+            str(tmp_path / "train.jsonl"),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--do_train",
+            "--do_eval",
+            "--do_predict",
+            "--max_steps",
+            "2",
+            "--report_to",
+            "none",
+            "--save_strategy",
+            "no",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     for split in ("eval", "test"):
         metrics = json.loads((tmp_path / "out" / f"{split}_results.json").read_text())
         assert {f"{split}_accuracy", f"{split}_macro_f1"} <= set(metrics)

@@ -79,16 +79,36 @@ def test_tag_count_must_equal_word_count(tiny_model_dir, tmp_path, tags, words):
     rows.append({"tokens": ["the", "cat", "sat"][:words], "tags": tags})
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     with pytest.raises(DataError, match=rf"train example 2: {words} words but {len(tags)} tags"):
-        finetune(["token-classification", "--model_name_or_path", str(tiny_model_dir), "--train_file", train,
-                  "--output_dir", str(tmp_path / "out"), "--do_train", *COMMON])
+        finetune(
+            [
+                "token-classification",
+                "--model_name_or_path",
+                str(tiny_model_dir),
+                "--train_file",
+                train,
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--do_train",
+                *COMMON,
+            ]
+        )
 
 
 @pytest.mark.slow
 def test_data_errors_print_one_line(tiny_model_dir, tmp_path, run_cli):
     (tmp_path / "empty.jsonl").write_text("")
-    code, _, err = run_cli("finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir,
-                           "--train_file", tmp_path / "empty.jsonl", "--output_dir", tmp_path / "o", "--do_train",
-                           *COMMON)
+    code, _, err = run_cli(
+        "finetune",
+        "sequence-classification",
+        "--model_name_or_path",
+        tiny_model_dir,
+        "--train_file",
+        tmp_path / "empty.jsonl",
+        "--output_dir",
+        tmp_path / "o",
+        "--do_train",
+        *COMMON,
+    )
     assert code == 1
     assert err.strip().splitlines()[-1] == f"error: {tmp_path / 'empty.jsonl'}: the file is empty (no examples)"
     assert "Traceback" not in err
@@ -101,23 +121,55 @@ def test_resumed_bilm_training_keeps_the_checkpoint_vocabulary(tmp_path):
 
     words = "the cat sees a dog and the bird likes the cat".split()
     (tmp_path / "train.txt").write_text("\n".join(" ".join(words[i:] + words[:i]) for i in range(11)) + "\n")
-    common = ["--train_file", str(tmp_path / "train.txt"), "--do_train", "--per_device_train_batch_size", "4",
-              "--report_to", "none", "--disable_tqdm", "true", "--output_dir", str(tmp_path / "run"),
-              "--char_embedding_dim", "4", "--filters", "[[1,4],[2,4]]", "--lstm_dim", "8", "--projection_dim", "4",
-              "--save_strategy", "steps", "--save_steps", "2"]
+    common = [
+        "--train_file",
+        str(tmp_path / "train.txt"),
+        "--do_train",
+        "--per_device_train_batch_size",
+        "4",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--char_embedding_dim",
+        "4",
+        "--filters",
+        "[[1,4],[2,4]]",
+        "--lstm_dim",
+        "8",
+        "--projection_dim",
+        "4",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+    ]
     train_bilm.main(common + ["--max_steps", "2"])
     checkpoint = tmp_path / "run" / "checkpoint-2"
     vocab = (checkpoint / "vocab.txt").read_text()
 
-    trainer = train_bilm.main(common + ["--max_steps", "3", "--min_count", "2", "--vocab_size", "5",
-                                        "--resume_from_checkpoint", str(checkpoint)])
+    trainer = train_bilm.main(
+        common
+        + ["--max_steps", "3", "--min_count", "2", "--vocab_size", "5", "--resume_from_checkpoint", str(checkpoint)]
+    )
     assert (tmp_path / "run" / "vocab.txt").read_text() == vocab
     assert trainer.model.config.lm_vocab_size == len(vocab.split())
 
     (tmp_path / "other.txt").write_text("<S>\n</S>\n<UNK>\ncat\n")
     with pytest.raises(DataError, match="differs from the vocabulary of the checkpoint"):
-        train_bilm.main(common + ["--max_steps", "3", "--vocab_file", str(tmp_path / "other.txt"),
-                                  "--resume_from_checkpoint", str(checkpoint)])
+        train_bilm.main(
+            common
+            + [
+                "--max_steps",
+                "3",
+                "--vocab_file",
+                str(tmp_path / "other.txt"),
+                "--resume_from_checkpoint",
+                str(checkpoint),
+            ]
+        )
 
 
 def test_one_label_is_refused(tiny_model_dir, tmp_path, capsys):
@@ -125,16 +177,48 @@ def test_one_label_is_refused(tiny_model_dir, tmp_path, capsys):
     from conftest import one_line, run
 
     train = write_jsonl(tmp_path / "train.jsonl", polarity_rows(["pos"], 2))
-    one_line(*run(["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
-                   train, "--output_dir", tmp_path / "out", "--do_train", *COMMON], capsys),
-             "error: the column 'label' holds one label ('pos') in the train split: a classifier needs at least two "
-             "classes; give data with examples of two or more labels")
+    one_line(
+        *run(
+            [
+                "finetune",
+                "sequence-classification",
+                "--model_name_or_path",
+                tiny_model_dir,
+                "--train_file",
+                train,
+                "--output_dir",
+                tmp_path / "out",
+                "--do_train",
+                *COMMON,
+            ],
+            capsys,
+        ),
+        "error: the column 'label' holds one label ('pos') in the train split: a classifier needs at least two "
+        "classes; give data with examples of two or more labels",
+    )
     assert not (tmp_path / "out").exists()
     valid = write_jsonl(tmp_path / "valid.jsonl", polarity_rows(["pos", "neg"], 2))  # another label, never trained
-    one_line(*run(["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file",
-                   train, "--validation_file", valid, "--output_dir", tmp_path / "out", "--do_train", "--do_eval",
-                   *COMMON], capsys),
-             "error: the column 'label' holds one label ('pos') in the train split: a classifier needs")
+    one_line(
+        *run(
+            [
+                "finetune",
+                "sequence-classification",
+                "--model_name_or_path",
+                tiny_model_dir,
+                "--train_file",
+                train,
+                "--validation_file",
+                valid,
+                "--output_dir",
+                tmp_path / "out",
+                "--do_train",
+                "--do_eval",
+                *COMMON,
+            ],
+            capsys,
+        ),
+        "error: the column 'label' holds one label ('pos') in the train split: a classifier needs",
+    )
 
 
 def label_mapping_of(splits, nested=False):
@@ -154,7 +238,8 @@ def test_labels_of_other_splits_the_train_split_lacks_are_named(caplog):
     assert labels == ["bad", "meh", "neg", "pos"]
     assert [record.getMessage() for record in caplog.records] == [
         "the validation split has labels the train split lacks ('bad', 'meh'): the model never learns them, so their "
-        "examples count as errors; add training examples of them or leave those examples out"]
+        "examples count as errors; add training examples of them or leave those examples out"
+    ]
 
 
 def test_integer_labels_stay_integers(tiny_model_dir, tmp_path):
@@ -170,25 +255,58 @@ def test_integer_labels_stay_integers(tiny_model_dir, tmp_path):
     trainer = run_sequence(tiny_model_dir, tmp_path / "out", train, extra=["--do_train"])
     assert trainer.model.config.id2label == {0: "0", 1: "1"}
     tags = write_jsonl(tmp_path / "tags.jsonl", [{"tokens": ["the", "cat"], "tags": [0, 1]}] * 2)
-    trainer = finetune(["token-classification", "--model_name_or_path", str(tiny_model_dir), "--train_file", tags,
-                        "--validation_file", tags, "--output_dir", str(tmp_path / "tags"), "--do_train", "--do_eval",
-                        *COMMON])
+    trainer = finetune(
+        [
+            "token-classification",
+            "--model_name_or_path",
+            str(tiny_model_dir),
+            "--train_file",
+            tags,
+            "--validation_file",
+            tags,
+            "--output_dir",
+            str(tmp_path / "tags"),
+            "--do_train",
+            "--do_eval",
+            *COMMON,
+        ]
+    )
     assert trainer.model.config.id2label == {0: "0", 1: "1"}
 
 
 def test_resume_from_checkpoint_true_is_the_last_checkpoint(tiny_model_dir, tmp_path, capsys):
-    """"true" was taken for a folder's name: a traceback. It is Trainer.train's True, the last checkpoint of
+    """ "true" was taken for a folder's name: a traceback. It is Trainer.train's True, the last checkpoint of
     output_dir; a folder that is not a checkpoint is one line."""
     from conftest import one_line, run
 
     train = write_jsonl(tmp_path / "train.jsonl", polarity_rows(["pos", "neg"], 2))
-    args = ["finetune", "sequence-classification", "--model_name_or_path", tiny_model_dir, "--train_file", train,
-            "--output_dir", tmp_path / "out", "--do_train", "--report_to", "none", "--disable_tqdm", "true",
-            "--save_strategy", "steps", "--save_steps", "1"]
-    one_line(*run([*args, "--max_steps", "1", "--resume_from_checkpoint", "true"], capsys),
-             f"error: resume_from_checkpoint true: output_dir {tmp_path / 'out'} holds no checkpoint-N folder")
-    one_line(*run([*args, "--max_steps", "1", "--resume_from_checkpoint", tmp_path], capsys),
-             f"error: resume_from_checkpoint {tmp_path}: not a checkpoint of Trainer (no trainer_state.json)")
+    args = [
+        "finetune",
+        "sequence-classification",
+        "--model_name_or_path",
+        tiny_model_dir,
+        "--train_file",
+        train,
+        "--output_dir",
+        tmp_path / "out",
+        "--do_train",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+    ]
+    one_line(
+        *run([*args, "--max_steps", "1", "--resume_from_checkpoint", "true"], capsys),
+        f"error: resume_from_checkpoint true: output_dir {tmp_path / 'out'} holds no checkpoint-N folder",
+    )
+    one_line(
+        *run([*args, "--max_steps", "1", "--resume_from_checkpoint", tmp_path], capsys),
+        f"error: resume_from_checkpoint {tmp_path}: not a checkpoint of Trainer (no trainer_state.json)",
+    )
     assert run([*args, "--max_steps", "1"], capsys)[0] == 0
     first = (tmp_path / "out" / "checkpoint-1" / "trainer_state.json").stat().st_mtime_ns
     assert run([*args, "--max_steps", "2", "--resume_from_checkpoint", "true"], capsys)[0] == 0

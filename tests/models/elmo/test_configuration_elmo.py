@@ -16,8 +16,16 @@ from configuration_elmo import ElmoConfig
 
 @pytest.mark.parametrize(
     "field, value",
-    [("activation", "gelu"), ("n_characters", 300), ("filters", [[60, 4]]), ("lstm_dim", 0),
-     ("cell_clip", -1.0), ("dropout", 1.5), ("scalar_mix_parameters", [0.0]), ("max_characters_per_token", 2)],
+    [
+        ("activation", "gelu"),
+        ("n_characters", 300),
+        ("filters", [[60, 4]]),
+        ("lstm_dim", 0),
+        ("cell_clip", -1.0),
+        ("dropout", 1.5),
+        ("scalar_mix_parameters", [0.0]),
+        ("max_characters_per_token", 2),
+    ],
 )
 def test_invalid_config_is_named(field, value):
     with pytest.raises(StrictDataclassError, match=field):
@@ -26,9 +34,18 @@ def test_invalid_config_is_named(field, value):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("use_skip_connections", "false"), ("do_layer_norm", 0), ("cell_clip", float("nan")),
-     ("proj_clip", float("-inf")), ("mix_l2_lambda", float("nan")), ("scalar_mix_parameters", [0.0, float("nan"), 0.0]),
-     ("scalar_mix_parameters", ["1", 0, 0]), ("filters", 5), ("filters", [[1, 2, 3]]), ("dropout", float("nan"))],
+    [
+        ("use_skip_connections", "false"),
+        ("do_layer_norm", 0),
+        ("cell_clip", float("nan")),
+        ("proj_clip", float("-inf")),
+        ("mix_l2_lambda", float("nan")),
+        ("scalar_mix_parameters", [0.0, float("nan"), 0.0]),
+        ("scalar_mix_parameters", ["1", 0, 0]),
+        ("filters", 5),
+        ("filters", [[1, 2, 3]]),
+        ("dropout", float("nan")),
+    ],
 )
 def test_config_refuses_wrong_types_and_non_finite_numbers(field, value):
     with pytest.raises(StrictDataclassError, match=field):
@@ -63,15 +80,20 @@ def test_types_and_ranges_are_checked_on_assignment():
     (a config edited in place, `config.lstm_dim = 10**12`, was accepted and failed much later), in one line naming
     the value and the range; also through the names transformers' configs share (`num_hidden_layers`)."""
     config = ElmoConfig(lstm_dim=12, projection_dim=5)
-    for field, value in [("lstm_dim", "12"), ("do_layer_norm", 1), ("dropout", "0.1"), ("task_encoder", "gru"),
-                         ("filters", [[1, "4"]])]:
+    for field, value in [
+        ("lstm_dim", "12"),
+        ("do_layer_norm", 1),
+        ("dropout", "0.1"),
+        ("task_encoder", "gru"),
+        ("filters", [[1, "4"]]),
+    ]:
         with pytest.raises(StrictDataclassError, match=f"for field '{field}'"):
             setattr(config, field, value)
-    for field, value, message in [("lstm_dim", 10**12, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, "
-                                   "got 1000000000000"),
-                                  ("lstm_dim", 0, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 0"),
-                                  ("num_hidden_layers", 65, "ElmoConfig.n_layers must be an integer from 1 to 64, "
-                                   "got 65")]:
+    for field, value, message in [
+        ("lstm_dim", 10**12, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 1000000000000"),
+        ("lstm_dim", 0, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 0"),
+        ("num_hidden_layers", 65, "ElmoConfig.n_layers must be an integer from 1 to 64, got 65"),
+    ]:
         with pytest.raises(ValueError) as refused:
             setattr(config, field, value)
         assert str(refused.value) == message
@@ -98,14 +120,28 @@ def test_a_pad_token_after_the_softmax_words_loads_without_a_warning(tmp_path, c
     assert "pad_token_id" not in caplog.text
 
 
-@pytest.mark.parametrize("fields, message", [
-    (dict(char_vocab_size=10, sentence_boundary_ids=[[1] * 49 + [11], [2] * 50]), "holds the id 11, beyond its "
-     "vocabulary (ids 1 to 10"),
-    (dict(char_embedding_dim=0, word_vocab_size=7, word_embedding_dim=4, sentence_boundary_ids=[[8], [2]]),
-     "holds the id 8, beyond its vocabulary (ids 1 to 7"),
-    (dict(char_vocab_size=10, word_vocab_size=7, word_embedding_dim=4,
-          sentence_boundary_ids=[[1] * 51, [9] + [2] * 50]), "holds the id 9, beyond its vocabulary (ids 1 to 7"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (
+            dict(char_vocab_size=10, sentence_boundary_ids=[[1] * 49 + [11], [2] * 50]),
+            "holds the id 11, beyond its vocabulary (ids 1 to 10",
+        ),
+        (
+            dict(char_embedding_dim=0, word_vocab_size=7, word_embedding_dim=4, sentence_boundary_ids=[[8], [2]]),
+            "holds the id 8, beyond its vocabulary (ids 1 to 7",
+        ),
+        (
+            dict(
+                char_vocab_size=10,
+                word_vocab_size=7,
+                word_embedding_dim=4,
+                sentence_boundary_ids=[[1] * 51, [9] + [2] * 50],
+            ),
+            "holds the id 9, beyond its vocabulary (ids 1 to 7",
+        ),
+    ],
+)
 def test_sentence_boundary_ids_beyond_the_vocabularies_are_refused(fields, message):
     """Refused when the config is made, not at the first forward with an IndexError."""
     with pytest.raises(StrictDataclassError, match=re.escape(message)):
@@ -116,8 +152,9 @@ def test_configuration_imports_neither_torch_nor_the_tokenizer():
     """configuration_elmo is the base of the model's modules: its own imports hold neither torch nor the tokenizer
     (transformers' PretrainedConfig may import torch where it is installed; that is transformers')."""
     tree = ast.parse((REPO / "configuration_elmo.py").read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"torch", "tokenization_elmo"}, imported
     with pytest.raises(ValueError, match="'banana' is not a torch dtype of floats"):
@@ -131,10 +168,13 @@ def test_tuples_are_stored_as_lists():
     assert ElmoConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("lstm_dim", "12", "Field 'lstm_dim' expected int, got str (value: '12')"),
-    ("dropout", 1.5, "ElmoConfig.dropout must be in [0, 1), got 1.5"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lstm_dim", "12", "Field 'lstm_dim' expected int, got str (value: '12')"),
+        ("dropout", 1.5, "ElmoConfig.dropout must be in [0, 1), got 1.5"),
+    ],
+)
 def test_a_config_json_value_refused_is_one_line_naming_it(tmp_path, tiny_model_dir, capsys, field, value, message):
     """A folder's config.json holding a value of the wrong type or out of range: the command's one line quotes
     what `@strict` refused (its cause, not only the header line of huggingface_hub's error)."""

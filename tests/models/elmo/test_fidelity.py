@@ -80,8 +80,16 @@ VARIANTS = {
 def test_variants_match_numpy_reference(tmp_path, variant):
     settings = dict(VARIANTS[variant])
     flat = settings.pop("flat", False)
-    fields = dict(char_embedding_dim=4, filters=[[1, 4], [2, 8], [3, 16]], n_highway=1, lstm_dim=16,
-                  projection_dim=8, n_layers=2, cell_clip=3.0, proj_clip=3.0)
+    fields = dict(
+        char_embedding_dim=4,
+        filters=[[1, 4], [2, 8], [3, 16]],
+        n_highway=1,
+        lstm_dim=16,
+        projection_dim=8,
+        n_layers=2,
+        cell_clip=3.0,
+        proj_clip=3.0,
+    )
     fields.update(settings)
     options = options_from_config(ElmoConfig(**fields))
     (tmp_path / "options.json").write_text(json.dumps(options))
@@ -110,8 +118,10 @@ def test_original_size_in_float64_equals_the_float64_reference():
 
     config = ElmoConfig()
     rng = np.random.default_rng(0)
-    arrays = {name: rng.standard_normal(shape) * 3.0 * (2.0 / (sum(shape[-2:]) if len(shape) > 1 else shape[0])) ** 0.5
-              for name, shape in expected_shapes(config).items()}  # the layout write_random_weights(scale=3) writes
+    arrays = {
+        name: rng.standard_normal(shape) * 3.0 * (2.0 / (sum(shape[-2:]) if len(shape) > 1 else shape[0])) ** 0.5
+        for name, shape in expected_shapes(config).items()
+    }  # the layout write_random_weights(scale=3) writes
     model = ElmoModel(config).double().eval()
     missing, unexpected = model.load_state_dict(to_state_dict(config, arrays), strict=False)
     assert not unexpected and all(name.startswith("scalar_mixes.") for name in missing)

@@ -104,8 +104,7 @@ def test_masked_word_log_probs_never_read_the_masked_word(lm_dir):
     from tokenization_elmo import ElmoTokenizer
 
     model, tokenizer = ElmoForLanguageModeling.from_pretrained(lm_dir).eval(), ElmoTokenizer.from_pretrained(lm_dir)
-    batch = tokenizer([["a", "<mask>", "movie"], ["a", "good", "movie"]], is_split_into_words=True,
-                      return_tensors="pt")
+    batch = tokenizer([["a", "<mask>", "movie"], ["a", "good", "movie"]], is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
         scores = model.masked_word_log_probs(**batch, positions=1)
     assert torch.equal(scores[0], scores[1])
@@ -123,8 +122,11 @@ def test_a_folder_of_another_version_is_not_mixed_with_the_installed_code(lm_dir
     other = shutil.copytree(lm_dir, tmp_path / "other-version")
     with open(other / "tokenization_elmo.py", "a", encoding="utf-8") as f:
         f.write("\n# saved by another version\n")
-    with pytest.raises(ValueError, match=r"would mix two versions of the code .*the folder's files differ from the "
-                                         r"installed package's.*pipeline_class=elmo_transformers.ElmoFillMaskPipeline"):
+    with pytest.raises(
+        ValueError,
+        match=r"would mix two versions of the code .*the folder's files differ from the "
+        r"installed package's.*pipeline_class=elmo_transformers.ElmoFillMaskPipeline",
+    ):
         pipeline("fill-mask", model=str(other), trust_remote_code=True)
     fill = pipeline("fill-mask", model=str(other), pipeline_class=elmo_transformers.ElmoFillMaskPipeline)
     assert fill("the <mask> sat", top_k=1)

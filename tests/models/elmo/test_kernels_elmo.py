@@ -54,8 +54,9 @@ def forced(request, tiny_model_dir):
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_each_kernel_gives_allennlps_numbers(forced, name):
     kernel, model, tokenizer = forced
-    assert all(isinstance(layer.gemms, OneDnnGemms if kernel == "onednn" else FloatGemms)
-               for layer in model.bilm.layers)
+    assert all(
+        isinstance(layer.gemms, OneDnnGemms if kernel == "onednn" else FloatGemms) for layer in model.bilm.layers
+    )
     sentences, expected, _ = load_fixture(name)
     enc = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -144,7 +145,8 @@ def test_threads_sharing_a_model_get_allennlps_numbers(forced):
 
 
 def test_auto_follows_the_rule_and_a_folder_saved_with_a_kernel_that_cannot_run_here_loads(
-        monkeypatch, tiny_model_dir, tmp_path, caplog):
+    monkeypatch, tiny_model_dir, tmp_path, caplog
+):
     """float_kernel is a performance setting saved in config.json: a folder saved with "onednn" on an x86 machine
     loads where oneDNN cannot run (an ARM Mac, a build without it) on torch's own matmuls, the same numbers but for
     float rounding, with one warning naming why (no RuntimeError)."""
@@ -157,9 +159,11 @@ def test_auto_follows_the_rule_and_a_folder_saved_with_a_kernel_that_cannot_run_
     assert model.config.float_kernel == "onednn"
     assert all(isinstance(layer.gemms, FloatGemms) for layer in model.bilm.layers)
     warned = [r.getMessage() for r in caplog.records if "float_kernel='onednn' cannot run here" in r.getMessage()]
-    assert warned == ["float_kernel='onednn' cannot run here (this PyTorch build has no oneDNN (test)): torch's own "
-                      "matmuls ('aten') run instead, the same numbers but for float rounding; set float_kernel='auto' "
-                      "to choose the fastest kernel that runs"], caplog.text
+    assert warned == [
+        "float_kernel='onednn' cannot run here (this PyTorch build has no oneDNN (test)): torch's own "
+        "matmuls ('aten') run instead, the same numbers but for float rounding; set float_kernel='auto' "
+        "to choose the fastest kernel that runs"
+    ], caplog.text
     tokenizer = ElmoTokenizer.from_pretrained(tiny_model_dir)
     reference = ElmoModel.from_pretrained(tiny_model_dir, float_kernel="aten").eval()
     batch = tokenizer(["a b c", "d"], padding=True, return_tensors="pt")
@@ -299,9 +303,19 @@ def test_every_kernel_set_with_one_shared_compile_cache(tiny_model_dir, tmp_path
             env.update(ATEN_CPU_CAPABILITY=capability, ONEDNN_MAX_CPU_ISA=onednn_isa)
         out = tmp_path / f"run{index}.npz"
         result = subprocess.run(
-            [sys.executable, str(script), str(tiny_model_dir), str(SHIPPED),
-             str(FIXTURES / "allennlp-tiny" / "sentences.json"), str(out)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+            [
+                sys.executable,
+                str(script),
+                str(tiny_model_dir),
+                str(SHIPPED),
+                str(FIXTURES / "allennlp-tiny" / "sentences.json"),
+                str(out),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert result.returncode == 0, result.stderr[-3000:]
         runs.append(np.load(out))

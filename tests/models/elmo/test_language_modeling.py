@@ -49,19 +49,41 @@ def toy(tmp_path_factory):
 
 def tiny_lm(vocab_size, **kwargs):
     torch.manual_seed(0)
-    config = ElmoConfig(char_embedding_dim=4, filters=[[1, 4], [2, 4]], n_highway=1, lstm_dim=16, projection_dim=8,
-                        lm_vocab_size=vocab_size, **kwargs)
+    config = ElmoConfig(
+        char_embedding_dim=4,
+        filters=[[1, 4], [2, 4]],
+        n_highway=1,
+        lstm_dim=16,
+        projection_dim=8,
+        lm_vocab_size=vocab_size,
+        **kwargs,
+    )
     return ElmoForLanguageModeling(config)
 
 
 def trainer_for(model, tokenizer, train, tmp_path, held_out=None, **kwargs):
-    args = dict(output_dir=str(tmp_path), report_to=[], remove_unused_columns=False, per_device_train_batch_size=8,
-                per_device_eval_batch_size=16, learning_rate=1e-2, save_strategy="no", disable_tqdm=True, seed=0,
-                logging_steps=1)
+    args = dict(
+        output_dir=str(tmp_path),
+        report_to=[],
+        remove_unused_columns=False,
+        per_device_train_batch_size=8,
+        per_device_eval_batch_size=16,
+        learning_rate=1e-2,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        logging_steps=1,
+    )
     args.update(kwargs)
-    return Trainer(model=model, args=TrainingArguments(**args), train_dataset=train, eval_dataset=held_out,
-                   processing_class=tokenizer, data_collator=DataCollatorForElmoLanguageModeling(tokenizer),
-                   compute_metrics=compute_metrics)
+    return Trainer(
+        model=model,
+        args=TrainingArguments(**args),
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForElmoLanguageModeling(tokenizer),
+        compute_metrics=compute_metrics,
+    )
 
 
 def test_vocabulary_file_is_bilm_tf_format(tmp_path):
@@ -258,9 +280,20 @@ def test_gradient_accumulation_2x4_equals_batch_8(toy, tmp_path):
 
     for size, steps in ((8, 1), (4, 2)):
         model = tiny_lm(tokenizer.vocab_size)
-        trainer = trainer_for(model, tokenizer, eight, tmp_path / str(size), per_device_train_batch_size=size,
-                              gradient_accumulation_steps=steps, max_steps=1, optim="sgd", learning_rate=1.0,
-                              max_grad_norm=0, lr_scheduler_type="constant", weight_decay=0.0)
+        trainer = trainer_for(
+            model,
+            tokenizer,
+            eight,
+            tmp_path / str(size),
+            per_device_train_batch_size=size,
+            gradient_accumulation_steps=steps,
+            max_steps=1,
+            optim="sgd",
+            learning_rate=1.0,
+            max_grad_norm=0,
+            lr_scheduler_type="constant",
+            weight_decay=0.0,
+        )
         trainer.train()
         assert trainer.state.log_history[-1]["train_loss"] == pytest.approx(reference_loss, rel=1e-5)
         for name, param in model.named_parameters():
@@ -345,12 +378,43 @@ def test_train_bilm_script_from_scratch_then_domain_fine_tuning(tmp_path, monkey
     lines = [" ".join(s) for s in toy_sentences(40, seed=2)]
     (tmp_path / "train.txt").write_text("\n".join(lines[:32]) + "\n\n")
     (tmp_path / "valid.txt").write_text("\n".join(lines[32:]) + "\n")
-    common = ["--train_file", str(tmp_path / "train.txt"), "--validation_file", str(tmp_path / "valid.txt"),
-              "--do_train", "--do_eval", "--max_steps", "3", "--per_device_train_batch_size", "8", "--report_to",
-              "none", "--save_strategy", "no", "--disable_tqdm", "true", "--max_words", "6"]
-    scratch = train_bilm.main(common + ["--output_dir", str(tmp_path / "scratch"), "--char_embedding_dim", "4",
-                                        "--filters", "[[1,4],[2,4]]", "--lstm_dim", "16", "--projection_dim", "8",
-                                        "--n_negative_samples", "5"])
+    common = [
+        "--train_file",
+        str(tmp_path / "train.txt"),
+        "--validation_file",
+        str(tmp_path / "valid.txt"),
+        "--do_train",
+        "--do_eval",
+        "--max_steps",
+        "3",
+        "--per_device_train_batch_size",
+        "8",
+        "--report_to",
+        "none",
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+        "--max_words",
+        "6",
+    ]
+    scratch = train_bilm.main(
+        common
+        + [
+            "--output_dir",
+            str(tmp_path / "scratch"),
+            "--char_embedding_dim",
+            "4",
+            "--filters",
+            "[[1,4],[2,4]]",
+            "--lstm_dim",
+            "16",
+            "--projection_dim",
+            "8",
+            "--n_negative_samples",
+            "5",
+        ]
+    )
     folder = tmp_path / "scratch"
     vocab = (folder / "vocab.txt").read_text().split("\n")
     assert vocab[:4] == ["<S>", "</S>", "<UNK>", "the"] and len(vocab) - 1 == scratch.model.config.lm_vocab_size
@@ -376,10 +440,27 @@ def test_train_bilm_from_base_elmo_model_gets_new_softmax(tmp_path, tiny_model_d
     from elmo_transformers.cli import pretrain as train_bilm
 
     (tmp_path / "train.txt").write_text("\n".join(" ".join(s) for s in toy_sentences(16, seed=3)) + "\n")
-    trainer = train_bilm.main(["--train_file", str(tmp_path / "train.txt"), "--do_train", "--max_steps", "1",
-                               "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--save_strategy", "no",
-                               "--model_name_or_path", str(tiny_model_dir), "--learning_rate", "0",
-                               "--disable_tqdm", "true"])
+    trainer = train_bilm.main(
+        [
+            "--train_file",
+            str(tmp_path / "train.txt"),
+            "--do_train",
+            "--max_steps",
+            "1",
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--report_to",
+            "none",
+            "--save_strategy",
+            "no",
+            "--model_name_or_path",
+            str(tiny_model_dir),
+            "--learning_rate",
+            "0",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     noise = [str(w.message) for w in recwarn] + [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
     assert not [n for n in noise if "pin_memory" in n or "PAD/BOS/EOS" in n], noise
     base, _ = tiny

@@ -20,7 +20,11 @@ from tolerance import assert_close_to_reference
 from basic_tokenization_elmo import BOS_WORD, EOS_WORD, word_to_char_ids
 from configuration_elmo import ElmoConfig
 from modeling_elmo import (
-    DEFAULT_BOS_ID, ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel,
+    DEFAULT_BOS_ID,
+    ElmoForLanguageModeling,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
 )
 from tokenization_elmo import ElmoTokenizer
 
@@ -37,8 +41,19 @@ class ElmoModelTester:
     tests/models/bert/test_modeling_bert.py), and a `create_and_check_*` method per model class: what each returns
     and in which shapes. test_transformers_suites.py runs transformers' ModelTesterMixin with this tester."""
 
-    def __init__(self, parent, batch_size=3, seq_length=6, max_characters_per_token=10, projection_dim=8,
-                 lstm_dim=16, num_hidden_layers=2, lm_vocab_size=99, num_labels=3, is_training=True):
+    def __init__(
+        self,
+        parent,
+        batch_size=3,
+        seq_length=6,
+        max_characters_per_token=10,
+        projection_dim=8,
+        lstm_dim=16,
+        num_hidden_layers=2,
+        lm_vocab_size=99,
+        num_labels=3,
+        is_training=True,
+    ):
         self.parent = parent
         self.batch_size, self.seq_length = batch_size, seq_length
         self.max_characters_per_token = max_characters_per_token
@@ -49,10 +64,16 @@ class ElmoModelTester:
 
     def get_config(self):
         return ElmoConfig(
-            char_embedding_dim=4, filters=[[1, 4], [2, 4], [3, 8]], n_highway=1,
-            max_characters_per_token=self.max_characters_per_token, lstm_dim=self.lstm_dim,
-            projection_dim=self.projection_dim, n_layers=self.num_hidden_layers, lm_vocab_size=self.lm_vocab_size,
-            num_labels=self.num_labels, freeze_bilm=False,
+            char_embedding_dim=4,
+            filters=[[1, 4], [2, 4], [3, 8]],
+            n_highway=1,
+            max_characters_per_token=self.max_characters_per_token,
+            lstm_dim=self.lstm_dim,
+            projection_dim=self.projection_dim,
+            n_layers=self.num_hidden_layers,
+            lm_vocab_size=self.lm_vocab_size,
+            num_labels=self.num_labels,
+            freeze_bilm=False,
         )
 
     def prepare_config_and_inputs(self):
@@ -64,8 +85,14 @@ class ElmoModelTester:
         sequence_labels = torch.randint(0, self.num_labels, (self.batch_size,))
         token_labels = torch.randint(0, self.num_labels, (self.batch_size, self.seq_length))
         token_labels = token_labels.masked_fill(attention_mask == 0, -100)
-        return (self.get_config(), input_ids, attention_mask, sequence_labels, token_labels,
-                self.prepare_lm_labels(attention_mask))
+        return (
+            self.get_config(),
+            input_ids,
+            attention_mask,
+            sequence_labels,
+            token_labels,
+            self.prepare_lm_labels(attention_mask),
+        )
 
     def prepare_lm_labels(self, attention_mask):
         """ElmoForLanguageModeling's labels [batch, words + 1]: each sentence's word ids then </S>, -100 after."""
@@ -104,8 +131,9 @@ class ElmoModelTester:
         with torch.no_grad():
             result = model(input_ids, attention_mask=attention_mask)
             as_tuple = model(input_ids, attention_mask=attention_mask, return_dict=False)
-            with_layers = model(input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                                return_lstm_state=True)
+            with_layers = model(
+                input_ids, attention_mask=attention_mask, output_hidden_states=True, return_lstm_state=True
+            )
             without_mask = model(input_ids)
         self.parent.assertEqual(set(result.keys()), {"last_hidden_state", "elmo_representations", "mask"})
         self.parent.assertEqual(result.last_hidden_state.shape, (self.batch_size, self.seq_length, self.hidden_size))
@@ -126,8 +154,9 @@ class ElmoModelTester:
             self.parent.assertEqual(h.shape, (2, self.batch_size, self.projection_dim))
             self.parent.assertEqual(c.shape, (2, self.batch_size, self.lstm_dim))
 
-    def create_and_check_for_language_modeling(self, config, input_ids, attention_mask, sequence_labels, token_labels,
-                                               lm_labels):
+    def create_and_check_for_language_modeling(
+        self, config, input_ids, attention_mask, sequence_labels, token_labels, lm_labels
+    ):
         model = ElmoForLanguageModeling(config).eval()
         with torch.no_grad():
             scores = model(input_ids, attention_mask=attention_mask)
@@ -151,17 +180,18 @@ class ElmoModelTester:
         bos = getattr(config, "bos_token_id", None)
         bos = DEFAULT_BOS_ID if bos is None else bos
         for i, n in enumerate(result.num_predictions.tolist()):
-            forward = torch.nn.functional.cross_entropy(scores.forward_logits[i, :n], lm_labels[i, :n],
-                                                        reduction="sum")
+            forward = torch.nn.functional.cross_entropy(scores.forward_logits[i, :n], lm_labels[i, :n], reduction="sum")
             backward_targets = torch.tensor([bos, *lm_labels[i, : n - 1].tolist()])
-            backward = torch.nn.functional.cross_entropy(scores.backward_logits[i, :n], backward_targets,
-                                                         reduction="sum")
+            backward = torch.nn.functional.cross_entropy(
+                scores.backward_logits[i, :n], backward_targets, reduction="sum"
+            )
             torch.testing.assert_close(result.forward_nll[i], forward)
             torch.testing.assert_close(result.backward_nll[i], backward)
         self.check_same_outputs(as_tuple, model(input_ids, attention_mask=attention_mask, labels=lm_labels).to_tuple())
 
-    def create_and_check_for_token_classification(self, config, input_ids, attention_mask, sequence_labels,
-                                                  token_labels, lm_labels):
+    def create_and_check_for_token_classification(
+        self, config, input_ids, attention_mask, sequence_labels, token_labels, lm_labels
+    ):
         config.num_labels = self.num_labels
         model = ElmoForTokenClassification(config).eval()
         with torch.no_grad():
@@ -176,8 +206,9 @@ class ElmoModelTester:
         self.check_hidden_states(result.hidden_states, attention_mask)
         self.check_same_outputs(as_tuple, (result.loss, result.logits))
 
-    def create_and_check_for_sequence_classification(self, config, input_ids, attention_mask, sequence_labels,
-                                                     token_labels, lm_labels):
+    def create_and_check_for_sequence_classification(
+        self, config, input_ids, attention_mask, sequence_labels, token_labels, lm_labels
+    ):
         config.num_labels = self.num_labels
         model = ElmoForSequenceClassification(config).eval()
         with torch.no_grad():
@@ -223,8 +254,10 @@ class ElmoModelTest(unittest.TestCase):
 
     def test_heads_with_a_task_encoder(self):
         """The "lstm" task encoder (a BiLSTM between the ELMo vectors and the classifier) changes no output shape."""
-        for create_and_check in (self.model_tester.create_and_check_for_token_classification,
-                                 self.model_tester.create_and_check_for_sequence_classification):
+        for create_and_check in (
+            self.model_tester.create_and_check_for_token_classification,
+            self.model_tester.create_and_check_for_sequence_classification,
+        ):
             config_and_inputs = self.model_tester.prepare_config_and_inputs()
             config_and_inputs[0].task_encoder, config_and_inputs[0].task_encoder_dim = "lstm", 5
             create_and_check(*config_and_inputs)
@@ -255,8 +288,9 @@ def test_sentence_alone_equals_sentence_in_padded_batch(tiny):
             alone = model(**encode(tokenizer, [words]), output_hidden_states=True)
             for a, b in zip(alone.hidden_states, batch.hidden_states):
                 assert_close_to_reference(b[i, : len(words)], a[0], f"sentence {i} in a batch")
-            assert_close_to_reference(batch.last_hidden_state[i, : len(words)], alone.last_hidden_state[0],
-                                      f"sentence {i}")
+            assert_close_to_reference(
+                batch.last_hidden_state[i, : len(words)], alone.last_hidden_state[0], f"sentence {i}"
+            )
 
 
 @pytest.mark.fidelity
@@ -309,12 +343,18 @@ def test_bad_input_ids_are_named(tiny, make_ids, match):
     "make_inputs, error, match",
     [
         (lambda ids: (ids[:, :, 0], {"attention_mask": torch.ones(2, 3)}), ValueError, r"shape \[batch, words, 50\]"),
-        (lambda ids: (ids, {"attention_mask": torch.ones(1, 3)}), ValueError,
-         r"attention_mask must have shape \[batch, words\] = \[2, 3\]"),
+        (
+            lambda ids: (ids, {"attention_mask": torch.ones(1, 3)}),
+            ValueError,
+            r"attention_mask must have shape \[batch, words\] = \[2, 3\]",
+        ),
         (lambda ids: (ids, {"attention_mask": torch.ones(3)}), ValueError, "attention_mask must have shape"),
         (lambda ids: (ids, {"attention_mask": torch.ones(2, 4)}), ValueError, "attention_mask must have shape"),
-        (lambda ids: (ids, {"attention_mask": [[1, 1, 1], [1, 1, 0]]}), TypeError,
-         "attention_mask must be a torch.Tensor"),
+        (
+            lambda ids: (ids, {"attention_mask": [[1, 1, 1], [1, 1, 0]]}),
+            TypeError,
+            "attention_mask must be a torch.Tensor",
+        ),
         (lambda ids: (ids.numpy(), {}), TypeError, "return_tensors='pt'"),
         (lambda ids: (ids.tolist(), {}), TypeError, "return_tensors='pt'"),
     ],
@@ -436,8 +476,10 @@ def test_random_init_is_trainable_and_follows_bilm_tf():
     layer = model.bilm.layers[0]
     assert torch.equal(layer.bias[..., 8:16], torch.ones(2, 1, 8)) and not layer.bias[..., :8].any()
     assert torch.equal(model.bilm.char_cnn.highways[0].bias, torch.tensor([0.0] * 8 + [-2.0] * 8))
-    assert (model.bilm.char_cnn.char_embedding.weight[1:].abs().max() <= 1
-            and not model.bilm.char_cnn.char_embedding.weight[0].any())
+    assert (
+        model.bilm.char_cnn.char_embedding.weight[1:].abs().max() <= 1
+        and not model.bilm.char_cnn.char_embedding.weight[0].any()
+    )
     ids = torch.randint(1, 262, (2, 3, 50))
     model(ids).last_hidden_state.sum().backward()
     assert all(p.grad is not None for p in model.bilm.parameters())
@@ -465,9 +507,13 @@ def test_inputs_that_would_be_read_wrongly_are_refused_or_converted_exactly(tiny
     ids, mask = enc["input_ids"], enc["attention_mask"]
     with torch.no_grad():
         want = model(ids, mask).last_hidden_state
-        for exact in (dict(input_ids=ids.int()), dict(input_ids=ids.short()),
-                      dict(input_ids=ids, attention_mask=mask.bool()), dict(input_ids=ids, attention_mask=mask.float()),
-                      dict(input_ids=ids, attention_mask=mask.to(torch.uint8))):
+        for exact in (
+            dict(input_ids=ids.int()),
+            dict(input_ids=ids.short()),
+            dict(input_ids=ids, attention_mask=mask.bool()),
+            dict(input_ids=ids, attention_mask=mask.float()),
+            dict(input_ids=ids, attention_mask=mask.to(torch.uint8)),
+        ):
             assert torch.equal(model(**exact).last_hidden_state, want), list(exact)
         refused = [
             (dict(input_ids=ids.float()), ValueError, "integer char ids, got dtype torch.float32"),
@@ -484,8 +530,11 @@ def test_inputs_that_would_be_read_wrongly_are_refused_or_converted_exactly(tiny
             (dict(input_ids=ids, output_hidden_states="no"), TypeError, "output_hidden_states must be True, False"),
             (dict(input_ids=ids, return_lstm_state="yes"), TypeError, "return_lstm_state must be True, False"),
             (dict(input_ids=ids, lstm_state="x"), ValueError, "lstm_state must be the lstm_state output"),
-            (dict(input_ids=ids, lstm_state=((torch.zeros(2, 3, 8), torch.zeros(2, 3, 5)),) * 2), ValueError,
-             r"pairs \(h \[2, 3, 8\], c \[2, 3, 16\]\)"),
+            (
+                dict(input_ids=ids, lstm_state=((torch.zeros(2, 3, 8), torch.zeros(2, 3, 5)),) * 2),
+                ValueError,
+                r"pairs \(h \[2, 3, 8\], c \[2, 3, 16\]\)",
+            ),
         ]
         for kwargs, error, match in refused:
             with pytest.raises(error, match=match):
@@ -512,10 +561,12 @@ def test_output_attentions(tiny, tiny_heads_dir):
 def classes_on_the_tiny_biLM(tiny_model_dir, tiny_heads_dir, lm_dir, **kwargs):
     """Every model class, loaded as a user loads it: ElmoModel and the two heads on the tiny fixture's biLM (so their
     biLM layers are AllenNLP's `bilm_activations`), and ElmoForLanguageModeling on the LM fixture."""
-    return [ElmoModel.from_pretrained(tiny_model_dir, **kwargs),
-            ElmoForTokenClassification.from_pretrained(tiny_heads_dir / "token", **kwargs),
-            ElmoForSequenceClassification.from_pretrained(tiny_heads_dir / "sequence", **kwargs),
-            ElmoForLanguageModeling.from_pretrained(lm_dir, **kwargs)]
+    return [
+        ElmoModel.from_pretrained(tiny_model_dir, **kwargs),
+        ElmoForTokenClassification.from_pretrained(tiny_heads_dir / "token", **kwargs),
+        ElmoForSequenceClassification.from_pretrained(tiny_heads_dir / "sequence", **kwargs),
+        ElmoForLanguageModeling.from_pretrained(lm_dir, **kwargs),
+    ]
 
 
 @pytest.mark.fidelity
@@ -563,7 +614,9 @@ def test_hidden_states_are_on_the_gradient_path(tiny, tiny_model_dir, tiny_heads
         read = out.hidden_states[-1:] if isinstance(model, ElmoForLanguageModeling) else out.hidden_states
         for index, layer in enumerate(read):
             assert layer.grad is not None and layer.grad[batch["attention_mask"].bool()].abs().sum() > 0, (
-                type(model).__name__, index)
+                type(model).__name__,
+                index,
+            )
 
 
 def test_input_embeddings_are_the_char_embedding_and_can_be_replaced(tiny):
@@ -625,8 +678,9 @@ def test_windows_carry_state_like_one_long_sentence(tiny):
     ids = encode(tokenizer, [WORDS])["input_ids"]
     k = 5
     with torch.no_grad():
-        windows = [torch.stack(out.hidden_states)[:, 0]
-                   for out in model.forward_windows(ids, k, output_hidden_states=True)]
+        windows = [
+            torch.stack(out.hidden_states)[:, 0] for out in model.forward_windows(ids, k, output_hidden_states=True)
+        ]
         stateless = torch.stack(model(ids[:, :k], output_hidden_states=True).hidden_states)[:, 0]
     assert [w.shape[1] for w in windows] == [5, 5, 3]
     torch.testing.assert_close(windows[0], stateless, atol=0, rtol=0)

@@ -10,14 +10,23 @@ from conftest import SHIPPED, TOKEN_LABELS, load_fixture
 from tolerance import assert_close_to_reference
 from transformers import pipeline
 
-from elmo_transformers import (ElmoFeatureExtractionPipeline, ElmoTextClassificationPipeline,
-                               ElmoTokenClassificationPipeline)
+from elmo_transformers import (
+    ElmoFeatureExtractionPipeline,
+    ElmoTextClassificationPipeline,
+    ElmoTokenClassificationPipeline,
+)
 from modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel, masked_mean
 from tokenization_elmo import ElmoTokenizer
 
 # Odd whitespace on purpose (tab, double space, newline, no-break space): offsets must point into the raw string.
-TEXTS = ["He sat on the bank of the river .", "New  York\tis big", "", "ELMo", "a b c d e f g h i j k",
-         "caf\u00e9 \u00a0na\u00efve\nr\u00e9sum\u00e9 !"]
+TEXTS = [
+    "He sat on the bank of the river .",
+    "New  York\tis big",
+    "",
+    "ELMo",
+    "a b c d e f g h i j k",
+    "caf\u00e9 \u00a0na\u00efve\nr\u00e9sum\u00e9 !",
+]
 
 
 def direct(model_class, folder, texts):
@@ -87,8 +96,9 @@ def shipped_sequence_head(tmp_path_factory):
 @pytest.mark.parametrize("which", ["tiny", "shipped"])
 def test_text_classification_equals_the_head(which, batch_size, tiny_heads_dir, request):
     folder = tiny_heads_dir / "sequence" if which == "tiny" else request.getfixturevalue("shipped_sequence_head")
-    classifier = pipeline("text-classification", model=str(folder), pipeline_class=ElmoTextClassificationPipeline,
-                          top_k=None)
+    classifier = pipeline(
+        "text-classification", model=str(folder), pipeline_class=ElmoTextClassificationPipeline, top_k=None
+    )
     assert type(classifier).__name__ == "ElmoTextClassificationPipeline"
     got = classifier(TEXTS, batch_size=batch_size)
     probabilities = torch.softmax(direct(ElmoForSequenceClassification, folder, TEXTS).logits, dim=-1)
@@ -133,8 +143,10 @@ def test_token_classification_gives_word_entities_with_offsets(tiny_heads_dir, b
     assert type(tagger).__name__ == "ElmoTokenClassificationPipeline"
     logits = direct(ElmoForTokenClassification, folder, TEXTS).logits
     probabilities = torch.softmax(logits, dim=-1)
-    got = {strategy: tagger(TEXTS, batch_size=batch_size, aggregation_strategy=strategy, ignore_labels=[])
-           for strategy in ("none", "simple", "first")}
+    got = {
+        strategy: tagger(TEXTS, batch_size=batch_size, aggregation_strategy=strategy, ignore_labels=[])
+        for strategy in ("none", "simple", "first")
+    }
     n_groups = 0
     for i, text in enumerate(TEXTS):
         spans = word_spans(text)
@@ -145,8 +157,9 @@ def test_token_classification_gives_word_entities_with_offsets(tiny_heads_dir, b
             (j, label, *span) for j, (label, span) in enumerate(zip(labels, spans))
         ]
         assert all(e["word"] == text[e["start"] : e["end"]] for e in words)
-        assert_close_to_reference([e["score"] for e in words], probabilities[i, : len(spans)].max(-1).values,
-                                  what=f"text {i} scores")
+        assert_close_to_reference(
+            [e["score"] for e in words], probabilities[i, : len(spans)].max(-1).values, what=f"text {i} scores"
+        )
         # simple: adjacent words grouped by entity type; first is the same for whole-word tokens.
         groups = [(e["entity_group"], e["start"], e["end"]) for e in got["simple"][i] if e["entity_group"] != "O"]
         assert groups == expected_groups(labels, spans)
@@ -159,11 +172,16 @@ def test_token_classification_gives_word_entities_with_offsets(tiny_heads_dir, b
 
 
 def test_token_classification_of_pretokenized_words_and_default_ignore(tiny_heads_dir):
-    tagger = pipeline("token-classification", model=str(tiny_heads_dir / "token"),
-                      pipeline_class=ElmoTokenClassificationPipeline)
+    tagger = pipeline(
+        "token-classification", model=str(tiny_heads_dir / "token"), pipeline_class=ElmoTokenClassificationPipeline
+    )
     words = ["He", "sat", "on", "the", "bank"]
     (got,) = tagger(words, is_split_into_words=True, ignore_labels=[])  # a list of one result, as the stock pipeline
     assert [(e["word"], e["start"], e["end"]) for e in got] == [
-        ("He", 0, 2), ("sat", 3, 6), ("on", 7, 9), ("the", 10, 13), ("bank", 14, 18)
+        ("He", 0, 2),
+        ("sat", 3, 6),
+        ("on", 7, 9),
+        ("the", 10, 13),
+        ("bank", 14, 18),
     ]
     assert [e for e in got if e["entity"] != "O"] == tagger(" ".join(words))  # by default "O" is left out

@@ -99,8 +99,11 @@ def test_int8_then_another_dtype_says_int8_and_what_to_do(tiny_model_dir, tiny, 
     with torch.no_grad():
         want = model(**enc).last_hidden_state
         model.to(dtype)
-        with pytest.raises(RuntimeError, match=r"quantized to int8, .* now torch\.\w+: call model\.to\(torch\.float32\)"
-                                               r" to keep int8, or load it again without quantization_config"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"quantized to int8, .* now torch\.\w+: call model\.to\(torch\.float32\)"
+            r" to keep int8, or load it again without quantization_config",
+        ):
             model(**enc)
         # int8 again (the char CNN's weights went through `dtype` and back: close to the first run, not bit-equal)
         again = model.to(torch.float32)(**enc).last_hidden_state
@@ -141,8 +144,6 @@ def test_int8_runs_without_no_grad(tiny_model_dir, tiny):
     assert_close_to_reference(torch.stack(out.hidden_states), hidden_states(model, enc), "plain call vs no_grad")
 
 
-
-
 @pytest.mark.slow
 def test_embed_int8_stays_within_the_int8_rule(tmp_path, run_cli):
     """`elmo-transformers embed --dtype int8` on the shipped model: every vector of every layer against the float32
@@ -158,8 +159,9 @@ def test_embed_int8_stays_within_the_int8_rule(tmp_path, run_cli):
         code, _, err = run_cli("embed", text, output, "--all", "--dtype", dtype)
         assert code == 0, err
         with h5py.File(output) as f:
-            arrays[dtype] = np.concatenate([f[str(i)][()].reshape(-1, f[str(i)].shape[-1])
-                                            for i in range(len(SENTENCES))])
+            arrays[dtype] = np.concatenate(
+                [f[str(i)][()].reshape(-1, f[str(i)].shape[-1]) for i in range(len(SENTENCES))]
+            )
     fp32, int8 = (torch.from_numpy(arrays[k]) for k in ("float32", "int8"))
     keep = fp32.norm(dim=-1) > 0
     cos = torch.nn.functional.cosine_similarity(int8[keep], fp32[keep], dim=-1)
@@ -173,8 +175,9 @@ def test_embedder_takes_quantization_config(tiny_model_dir, tiny):
     from elmo_transformers.errors import UserError
 
     embedder = ElmoEmbedder(tiny_model_dir, quantization_config=ElmoInt8Config())
-    assert embedder.model.is_quantized and all(isinstance(layer.gemms, Int8Gemms)
-                                               for layer in embedder.model.bilm.layers)
+    assert embedder.model.is_quantized and all(
+        isinstance(layer.gemms, Int8Gemms) for layer in embedder.model.bilm.layers
+    )
     assert embedder.embed_sentence(WORDS).shape == (3, len(WORDS), 16)
     with pytest.raises(UserError, match="int8 inference runs on the CPU"):
         ElmoEmbedder(tiny_model_dir, device="cuda", quantization_config=ElmoInt8Config())

@@ -49,8 +49,9 @@ CHILD = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["allennlp-tiny", "allennlp-tiny-edge"])
 def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_path, name):
-    result = run_isolated(CHILD, tiny_model_dir, FIXTURES / name / "sentences.json", tmp_path / "out.npz",
-                          folder=tmp_path)
+    result = run_isolated(
+        CHILD, tiny_model_dir, FIXTURES / name / "sentences.json", tmp_path / "out.npz", folder=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     got = np.load(tmp_path / "out.npz")
     expected = np.load(FIXTURES / name / "expected.npz")
@@ -67,7 +68,9 @@ def test_auto_classes_in_isolated_process_reproduce_fixture(tiny_model_dir, tmp_
 def test_the_repo_is_not_importable_from_an_isolated_process(tmp_path):
     """Guards the test above: in `python -I` from another folder, the repo checkout itself is not on sys.path."""
     result = subprocess.run(
-        [sys.executable, "-I", "-c", "import sys; print('\\n'.join(sys.path))"], cwd=tmp_path, capture_output=True,
+        [sys.executable, "-I", "-c", "import sys; print('\\n'.join(sys.path))"],
+        cwd=tmp_path,
+        capture_output=True,
         text=True,
     )
     entries = result.stdout.splitlines()
@@ -97,8 +100,13 @@ INSTALLED_CHILD = textwrap.dedent(
 @pytest.mark.slow
 def test_installed_modules_work_outside_the_checkout(tiny_model_dir, tmp_path):
     """`pip install .` puts the three modules on the path as top-level modules (the README installs it first)."""
-    result = run_isolated(INSTALLED_CHILD, tiny_model_dir, FIXTURES / "allennlp-tiny" / "sentences.json",
-                          tmp_path / "out.npy", folder=tmp_path)
+    result = run_isolated(
+        INSTALLED_CHILD,
+        tiny_model_dir,
+        FIXTURES / "allennlp-tiny" / "sentences.json",
+        tmp_path / "out.npy",
+        folder=tmp_path,
+    )
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     assert os.path.dirname(result.stdout.splitlines()[0]) != str(REPO), "expected the installed copy, not the checkout"
     expected = np.load(FIXTURES / "allennlp-tiny" / "expected.npz")["elmo_representation"]
@@ -134,14 +142,24 @@ NATIVE_CHILD = textwrap.dedent(
 def test_installed_package_registers_native_auto_classes(tiny_model_dir, tmp_path):
     """After `pip install .`, `elmo_transformers.register()` makes every Auto class load ELMo folders without
     trust_remote_code, with the installed classes (never the folder's copies of the code)."""
-    result = run_isolated(NATIVE_CHILD, tiny_model_dir, SHIPPED, FIXTURES / "allennlp-tiny" / "sentences.json",
-                          tmp_path / "out.npy", folder=tmp_path, hf_home=tmp_path / "hf_home")  # empty: checked below
+    result = run_isolated(
+        NATIVE_CHILD,
+        tiny_model_dir,
+        SHIPPED,
+        FIXTURES / "allennlp-tiny" / "sentences.json",
+        tmp_path / "out.npy",
+        folder=tmp_path,
+        hf_home=tmp_path / "hf_home",
+    )  # empty: checked below
     assert result.returncode == 0, "the project is not installed (pip install .): " + result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert os.path.dirname(got["package"]) != str(REPO / "elmo_transformers"), "expected the installed package"
     assert got["classes"] == [
-        ["configuration_elmo", "ElmoConfig"], ["tokenization_elmo", "ElmoTokenizer"], ["modeling_elmo", "ElmoModel"],
-        ["modeling_elmo", "ElmoForTokenClassification"], ["modeling_elmo", "ElmoForSequenceClassification"],
+        ["configuration_elmo", "ElmoConfig"],
+        ["tokenization_elmo", "ElmoTokenizer"],
+        ["modeling_elmo", "ElmoModel"],
+        ["modeling_elmo", "ElmoForTokenClassification"],
+        ["modeling_elmo", "ElmoForSequenceClassification"],
         ["modeling_elmo", "ElmoForLanguageModeling"],
     ]
     assert not (tmp_path / "hf_home" / "modules" / "transformers_modules").exists() or not any(

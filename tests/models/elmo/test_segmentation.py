@@ -22,8 +22,12 @@ CJK = FIXTURES / "efml-cjk"
 RAW = json.loads((CJK / "raw.json").read_text(encoding="utf-8"))
 EXPECTED = dict(np.load(CJK / "expected.npz"))
 # The tokenizer settings of each fixture segmentation.
-SETTINGS = {"jieba": {"segmenter": "jieba"}, "fugashi": {"segmenter": "fugashi"},
-            "sudachipy": {"segmenter": "sudachipy"}, "jieba+s2t": {"segmenter": "jieba", "opencc_config": "s2t"}}
+SETTINGS = {
+    "jieba": {"segmenter": "jieba"},
+    "fugashi": {"segmenter": "fugashi"},
+    "sudachipy": {"segmenter": "sudachipy"},
+    "jieba+s2t": {"segmenter": "jieba", "opencc_config": "s2t"},
+}
 
 # Words written down from each segmenter's documentation, not from our output: jieba's README (accurate mode;
 # 杭研 is its example of a word found by the HMM, not in the dictionary), fugashi's README (unidic-lite), SudachiPy's
@@ -32,8 +36,11 @@ SETTINGS = {"jieba": {"segmenter": "jieba"}, "fugashi": {"segmenter": "fugashi"}
 DOCUMENTED = [
     ("jieba", "我来到北京清华大学", ["我", "来到", "北京", "清华大学"]),
     ("jieba", "他来到了网易杭研大厦", ["他", "来到", "了", "网易", "杭研", "大厦"]),
-    ("fugashi", "麩を用いた菓子は江戸時代からちらほら見られた。",
-     ["麩", "を", "用い", "た", "菓子", "は", "江戸", "時代", "から", "ちらほら", "見", "られ", "た", "。"]),
+    (
+        "fugashi",
+        "麩を用いた菓子は江戸時代からちらほら見られた。",
+        ["麩", "を", "用い", "た", "菓子", "は", "江戸", "時代", "から", "ちらほら", "見", "られ", "た", "。"],
+    ),
     ("fugashi", "私は自然言語処理が好きです。", ["私", "は", "自然", "言語", "処理", "が", "好き", "です", "。"]),
     ("sudachipy", "外国人参政権", ["外国", "人", "参政", "権"]),
     ("sudachipy", "私は自然言語処理が好きです。", ["私", "は", "自然", "言語", "処理", "が", "好き", "です", "。"]),
@@ -120,8 +127,9 @@ def test_unsegmented_text_warns_once_in_one_line(said):
     assert "Thai characters" not in said()
 
 
-@pytest.mark.parametrize("text", ["我", "我喜欢自然语言处理。", "今天天气很好。", "The quick brown fox 我们 jumps",
-                                  "ありがとう", "สวัสดี"])
+@pytest.mark.parametrize(
+    "text", ["我", "我喜欢自然语言处理。", "今天天气很好。", "The quick brown fox 我们 jumps", "ありがとう", "สวัสดี"]
+)
 def test_text_in_a_script_written_without_spaces_warns_whatever_its_length(said, text):
     """The warning came only at 12 such characters in a row: the English model read "今天天气很好。" as one word
     silently (shape (3, 1, 256))."""
@@ -147,8 +155,9 @@ def folders(tmp_path_factory):
     out = {}
     for name, settings in SETTINGS.items():
         folder = tmp_path_factory.mktemp("cjk") / name.replace("+", "-")
-        flags = ["--segmenter", settings["segmenter"]] + (["--opencc", settings["opencc_config"]]
-                                                           if "opencc_config" in settings else [])
+        flags = ["--segmenter", settings["segmenter"]] + (
+            ["--opencc", settings["opencc_config"]] if "opencc_config" in settings else []
+        )
         assert main(["convert", "elmoformanylangs", str(CJK / "model"), *flags, "--output", str(folder)]) == 0
         out[name] = folder
     return out
@@ -184,8 +193,9 @@ def test_pipelines_read_raw_text_with_the_segmenter(folders):
 
     from elmo_transformers import ElmoFeatureExtractionPipeline
 
-    extractor = pipeline("feature-extraction", model=str(folders["fugashi"]),
-                         pipeline_class=ElmoFeatureExtractionPipeline)
+    extractor = pipeline(
+        "feature-extraction", model=str(folders["fugashi"]), pipeline_class=ElmoFeatureExtractionPipeline
+    )
     for i, entry in cases("fugashi"):
         vectors = np.array(extractor(entry["text"]))[0]  # a fresh conversion's mix: the package's output_layer=-1
         assert_close_to_reference(vectors, EXPECTED[f"average_{i}"], what=f"pipeline {entry['text']}")
@@ -230,8 +240,9 @@ CHILD = textwrap.dedent(
 
 
 def run_child(folder, texts, tmp_path, blocked=()):
-    return run_isolated(CHILD.replace("BLOCKED", repr(list(blocked))), folder, json.dumps(texts), tmp_path / "o.npy",
-                        folder=tmp_path)
+    return run_isolated(
+        CHILD.replace("BLOCKED", repr(list(blocked))), folder, json.dumps(texts), tmp_path / "o.npy", folder=tmp_path
+    )
 
 
 @pytest.mark.slow
@@ -241,13 +252,16 @@ def test_the_setting_travels_with_the_folder_as_remote_code(folders, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     layers = np.load(tmp_path / "o.npy")
     for row, (i, entry) in enumerate(entries):
-        assert_close_to_reference(layers[row, :, : len(entry["words"])], EXPECTED[f"layers_{i}"],
-                                  what=f"remote code {entry['text']}")
+        assert_close_to_reference(
+            layers[row, :, : len(entry["words"])], EXPECTED[f"layers_{i}"], what=f"remote code {entry['text']}"
+        )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, blocked, extra", [("jieba", ["jieba"], "zh"), ("fugashi", ["fugashi"], "ja"),
-                                                  ("jieba+s2t", ["opencc"], "zh")])
+@pytest.mark.parametrize(
+    "name, blocked, extra",
+    [("jieba", ["jieba"], "zh"), ("fugashi", ["fugashi"], "ja"), ("jieba+s2t", ["opencc"], "zh")],
+)
 def test_a_missing_segmenter_fails_at_load_naming_the_extra(folders, tmp_path, name, blocked, extra):
     result = run_child(folders[name], ["x"], tmp_path, blocked)
     assert result.returncode == 3, result.stderr[-3000:]
@@ -266,12 +280,23 @@ def test_token_classification_and_fill_mask_pipelines_use_the_segmenter(folders)
 
     folder = folders["jieba"]
     model = ElmoForTokenClassification.from_pretrained(folder, num_labels=2, id2label={0: "A", 1: "B"}).eval()
-    tagger = pipeline("token-classification", model=model, tokenizer=ElmoTokenizer.from_pretrained(folder),
-                      pipeline_class=ElmoTokenClassificationPipeline, ignore_labels=[])
+    tagger = pipeline(
+        "token-classification",
+        model=model,
+        tokenizer=ElmoTokenizer.from_pretrained(folder),
+        pipeline_class=ElmoTokenClassificationPipeline,
+        ignore_labels=[],
+    )
     text = "他来到了网易杭研大厦"
     found = tagger(text)
     assert [(e["word"], e["start"], e["end"]) for e in found] == [
-        ("他", 0, 1), ("来到", 1, 3), ("了", 3, 4), ("网易", 4, 6), ("杭研", 6, 8), ("大厦", 8, 10)]
+        ("他", 0, 1),
+        ("来到", 1, 3),
+        ("了", 3, 4),
+        ("网易", 4, 6),
+        ("杭研", 6, 8),
+        ("大厦", 8, 10),
+    ]
     jieba_tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, segmenter="jieba")
     fill = pipeline("fill-mask", model=str(SHIPPED), tokenizer=jieba_tokenizer, pipeline_class=ElmoFillMaskPipeline)
     guesses = fill("我来到<mask>清华大学", top_k=3)
@@ -286,7 +311,8 @@ def test_a_segmenting_tokenizer_pickles_and_maps_over_a_dataset(folders):
 
     tokenizer = ElmoTokenizer.from_pretrained(folders["fugashi"])
     assert pickle.loads(pickle.dumps(tokenizer)).tokenize("東京に住んでいます。") == tokenizer.tokenize(
-        "東京に住んでいます。")
+        "東京に住んでいます。"
+    )
     data = Dataset.from_dict({"text": ["私は自然言語処理が好きです。"]})
     data = data.map(lambda batch: tokenizer(batch["text"]), batched=True)
     assert len(data[0]["input_ids"]) == 9
@@ -302,8 +328,9 @@ def test_embed_file_windows_a_long_line_by_the_segmenter_words(folders, tmp_path
     (tmp_path / "in.txt").write_text(text + "\n", encoding="utf-8")
     words = ElmoTokenizer(segmenter="jieba").split_words(text)
     embedder = ElmoEmbedder(str(folders["jieba"]), device="cpu")
-    embedder.embed_file(str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "all", max_sentence_words=3,
-                        progress=False)
+    embedder.embed_file(
+        str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "all", max_sentence_words=3, progress=False
+    )
     with h5py.File(tmp_path / "out.hdf5") as f:
         layers = f["0"][()]
     assert len(words) == 10 and layers.shape[:2] == (3, len(words))
@@ -333,8 +360,9 @@ SEGMENTERS = ("jieba", "fugashi", "sudachipy")
 
 
 @pytest.mark.parametrize("segmenter", SEGMENTERS)
-@pytest.mark.parametrize("text", ["東京\x00大阪 京都", "東京\x01大阪\x7f京都", "東京\ud800大阪\udfff京都",
-                                  "東京\t大阪\x85京都"])
+@pytest.mark.parametrize(
+    "text", ["東京\x00大阪 京都", "東京\x01大阪\x7f京都", "東京\ud800大阪\udfff京都", "東京\t大阪\x85京都"]
+)
 def test_control_characters_and_lone_surrogates_separate_words(segmenter, text):
     """A control character or a lone surrogate is a space to all three segmenters: NUL does not end fugashi's text
     nor become a word of jieba's or SudachiPy's, and a lone surrogate is no UnicodeEncodeError in fugashi or
@@ -351,11 +379,12 @@ def test_a_line_past_the_analysers_limit_is_segmented_in_pieces(segmenter):
     """One line of 460,000 characters without a sentence end reaches every segmenter in pieces of at most 4,000
     characters. It runs in a process of its own: whole, the line is a segmentation fault in fugashi (MeCab, exit
     139)."""
-    code = ("import sys; from tokenization_elmo import ElmoTokenizer\n"
-            f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
-            "print(len(''.join(words)), max(map(len, words)))")
-    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True,
-                          timeout=600)
+    code = (
+        "import sys; from tokenization_elmo import ElmoTokenizer\n"
+        f"words = ElmoTokenizer(segmenter={segmenter!r}).split_words('a' * 460000)\n"
+        "print(len(''.join(words)), max(map(len, words)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=command_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     kept, longest = map(int, done.stdout.split())
     assert kept == 460000 and longest <= 4000  # nothing lost

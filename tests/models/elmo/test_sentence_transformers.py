@@ -19,8 +19,9 @@ def test_sentence_transformer_equals_tf_hub_default(tiny_model_dir, trust_remote
     sentences, expected, _ = load_fixture("allennlp-tiny")
     # Texts that whitespace splitting gives back as the fixture's words (the model reads whole words).
     kept = [i for i, words in enumerate(sentences) if words and " ".join(words).split() == words]
-    model = sentence_transformers.SentenceTransformer(str(tiny_model_dir), trust_remote_code=trust_remote_code,
-                                                  device="cpu")
+    model = sentence_transformers.SentenceTransformer(
+        str(tiny_model_dir), trust_remote_code=trust_remote_code, device="cpu"
+    )
     got = model.encode([" ".join(sentences[i]) for i in kept], batch_size=4)
     for row, i in zip(got, kept):
         n = len(sentences[i])  # AllenNLP's ELMo vectors of the sentence, averaged: TF-Hub's `default`

@@ -41,8 +41,11 @@ def test_one_row_encoder_with_one_cache(monkeypatch):
     import basic_tokenization_elmo
 
     made = []
-    monkeypatch.setattr(basic_tokenization_elmo, "word_to_char_ids", lambda word, max_chars: made.append(word) or
-                        word_to_char_ids(word, max_chars))
+    monkeypatch.setattr(
+        basic_tokenization_elmo,
+        "word_to_char_ids",
+        lambda word, max_chars: made.append(word) or word_to_char_ids(word, max_chars),
+    )
     tokenizer = ElmoTokenizer()
     sentences = [["Hello", "world", "!"], [], ["x" * 60, "café", "東京", "Hello"], ["<S>", "</S>"]]
     words = ["Hello", "world", "!", "x" * 60, "café", "東京", "<S>", "</S>"]
@@ -181,9 +184,12 @@ def test_ids_the_tokenizer_could_not_have_made_are_refused(tok):
     """pad (data collators) and decode take ids from users: floats, bools and out-of-range ids are refused; a
     negative max_length is not read as "keep everything"."""
     row = tok(["a"], is_split_into_words=False)["input_ids"][0][0]
-    for bad, match in [([[[1.5] * 50]], "integer ids per word, got float64"), ([[[True] * 50]], "got bool"),
-                       ([[[-1] * 50]], r"outside this tokenizer's range \(0 to 261\), e.g. \[-1"),
-                       ([[[262] * 50]], r"e.g. \[262")]:
+    for bad, match in [
+        ([[[1.5] * 50]], "integer ids per word, got float64"),
+        ([[[True] * 50]], "got bool"),
+        ([[[-1] * 50]], r"outside this tokenizer's range \(0 to 261\), e.g. \[-1"),
+        ([[[262] * 50]], r"e.g. \[262"),
+    ]:
         with pytest.raises(ValueError, match=match):
             tok.pad({"input_ids": bad})
         with pytest.raises(ValueError, match=match):
@@ -210,24 +216,35 @@ def test_do_lower_case_lower_cases_every_word_but_the_special_and_added_tokens(t
         ElmoTokenizer(do_lower_case="yes")
 
 
-@pytest.mark.parametrize("option", [{"strip_accents": True}, {"tokenize_chinese_chars": True},
-                                    {"add_bos_token": True}, {"add_eos_token": True}])
+@pytest.mark.parametrize(
+    "option",
+    [{"strip_accents": True}, {"tokenize_chinese_chars": True}, {"add_bos_token": True}, {"add_eos_token": True}],
+)
 def test_options_that_would_change_the_vectors_are_refused_by_name(option):
     """Accepting these and doing nothing would silently give other vectors than asked for: refused in one line, also
     through from_pretrained (where the option is passed on to __init__)."""
-    (name, value), = option.items()
+    ((name, value),) = option.items()
     for make in (lambda: ElmoTokenizer(**option), lambda: ElmoTokenizer.from_pretrained(SHIPPED, **option)):
         with pytest.raises(ValueError, match=f"ElmoTokenizer cannot honour {name}={value}: .*; leave it out"):
             make()
 
 
-@pytest.mark.parametrize("option", [{"add_prefix_space": True}, {"never_split": ["x"]}, {"wordpieces_prefix": "##"},
-                                    {"add_bos_token": False}, {"strip_accents": False}, {"do_lower_case": False}])
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"add_prefix_space": True},
+        {"never_split": ["x"]},
+        {"wordpieces_prefix": "##"},
+        {"add_bos_token": False},
+        {"strip_accents": False},
+        {"do_lower_case": False},
+    ],
+)
 def test_options_of_other_tokenizers_that_mean_nothing_here_are_accepted(option, caplog):
     """What transformers passes to every tokenizer is accepted: an option that asks for what ELMo's rules do anyway
     silently, one that means nothing for words split on white space with a one-time warning naming it; the
     numbers are those of the plain tokenizer."""
-    (name, value), = option.items()
+    ((name, value),) = option.items()
     plain = ElmoTokenizer()("Some words here")["input_ids"]
     with caplog.at_level("WARNING"):
         tokenizer = ElmoTokenizer.from_pretrained(SHIPPED, **option)
@@ -255,6 +272,7 @@ def test_get_vocab_includes_added_tokens():
 def test_overflowing_tokens_are_windows_of_words(tok):
     """return_overflowing_tokens, as transformers' fast tokenizers give it: every word in a window of max_length
     words, `stride` words shared by neighbours, overflow_to_sample_mapping naming each window's sentence."""
+
     def windows(text, **kwargs):
         encoding = tok(text, truncation=True, return_overflowing_tokens=True, **kwargs)
         return tok.batch_decode(encoding["input_ids"]), encoding["overflow_to_sample_mapping"]
@@ -262,8 +280,9 @@ def test_overflowing_tokens_are_windows_of_words(tok):
     assert windows("a b c d e", max_length=2) == (["a b", "c d", "e"], [0, 0, 0])
     assert windows("a b c d e", max_length=3, stride=1) == (["a b c", "c d e"], [0, 0])
     assert windows(["a b c", "d", ""], max_length=2) == (["a b", "c", "d", ""], [0, 0, 1, 2])
-    batch = tok(["a b c", "d"], max_length=2, truncation=True, padding=True, return_overflowing_tokens=True,
-                return_tensors="pt")
+    batch = tok(
+        ["a b c", "d"], max_length=2, truncation=True, padding=True, return_overflowing_tokens=True, return_tensors="pt"
+    )
     assert batch["input_ids"].shape == (3, 2, 50) and batch["overflow_to_sample_mapping"].tolist() == [0, 0, 1]
     assert batch["attention_mask"].tolist() == [[1, 1], [1, 0], [1, 0]]
     for stride in (2, -1):
@@ -271,8 +290,7 @@ def test_overflowing_tokens_are_windows_of_words(tok):
             tok("a b c", max_length=2, truncation=True, stride=stride, return_overflowing_tokens=True)
 
 
-@pytest.mark.parametrize("field, value", [("segmenter", ["jieba"]), ("segmenter", "mecab"),
-                                          ("opencc_config", ["s2t"])])
+@pytest.mark.parametrize("field, value", [("segmenter", ["jieba"]), ("segmenter", "mecab"), ("opencc_config", ["s2t"])])
 def test_a_segmenter_of_the_wrong_type_in_tokenizer_config_is_one_line(tmp_path, field, value):
     """A list where tokenizer_config.json wants a name is a one-line ValueError naming the value and where to set it,
     not a raw TypeError (unhashable type)."""
@@ -285,9 +303,18 @@ def test_a_segmenter_of_the_wrong_type_in_tokenizer_config_is_one_line(tmp_path,
     assert "\n" not in message and repr(value) in message and "set it so in tokenizer_config.json" in message
 
 
-@pytest.mark.parametrize("option", [{"bos_token": "<s>"}, {"eos_token": "</s>"}, {"unk_token": "[UNK]"},
-                                    {"clean_up_tokenization_spaces": True}, {"split_special_tokens": True},
-                                    {"model_input_names": ["input_ids"]}, {"padding_side": "left"}])
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"bos_token": "<s>"},
+        {"eos_token": "</s>"},
+        {"unk_token": "[UNK]"},
+        {"clean_up_tokenization_spaces": True},
+        {"split_special_tokens": True},
+        {"model_input_names": ["input_ids"]},
+        {"padding_side": "left"},
+    ],
+)
 def test_option_values_the_rules_cannot_honour_are_refused(option):
     (name,) = option
     with pytest.raises(ValueError, match=name):

@@ -24,15 +24,20 @@ import pytest
 import transformers
 
 REPO = Path(__file__).resolve().parents[3]
-SUITES = Path(os.environ.get("ELMO_TRANSFORMERS_SUITES")
-              or REPO / ".transformers-suites" / f"transformers-{transformers.__version__}" / "tests")
+SUITES = Path(
+    os.environ.get("ELMO_TRANSFORMERS_SUITES")
+    or REPO / ".transformers-suites" / f"transformers-{transformers.__version__}" / "tests"
+)
 # The three suite files; the empty __init__.py that the source distribution leaves out is added by .ci/run.
 SUITE_FILES = ("__init__.py", "test_modeling_common.py", "test_configuration_common.py", "test_tokenization_common.py")
 if not all((SUITES / name).is_file() for name in SUITE_FILES):
     if os.environ.get("ELMO_TRANSFORMERS_SUITES"):
         raise RuntimeError(f"ELMO_TRANSFORMERS_SUITES={SUITES} does not hold transformers' {', '.join(SUITE_FILES)}")
-    pytest.skip(f"transformers {transformers.__version__}'s test suites are not in {SUITES}: fetch them as .ci/run "
-                "does (docs/contract.md)", allow_module_level=True)
+    pytest.skip(
+        f"transformers {transformers.__version__}'s test suites are not in {SUITES}: fetch them as .ci/run "
+        "does (docs/contract.md)",
+        allow_module_level=True,
+    )
 
 
 def load_suites():
@@ -70,7 +75,10 @@ import torch  # noqa: E402
 import elmo_transformers  # noqa: E402
 from configuration_elmo import ELMO_AUTO_MAP, ElmoConfig  # noqa: E402
 from modeling_elmo import (  # noqa: E402
-    ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoModel,
+    ElmoForLanguageModeling,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
 )
 from tokenization_elmo import ElmoTokenizer  # noqa: E402
 
@@ -81,16 +89,20 @@ elmo_transformers.register()  # model type "elmo" in the Auto classes, as the pa
 # The suite tells a base model (which it does not train) and the heads (for which it makes labels) by transformers'
 # tables of its own models' class names, which registering with the Auto classes does not change: ELMo's classes join
 # copies of those tables in the suite's module.
-for _table, _auto_class in (("MODEL_MAPPING_NAMES", "AutoModel"),
-                            ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", "AutoModelForTokenClassification"),
-                            ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForSequenceClassification")):
-    setattr(modeling_common, _table,
-            {**getattr(modeling_common, _table), "elmo": ELMO_AUTO_MAP[_auto_class].rsplit(".", 1)[1]})
+for _table, _auto_class in (
+    ("MODEL_MAPPING_NAMES", "AutoModel"),
+    ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", "AutoModelForTokenClassification"),
+    ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForSequenceClassification"),
+):
+    setattr(
+        modeling_common,
+        _table,
+        {**getattr(modeling_common, _table), "elmo": ELMO_AUTO_MAP[_auto_class].rsplit(".", 1)[1]},
+    )
 
 
 class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
-    all_model_classes = (ElmoModel, ElmoForLanguageModeling, ElmoForSequenceClassification,
-                         ElmoForTokenClassification)
+    all_model_classes = (ElmoModel, ElmoForLanguageModeling, ElmoForSequenceClassification, ElmoForTokenClassification)
     has_attentions = False  # a biLSTM: no attention weights
     test_resize_embeddings = False  # the char embedding's rows are fixed (bytes and markers), as CANINE's
 
@@ -98,8 +110,13 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
         self.model_tester = ElmoModelTester(self)
         # The common names but num_attention_heads: a biLSTM has no attention heads.
         self.config_tester = configuration_common.ConfigTester(
-            self, config_class=ElmoConfig, common_properties=["hidden_size", "num_hidden_layers"], n_layers=2,
-            lstm_dim=16, projection_dim=8, lm_vocab_size=99,
+            self,
+            config_class=ElmoConfig,
+            common_properties=["hidden_size", "num_hidden_layers"],
+            n_layers=2,
+            lstm_dim=16,
+            projection_dim=8,
+            lm_vocab_size=99,
         )
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
@@ -112,12 +129,17 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
 
     def test_config(self):
         tester = self.config_tester
-        for check in ("create_and_test_config_common_properties", "create_and_test_config_to_json_string",
-                      "create_and_test_config_to_json_file", "create_and_test_config_from_and_save_pretrained",
-                      "create_and_test_config_from_and_save_pretrained_subfolder",
-                      "create_and_test_config_from_and_save_pretrained_composite",
-                      "create_and_test_config_with_num_labels", "create_and_test_config_from_pretrained_custom_kwargs",
-                      "check_config_can_be_init_without_params"):
+        for check in (
+            "create_and_test_config_common_properties",
+            "create_and_test_config_to_json_string",
+            "create_and_test_config_to_json_file",
+            "create_and_test_config_from_and_save_pretrained",
+            "create_and_test_config_from_and_save_pretrained_subfolder",
+            "create_and_test_config_from_and_save_pretrained_composite",
+            "create_and_test_config_with_num_labels",
+            "create_and_test_config_from_pretrained_custom_kwargs",
+            "check_config_can_be_init_without_params",
+        ):
             getattr(tester, check)()
 
     def test_model_outputs_equivalence(self):
@@ -136,8 +158,9 @@ class ElmoModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
                 self.model_tester.check_same_outputs(as_tuple, as_dict.to_tuple())
 
     # It shrinks the input vocabulary by setting vocab_size and feeds word ids [batch, words]; ELMo reads char ids.
-    test_load_with_mismatched_shapes = unittest.skip("vocab_size as the input vocabulary: ELMo's input_ids are char "
-                                                     "ids (its vocab_size is the LM's words)")(lambda self: None)
+    test_load_with_mismatched_shapes = unittest.skip(
+        "vocab_size as the input vocabulary: ELMo's input_ids are char ids (its vocab_size is the LM's words)"
+    )(lambda self: None)
 
     @unittest.skip("config_common_kwargs, which it reads, is in transformers' tests/utils, not in its sdist")
     def test_config_arguments_init(self):
@@ -152,10 +175,14 @@ def inapplicable(reason):
 # Why a tokenizer test cannot apply, in one line each.
 LEFT_PADDING = "left padding: the biLM reads each sentence from position 0, so ElmoTokenizer pads on the right only"
 PAIRS = "text pairs and token types: ELMo encodes one sentence at a time"
-WORD_IDS = ("input_ids as one id per word: ELMo's hold a row of char ids per word (the word vocabulary gives only the "
-            "LM's targets), and a padded word is an all-zero row, not pad_token_id")
-BOUNDARY_WORDS = ("another bos or eos token: ELMo's are <S> and </S>, which the model adds itself; another would "
-                  "misname the LM's targets")
+WORD_IDS = (
+    "input_ids as one id per word: ELMo's hold a row of char ids per word (the word vocabulary gives only the "
+    "LM's targets), and a padded word is an all-zero row, not pad_token_id"
+)
+BOUNDARY_WORDS = (
+    "another bos or eos token: ELMo's are <S> and </S>, which the model adds itself; another would "
+    "misname the LM's targets"
+)
 
 
 class ElmoTokenizationTest(tokenization_common.TokenizerTesterMixin, unittest.TestCase):
