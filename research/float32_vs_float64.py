@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from configuration_elmo import ElmoConfig  # noqa: E402
-from elmo_transformers.conversion.allennlp import (
+from elmo_transformers.conversion.allennlp import (  # noqa: E402
     convert,
     options_from_config,
     to_state_dict,  # noqa: E402

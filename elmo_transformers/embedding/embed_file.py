@@ -204,7 +204,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
             if settings.progress and settings.file_format == "hdf5" and len(lines) >= MANY_LINES:
                 print(
                     f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
-                    "first batch; --format parquet has no such step",
+                    "first batch; the Parquet format has no such step",
                     file=sys.stderr,
                 )
             run.start(settings, lines, shapes)

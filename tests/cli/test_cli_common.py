@@ -358,8 +358,8 @@ def test_embed_refusals_name_the_flags(text, tiny_model_dir, tmp_path, capsys):
         ([*embed, "--threads", "0"], "--threads 0: must be a positive int"),
         (
             [*embed, "--text-column", "text"],
-            f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or Parquet (.parquet) "
-            f"file, not of {text}; a text file is read one sentence a line without it",
+            f"--text-column text: reads a column of a JSON lines (.jsonl), CSV (.csv), TSV (.tsv) or Parquet "
+            f"(.parquet) file, not of {text}; a text file is read one sentence a line without it",
         ),
         (
             rows,

@@ -96,8 +96,8 @@ def test_the_training_functions_name_arguments_and_the_commands_name_flags(text,
                 PretrainModelArguments(add_words=5), PretrainDataArguments(train_file=[str(text)]), training_args
             ),
             ["pretrain", "--add-words", "5", "--train-file", text],
-            "add_words extends the starting model's own softmax: it needs a language model (with its vocab.txt) to start "
-            "from, training, and no other vocabulary file",
+            "add_words extends the starting model's own softmax: it needs a language model (with its vocab.txt) to "
+            "start from, training, and no other vocabulary file",
             "--add-words extends the starting model's own softmax: it needs a language model (with its vocab.txt) to "
             "start from, training, and no other vocabulary file",
         ),
