@@ -10,6 +10,7 @@ exit 2 (argparse).
 
 import contextlib
 import errno
+import gc
 import importlib
 import importlib.util
 import os
@@ -216,10 +217,15 @@ def own_streams():
 
 def main(argv=None):
     """Run a subcommand; returns the exit code. Without `argv` it runs the process's own command line (its standard
-    files made safe, `own_streams`)."""
+    files made safe, `own_streams`), which ends when this returns: what the command made is then frozen out of the
+    interpreter's last garbage collection, which would only walk torch's objects to free memory the exit frees
+    anyway (docs/speed.md, "Start-up": a quarter of a second of a one-line `embed`)."""
     if argv is None:
         own_streams()
-        return main(sys.argv[1:])
+        try:
+            return main(sys.argv[1:])
+        finally:
+            gc.freeze()
     argv = list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
