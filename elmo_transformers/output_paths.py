@@ -56,15 +56,23 @@ def check_file_output(output, overwrite=False):
     `overwrite`. Nothing is left behind."""
     if os.path.isdir(output):
         raise OutputError(f"{output} is a folder: give the path of the file to write", output)
+    check_parent_takes_files(output)
+    if os.path.lexists(output) and not overwrite:
+        raise OutputExistsError(f"{output} exists (pass overwrite=True to replace it)", output)
+
+
+def check_parent_takes_files(output):
+    """Raise OutputError in one line unless the folder `output` goes into exists and takes a new file (permissions, a
+    read-only file system, a full disk: `disk_hint`). Nothing is left behind."""
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
     try:
         tempfile.TemporaryFile(dir=parent).close()
     except OSError as e:
-        raise OutputError(f"{output}: cannot write into {parent}: {e.strerror or e}", output) from None
-    if os.path.lexists(output) and not overwrite:
-        raise OutputExistsError(f"{output} exists (pass overwrite=True to replace it)", output)
+        raise OutputError(
+            f"{output}: cannot write into {parent}: {e.strerror or e}{disk_hint(e.errno)}", output
+        ) from None
 
 
 def write_file_atomically(path, data):

@@ -17,12 +17,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 
 import numpy as np
 
 from ..errors import OutputError, OutputExistsError
-from ..output_paths import disk_hint, write_file_atomically
+from ..output_paths import check_parent_takes_files, write_file_atomically
 
 
 def check_folder_output(output, overwrite):
@@ -30,15 +29,7 @@ def check_folder_output(output, overwrite):
     missing parent folder, or an existing folder (with `overwrite`, only an earlier output: one that holds nothing
     but files embed writes, `is_shard`; a user's own Parquet files or a folder named `*.parquet`, Spark's and Dask's
     layout, are not)."""
-    parent = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(parent):
-        raise OutputError(f"{output}: cannot write it: {parent} is not an existing folder", output)
-    try:
-        tempfile.TemporaryFile(dir=parent).close()
-    except OSError as e:
-        raise OutputError(
-            f"{output}: cannot write into {parent}: {e.strerror or e}{disk_hint(e.errno)}", output
-        ) from None
+    check_parent_takes_files(output)
     if os.path.islink(output):
         raise OutputError(f"{output} is a symbolic link: give the real folder (links are never replaced)", output)
     if os.path.lexists(output) and not os.path.isdir(output):

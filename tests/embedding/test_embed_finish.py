@@ -22,7 +22,7 @@ from conftest import command_env, interrupt_after, one_line_error
 from elmo_transformers.cli import Interrupted
 from elmo_transformers.cli import main as cli_main
 from elmo_transformers.cli.embed import main
-from elmo_transformers.embedding import parquet_output
+from elmo_transformers import output_paths
 from elmo_transformers.embedding.partial_run import FINISHED, PartialRun
 
 LINES = [" ".join(["w"] * n) for n in range(1, 13)]  # 12 lines: 6 batches of 2
@@ -401,7 +401,7 @@ def test_a_read_only_folder_for_parquet_is_one_line_before_any_work(tmp_path, ti
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(parquet_output.tempfile, "TemporaryFile", read_only)
+    monkeypatch.setattr(output_paths.tempfile, "TemporaryFile", read_only)
     message = one_line_error(args_of(tmp_path, tiny_model_dir, "parquet"))
     assert message == (
         f"error: {tmp_path}/out: cannot write into {tmp_path}: Read-only file system (a read-only file system)"
