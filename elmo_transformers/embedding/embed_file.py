@@ -22,10 +22,10 @@ from tqdm import tqdm
 from ..errors import DataError, OutputError, UnfinishedRunError, UserError
 from ..runtime import process_state, traits
 from ..runtime.threads import cpu_threads
-from .batches import Writer, in_background, work_units
+from .batches import Batch, LongLine, Plan, Writer, in_background
 from .defaults import BATCH_WORDS, MAX_SENTENCE_WORDS
-from .inputs import count_words, input_name, line_words, read_lines, text_sha256
-from .partial_run import PartialRun, check_paths, covered, finished_mask
+from .inputs import Input, count_words, input_name, line_words
+from .partial_run import PartialRun, check_paths, covered
 from .settings import EmbedSettings
 
 FULL_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a disk, a quota or a file-size limit that is full
@@ -74,28 +74,31 @@ def default_batch_words(embedder):
     return BATCH_WORDS[kind]
 
 
+def line_shape(mode, config):
+    """The shape of a line's vectors, with 0 for its words: [n_layers + 1, words, 2P] (all), else [words, 2P]."""
+    return (config.n_layers + 1, 0, config.hidden_size) if mode == "all" else (0, config.hidden_size)
+
+
 def dataset_shapes(counts, mode, config):
     """The shape of each line's vectors, a row a line (an int64 array: a few bytes a line, where tuples take some
-    60): [n_layers + 1, words, 2P] (all), else [words, 2P]."""
-    shape = (config.n_layers + 1, 0, config.hidden_size) if mode == "all" else (0, config.hidden_size)
-    shapes = np.tile(np.array(shape, np.int64), (len(counts), 1))
+    60), for the HDF5 layout (one dataset a line)."""
+    shapes = np.tile(np.array(line_shape(mode, config), np.int64), (len(counts), 1))
     shapes[:, -2] = counts
     return shapes
 
 
-def check_windows(embedder, counts, max_words, source):
+def check_windows(embedder, scan, max_words, source):
     """Refuse, before any work, a line that would be embedded in stateful windows by a model that cannot carry the
-    LSTM state (an exported ONNX model), naming the longest such line and the two ways on."""
-    if embedder.traits.stateful:
+    LSTM state (an exported ONNX model), naming the longest such line (`scan.longest`: the first of them) and the
+    two ways on."""
+    longest, words = scan.longest
+    if embedder.traits.stateful or words <= max_words:
         return
-    if not len(counts) or counts.max() <= max_words:
-        return
-    longest = int(np.argmax(counts))  # (the first of the longest)
     raise DataError(
         f"max_sentence_words {max_words}: shorter than line {longest + 1} of {input_name(source)} "
-        f"({counts[longest]:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
+        f"({words:,} words), and an exported ONNX model cannot embed a line in windows (its graph is "
         "stateless: no LSTM state carries from one window to the next): give "
-        f"{counts[longest]:,} or more to embed every line whole (memory then grows with the line), or use the PyTorch "
+        f"{words:,} or more to embed every line whole (memory then grows with the line), or use the PyTorch "
         "model for stateful windows",
         max_words,
         argument="max_sentence_words",
@@ -178,16 +181,19 @@ def _run(embedder, settings, input_file, output, report, started_at):
     if settings.batch_size is None and settings.batch_words is None:
         settings = replace(settings, batch_words=default_batch_words(embedder))
     run = PartialRun(output, settings.file_format)
-    lines = read_lines(input_file, settings.text_column)
-    if not lines and settings.file_format == "parquet":
+    lines = Input(input_file, settings.text_column)
+    tokenizer = embedder.tokenizer
+    count = partial(count_words, tokenizer=tokenizer)
+    hdf5 = settings.file_format == "hdf5"
+    scan = lines.first_pass(count, settings.max_sentence_words, keep_counts=hdf5)  # (HDF5: one dataset a line)
+    if not scan.lines and settings.file_format == "parquet":
         raise DataError(
             f"{input_name(input_file)} has no lines: nothing to embed (`datasets` cannot read a Parquet "
             "folder of no rows)",
             input_file,
         )
-    counts = np.fromiter((count_words(line, embedder.tokenizer) for line in lines), np.int64, len(lines))
-    check_windows(embedder, counts, settings.max_sentence_words, input_file)
-    settings = replace(settings, input_sha256=text_sha256(lines), model=embedder.source, identity=identity)
+    check_windows(embedder, scan, settings.max_sentence_words, input_file)
+    settings = replace(settings, input_sha256=scan.sha256, model=embedder.source, identity=identity)
     resumed = run.exists()
     if resumed:
         run.check(settings)
@@ -197,34 +203,38 @@ def _run(embedder, settings, input_file, output, report, started_at):
     started = not os.path.exists(run.folder)
     if state.is_main_process:
         run.claim()
-    shapes = dataset_shapes(counts, settings.mode, embedder.model.config)
+    plan = Plan(scan.histogram, settings.batch_size, settings.max_sentence_words, settings.batch_words)
+
+    def units():  # (the input read again, a batch handed over once its last line is read)
+        return plan.units(lines.counted(count), lines.changed)
+
     opened = False
     try:
         if state.is_main_process and not run.exists():
-            if settings.progress and settings.file_format == "hdf5" and len(lines) >= MANY_LINES:
+            if settings.progress and hdf5 and scan.lines >= MANY_LINES:
                 print(
-                    f"making the HDF5 file's {len(lines):,} datasets (AllenNLP's layout, one a line) before the "
+                    f"making the HDF5 file's {scan.lines:,} datasets (AllenNLP's layout, one a line) before the "
                     "first batch; the Parquet format has no such step",
                     file=sys.stderr,
                 )
-            run.start(settings, lines, shapes)
+            config = embedder.model.config
+            run.start(settings, lines, dataset_shapes(scan.counts, settings.mode, config) if hdf5 else None)
+        scan.counts = None  # (the HDF5 layout is made: its file holds the shapes from here on)
         state.wait_for_everyone()
-        words_of = partial(words_of_line, lines, embedder.tokenizer)
-        run.open(state.process_index, words_of)
+        run.open(state.process_index)
         opened = True
-        units = work_units(counts, settings.batch_size, settings.max_sentence_words, settings.batch_words)
-        if resumed:
-            run.check_progress(units, lines, words_of)
         done = run.progress()
+        if resumed:
+            run.check_progress(lines, units(), partial(unit_words, tokenizer=tokenizer), done)
         # Every process shares out the work left by what was done before any process adds to it: a process that read
         # the journals after another had written its first batch would share out a shorter list, and lines be lost.
         state.wait_for_everyone()
         report.load = time.perf_counter() - started_at
-        _embed_lines(embedder, run, settings, state, lines, counts, units, done, report)
+        _embed_lines(embedder, run, settings, state, plan, scan, units(), done, report)
         run.close()
         state.wait_for_everyone()
         if state.is_main_process:
-            run.finish(settings, shapes)
+            run.finish(settings, units(), line_shape(settings.mode, embedder.model.config))
         state.wait_for_everyone()
     except BaseException as error:
         run.close()
@@ -274,81 +284,69 @@ def _run(embedder, settings, input_file, output, report, started_at):
             run.release()
 
 
-def words_of_line(lines, tokenizer, i):
-    """The words of line `i`, as `tokenizer` splits raw text (what the Parquet output stores beside its vectors)."""
-    return list(line_words(lines[i], tokenizer))
+def unit_words(unit, tokenizer):
+    """The words of each line of `unit` (a `batches.Batch` or `LongLine`), as `tokenizer` splits raw text (what the
+    Parquet output stores beside its vectors)."""
+    texts = unit.texts if isinstance(unit, Batch) else [unit.text]
+    return [list(line_words(text, tokenizer)) for text in texts]
 
 
-def embed_long_line(embedder, run, settings, line_number, line, done):
-    """Embed one long line window by window (`settings.max_sentence_words` words each), continuing after the windows
-    already `done`."""
+def embed_long_line(embedder, run, settings, unit, done):
+    """Embed the long line `unit` (a `batches.LongLine`) window by window (`settings.max_sentence_words` words
+    each), continuing after the windows already `done`."""
     start = covered(done)
     state = run.lstm_state(done[-1], embedder.model) if start else None
-    words = islice(line_words(line, embedder.tokenizer), start, None)
+    words = islice(line_words(unit.text, embedder.tokenizer), start, None)
     while chunk := list(islice(words, settings.max_sentence_words)):
         vectors, state = embedder.embed_window(chunk, state, settings.mode, settings.output_dtype)
-        run.add_window(line_number, start, vectors, state)
+        run.add_window(unit, start, vectors, state, lambda: unit_words(unit, embedder.tokenizer)[0])
         start += len(chunk)
 
 
-def _embed_lines(embedder, run, settings, state, lines, counts, units, done, report):
+def _embed_lines(embedder, run, settings, state, plan, scan, units, done, report):
     """The work once the output is open: this process's share (`state`: its `process_state`) of the `units`
-    (`work_units` of the `lines`, which hold `counts` words) not yet `done` (`run.progress()` as every process read
-    it before any wrote), prepared (tokenized, padded, pinned) in one thread, computed here
-    (`ElmoEmbedder.layers`), written in another; then its long lines, window by window."""
-    batches, windows = done
-    finished = finished_mask(batches, len(counts))
-    pending = [
-        unit
-        for unit in units
-        if (
-            not finished[unit] and covered(windows.get(unit, [])) < counts[unit]
-            if isinstance(unit, int)
-            else not finished[unit[0]]
-        )
-    ]
-    mine = pending[state.process_index :: state.num_processes]
+    (`batches.Plan.units` of the input, as it is read; `plan` and `scan`: their numbers) not yet `done`
+    (`run.progress()` as every process read it before any wrote), prepared (tokenized, padded, pinned) in one
+    thread, computed here (`ElmoEmbedder.layers`), written in another; a long line, window by window, here."""
+    finished = done.finished_lines()
     if settings.progress and state.is_main_process and state.num_processes > 1:
-        print(
-            f"{len(pending)} batches and long lines to embed, shared by {state.num_processes} processes",
-            file=sys.stderr,
+        left = (
+            len(plan)
+            + len(scan.long)
+            - len(np.unique(done.keys[done.held]))
+            - sum(1 for line, words in scan.long.items() if covered(done.windows.get(line, [])) >= words)
         )
-    size = sum(1 if isinstance(unit, int) else len(unit) for unit in mine)
+        print(f"{left} batches and long lines to embed, shared by {state.num_processes} processes", file=sys.stderr)
+    pending = (unit for unit in units if not done.done(unit))
+    mine = (unit for k, unit in enumerate(pending) if k % state.num_processes == state.process_index)
     tokenizer = embedder.tokenizer
 
     def prepare(unit):
+        if isinstance(unit, LongLine):
+            return unit, None, None
         with timed(report, "tokenizing"):
-            unit = unit.tolist()  # (Python ints, from here on: a batch's own)
-            return unit, embedder.pinned(embedder.encode([list(line_words(lines[i], tokenizer)) for i in unit]))
+            words = unit_words(unit, tokenizer)
+            return unit, words, embedder.pinned(embedder.encode(words))
 
     def write(item):
-        unit, output, wait = item
+        unit, words, output, wait = item
         with timed(report, "writing"):
             wait()
             output = output if isinstance(output, np.ndarray) else output.numpy()
-            run.add_batch({i: output[j, ..., : counts[i], :] for j, i in enumerate(unit)})
-            bar.update(len(unit))
+            run.add_batch({i: output[j, ..., : unit.counts[j], :] for j, i in enumerate(unit.lines.tolist())}, words)
+            bar.update(len(unit.lines))
 
     shown = settings.progress and state.is_main_process
+    size = max(scan.lines - finished, 0) // state.num_processes  # (about: the processes' shares differ by a batch)
     with tqdm(total=size, unit="line", desc="embedding", disable=not shown) as bar:
-        with (
-            in_background(prepare(unit) for unit in mine if not isinstance(unit, int)) as prepared,
-            Writer(write) as writer,
-        ):
-            batches = iter(prepared)
-            while True:
-                with timed(report, "waiting"):
-                    unit, batch = next(batches, (None, None))
-                if unit is None:
-                    break
-                with timed(report, "model"):
-                    writer.put((unit, *embedder.layers(batch, settings.mode, settings.output_dtype)))
-                report.lines += len(unit)
-                report.words += int(counts[unit].sum())
-        for unit in mine:
-            if isinstance(unit, int):
-                with timed(report, "model"):
-                    embed_long_line(embedder, run, settings, unit, lines[unit], windows.get(unit, []))
-                report.lines += 1
-                report.words += int(counts[unit])
-                bar.update(1)
+        with in_background(prepare(unit) for unit in mine) as prepared, Writer(write) as writer:
+            for unit, words, batch in prepared:
+                if isinstance(unit, LongLine):
+                    with timed(report, "model"):
+                        embed_long_line(embedder, run, settings, unit, done.windows.get(unit.line, []))
+                    bar.update(1)
+                else:
+                    with timed(report, "model"):
+                        writer.put((unit, words, *embedder.layers(batch, settings.mode, settings.output_dtype)))
+                report.lines += len(unit.lines)
+                report.words += int(unit.counts.sum())

@@ -40,8 +40,8 @@ class Hdf5Output:
         """The file (`create_output`): one dataset of shape `shapes[i]` and `dtype` for line i."""
         create_output(self.file, lines, shapes, dtype)
 
-    def open(self, words_of=None):
-        """Open the file for writing vectors into it (`words_of`, the words of a line: not stored here). Its layout
+    def open(self):
+        """Open the file for writing vectors into it. Its layout
         (`shapes`, `offsets`: arrays, a row a line) is read one dataset at a time, each closed before the next: HDF5
         holds some 16 KB for each dataset kept open (docs/embedding-files.md, "Memory")."""
         with h5py.File(self.file, "r") as f:
@@ -79,8 +79,9 @@ class Hdf5Output:
                 written = os.pwrite(self.fd, data, offset)
                 data, offset = data[written:], offset + written
 
-    def add_batch(self, arrays):
-        """Store a finished batch ({line number: array}); on the disk when it returns."""
+    def add_batch(self, arrays, words=None):
+        """Store a finished batch ({line number: array}; `words`, each line's words: not stored here); on the disk
+        when it returns."""
         for line, vectors in arrays.items():
             self.put(line, vectors)
         os.fdatasync(self.fd)
@@ -90,8 +91,9 @@ class Hdf5Output:
         self.put(line, vectors, start)
         os.fdatasync(self.fd)
 
-    def check_text(self, lines, words_of, damaged):
-        """Raise `damaged(what)` unless the file was made for `lines` (its `sentence_to_index`)."""
+    def check_text(self, lines, units, words, damaged):
+        """Raise `damaged(what)` unless the file was made for `lines` (its `sentence_to_index`); the `units` are
+        read through (`words`, the words of a unit's lines: not stored here)."""
         try:
             with h5py.File(self.file, "r") as f:
                 index = f["sentence_to_index"][0]
@@ -100,28 +102,36 @@ class Hdf5Output:
         index = index.decode("utf-8", "surrogatepass") if isinstance(index, bytes) else index
         if index != json.dumps({line: str(i) for i, line in enumerate(lines)}):
             raise damaged(f"its {self.file} holds the lines of another text than the input")
+        for _ in units:
+            pass
 
     def holds(self, batch):
         """Whether the file holds a journaled batch (its lines): always, once journaled."""
         return True
 
-    def check_whole(self, shapes, dtype):
-        """What keeps the file from being the finished output (one dataset of shape `shapes[i]` and `dtype` for line
-        i), or None: gone, or not the file this process opened (`open` read its layout; its text was
-        checked when it was made or resumed, `check_text`), whose size no vector changes (its blocks are allocated
-        when it is made)."""
+    def check_whole(self, units, shape, dtype):
+        """What keeps the file from being the finished output (one dataset of `shape`, the line's words at -2, and
+        `dtype` for each line of the `units`, `batches.Plan.units` of the input), or None: gone, or not the file
+        this process opened (`open` read its layout; its text was checked when it was made or resumed,
+        `check_text`), whose size no vector changes (its blocks are allocated when it is made)."""
         try:
             now = os.stat(self.file)
         except FileNotFoundError:
             return f"its {self.file} is gone"
         if (now.st_dev, now.st_ino, now.st_size) != self.opened:
             return f"its {self.file} was replaced or rewritten by another file"
-        if (
-            len(shapes) != len(self.shapes)
-            or len(shapes)
-            and (not np.array_equal(shapes, self.shapes) or self.dtype != dtype)
-        ):
-            return f"its {self.file} holds datasets of other shapes than this run's lines"
+        other = f"its {self.file} holds datasets of other shapes than this run's lines"
+        lines = 0
+        for unit in units:
+            lines += len(unit.lines)
+            if unit.lines.max() >= len(self.shapes):
+                return other
+            expected = np.tile(np.array(shape, np.int64), (len(unit.lines), 1))
+            expected[:, -2] = unit.counts
+            if not np.array_equal(self.shapes[unit.lines], expected):
+                return other
+        if lines != len(self.shapes) or lines and self.dtype != dtype:
+            return other
         return None
 
     def pending(self):
@@ -167,7 +177,7 @@ def layout(f):
 
 def output_bytes(lines, shapes, dtype):
     """About the size of OUTPUT: the vectors, the text twice (sentence_to_index) and ~1 KB of HDF5 a line."""
-    text = lines.utf8_bytes()  # (`inputs.Lines`)
+    text = lines.utf8_bytes()  # (`inputs.Input`)
     return np.dtype(dtype).itemsize * int(np.prod(shapes, axis=1).sum()) + 2 * text + 1024 * len(lines)
 
 

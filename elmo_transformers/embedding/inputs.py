@@ -8,6 +8,10 @@ import os
 import re
 import stat
 import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import DataError
 from ..text_input import MAX_LINE_CHARS, checked_lines
@@ -45,10 +49,6 @@ class Lines:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
-    def utf8_bytes(self):
-        """The UTF-8 bytes of all lines."""
-        return len(self.text)
-
 
 def count_words(line, tokenizer):
     """How many words `tokenizer` (an ElmoBasicTokenizer) finds in `line` (`len(line.split())` in bounded memory for
@@ -78,21 +78,31 @@ def is_stream(file):
         return False
 
 
-def stripped_lines(file, name):
-    """The stripped lines of the open text file `file`; from a stream, at most MAX_STREAM_CHARS characters."""
-    limit = MAX_STREAM_CHARS if is_stream(file) else None
-    lines, read = Lines(), 0
-    for line in checked_lines(file, name):
-        read += len(line)
-        if limit is not None and read > limit:
-            raise DataError(
-                f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
-                "stream (it holds the whole input in memory until the end): save the text to a file "
-                "and embed the file"
-            )
+def stripped(lines):
+    """`lines` stripped, without a leading byte-order mark (an editor's encoding mark, not part of the first word)."""
+    for number, line in enumerate(lines):
         line = line.strip()
-        lines.append(line[1:].strip() if not lines and line.startswith("\ufeff") else line)
-    return lines
+        yield line[1:].strip() if not number and line.startswith("\ufeff") else line
+
+
+def stripped_lines(file, name):
+    """The stripped lines of the open text file `file`, kept (`Lines`); from a stream, at most MAX_STREAM_CHARS
+    characters."""
+    limit = MAX_STREAM_CHARS if is_stream(file) else None
+
+    def bounded(lines):
+        read = 0
+        for line in lines:
+            read += len(line)
+            if limit is not None and read > limit:
+                raise DataError(
+                    f"{name}: more than {limit:,} characters before its end, the most embed reads from a "
+                    "stream (it holds the whole input in memory until the end): save the text to a file "
+                    "and embed the file"
+                )
+            yield line
+
+    return Lines(stripped(bounded(checked_lines(file, name))))
 
 
 def table_kind(source):
@@ -209,14 +219,11 @@ def read_column(source, column):
     return Lines((text or "").strip() for text in values.to_pylist())
 
 
-def read_lines(source, text_column=None):
-    """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
-    byte-order mark (an editor's encoding mark, not part of the first word); with `text_column`, the texts of that
-    column of a JSON lines, CSV or Parquet file, one a line."""
-    if text_column is not None:
-        return read_column(source, text_column)
+def check_text_source(source):
+    """Refuse a table file given without `text_column` (read as text, it would embed its markup: `{"id":`, commas)
+    and a closed stdin."""
     kind = table_kind(source)
-    if kind is not None:  # a table read as text would embed its markup (`{"id":`, commas) as words
+    if kind is not None:
         check_table_file(source, kind)
         try:
             columns = read_table(source, kind).column_names
@@ -231,6 +238,15 @@ def read_lines(source, text_column=None):
             )
     if source == "-" and sys.stdin is None:
         raise DataError("-: stdin is closed: give INPUT as a file, or pipe the text into the command", source)
+
+
+def read_lines(source, text_column=None):
+    """Stripped lines of a path, "-" (stdin) or an open text file, as AllenNLP reads them, without a leading
+    byte-order mark, kept in memory (`Lines`); with `text_column`, the texts of that column of a JSON lines, CSV or
+    Parquet file, one a line."""
+    if text_column is not None:
+        return read_column(source, text_column)
+    check_text_source(source)
     try:
         if hasattr(source, "read"):
             lines = stripped_lines(source, input_name(source))
@@ -242,11 +258,110 @@ def read_lines(source, text_column=None):
     return lines
 
 
-def text_sha256(lines):
-    """SHA-256 of the lines, each followed by a line break: what identifies the text of a run."""
-    digest = hashlib.sha256()
-    for line in lines:
-        for start in range(0, len(line), LONG_LINE_CHARS):  # a piece at a time: no copy of a long line
-            digest.update(line[start : start + LONG_LINE_CHARS].encode("utf-8", "surrogatepass"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+@dataclass
+class Scan:
+    """What a pass over the whole input finds, before any work: its `lines`, UTF-8 bytes and `sha256` (of each line
+    and a line break: what identifies the text of a run), how many lines have each number of words up to `max_words`
+    (`histogram`), the longer lines' words (`long`: {line: words}), the first of the longest lines (`longest`:
+    (line, words)), and each line's words (`counts`, an int64 array) where asked for (the HDF5 layout: one dataset a
+    line)."""
+
+    lines: int = 0
+    utf8_bytes: int = 0
+    sha256: str = ""
+    histogram: Counter = field(default_factory=Counter)
+    long: dict = field(default_factory=dict)
+    longest: tuple = (0, 0)
+    counts: np.ndarray | None = None
+
+
+class Input:
+    """The text of a run (a path, "-" for stdin, or an open text file; with `text_column`, that column of a table
+    file), read again on each pass (`counted`), so that a run holds no more of it than its batches need: a regular
+    file is opened again each time, and a pass that finds another text than the first raises `changed()`; stdin, a
+    pipe, an open file and a table's column (which pyarrow reads whole) are read once and kept (`Lines`: their text
+    and 8 bytes a line)."""
+
+    def __init__(self, source, text_column=None):
+        self.name = input_name(source)
+        self.scan = None
+        streamed = (
+            text_column is None
+            and isinstance(source, (str, os.PathLike))
+            and source != "-"
+            and os.path.isfile(source)  # (a regular file: not a FIFO, which cannot be read twice)
+        )
+        if streamed:
+            check_text_source(source)
+            self.path, self.kept = source, None
+        else:
+            self.path, self.kept = None, read_lines(source, text_column)
+
+    def __iter__(self):
+        """The stripped lines, in order, read again."""
+        if self.kept is not None:
+            yield from self.kept
+            return
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                yield from stripped(checked_lines(f, self.name))
+        except OSError as e:
+            raise OSError(f"cannot read the input {self.name}: {e.strerror or e}") from None
+
+    def __len__(self):
+        return self.scan.lines
+
+    def utf8_bytes(self):
+        return self.scan.utf8_bytes
+
+    def first_pass(self, count, max_words, keep_counts=False):
+        """Read the whole input once (`Scan`), `count(line)` giving a line's words; kept as `self.scan`, which
+        later passes (`counted`) must find again."""
+        scan, digest, counts = Scan(), hashlib.sha256(), array.array("q")
+        for number, (line, size, words) in enumerate(self._hashed(count, digest)):
+            scan.lines += 1
+            scan.utf8_bytes += size
+            if words > max_words:
+                scan.long[number] = words
+            else:
+                scan.histogram[words] += 1
+            if words > scan.longest[1]:
+                scan.longest = (number, words)
+            if keep_counts:
+                counts.append(words)
+        scan.sha256 = digest.hexdigest()
+        scan.counts = np.frombuffer(counts, np.int64) if keep_counts else None
+        self.scan = scan
+        return scan
+
+    def counted(self, count):
+        """(line number, line, its words by `count`) of every line, read again; `changed()` is raised where the
+        text is not the one the first pass read."""
+        digest = hashlib.sha256()
+        yield from ((number, line, words) for number, (line, _, words) in enumerate(self._hashed(count, digest)))
+        if digest.hexdigest() != self.scan.sha256:
+            raise self.changed()
+
+    def changed(self):
+        return DataError(
+            f"{self.name} changed while the run read it (it is read once to plan the batches, then again to embed "
+            "them and to check the output): keep it unchanged until the run ends, delete OUTPUT's .partial folder "
+            "and run again",
+            self.name,
+        )
+
+    def _hashed(self, count, digest):
+        for line in self:
+            yield line, update_sha256(digest, line), count(line)
+
+
+def update_sha256(digest, line):
+    """Add `line` and a line break to `digest` (a SHA-256 of the text: a run's `input_sha256`), a piece at a time (no
+    copy of a long line); returns the line's UTF-8 bytes."""
+    size = 0
+    for start in range(0, len(line), LONG_LINE_CHARS):
+        piece = line[start : start + LONG_LINE_CHARS].encode("utf-8", "surrogatepass")
+        digest.update(piece)
+        size += len(piece)
+    digest.update(b"\n")
+    return size

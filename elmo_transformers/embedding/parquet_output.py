@@ -114,16 +114,15 @@ class ParquetOutput:
     def __init__(self, folder, output):
         self.output = output
         self.data = os.path.join(folder, "data")
-        self.words_of, self.pieces = None, {}
+        self.pieces = {}
         self.mode = 0o644  # a file's mode, as `open` gives files less the umask (set by `open`)
 
     def create(self, lines, shapes, dtype):
         os.makedirs(self.data, exist_ok=True)
 
-    def open(self, words_of):
-        """`words_of(line)`: the words of a line, stored beside its vectors. What a killed process left of a file it
-        was writing (never journaled: its lines are computed again) is removed."""
-        self.words_of = words_of
+    def open(self):
+        """What a killed process left of a file it was writing (never journaled: its lines are computed again) is
+        removed."""
         umask = os.umask(0)  # (read once, before the threads that write start)
         os.umask(umask)
         self.mode = 0o666 & ~umask
@@ -135,8 +134,9 @@ class ParquetOutput:
     def close(self):
         pass
 
-    def add_batch(self, arrays):
-        """One Parquet file of the finished batch ({line number: array}); on the disk when it returns."""
+    def add_batch(self, arrays, words):
+        """One Parquet file of the finished batch ({line number: array}; `words`: each line's words, in that order);
+        on the disk when it returns."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -145,7 +145,7 @@ class ParquetOutput:
         table = pa.table(
             {
                 "line": pa.array(lines, pa.int64()),
-                "words": pa.array([self.words_of(i) for i in lines], pa.list_(pa.string())),
+                "words": pa.array(words, pa.list_(pa.string())),
                 "vectors": vectors_column(vectors),
             }
         )
@@ -157,74 +157,93 @@ class ParquetOutput:
             os.fchmod(f.fileno(), self.mode)  # (the temporary file is made 0600)
             pq.write_table(table, f, compression="none", use_dictionary=False, write_statistics=False)
 
-        write_file_atomically(os.path.join(self.data, f"lines-{lines[0]:09d}.parquet"), write)  # (SHARD)
+        write_file_atomically(self.shard(lines[0]), write)
 
-    def add_window(self, line, start, vectors):
-        """Keep a long line's window; once the line is whole, its array (which the run stores as a batch of one
-        line), else None."""
+    def shard(self, key):
+        """The file of the batch whose first line is `key` (`batches.Batch.key`)."""
+        return os.path.join(self.data, f"lines-{key:09d}.parquet")  # (SHARD)
+
+    def add_window(self, line, start, vectors, words):
+        """Keep a window of a long line of `words` words; once the line is whole, its array (which the run stores as
+        a batch of one line), else None."""
         if line not in self.pieces:  # the line's array, filled window by window (held once, never concatenated)
-            words = len(self.words_of(line))
             self.pieces[line] = np.empty((*vectors.shape[:-2], words, vectors.shape[-1]), vectors.dtype)
         whole = self.pieces[line]
         whole[..., start : start + vectors.shape[-2], :] = vectors
         return self.pieces.pop(line) if start + vectors.shape[-2] >= whole.shape[-2] else None
 
-    def check_text(self, lines, words_of, damaged):
-        """Raise `damaged(what)` unless every file written so far holds the words of `lines` for its lines."""
+    def check_text(self, lines, units, words, damaged):
+        """Raise `damaged(what)` unless every file written so far is that of one of the `units` (`batches.Plan.units`
+        of `lines`), holding its lines and their words (`words(unit)`), one unit at a time."""
         import pyarrow.parquet as pq
 
-        for name in sorted(name for name in os.listdir(self.data) if SHARD.fullmatch(name)):
+        found = 0
+        for unit in units:
+            path = self.shard(unit.key)
+            if not os.path.isfile(path):
+                continue
+            found += 1
+            name = os.path.basename(path)
             try:
-                table = pq.read_table(os.path.join(self.data, name), columns=["line", "words"]).to_pydict()
+                table = pq.read_table(path, columns=["line", "words"]).to_pydict()
             except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types
                 raise damaged(f"its {name} cannot be read as Parquet") from None
-            for line, words in zip(table["line"], table["words"]):
-                if not 0 <= line < len(lines) or words != words_of(line):
+            if table["line"] != unit.lines.tolist():
+                raise damaged(f"its {name} holds lines {table['line'][:5]}, a batch of another text than the input")
+            for line, got, want in zip(table["line"], table["words"], words(unit)):
+                if got != want:
                     raise damaged(f"its {name} holds line {line} of another text than the input")
+        shards = sum(1 for name in os.listdir(self.data) if SHARD.fullmatch(name))
+        if shards > found:
+            raise damaged(f"its {self.data} holds {shards - found} files of lines of another text than the input")
 
     def holds(self, batch):
         """Whether data/ holds the file of a journaled batch (its lines, the first naming the file): one removed by
         hand is computed again."""
-        return os.path.isfile(os.path.join(self.data, f"lines-{batch[0]:09d}.parquet")) if batch else True
+        return os.path.isfile(self.shard(batch[0])) if batch else True
 
-    def check_whole(self, shapes, dtype):
-        """What keeps data/ from being the finished output (line i's vectors of shape `shapes[i]` and `dtype`), or
-        None: gone, or not one row of each line, with as many words as the line and vectors of the run's type."""
+    def check_whole(self, units, shape, dtype):
+        """What keeps data/ from being the finished output, or None: gone, or not one file of each of the `units`
+        (`batches.Plan.units` of the input, read once, one at a time) holding its lines, each with its number of
+        words and vectors of `shape` (the words at -2) and `dtype`, or another file beside them."""
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         if not os.path.isdir(self.data):
             return f"its {self.data} is gone"
-        none = [np.zeros((*shapes[0][:-2], 0, shapes[0][-1]), dtype)] if len(shapes) else None  # (no words)
-        expected = (
-            (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict()))) if len(shapes) else None
-        )
-        seen = np.zeros(len(shapes), bool)
-        for name in sorted(os.listdir(self.data)):
-            if not SHARD.fullmatch(name):
-                return f"its {self.data} holds {name!r}, which the run did not write"
+        none = [np.zeros(shape, dtype)]  # (a line of no words)
+        expected = (vectors_column(none).type, json.loads(json.dumps(features(none).to_dict())))
+        found = 0
+        for unit in units:
+            path = self.shard(unit.key)
+            name = os.path.basename(path)
+            if not os.path.isfile(path):
+                return f"its {self.data} lacks line {unit.key}"
+            found += 1
             try:
-                shard = pq.ParquetFile(os.path.join(self.data, name))
+                shard = pq.ParquetFile(path)
                 table = shard.read(columns=["line", "words"])
                 schema = shard.schema_arrow
-                found = (
+                kind = (
                     schema.field("vectors").type,  # (and its shape and dtype, which the type's == leaves out)
                     json.loads(schema.metadata[b"huggingface"])["info"]["features"],
                 )
             except Exception:  # noqa: BLE001 - pyarrow reports a damaged file with several error types
                 return f"its {name} cannot be read as Parquet"
-            if found != expected:
-                return f"its {name} holds vectors of another type ({found[1].get('vectors')})"
-            line = table["line"].to_numpy()
+            if kind != expected:
+                return f"its {name} holds vectors of another type ({kind[1].get('vectors')})"
+            if not np.array_equal(table["line"].to_numpy(), unit.lines):
+                return f"its {name} holds other lines than the batch the run wrote there"
             words = pc.list_value_length(table["words"]).fill_null(0).to_numpy()
-            if line.size and (line.min() < 0 or line.max() >= len(shapes) or seen[line].any()):
-                return f"its {name} holds a line twice or one the input does not have"
-            seen[line] = True
-            wrong = line[words != shapes[line, -2]]
+            wrong = unit.lines[words != unit.counts]
             if wrong.size:
                 return f"its {name} holds line {int(wrong[0])} with another number of words than the input's"
-        if not seen.all():
-            return f"its {self.data} lacks line {int(np.argmin(seen))}"
+        others = [name for name in sorted(os.listdir(self.data)) if not SHARD.fullmatch(name)]
+        if others:
+            return f"its {self.data} holds {others[0]!r}, which the run did not write"
+        shards = sum(1 for name in os.listdir(self.data) if SHARD.fullmatch(name))
+        if shards > found:
+            return f"its {self.data} holds {shards - found} files of no batch of this run"
         return None
 
     def pending(self):

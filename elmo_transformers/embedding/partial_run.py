@@ -3,12 +3,15 @@
 INPUT and OUTPUT made before any work. It imports no torch (reading a window's state imports it), so that a run's
 paths are checked before the model and torch load."""
 
+import array
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
 import stat
+from itertools import islice
 
 import filelock
 import numpy as np
@@ -22,6 +25,7 @@ from ..output_paths import (
     release_lock,
     write_file_atomically,
 )
+from .batches import LongLine
 from .hdf5_output import Hdf5Output
 from .parquet_output import ParquetOutput
 
@@ -184,8 +188,9 @@ class PartialRun:
         return os.path.isfile(os.path.join(self.folder, "run.json"))
 
     def start(self, settings, lines, shapes):
-        """Make the folder, the output (one array of shape `shapes[i]` for line i, in `settings.output_dtype`) and,
-        last, run.json (`settings.record()`). A failure (a full disk) leaves nothing of it."""
+        """Make the folder, the output (`lines`: the `inputs.Input`; one array of shape `shapes[i]` for line i, in
+        `settings.output_dtype`, where the output is made whole first: HDF5) and, last, run.json
+        (`settings.record()`). A failure (a full disk) leaves nothing of it."""
         os.makedirs(self.folder, exist_ok=True)
         self.check_folder()
         try:
@@ -224,11 +229,11 @@ class PartialRun:
         )
 
     def journal_entries(self):
-        """The lines of each journaled batch, [line, ...] one at a time, of every process's journal."""
+        """The lines of each journaled batch, [line, ...] one at a time, of every process's journal (read a line at a
+        time: a journal names every finished line)."""
         for name in sorted(os.listdir(self.folder)):
             if name.startswith("done-") and name.endswith(".txt"):
-                text = read_own(os.path.join(self.folder, name))
-                for entry in text.split(b"\n")[:-1]:  # a last entry without its line break is not done
+                for entry in own_lines(os.path.join(self.folder, name)):
                     try:
                         lines = [int(line) for line in entry.decode("ascii").split()]
                     except ValueError:
@@ -236,12 +241,10 @@ class PartialRun:
                     yield lines
 
     def progress(self):
-        """(the lines of finished batches, a sorted int64 array, each once; line -> sorted [(start, stop, path)] of
-        long-line windows). A batch is finished when a journal names it and the output still holds it
-        (`writer.holds`: a Parquet file removed by hand is computed again)."""
-        entries = [np.array(entry, np.int64) for entry in self.journal_entries() if self.writer.holds(entry)]
-        batches = np.unique(np.concatenate(entries)) if entries else np.zeros(0, np.int64)
-        windows = {}
+        """What is done (`Progress`): each journaled batch, done while its output is still there (`writer.holds`: a
+        Parquet file removed by hand is computed again), and the windows of long lines."""
+        progress = Progress((entry, self.writer.holds(entry)) for entry in self.journal_entries())
+        windows = progress.windows
         for name in sorted(os.listdir(self.folder)):
             if name.startswith("window-") and name.endswith(".npz"):
                 try:
@@ -249,29 +252,28 @@ class PartialRun:
                 except ValueError:
                     raise self.damaged(f"it holds {name}, which is not the name of a window") from None
                 windows.setdefault(line, []).append((start, stop, os.path.join(self.folder, name)))
-        return batches, windows
+        return progress
 
-    def check_progress(self, units, lines, words_of):
+    def check_progress(self, lines, units, words, progress):
         """Refuse to resume a folder whose journals name a batch this run does not make (`units`: its batches and
-        long lines), or whose output holds another text than `lines`: an edited or foreign folder would finish with
+        long lines, `batches.Plan.units`, as `progress`, its `Progress`, holds them), or whose output holds another
+        text than `lines` (`words(unit)`: the words of a unit's lines): an edited or foreign folder would finish with
         vectors never computed, or mix two texts' vectors in one output."""
-        made = {(unit,) if isinstance(unit, int) else tuple(sorted(unit.tolist())) for unit in units}
-        for entry in self.journal_entries():
-            if tuple(sorted(entry)) not in made:
-                raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
-        self.writer.check_text(lines, words_of, self.damaged)
+        self.writer.check_text(lines, (progress.match(unit) for unit in units), words, self.damaged)
+        unmatched = progress.unmatched()
+        if unmatched is not None:
+            entry = next(islice((entry for entry in self.journal_entries() if entry), unmatched, None))
+            raise self.damaged(f"its journals name lines {entry[:5]} as one batch, which this run does not make")
 
     def finished_lines(self):
         """How many lines (and long lines begun) this folder keeps: 0 where there is none."""
         if not self.exists():
             return 0
-        batches, windows = self.progress()
-        return len(batches) + len(windows)
+        return self.progress().finished_lines()
 
-    def open(self, rank, words_of):
-        """Open the output for writing (`words_of(line)`: the words of a line, for an output that stores them) and
-        this process's journal."""
-        self.writer.open(words_of)
+    def open(self, rank):
+        """Open the output for writing and this process's journal."""
+        self.writer.open()
         self.open_journal(rank)
 
     def open_journal(self, rank):
@@ -286,9 +288,9 @@ class PartialRun:
                 f"followed): delete {self.folder} to start over",
                 path,
             ) from None
-        entries = read_own(self.journal)
-        if entries and not entries.endswith(b"\n"):
-            os.ftruncate(self.journal, entries.rfind(b"\n") + 1)
+        end = last_line_end(self.journal)
+        if end != os.fstat(self.journal).st_size:
+            os.ftruncate(self.journal, end)
 
     def close(self):
         self.writer.close()
@@ -301,18 +303,21 @@ class PartialRun:
         os.write(self.journal, (" ".join(map(str, lines)) + "\n").encode())
         os.fsync(self.journal)
 
-    def add_batch(self, arrays):
-        """Store a finished batch ({line number: array}); journal its lines once they are on the disk."""
-        self.writer.add_batch(arrays)
+    def add_batch(self, arrays, words):
+        """Store a finished batch ({line number: array}; `words`: each line's words, for an output that stores them);
+        journal its lines once they are on the disk."""
+        self.writer.add_batch(arrays, words)
         self.note_done(arrays)
 
-    def add_window(self, line, start, vectors, lstm_state):
-        """Store a window of long line `line` from word `start` on, and the LSTM state after it (where the output
-        keeps windows; otherwise the line is stored as a batch once whole)."""
+    def add_window(self, unit, start, vectors, lstm_state, words):
+        """Store a window of the long line `unit` (a `batches.LongLine`) from word `start` on, and the LSTM state
+        after it (where the output keeps windows; otherwise the line is stored as a batch once whole, `words()`
+        giving its words)."""
+        line = unit.line
         if not self.writer.windows:
-            whole = self.writer.add_window(line, start, vectors)
+            whole = self.writer.add_window(line, start, vectors, unit.words)
             if whole is not None:
-                self.add_batch({line: whole})
+                self.add_batch({line: whole}, [words()])
             return
         self.writer.add_window(line, start, vectors)
         state = {
@@ -338,36 +343,46 @@ class PartialRun:
                 f"cannot resume: the window state {window[2]} cannot be read: delete {self.folder} to start over"
             ) from None
 
-    def finish(self, settings, shapes):
+    def finish(self, settings, units, shape):
         """OUTPUT, complete: once every line is done and what is put in place is whole (`check_whole`: the run of
-        `settings`, one array of shape `shapes[i]` for line i), marked finished (FINISHED), put in place and
-        the folder removed; OUTPUT is checked again first (something may have appeared there while the run worked:
-        it is replaced only under the rules of `settings.overwrite`, as before the run)."""
+        `settings`, its `units` made again from the input, `batches.Plan.units`; line i's vectors of `shape` with
+        its words at -2), marked finished (FINISHED), put in place and the folder removed; OUTPUT is checked again
+        first (something may have appeared there while the run worked: it is replaced only under the rules of
+        `settings.overwrite`, as before the run)."""
         if not os.path.isdir(self.folder):
             raise OutputError(
                 f"{self.folder} was removed while the run worked, and the vectors with it: run again", self.folder
             )
-        batches, windows = self.progress()
-        done = finished_mask(batches, len(shapes))
-        for line, line_windows in windows.items():
-            if 0 <= line < len(shapes) and covered(line_windows) == shapes[line, -2]:
-                done[line] = True
-        missing = np.flatnonzero(~done).tolist()
+        progress, missing, first_missing = self.progress(), 0, []
+
+        def counted(units):
+            nonlocal missing
+            for unit in units:
+                if not progress.done(unit):
+                    missing += len(unit.lines)
+                    first_missing.extend(unit.lines[: 10 - len(first_missing)].tolist())
+                yield unit
+
+        units = counted(units)
+        problem = self.writer.check_whole(units, shape, settings.output_dtype)
+        for _ in units:  # (the writer stops at the first problem; every line is counted)
+            pass
         if missing:
             raise UnfinishedRunError(
-                f"{self.folder} lacks the vectors of {len(missing):,} line{'s' * (len(missing) != 1)} (numbered from "
-                f"0: {missing[:10]}), though the run computed them (removed while it worked?): {self.output} is not "
-                "written; rerun with resume=True to compute them",
+                f"{self.folder} lacks the vectors of {missing:,} line{'s' * (missing != 1)} (numbered from 0: "
+                f"{sorted(first_missing)}), though the run computed them (removed while it worked?): {self.output} is "
+                "not written; rerun with resume=True to compute them",
                 self.folder,
             )
-        self.check_whole(settings, shapes)
+        self.check_record(settings)
+        if problem:
+            self.unusable(problem)
         self.check_lock()
         write_file_atomically(os.path.join(self.folder, FINISHED), json.dumps({"overwrite": settings.overwrite}))
         self._complete(settings.overwrite)
 
-    def check_whole(self, settings, shapes):
-        """Refuse to put OUTPUT in place unless it is what this run computed: run.json records `settings`, and the
-        output holds every line, each of its shape (`writer.check_whole`)."""
+    def check_record(self, settings):
+        """Refuse to put OUTPUT in place unless run.json records `settings`, the run that computed it."""
         try:
             saved = json.loads(read_own(os.path.join(self.folder, "run.json")))
         except (OSError, ValueError, RecursionError):
@@ -377,9 +392,6 @@ class PartialRun:
             self.unusable("its run.json is gone or unreadable")
         if differences:
             self.unusable(f"its run.json no longer records this run ({differences[0][0]} differs)")
-        problem = self.writer.check_whole(shapes, settings.output_dtype)
-        if problem:
-            self.unusable(problem)
 
     def unusable(self, what):
         raise OutputError(
@@ -435,12 +447,63 @@ class PartialRun:
         self._complete(overwrite or recorded)
 
 
-def finished_mask(batches, lines):
-    """Which of `lines` lines the finished `batches` (of `progress()`) hold, a bool array (numbers past the end are
-    left out)."""
-    done = np.zeros(lines, bool)
-    done[batches[(batches >= 0) & (batches < lines)]] = True
-    return done
+class Progress:
+    """What a run's folder holds as done (`PartialRun.progress`), as every process reads it before any writes: each
+    journaled batch by its first line (its key, `batches.Batch.key`), with a digest of its lines and their number
+    (some 24 bytes a batch, nothing a line), and the windows of long lines ({line: [(start, stop, path)]})."""
+
+    def __init__(self, entries):
+        """`entries`: (lines, whether the output holds them) of each journal entry, one at a time (never every
+        journaled line at once)."""
+        keys, digests, sizes, held = array.array("q"), array.array("Q"), array.array("q"), array.array("b")
+        for entry, holds in entries:
+            if entry:
+                keys.append(entry[0])
+                digests.append(lines_digest(entry))
+                sizes.append(len(entry))
+                held.append(holds)
+        self.keys, self.digests, self.sizes = np.array(keys, np.int64), np.array(digests, np.uint64), np.array(sizes)
+        self.held = np.array(held, bool)
+        self.order = np.argsort(self.keys, kind="stable")
+        self.sorted_keys = self.keys[self.order]
+        self.matched = np.zeros(len(self.keys), bool)
+        self.windows = {}  # (`PartialRun.progress` adds them)
+
+    def _entries(self, unit):
+        """The entries (indices) that journal `unit`: its key and the digest of its lines."""
+        lo, hi = np.searchsorted(self.sorted_keys, [unit.key, unit.key + 1])
+        found = self.order[lo:hi]
+        return found[self.digests[found] == lines_digest(unit.lines)] if found.size else found
+
+    def done(self, unit):
+        """Whether `unit` (a `batches.Batch` or `LongLine`) is done: journaled, or a long line's windows cover it."""
+        if self.held[self._entries(unit)].any():
+            return True
+        return isinstance(unit, LongLine) and covered(self.windows.get(unit.line, [])) >= unit.words
+
+    def match(self, unit):
+        """Mark the entries that journal `unit` as this run's; returns it."""
+        self.matched[self._entries(unit)] = True
+        return unit
+
+    def unmatched(self):
+        """The index of the first entry that `match` found no unit for, or None."""
+        left = np.flatnonzero(~self.matched)
+        return int(left[0]) if left.size else None
+
+    def finished_lines(self):
+        """The lines of the journaled batches the output holds (each batch once) and the long lines begun."""
+        if not self.held.any():
+            return len(self.windows)
+        keys = np.stack([self.keys[self.held], self.digests[self.held].view(np.int64)])
+        _, first = np.unique(keys, axis=1, return_index=True)
+        return int(self.sizes[self.held][first].sum()) + len(self.windows)
+
+
+def lines_digest(lines):
+    """A 64-bit digest of a batch's line numbers, whatever their order."""
+    numbers = np.sort(np.asarray(lines, np.int64))
+    return int.from_bytes(hashlib.blake2b(numbers.tobytes(), digest_size=8).digest(), "little")
 
 
 def covered(windows):
@@ -451,6 +514,27 @@ def covered(windows):
             break
         end = stop
     return end
+
+
+def own_lines(path):
+    """The lines of a file of the run's folder that end in a line break (without it), one at a time; a symbolic link
+    is never followed."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        for line in f:
+            if line.endswith(b"\n"):
+                yield line[:-1]
+
+
+def last_line_end(fd):
+    """Where the last line break of the open file `fd` ends (0 for none), read backwards a piece at a time."""
+    end = os.fstat(fd).st_size
+    while end:
+        start = max(0, end - (1 << 16))
+        piece = os.pread(fd, end - start, start)
+        if b"\n" in piece:
+            return start + piece.rindex(b"\n") + 1
+        end = start
+    return 0
 
 
 def read_own(file):

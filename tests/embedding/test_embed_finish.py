@@ -85,11 +85,11 @@ def at_batch(monkeypatch, number, action):
     """Call `action(run)` (the PartialRun) before the run stores its batch `number` (from 1)."""
     real, calls = PartialRun.add_batch, []
 
-    def add_batch(self, arrays):
+    def add_batch(self, arrays, words):
         calls.append(arrays)
         if len(calls) == number:
             action(self)
-        return real(self, arrays)
+        return real(self, arrays, words)
 
     monkeypatch.setattr(PartialRun, "add_batch", add_batch)
 
@@ -167,6 +167,25 @@ def test_a_run_json_changed_while_the_run_works_stops_it_before_output(
     at_batch(monkeypatch, 3, edit)
     message = one_line_error(args_of(tmp_path, tiny_model_dir, file_format))
     assert "its run.json no longer records this run (mode differs)" in message, message
+    assert not (tmp_path / output_name(file_format)).exists()
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+@pytest.mark.parametrize("change", ["edited", "appended"])
+def test_an_input_changed_while_the_run_reads_it_stops_it_before_output(
+    tmp_path, tiny_model_dir, monkeypatch, file_format, change
+):
+    """A file is read again as its batches are embedded and to check the output: one changed meanwhile (a word
+    edited, a line appended) is another text than the one the batches were planned for and run.json records."""
+    args = args_of(tmp_path, tiny_model_dir, file_format)
+
+    def edit(run):
+        text = LINES[:-1] + ["v " * 12] if change == "edited" else [*LINES, "w w"]
+        (tmp_path / "input.txt").write_text("".join(line + "\n" for line in text))
+
+    at_batch(monkeypatch, 2, edit)
+    message = one_line_error(args)
+    assert f"error: {tmp_path / 'input.txt'} changed while the run read it" in message, message
     assert not (tmp_path / output_name(file_format)).exists()
 
 
@@ -360,7 +379,7 @@ def test_a_sigterm_exits_143_and_ctrl_c_130(tmp_path, tiny_model_dir, monkeypatc
     args = args_of(tmp_path, tiny_model_dir)
     for stop, code in [(Interrupted(signal.SIGTERM), 143), (KeyboardInterrupt(), 130)]:
 
-        def stopped(self, arrays, stop=stop):
+        def stopped(self, arrays, words, stop=stop):
             raise stop
 
         monkeypatch.setattr(PartialRun, "add_batch", stopped)

@@ -73,14 +73,14 @@ def test_what_appears_at_output_during_a_run_is_never_replaced(tmp_path, tiny_mo
     args = [*args_of(tmp_path, tiny_model_dir, output.name), "--format", file_format]
     real_add = partial_run.PartialRun.add_batch
 
-    def someone_else_writes(self, arrays):
+    def someone_else_writes(self, arrays, words):
         if not output.exists():
             if file_format == "parquet":
                 (output / "sub").mkdir(parents=True)
                 (output / "notes.txt").write_text("mine")
             else:
                 output.write_text("another run's file")
-        return real_add(self, arrays)
+        return real_add(self, arrays, words)
 
     monkeypatch.setattr(partial_run.PartialRun, "add_batch", someone_else_writes)
     message = one_line_error(args)

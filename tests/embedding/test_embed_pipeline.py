@@ -5,8 +5,10 @@ process, a resume refused where a setting that decides the output differs."""
 
 import json
 import os
+import random
 import shutil
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -14,8 +16,8 @@ import torch
 from conftest import interrupt_after
 
 from elmo_transformers.cli.embed import main
-from elmo_transformers.embedding.batches import Writer, in_background, work_units
-from elmo_transformers.errors import UserError
+from elmo_transformers.embedding.batches import LongLine, Plan, Writer, in_background
+from elmo_transformers.errors import DataError, UserError
 from elmo_transformers.runtime import threads
 
 
@@ -41,13 +43,59 @@ def test_batches_fill_a_word_budget_in_length_order_or_hold_batch_size_lines():
     counts = [5, 1, 30, 2, 8, 8, 0, 3, 100]
 
     # by length: 6(0) 1(1) 3(2) 7(3) 0(5) 4(8) 5(8) 2(30), then line 8 (over max_words 50) alone
-    def units(*args):
-        return [unit if isinstance(unit, int) else unit.tolist() for unit in work_units(*args)]
+    def units(batch_size, max_words, batch_words):
+        plan = Plan(Counter(c for c in counts if c <= max_words), batch_size, max_words, batch_words)
+        read = plan.units(((i, f"line {i}", c) for i, c in enumerate(counts)), AssertionError)
+        # (each batch handed over once its last line is read: in the order of their last lines)
+        return [unit.line if isinstance(unit, LongLine) else unit.lines.tolist() for unit in read]
 
-    assert units(counts, None, 50, 16) == [[6, 1, 3, 7], [0, 4], [5], [2], 8]  # 4 x 3, 2 x 8, 1 x 8, 1 x 30
-    assert units(counts, 3, 50, None) == [[6, 1, 3], [7, 0, 4], [5, 2], 8]
-    budget = units(counts, None, 50, 16)
+    assert units(None, 50, 16) == [[2], [0, 4], [5], [6, 1, 3, 7], 8]  # 1 x 30, 2 x 8, 1 x 8, 4 x 3
+    assert units(3, 50, None) == [[5, 2], [6, 1, 3], [7, 0, 4], 8]
+    budget = units(None, 50, 16)
     assert all(len(b) * max(counts[i] for i in b) <= 16 or len(b) == 1 for b in budget if isinstance(b, list))
+
+
+def test_a_plan_made_from_the_word_counts_alone_cuts_the_batches_of_a_whole_sort():
+    """The batches handed over as the lines are read are those of sorting every line by length (stable) and cutting
+    the sorted list greedily by the budget (`reference`), for random lengths and budgets; each with its texts."""
+
+    def reference(counts, batch_size, max_words, batch_words):
+        batches, batch = [], []
+        for i in sorted((i for i, c in enumerate(counts) if c <= max_words), key=lambda i: counts[i]):
+            if batch and (
+                len(batch) >= batch_size if batch_size else (len(batch) + 1) * max(counts[i], 1) > batch_words
+            ):
+                batches.append(batch)
+                batch = []
+            batch.append(i)
+        return sorted(batches + [batch] * bool(batch)), sorted(i for i, c in enumerate(counts) if c > max_words)
+
+    rng = random.Random(0)
+    for _ in range(200):
+        counts = [rng.choice([rng.randint(0, 80), 0, 1, 3]) for _ in range(rng.randint(0, 150))]
+        batch_size, max_words = rng.choice([None, 1, 3, 16]), rng.choice([10, 50, 1000])
+        batch_words = rng.choice([1, 16, 100, 4096])
+        plan = Plan(Counter(c for c in counts if c <= max_words), batch_size, max_words, batch_words)
+        units = list(plan.units(((i, f"line {i}", c) for i, c in enumerate(counts)), AssertionError))
+        batches = [unit for unit in units if not isinstance(unit, LongLine)]
+        want = reference(counts, batch_size, max_words, batch_words)
+        assert (
+            sorted(b.lines.tolist() for b in batches),
+            sorted(u.line for u in units if isinstance(u, LongLine)),
+        ) == want
+        assert len(plan) == len(want[0])
+        for batch in batches:
+            assert batch.texts == [f"line {i}" for i in batch.lines] and batch.counts.tolist() == [
+                counts[i] for i in batch.lines
+            ]
+
+
+def test_a_plan_refuses_lines_that_are_not_those_it_was_made_for():
+    plan = Plan(Counter([1, 1, 2]), None, 50, 16)
+    with pytest.raises(DataError, match="changed"):
+        list(plan.units([(0, "a", 1), (1, "b", 1), (2, "c", 1)], lambda: DataError("changed")))  # a third 1-word line
+    with pytest.raises(DataError, match="changed"):
+        list(plan.units([(0, "a", 1), (1, "b c", 2)], lambda: DataError("changed")))  # a line missing
 
 
 def test_threads_fit_the_cpus_free_to_the_process(monkeypatch, tmp_path):
@@ -226,9 +274,9 @@ def test_a_journal_entry_cut_short_is_not_counted_nor_run_on_from(tmp_path):
     run = PartialRun(str(tmp_path / "out.hdf5"))
     os.makedirs(run.folder)
     (tmp_path / "out.hdf5.partial" / "done-0.txt").write_text("3 4\n12 1")
-    assert run.progress()[0].tolist() == [3, 4]
+    assert list(run.journal_entries()) == [[3, 4]] and run.progress().finished_lines() == 2
     run.open_journal(0)
     run.note_done([16, 17])
     run.close()
     assert (tmp_path / "out.hdf5.partial" / "done-0.txt").read_text() == "3 4\n16 17\n"
-    assert run.progress()[0].tolist() == [3, 4, 16, 17]
+    assert list(run.journal_entries()) == [[3, 4], [16, 17]] and run.progress().finished_lines() == 4
