@@ -187,13 +187,16 @@ def what_is_kept(partial, complete):
 def speed_line(report, seconds):
     """One line: where the command's `seconds` went, start-up (imports, loading the model, reading the input, making
     the output) apart from the work, whose words/s it gives (tokenizing and writing run in threads beside the model:
-    a part near the model's time, or a long wait for batches, is the bound), and how the model ran."""
+    a part near the model's time, or a long wait for batches, is the bound), and how the model ran. Under a launcher
+    the words and lines are those of all the processes (the process that finished the output prints it), the parts
+    this process's."""
     start_up = seconds - report.total + report.load
     work = max(seconds - start_up, 1e-9)
     threads = f"{report.threads} threads, " if report.threads else ""
+    processes, parts = ("", "") if report.processes == 1 else (f" by {report.processes} processes", "this process: ")
     return (
-        f"{report.words:,} words ({report.lines:,} lines) in {seconds:.1f} s: start-up and load {start_up:.1f} s, "
-        f"then {report.words / work:,.0f} words/s (model {report.model:.1f} s, tokenizing {report.tokenizing:.1f} "
-        f"s and writing {report.writing:.1f} s beside it, waiting for batches {report.waiting:.1f} s); "
-        f"{threads}{report.dtype}, {report.runtime} on {report.device}"
+        f"{report.words:,} words ({report.lines:,} lines){processes} in {seconds:.1f} s: start-up and load "
+        f"{start_up:.1f} s, then {report.words / work:,.0f} words/s ({parts}model {report.model:.1f} s, tokenizing "
+        f"{report.tokenizing:.1f} s and writing {report.writing:.1f} s beside it, waiting for batches "
+        f"{report.waiting:.1f} s); {threads}{report.dtype}, {report.runtime} on {report.device}"
     )

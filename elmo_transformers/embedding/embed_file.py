@@ -34,13 +34,15 @@ MANY_LINES = 100_000  # from here on, making the HDF5 layout takes long enough t
 
 @dataclass
 class Report:
-    """What a run did and where its time went (seconds): `load` (before the first batch: reading and counting the
+    """What a run did and where its time went: the `lines` and `words` it embedded (under a launcher, those of all
+    its `processes` together); this process's seconds: `load` (before the first batch: reading and counting the
     input, making or opening the output), `tokenizing` and `writing` (in their own threads, beside the model),
     `model` (the forward passes, with copying the inputs in), `waiting` (the model waiting for a batch), `total` (of
     `embed`); and how it ran: `threads` (of the model on a CPU), `dtype`, `runtime`, `device`."""
 
     lines: int = 0
     words: int = 0
+    processes: int = 1
     load: float = 0.0
     tokenizing: float = 0.0
     model: float = 0.0
@@ -128,7 +130,7 @@ def embed_file(
     chooses the layers, stored in `output_dtype` (float32, or float16 at half the disk). Batches hold `batch_size`
     lines, or (by default) as many lines as fit `batch_words` padded words (default: BATCH_WORDS of the device); a
     line longer than `max_sentence_words` is embedded in stateful windows. `threads`: the model's CPU threads
-    (`runtime.threads.cpu_threads`). Returns a `Report` of what this process did and where its time went."""
+    (`runtime.threads.cpu_threads`). Returns a `Report` of what the run did and where this process's time went."""
     settings = EmbedSettings(
         mode=output_format,
         file_format=file_format,
@@ -236,6 +238,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
         if state.is_main_process:
             run.finish(settings, units(), line_shape(settings.mode, embedder.model.config))
         state.wait_for_everyone()
+        add_up(report, state)
     except BaseException as error:
         run.close()
         if run.output_in_place:  # stopped as it removed its folder: OUTPUT is complete, the rest is removal
@@ -282,6 +285,23 @@ def _run(embedder, settings, input_file, output, report, started_at):
     finally:
         if state.is_main_process:
             run.release()
+
+
+def add_up(report, state):
+    """Make `report`'s lines and words those of every process of a launched run (`state`: its `process_state`;
+    torch.distributed's sum, on the processes' device), so that the process that reports speaks for the run."""
+    report.processes = state.num_processes
+    if state.num_processes == 1:
+        return
+    import torch
+    import torch.distributed
+
+    if not torch.distributed.is_initialized():  # (processes without a process group: each reports its own)
+        report.processes = 1
+        return
+    done = torch.tensor([report.lines, report.words], dtype=torch.int64, device=state.device)
+    torch.distributed.all_reduce(done)
+    report.lines, report.words = (int(n) for n in done.tolist())
 
 
 def unit_words(unit, tokenizer):

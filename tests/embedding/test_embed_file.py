@@ -531,6 +531,13 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(
     interrupt_after(monkeypatch, "add_batch", 3)
     assert main(args) == 130
     monkeypatch.undo()
+    partial = tmp_path / "two.hdf5.partial"
+    ends = {}  # long line -> the end of its last window written
+    for window in partial.glob("window-*.npz"):
+        line, _, stop = map(int, window.stem.split("-")[1:])
+        ends[line] = max(ends.get(line, 0), stop)
+    kept = set(finished_lines(partial)) | {i for i, stop in ends.items() if stop == len(lines[i].split())}
+    left = [i for i in range(len(lines)) if i not in kept]
     torchrun = [
         sys.executable,
         "-m",
@@ -547,6 +554,14 @@ def test_two_processes_write_the_one_process_output_and_resume_any_run(
     done = subprocess.run(torchrun, env=command_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shared by 2 processes" in done.stderr
+    # One closing line, from the process that put OUTPUT in place, counting what both processes embedded.
+    words = sum(len(lines[i].split()) for i in left)
+    assert done.stderr.count(" words (") == 1, done.stderr[-3000:]
+    assert re.search(
+        rf"\n{words:,} words \({len(left):,} lines\) by 2 processes in [0-9.]+ s: start-up and load [0-9.]+ s, then "
+        r"[0-9,]+ words/s \(this process: model [0-9.]+ s, tokenizing",
+        done.stderr,
+    ), done.stderr[-3000:]
     assert_same_output(output, reference, 300)
 
 
@@ -618,6 +633,19 @@ def test_the_command_says_how_fast_it_went_unless_quiet(tmp_path, tiny_model_dir
     ), last
     embed(tmp_path, tiny_model_dir, lines, "--top", "--quiet", name="quiet.hdf5")
     assert capsys.readouterr().err == ""
+
+
+def test_the_closing_line_of_a_launched_run_counts_every_process_and_says_so():
+    """Under torchrun the process that reports gives the words and lines of all processes (`embed_file.add_up`), and
+    the parts of the time as its own."""
+    from elmo_transformers.cli.embed import speed_line
+
+    report = embed_file_module.Report(lines=300, words=4500, processes=2, load=1.0, model=6.0, total=10.0)
+    report.dtype, report.runtime, report.device = "float32", "torch", "cpu"
+    assert speed_line(report, 12.0) == (
+        "4,500 words (300 lines) by 2 processes in 12.0 s: start-up and load 3.0 s, then 500 words/s (this process: "
+        "model 6.0 s, tokenizing 0.0 s and writing 0.0 s beside it, waiting for batches 0.0 s); float32, torch on cpu"
+    )
 
 
 def peak_rss_mb(args):
