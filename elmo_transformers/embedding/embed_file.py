@@ -360,7 +360,12 @@ def _embed_lines(embedder, run, settings, state, plan, scan, units, done, report
     size = max(scan.lines - finished, 0) // state.num_processes  # (about: the processes' shares differ by a batch)
     with tqdm(total=size, unit="line", desc="embedding", disable=not shown) as bar:
         with in_background(prepare(unit) for unit in mine) as prepared, Writer(write) as writer:
-            for unit, words, batch in prepared:
+            batches = iter(prepared)
+            while True:
+                with timed(report, "waiting"):
+                    unit, words, batch = next(batches, (None, None, None))
+                if unit is None:
+                    break
                 if isinstance(unit, LongLine):
                     with timed(report, "model"):
                         embed_long_line(embedder, run, settings, unit, done.windows.get(unit.line, []))

@@ -537,16 +537,7 @@ def last_line_end(fd):
     return 0
 
 
-def read_own(file):
-    """The bytes of a file of the run's folder (a path, never followed if it is a symbolic link, or an open file
-    descriptor, read from its start)."""
-    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW) if isinstance(file, str) else file
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        if fd is not file:
-            os.close(fd)
+def read_own(path):
+    """The bytes of a file of the run's folder; a symbolic link is never followed."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        return f.read()
