@@ -208,7 +208,7 @@ def _run(embedder, settings, input_file, output, report, started_at):
     plan = Plan(scan.histogram, settings.batch_size, settings.max_sentence_words, settings.batch_words)
 
     def units():  # (the input read again, a batch handed over once its last line is read)
-        return plan.units(lines.counted(count), lines.changed)
+        return plan.units(lines.counted(count, run.folder), partial(lines.changed, run.folder))
 
     opened = False
     try:

@@ -278,7 +278,7 @@ class Scan:
 class Input:
     """The text of a run (a path, "-" for stdin, or an open text file; with `text_column`, that column of a table
     file), read again on each pass (`counted`), so that a run holds no more of it than its batches need: a regular
-    file is opened again each time, and a pass that finds another text than the first raises `changed()`; stdin, a
+    file is opened again each time, and a pass that finds another text than the first is refused (`changed`); stdin, a
     pipe, an open file and a table's column (which pyarrow reads whole) are read once and kept (`Lines`: their text
     and 8 bytes a line)."""
 
@@ -334,19 +334,19 @@ class Input:
         self.scan = scan
         return scan
 
-    def counted(self, count):
-        """(line number, line, its words by `count`) of every line, read again; `changed()` is raised where the
-        text is not the one the first pass read."""
+    def counted(self, count, folder):
+        """(line number, line, its words by `count`) of every line, read again; `changed(folder)` is raised where
+        the text is not the one the first pass read."""
         digest = hashlib.sha256()
         yield from ((number, line, words) for number, (line, _, words) in enumerate(self._hashed(count, digest)))
         if digest.hexdigest() != self.scan.sha256:
-            raise self.changed()
+            raise self.changed(folder)
 
-    def changed(self):
+    def changed(self, folder):
+        """The error of a text that changed while the run read it (`folder`: the run's, which holds its work)."""
         return DataError(
             f"{self.name} changed while the run read it (it is read once to plan the batches, then again to embed "
-            "them and to check the output): keep it unchanged until the run ends, delete OUTPUT's .partial folder "
-            "and run again",
+            f"them and to check the output): keep it unchanged until a run ends, delete {folder} and run again",
             self.name,
         )
 

@@ -186,7 +186,11 @@ def test_an_input_changed_while_the_run_reads_it_stops_it_before_output(
     at_batch(monkeypatch, 2, edit)
     message = one_line_error(args)
     assert f"error: {tmp_path / 'input.txt'} changed while the run read it" in message, message
+    folder = tmp_path / f"{output_name(file_format)}.partial"
+    assert message.endswith(f"delete {folder} and run again"), message
     assert not (tmp_path / output_name(file_format)).exists()
+    shutil.rmtree(folder, ignore_errors=True)  # what the message says to do
+    assert main(args) == 0
 
 
 # 2. A run never follows a symbolic link it did not make.
