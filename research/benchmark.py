@@ -57,6 +57,7 @@ the projection at the current (shrinking) batch size, on the length-sorted batch
 """
 
 import argparse
+import collections
 import gc
 import json
 import os
@@ -726,7 +727,7 @@ def model_alone_worker(args):
     it (`--dtype` fp32 / bf16 / int8, or ort-*: the exported folder): every batch encoded first, then the device step
     (`ElmoEmbedder.layers`, all layers, back on the host) timed batch by batch; prints the words/s."""
     from elmo_transformers import ElmoEmbedder
-    from elmo_transformers.embedding.batches import work_units
+    from elmo_transformers.embedding.batches import Batch, Plan
     from elmo_transformers.embedding.embed_file import default_batch_words
     from elmo_transformers.embedding.inputs import count_words, line_words
 
@@ -739,9 +740,11 @@ def model_alone_worker(args):
     )
     lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
     counts = [count_words(line, embedder.tokenizer) for line in lines]
+    plan = Plan(collections.Counter(c for c in counts if c <= 1000), None, 1000, default_batch_words(embedder))
     batches = [
-        (unit, embedder.pinned(embedder.encode([list(line_words(lines[i], embedder.tokenizer)) for i in unit])))
-        for unit in work_units(counts, None, 1000, default_batch_words(embedder))
+        (unit, embedder.pinned(embedder.encode([list(line_words(text, embedder.tokenizer)) for text in unit.texts])))
+        for unit in plan.units(zip(range(len(lines)), lines, counts), AssertionError)
+        if isinstance(unit, Batch)
     ]
     start = time.perf_counter()
     for _, batch in batches:
