@@ -450,7 +450,7 @@ class PartialRun:
 class Progress:
     """What a run's folder holds as done (`PartialRun.progress`), as every process reads it before any writes: each
     journaled batch by its first line (its key, `batches.Batch.key`), with a digest of its lines and their number
-    (some 24 bytes a batch, nothing a line), and the windows of long lines ({line: [(start, stop, path)]})."""
+    (some 40 bytes a batch, nothing a line), and the windows of long lines ({line: [(start, stop, path)]})."""
 
     def __init__(self, entries):
         """`entries`: (lines, whether the output holds them) of each journal entry, one at a time (never every
