@@ -103,6 +103,9 @@ def test_single_sentences_are_unchanged_and_a_single_head_refuses_pairs(pair_hea
         single(**pairs)
     with pytest.raises(ValueError, match="pair_attention_mask was given without pair_input_ids"):
         model(**batch, pair_attention_mask=pairs["pair_attention_mask"])
+    three = tokenizer(["a", "b", "c"], ["d", "e", "f"], return_tensors="pt")
+    with pytest.raises(ValueError, match=r"pair_input_ids holds 3 second sentences for 2 first ones \(input_ids\)"):
+        model(**batch, pair_input_ids=three["pair_input_ids"], pair_attention_mask=three["pair_attention_mask"])
     with torch.no_grad():  # a pair head reads a single sentence as the single head does: the mean, the classifier
         out = model(**batch, output_hidden_states=True)
         vectors = model.elmo(**batch).last_hidden_state

@@ -87,6 +87,11 @@ def test_span_logits_and_loss_over_the_context_words(qa_head, tiny):
     assert_close_to_reference(out.loss, (start_loss + end_loss) / 2, what="loss")
     with pytest.raises(ValueError, match="needs the context as pair_input_ids"):
         model(input_ids=batch["input_ids"])
+    with pytest.raises(ValueError, match="pair_input_ids holds 2 second sentences for 3 first ones"):
+        model(input_ids=batch["input_ids"], pair_input_ids=batch["pair_input_ids"][:2])
+    for positions in ({"start_positions": starts}, {"end_positions": ends}):  # a loss of half the answer: none
+        with pytest.raises(ValueError, match="start_positions and end_positions go together"):
+            model(**batch, **positions)
 
 
 def test_auto_class_and_remote_code_load_the_head(qa_head):
@@ -173,3 +178,19 @@ def test_push_carries_the_question_answering_head(qa_head, tmp_path, caplog):
     card = ModelCard.load(tmp_path / "stage" / "README.md")
     assert card.data.pipeline_tag == "question-answering" and "## Labels" not in card.text
     assert "AutoModelForQuestionAnswering.from_pretrained" in card.text
+
+
+def test_a_question_without_words_is_read_as_in_a_batch(qa_head):
+    """An empty or white-space question is a question of no words: alone it gives the logits it gets beside a
+    question with words (the attention flow over no word), and the pipeline answers it."""
+    model, tokenizer, folder = qa_head
+    context = "He sat on the bank of the river ."
+    with torch.no_grad():
+        alone = model(**tokenizer([" \t"], [context], return_tensors="pt"))
+        batch = model(**tokenizer(["", "Who sat ?"], [context, context], padding=True, return_tensors="pt"))
+    assert_close_to_reference(alone.start_logits[0], batch.start_logits[0], what="start logits")
+    assert_close_to_reference(alone.end_logits[0], batch.end_logits[0], what="end logits")
+    qa = pipeline("question-answering", model=str(folder), pipeline_class=ElmoQuestionAnsweringPipeline)
+    for question in ("", "   "):
+        answer = qa(question=question, context=context)
+        assert answer["answer"] and answer["answer"] == context[answer["start"] : answer["end"]]
