@@ -9,6 +9,7 @@ import string
 import logging
 
 import datasets
+from datasets.exceptions import DatasetGenerationError
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from modeling_elmo import ElmoForQuestionAnswering, ElmoForSequenceClassification, ElmoForTokenClassification
@@ -42,12 +43,17 @@ def load_data(data_args):
     if data_args.dataset_name is None and not files:
         raise DataError("no data: give train_file / validation_file / test_file or dataset_name")
     if data_args.dataset_name is None and all(is_squad_file(path) for paths in files.values() for path in paths):
-        raw = datasets.DatasetDict(
-            {
-                split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
-                for split, paths in files.items()
-            }
-        )
+        try:
+            raw = datasets.DatasetDict(
+                {
+                    split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
+                    for split, paths in files.items()
+                }
+            )
+        except DatasetGenerationError as e:  # datasets wraps the generator's errors: read_squad's one line
+            if isinstance(e.__cause__, DataError):
+                raise e.__cause__ from None
+            raise
     else:
         raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
@@ -364,10 +370,20 @@ def question_answering(head_args, data_args, training_args):
         words = [w[: data_args.max_words] if truncate else w for w, _ in contexts]
         encoded = tokenizer([tokenizer.split_words(q) for q in batch["question"]], words, is_split_into_words=True)
         encoded["start_positions"], encoded["end_positions"] = [], []
-        for index, (_, spans), answers in zip(indices, contexts, batch["answers"]):
+        for index, (_, spans), answers, context in zip(indices, contexts, batch["answers"], batch["context"]):
             if not answers["text"]:
-                raise DataError(f"{split} example {index}: no answer (SQuAD v1.1's questions have at least one)")
-            first, last = answer_words(spans, answers["answer_start"][0], answers["text"][0])
+                raise DataError(
+                    f"{split} example {index}: no answer (SQuAD 2.0's unanswerable questions, is_impossible): the "
+                    "head learns answerable questions, as SQuAD v1.1's; leave such questions out of the data"
+                )
+            start, text = answers["answer_start"][0], answers["text"][0]
+            if context[start : start + len(text)] != text or start < 0:
+                raise DataError(
+                    f"{split} example {index}: its answer {text!r:.60} is not at its answer_start {start} in the "
+                    f"context (which reads {context[max(start, 0) : max(start, 0) + len(text)]!r:.60} there): fix "
+                    "answer_start, the character offset of the answer's first character"
+                )
+            first, last = answer_words(spans, start, text)
             encoded["start_positions"].append(first)
             encoded["end_positions"].append(last)
         return encoded

@@ -135,3 +135,35 @@ def test_question_answering_from_a_dataset_with_squad_columns(tiny_model_dir, tm
     assert encoded["start_positions"] == [0, 3, 0] and encoded["end_positions"] == [0, 4, 1]
     assert encoded["pair_input_ids"][1] == tokenizer("He sat on the bank .")["input_ids"]
     assert "eval_f1" in json.loads((tmp_path / "out" / "eval_results.json").read_text())
+
+
+def squad_paragraph(paragraph=None, **changes):
+    """A SQuAD-format file's JSON of one paragraph (`paragraph`, else one of one question whose record has `changes`
+    made to it: a value None removes the key)."""
+    qa = {"id": "q0", "question": "Where did he sit ?", "answers": [{"text": "the bank", "answer_start": 10}]}
+    qa = {k: v for k, v in {**qa, **changes}.items() if v is not None}
+    paragraph = paragraph or {"context": "He sat on the bank of the river .", "qas": [qa]}
+    return {"version": "1.1", "data": [{"title": "t", "paragraphs": [paragraph]}]}
+
+
+@pytest.mark.parametrize(
+    "data, fragments",
+    [
+        (squad_paragraph(paragraph={"context": "He sat ."}), ["article 0, paragraph 0: qas is missing", "a list"]),
+        (squad_paragraph(paragraph="He sat ."), ["article 0, paragraph 0: context is missing"]),
+        (squad_paragraph(question=None), ["paragraph 0: question 0: question is missing", "a str"]),
+        (squad_paragraph(answers=[{"text": "He", "answer_start": "0"}]), ["answer 0: answer_start is a str"]),
+        (squad_paragraph(answers=[{"text": "the bank", "answer_start": 3}]), ["its answer 'the bank' is not at its"]),
+        (squad_paragraph(answers=[{"text": "He", "answer_start": 500}]), ["'He' is not at its answer_start 500"]),
+        (squad_paragraph(answers=[], is_impossible=True), ["no answer (SQuAD 2.0's unanswerable questions"]),
+    ],
+)
+def test_squad_files_the_head_cannot_learn_from_are_one_line(tiny_model_dir, tmp_path, capsys, data, fragments):
+    """A SQuAD file with a field missing or of another type, an answer not where its answer_start says (the head
+    would learn another span) or an unanswerable question: refused in one line naming where, before training."""
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(data))
+    argv = ["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, "--train-file", train]
+    argv += ["--do-train", "--output-dir", tmp_path / "out", "--report-to", "none", "--max-steps", "1"]
+    one_line(*run(argv, capsys), *fragments)
+    assert not (tmp_path / "out" / "config.json").exists()
