@@ -23,10 +23,20 @@ from .runner import check_splits, json_argument, limit_samples, model_options, r
 logger = logging.getLogger(__name__)
 
 
-def load(head_args, data_args, training_args):
+def load(head_args, data_args, training_args, unread=()):
     """(the starting ModelFolder: `head_args.model`, else `model_name_or_path` opened; its config; the data splits)
-    of the arguments, the splits checked against the do_* arguments: what both fine-tuning tasks start with. The
-    config first: a broken one is one line before the data is read."""
+    of the arguments, the splits checked against the do_* arguments: what the fine-tuning tasks start with. The
+    config first: a broken one is one line before the data is read. `unread`: (the data arguments the task does not
+    read, why): one given is refused, not ignored."""
+    for name in ("max_words", "max_answer_words"):
+        value = getattr(data_args, name)
+        if value is not None and value < 1:
+            raise DataError(f"{name} {value}: must be at least 1 (words)", value, argument=name)
+    names, why = unread or ((), "")
+    for name in names:
+        value = getattr(data_args, name)
+        if value is not None:
+            raise DataError(f"{name} {value!r}: {why}; leave it out", value, argument=name)
     settle_resume_point(training_args)
     source = head_args.model or open_model(head_args.model_name_or_path)
     with loading(source.name):
@@ -165,7 +175,7 @@ def load_head(head_class, source, head_args, labels, default_encoder, **head_upd
     """(the head, its tokenizer) from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label
     mapping (`labels`; None for a head without classes), the ELMo-recipe settings and the head's own config fields
     (`head_updates`)."""
-    with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
+    with model_options(head_args):  # a refused value (dropout=1.5, task_encoder="x"): one line
         if labels is not None:
             head_updates.update(
                 num_labels=len(labels),
@@ -184,7 +194,31 @@ def load_head(head_class, source, head_args, labels, default_encoder, **head_upd
             ),
         )
         source.elmo_config(**updates)  # refused here, naming the argument
+    check_head_shape(source, head_class, updates)
     return load_model(source, head_class, config=updates)
+
+
+def check_head_shape(source, head_class, updates):
+    """Refuse to train a head of `head_class` further (`source` is one) with `updates` that reshape its layers: its
+    weights would not fit them. A task encoder's size counts where either side is a BiLSTM; a pair encoder's where
+    both have one (a single-sentence head grows a new one)."""
+    saved = source.elmo_config()
+    if head_class.__name__ not in (saved.architectures or []):
+        return
+    for name in ("task_encoder", "task_encoder_dim", "pair_encoder_dim"):
+        given, trained = updates.get(name), getattr(saved, name)
+        if name == "task_encoder_dim" and "lstm" not in (updates["task_encoder"], saved.task_encoder):
+            continue
+        if name == "pair_encoder_dim" and None in (given, trained):
+            continue
+        if given != trained:
+            raise DataError(
+                f"{name} {given!r}: {source.name} is an {head_class.__name__} trained with {trained!r} there, the "
+                f"shape of its weights: give {trained!r} to train it further, or start from the model it was "
+                "trained from",
+                given,
+                argument=name,
+            )
 
 
 def tokenize_splits(raw, encode, training_args):
@@ -237,7 +271,8 @@ def token_metrics(labels):
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
     (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
-    source, config, raw = load(head_args, data_args, training_args)
+    unread = ("text_pair_column",), "token classification reads one sentence an example"
+    source, config, raw = load(head_args, data_args, training_args, unread)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
@@ -359,9 +394,15 @@ def question_answering(head_args, data_args, training_args):
     first answer; a context longer than `max_words` keeps its first words (an answer past them is not learned
     from). Metrics: SQuAD's exact match and F1 (the best over the gold answers) of the best span of at most
     `data_args.max_answer_words` words."""
-    source, config, raw = load(head_args, data_args, training_args)
-    for column in ("question", "context", "answers"):
-        require_column(raw, column, "dataset_name")
+    unread = ("text_column", "text_pair_column", "label_column"), "question answering reads SQuAD's columns"
+    source, config, raw = load(head_args, data_args, training_args, unread)
+    columns = next(iter(raw.values())).column_names
+    missing = [column for column in ("question", "context", "answers") if column not in columns]
+    if missing:
+        raise DataError(
+            f"the data has no {', '.join(map(repr, missing))} column (its columns: {columns}): question answering "
+            "reads SQuAD-format JSON files, or data with SQuAD's question, context and answers columns"
+        )
     model, tokenizer = load_head(ElmoForQuestionAnswering, source, head_args, None, default_encoder="lstm")
     truncate = data_args.max_words is not None
 

@@ -107,7 +107,7 @@ def test_finetune_question_answering_reads_squad_files(tiny_model_dir, tmp_path,
             ],
             capsys,
         ),
-        "'answers': no such column in the data",
+        "the data has no 'answers' column (its columns: ['question', 'context', 'label']): question answering reads",
     )
 
 
@@ -167,3 +167,29 @@ def test_squad_files_the_head_cannot_learn_from_are_one_line(tiny_model_dir, tmp
     argv += ["--do-train", "--output-dir", tmp_path / "out", "--report-to", "none", "--max-steps", "1"]
     one_line(*run(argv, capsys), *fragments)
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_options_question_answering_does_not_read_are_refused(tiny_model_dir, tmp_path, capsys):
+    """Options of the other tasks (the text, pair and label columns) and counts below 1 are refused by flag, not
+    ignored; a trained question-answering head is trained further only in the shape of its weights."""
+    train = squad_file(tmp_path / "train.json", EXAMPLES)
+    common = ["--train-file", train, "--do-train", "--report-to", "none", "--max-steps", "1"]
+    base = ["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, *common]
+    base += ["--output-dir", tmp_path / "out"]
+    for flags, message in [
+        (["--text-pair-column", "context"], "--text-pair-column 'context': question answering reads SQuAD's columns"),
+        (["--text-column", "question"], "--text-column 'question': question answering reads SQuAD's columns"),
+        (["--label-column", "answers"], "--label-column 'answers': question answering reads SQuAD's columns"),
+        (["--max-answer-words", "0"], "--max-answer-words 0: must be at least 1 (words)"),
+        (["--max-words", "0"], "--max-words 0: must be at least 1 (words)"),
+    ]:
+        assert one_line(*run([*base, *flags], capsys)).startswith(f"error: {message}")
+    assert run([*base, "--task-encoder-dim", "4"], capsys)[0] == 0
+    further = ["finetune", "question-answering", "--model-name-or-path", tmp_path / "out", *common]
+    further += ["--output-dir", tmp_path / "further"]
+    one_line(
+        *run(further, capsys),
+        f"--task-encoder-dim 128: {tmp_path / 'out'} is an ElmoForQuestionAnswering trained with 4 there, the shape "
+        "of its weights: give 4 to train it further",
+    )
+    assert run([*further, "--task-encoder-dim", "4"], capsys)[0] == 0
