@@ -194,3 +194,18 @@ def test_a_question_without_words_is_read_as_in_a_batch(qa_head):
     for question in ("", "   "):
         answer = qa(question=question, context=context)
         assert answer["answer"] and answer["answer"] == context[answer["start"] : answer["end"]]
+
+
+def test_the_pipeline_refuses_arguments_it_cannot_honour_and_answers_no_example_with_none(qa_head):
+    """A `handle_impossible_answer` that is not a bool ("no" would add the empty answer) and counts below their
+    least are refused, each naming its unit; no example (an empty list, or two empty lists) gives no answer."""
+    _, _, folder = qa_head
+    qa = pipeline("question-answering", model=str(folder), pipeline_class=ElmoQuestionAnsweringPipeline)
+    example = EXAMPLES[0]
+    with pytest.raises(ValueError, match="handle_impossible_answer must be True or False, got 'no'"):
+        qa(example, handle_impossible_answer="no")
+    with pytest.raises(ValueError, match=r"top_k must be an int of at least 1 \(answers\), got 0"):
+        qa(example, top_k=0)
+    with pytest.raises(ValueError, match=r"max_seq_len must be an int of at least 1 \(words\), got -1"):
+        qa(example, max_seq_len=-1)
+    assert qa([]) == [] and qa(question=[], context=[]) == []
