@@ -328,6 +328,15 @@ def sequence_classification(head_args, data_args, training_args):
     )
 
     def encode(batch, indices, split):
+        for argument, column in (("text_column", text_column), ("text_pair_column", pair_column)):
+            for index, text in zip(indices, batch[column] if column is not None else ()):
+                if not isinstance(text, str):
+                    raise DataError(
+                        f"{argument} {column!r}: {split} example {index} holds {text!r:.50}, not a text: give every "
+                        "example one, an empty string for none",
+                        column,
+                        argument=argument,
+                    )
         pairs = None if pair_column is None else batch[pair_column]
         encoded = tokenizer(
             batch[text_column], pairs, truncation=data_args.max_words is not None, max_length=data_args.max_words

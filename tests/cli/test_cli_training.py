@@ -208,7 +208,10 @@ def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_p
     cases = [
         ('{"text": "a b", "label": 1}\n{"text": "c d", "label": "pos"}\n', "mix types (int, str)"),
         ('{"txt": "a b", "label": "x"}\n', "--text-column 'text': no such column in the data"),
-        ('{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n', "sentence 0 is None"),
+        (
+            '{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n',
+            "--text-column 'text': train example 0 holds None",
+        ),
         ('{"text": "a b", "label": [1]}\n', "a label must be one string or number"),
     ]
     for n, (rows, fragment) in enumerate(cases):
