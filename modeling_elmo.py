@@ -609,8 +609,9 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
         else:
             if self.pair_encoder is None:
                 raise ValueError(
-                    "pair_input_ids given, but this head reads single sentences: load it with "
-                    "pair_encoder_dim=128 (the size of its ESIM-style pair encoder) to read text pairs"
+                    "pair_input_ids given, but this head reads single sentences (it has no pair encoder): text "
+                    "pairs need a head trained with one (pair_encoder_dim=128, the size of its ESIM-style pair "
+                    "encoder; finetune sequence-classification --text-pair-column)"
                 )
             check_pair_batch(input_ids, pair_input_ids)
             pair_vectors, pair_mask, _ = self.encode(pair_input_ids, pair_attention_mask, **kwargs)

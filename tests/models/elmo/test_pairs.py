@@ -99,7 +99,10 @@ def test_single_sentences_are_unchanged_and_a_single_head_refuses_pairs(pair_hea
     single = ElmoForSequenceClassification.from_pretrained(tiny_heads_dir / "sequence").eval()
     assert single.pair_encoder is None and not any("pair" in name for name in single.state_dict())
     pairs = tokenizer(["a b c", "d"], ["e", "f g"], padding=True, return_tensors="pt")
-    with pytest.raises(ValueError, match="this head reads single sentences: load it with pair_encoder_dim=128"):
+    with pytest.raises(
+        ValueError,
+        match=r"this head reads single sentences \(it has no pair encoder\): text pairs need a head trained with",
+    ):
         single(**pairs)
     with pytest.raises(ValueError, match="pair_attention_mask was given without pair_input_ids"):
         model(**batch, pair_attention_mask=pairs["pair_attention_mask"])
