@@ -172,6 +172,10 @@ def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp
     one_line(*run(["perplexity", text, "--model", lm_dir, "--device", "banana"], capsys), "--device banana")
     if not torch.cuda.is_available():  # a CPU-only torch, as on the test machines
         assert one_line(*run([*embed, "--device", "cuda"], capsys)).startswith("error: --device cuda: not usable here")
+    assert one_line(*run([*embed, "--device", "meta", "--dtype", "int8"], capsys)) == (
+        "error: --device meta: int8 inference runs on the CPU only: leave the device out, or compute in bfloat16 on "
+        "an accelerator"  # (it read "--device int8 inference runs ..., or use dtype=torch.bfloat16")
+    )
     assert not (tmp_path / "out.hdf5").exists()
 
 
