@@ -102,9 +102,12 @@ class ElmoFeatureExtractionPipeline(ElmoCharIdsMixin, FeatureExtractionPipeline)
 
 class ElmoTextClassificationPipeline(ElmoCharIdsMixin, TextClassificationPipeline):
     """The stock text classification on char ids: a text, or a text pair `{"text": ..., "text_pair": ...}` (the
-    second sentence travels as `pair_char_ids`, for a head with a pair encoder), or a list of them."""
+    second sentence travels as `pair_char_ids`, for a head with a pair encoder), or a list of them; the stock
+    `classifier(text, text_pair=...)` is the pair too."""
 
     def preprocess(self, inputs, **tokenizer_kwargs):
+        if "text_pair" in tokenizer_kwargs:  # (the stock pipeline passes it on to the tokenizer: a pair)
+            inputs = {"text": inputs, "text_pair": tokenizer_kwargs.pop("text_pair")}
         if isinstance(inputs, dict):
             if set(inputs) != {"text", "text_pair"} or not all(isinstance(v, str) for v in inputs.values()):
                 raise ValueError(

@@ -146,5 +146,7 @@ def test_text_classification_pipeline_takes_text_pairs(pair_head, batch_size):
     alone = classifier(inputs[0])  # one dict: one result, its labels' scores
     assert [r["label"] for r in alone] == [r["label"] for r in got[0]]
     assert_close_to_reference([r["score"] for r in alone], [r["score"] for r in got[0]], what="one pair")
+    stock = classifier(PAIRS[0][0], text_pair=PAIRS[0][1])  # the stock way to give a pair: the pair, not the text
+    assert_close_to_reference([r["score"] for r in stock[0]], [r["score"] for r in alone], what="text_pair=")
     with pytest.raises(ValueError, match='a text pair as {"text": str, "text_pair": str}'):
         classifier({"text": "a", "pair": "b"})
