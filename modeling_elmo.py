@@ -706,7 +706,7 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
         start_positions, end_positions (`torch.LongTensor` of shape `(batch,)`, *optional*): the answer's first and
             last word in the context; a position outside the context's words (an answer cut off by truncation) is
             ignored, as `BertForQuestionAnswering` ignores positions past its sequence. The loss is the mean of the
-            two cross entropies.
+            two cross entropies (each the mean over the positions kept: 0 where a batch keeps none).
         """
         if pair_input_ids is None:
             raise ValueError(
@@ -733,7 +733,9 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
                     raise TypeError("start_positions and end_positions must be tensors of integer word positions")
                 positions = positions.view(-1)
                 positions = torch.where((positions >= 0) & (positions < lengths), positions, ignored)
-                losses.append(F.cross_entropy(position_logits.float(), positions.long(), ignore_index=ignored))
+                kept = (positions != ignored).sum().clamp(min=1)  # (none kept: 0, where the mean would be NaN)
+                nll = F.cross_entropy(position_logits.float(), positions.long(), ignore_index=ignored, reduction="sum")
+                losses.append(nll / kept)
             loss = (losses[0] + losses[1]) / 2 + self.mix_penalty()
         return QuestionAnsweringModelOutput(
             loss=loss, start_logits=start_logits, end_logits=end_logits, hidden_states=hidden_states

@@ -396,6 +396,29 @@ def best_spans(start_logits, end_logits, lengths, max_answer_words):
     return best
 
 
+def check_answers_kept(splits, max_words):
+    """The train split's answers within the words a context keeps (`max_words`, None: all): none is refused where
+    `max_words` cut them all (the run would learn nothing, its loss 0), some missing are counted in a warning (they
+    are not learned from)."""
+    if "train" not in splits:
+        return
+    starts = splits["train"]["start_positions"]
+    cut = sum(start < 0 or (max_words is not None and start >= max_words) for start in starts)
+    if cut == len(starts) and max_words is not None:
+        raise DataError(
+            f"max_words {max_words}: no train example's answer lies within its context's first {max_words} words, so "
+            "there is nothing to learn from: raise it, or leave it out",
+            max_words,
+            argument="max_words",
+        )
+    if cut:
+        kept = f" kept (the first {max_words})" if max_words is not None else ""
+        logger.warning(
+            f"{cut:,} of {len(starts):,} train examples have no answer within their context's words{kept}: they are "
+            "not learned from"
+        )
+
+
 def question_answering(head_args, data_args, training_args):
     """Fine-tune an extractive question-answering head (`finetune question-answering`, `ElmoForQuestionAnswering`)
     on a model folder, from SQuAD-format JSON files or a dataset with `question`, `context` and `answers` columns
@@ -439,6 +462,7 @@ def question_answering(head_args, data_args, training_args):
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
+    check_answers_kept(splits, data_args.max_words)
     compute_metrics = None
     if "validation" in raw:
         validation = raw["validation"]

@@ -193,3 +193,17 @@ def test_options_question_answering_does_not_read_are_refused(tiny_model_dir, tm
         "of its weights: give 4 to train it further",
     )
     assert run([*further, "--task-encoder-dim", "4"], capsys)[0] == 0
+
+
+def test_answers_past_the_words_kept_are_counted_and_all_of_them_refused(tiny_model_dir, tmp_path, capsys, caplog):
+    """--max-words that cuts every training answer off leaves nothing to learn (the loss was NaN, then 0, and the run
+    ended well): refused; cutting some is a warning that counts them."""
+    args = ["--do-train", "--report-to", "none", "--max-steps", "1", "--task-encoder-dim", "4", "--max-words", "2"]
+    for examples, name in [(EXAMPLES[1:2], "all"), (EXAMPLES[:2], "some")]:  # the bank: words 3-4; He: word 0
+        train = squad_file(tmp_path / f"{name}.json", examples)
+        argv = ["finetune", "question-answering", "--model-name-or-path", tiny_model_dir, "--train-file", train]
+        code, err = run([*argv, *args, "--output-dir", tmp_path / name], capsys)
+        if name == "all":
+            one_line(code, err, "--max-words 2: no train example's answer lies within its context's first 2 words")
+    assert code == 0
+    assert "1 of 2 train examples have no answer within their context's words kept (the first 2)" in caplog.text

@@ -85,6 +85,9 @@ def test_span_logits_and_loss_over_the_context_words(qa_head, tiny):
     start_loss = F.cross_entropy(out.start_logits, starts)
     end_loss = sum(F.cross_entropy(out.end_logits[i : i + 1, : lengths[i]], ends[i : i + 1]) for i in (0, 1)) / 2
     assert_close_to_reference(out.loss, (start_loss + end_loss) / 2, what="loss")
+    with torch.no_grad():  # no answer within its context's words: nothing to learn from, a loss of 0 (not NaN)
+        nothing = model(**batch, start_positions=torch.tensor([9, -1, 1]), end_positions=torch.tensor([9, 9, 1]))
+    assert nothing.loss.item() == 0.0
     with pytest.raises(ValueError, match="needs the context as pair_input_ids"):
         model(input_ids=batch["input_ids"])
     with pytest.raises(ValueError, match="pair_input_ids holds 2 second sentences for 3 first ones"):
