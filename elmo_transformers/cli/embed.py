@@ -184,11 +184,11 @@ def as_given(setting, value):
     """How this command's line gives `value` of run.json's `setting`; a setting no option gives is the model's (its
     weights, config and tokenizer: `ModelFolder.identity`) or the input's."""
     if setting == "mode":
-        return f"--{value}"
+        return f"--{value!s:.50}"  # (a run.json's values may be anything: each is cut short, as the library's)
     if setting == "input_sha256":
-        return f"an INPUT whose text has SHA-256 {value}"
+        return f"an INPUT whose text has SHA-256 {value!s:.200}"
     if setting in RECORDED_FLAGS:
-        return f"{RECORDED_FLAGS[setting]} {value}" if value is not None else f"no {RECORDED_FLAGS[setting]}"
+        return f"{RECORDED_FLAGS[setting]} {value!s:.200}" if value is not None else f"no {RECORDED_FLAGS[setting]}"
     return f"a model of {setting} {value!r:.200}" if value is not None else f"a model without {setting}"
 
 

@@ -303,6 +303,12 @@ def test_a_refused_resume_names_the_setting_as_the_caller_gave_it(tmp_path, tiny
         )
     with pytest.raises(SettingDiffersError, match="started with output_format='top', now output_format='all'"):
         ElmoEmbedder(str(tiny_model_dir)).embed_file(args[0], args[1], "all", 2, resume=True)
+    run_json = folder / "run.json"
+    recorded = run_json.read_text()
+    for key in ("mode", "batch_size", "input_sha256"):  # a run.json's value of a million characters: cut short
+        run_json.write_text(json.dumps({**json.loads(recorded), key: "x" * 10**6}))
+        assert len(one_line_error([*args, "--resume"])) < 600
+    run_json.write_text(recorded)
     assert main([*args, "--resume"]) == 0
 
 
