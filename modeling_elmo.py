@@ -531,6 +531,15 @@ class ElmoTaskHeadModel(ElmoPreTrainedModel):
         return self.config.mix_l2_lambda * sum((w**2).sum() for w in weights)
 
 
+def check_pair_batch(input_ids, pair_input_ids):
+    """Refuse second sentences that are not one for each first sentence (a text pair's two sides of one batch)."""
+    if pair_input_ids.shape[0] != input_ids.shape[0]:
+        raise ValueError(
+            f"pair_input_ids holds {pair_input_ids.shape[0]} second sentences for {input_ids.shape[0]} first ones "
+            "(input_ids): give one for each, as tokenizer(text, text_pair) does"
+        )
+
+
 def check_class_ids(labels, num_labels, shape, layout):
     """Refuse class labels that cross entropy would misread or fail on: an integer tensor of `shape` (`layout` names
     its axes; a trailing axis of 1 is accepted) holding ids in [0, num_labels) or -100 (ignored)."""
@@ -600,9 +609,11 @@ class ElmoForSequenceClassification(ElmoTaskHeadModel):
         else:
             if self.pair_encoder is None:
                 raise ValueError(
-                    "pair_input_ids given, but this head reads single sentences: load it with "
-                    "pair_encoder_dim=128 (the size of its ESIM-style pair encoder) to read text pairs"
+                    "pair_input_ids given, but this head reads single sentences (it has no pair encoder): text "
+                    "pairs need a head trained with one (pair_encoder_dim=128, the size of its ESIM-style pair "
+                    "encoder; finetune sequence-classification --text-pair-column)"
                 )
+            check_pair_batch(input_ids, pair_input_ids)
             pair_vectors, pair_mask, _ = self.encode(pair_input_ids, pair_attention_mask, **kwargs)
             logits = self.classifier(self.pair_encoder(vectors, mask, pair_vectors, pair_mask))
         loss = None
@@ -653,7 +664,11 @@ class ElmoAttentionFlow(nn.Module):
         scores = (c @ w_c).unsqueeze(2) + (q @ w_q).unsqueeze(1) + (c * w_cq) @ q.transpose(1, 2)
         scores = scores + self.similarity.bias  # [B, T, J]
         attended_query = masked_softmax(scores, q_mask.unsqueeze(1)) @ q
-        best = scores.masked_fill(~q_mask.unsqueeze(1), torch.finfo(scores.dtype).min).amax(dim=2)
+        lowest = torch.finfo(scores.dtype).min
+        if q.shape[1]:
+            best = scores.masked_fill(~q_mask.unsqueeze(1), lowest).amax(dim=2)
+        else:  # no question has a word: each context word's best is the lowest, as for an empty question in a batch
+            best = scores.new_full(c.shape[:2], lowest)
         attended_context = (masked_softmax(best, c_mask).unsqueeze(1) @ c).expand_as(c)
         return torch.cat([c, attended_query, c * attended_query, c * attended_context], dim=-1)
 
@@ -691,11 +706,16 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
         start_positions, end_positions (`torch.LongTensor` of shape `(batch,)`, *optional*): the answer's first and
             last word in the context; a position outside the context's words (an answer cut off by truncation) is
             ignored, as `BertForQuestionAnswering` ignores positions past its sequence. The loss is the mean of the
-            two cross entropies.
+            two cross entropies (each the mean over the positions kept: 0 where a batch keeps none).
         """
         if pair_input_ids is None:
             raise ValueError(
                 "ElmoForQuestionAnswering needs the context as pair_input_ids (tokenizer(question, context) gives it)"
+            )
+        check_pair_batch(input_ids, pair_input_ids)
+        if (start_positions is None) != (end_positions is None):
+            raise ValueError(
+                "start_positions and end_positions go together (the loss needs both): give both or neither"
             )
         question, question_mask, _ = self.encode(input_ids, attention_mask, **kwargs)
         context, context_mask, hidden_states = self.encode(pair_input_ids, pair_attention_mask, **kwargs)
@@ -705,7 +725,7 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
         logits = logits.masked_fill(~context_mask.unsqueeze(-1), torch.finfo(logits.dtype).min)
         start_logits, end_logits = (x.squeeze(-1).contiguous() for x in logits.split(1, dim=-1))
         loss = None
-        if start_positions is not None and end_positions is not None:
+        if start_positions is not None:
             ignored, lengths = start_logits.shape[1], context_mask.sum(dim=1)
             losses = []
             for positions, position_logits in ((start_positions, start_logits), (end_positions, end_logits)):
@@ -713,7 +733,9 @@ class ElmoForQuestionAnswering(ElmoTaskHeadModel):
                     raise TypeError("start_positions and end_positions must be tensors of integer word positions")
                 positions = positions.view(-1)
                 positions = torch.where((positions >= 0) & (positions < lengths), positions, ignored)
-                losses.append(F.cross_entropy(position_logits.float(), positions.long(), ignore_index=ignored))
+                kept = (positions != ignored).sum().clamp(min=1)  # (none kept: 0, where the mean would be NaN)
+                nll = F.cross_entropy(position_logits.float(), positions.long(), ignore_index=ignored, reduction="sum")
+                losses.append(nll / kept)
             loss = (losses[0] + losses[1]) / 2 + self.mix_penalty()
         return QuestionAnsweringModelOutput(
             loss=loss, start_logits=start_logits, end_logits=end_logits, hidden_states=hidden_states

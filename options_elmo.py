@@ -226,7 +226,7 @@ class ElmoOptions:
     def validate_elmo(self):
         """The ranges and the rules between fields (`@strict` checked the types): fail early, naming the field,
         instead of deep inside the model."""
-        for name in INT_RANGES:
+        for name in (*INT_RANGES, *NUMBER_RULES):
             check_range(name, getattr(self, name))
         self._validate_token_inputs()
         if not 1 <= len(self.filters) <= MAX_LAYERS:
@@ -245,12 +245,6 @@ class ElmoOptions:
                     f"ElmoConfig.filters: width {f[0]} is wider than max_characters_per_token "
                     f"({self.max_characters_per_token})"
                 )
-        for name in ("cell_clip", "proj_clip"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(
-                    f"ElmoConfig.{name} must be a positive finite number or None (no clipping), got {value!r}"
-                )
         if self.scalar_mix_parameters is not None:
             if not all(math.isfinite(w) for w in self.scalar_mix_parameters):
                 raise ValueError(
@@ -261,13 +255,6 @@ class ElmoOptions:
                     f"ElmoConfig.scalar_mix_parameters needs one value per biLM layer (n_layers + 1 = "
                     f"{self.n_layers + 1}), got {len(self.scalar_mix_parameters)}"
                 )
-        for name in ("dropout", "lm_dropout"):
-            value = getattr(self, name)
-            if not 0 <= value < 1:  # NaN too
-                raise ValueError(f"ElmoConfig.{name} must be in [0, 1), got {value!r}")
-        value = self.mix_l2_lambda
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"ElmoConfig.mix_l2_lambda must be a non-negative finite number, got {value!r}")
         if self.num_parameters_estimate() > MAX_PARAMETERS:
             raise ValueError(
                 f"ElmoConfig asks for about {self.num_parameters_estimate():,} parameters, "
@@ -335,9 +322,23 @@ def check_dtype_names(values):
             )
 
 
+# The number fields' rules that need no other field: (whether a value keeps it, what it says).
+NUMBER_RULES = {
+    "cell_clip": (lambda v: math.isfinite(v) and v > 0, "a positive finite number or None (no clipping)"),
+    "proj_clip": (lambda v: math.isfinite(v) and v > 0, "a positive finite number or None (no clipping)"),
+    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),  # (NaN fails it too)
+    "lm_dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "mix_l2_lambda": (lambda v: math.isfinite(v) and v >= 0, "a non-negative finite number"),
+}
+
+
 def check_range(name, value):
-    """Refuse an integer field's value outside its range (`INT_RANGES`); None (an optional field) and other names
-    pass (types are `@strict`'s)."""
+    """Refuse a field's value outside its range, one field at a time, on construction and on assignment: an integer
+    field's (`INT_RANGES`), a number field's (`NUMBER_RULES`); None (an optional field) and other names pass (types
+    are `@strict`'s)."""
     bounds = INT_RANGES.get(name)
     if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
         raise ValueError(f"ElmoConfig.{name} must be an integer from {bounds[0]} to {bounds[1]:,}, got {value!r}")
+    keeps, rule = NUMBER_RULES.get(name, (None, None))
+    if keeps is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and not keeps(value):
+        raise ValueError(f"ElmoConfig.{name} must be {rule}, got {value!r}")

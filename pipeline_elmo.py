@@ -102,9 +102,12 @@ class ElmoFeatureExtractionPipeline(ElmoCharIdsMixin, FeatureExtractionPipeline)
 
 class ElmoTextClassificationPipeline(ElmoCharIdsMixin, TextClassificationPipeline):
     """The stock text classification on char ids: a text, or a text pair `{"text": ..., "text_pair": ...}` (the
-    second sentence travels as `pair_char_ids`, for a head with a pair encoder), or a list of them."""
+    second sentence travels as `pair_char_ids`, for a head with a pair encoder), or a list of them; the stock
+    `classifier(text, text_pair=...)` is the pair too."""
 
     def preprocess(self, inputs, **tokenizer_kwargs):
+        if "text_pair" in tokenizer_kwargs:  # (the stock pipeline passes it on to the tokenizer: a pair)
+            inputs = {"text": inputs, "text_pair": tokenizer_kwargs.pop("text_pair")}
         if isinstance(inputs, dict):
             if set(inputs) != {"text", "text_pair"} or not all(isinstance(v, str) for v in inputs.values()):
                 raise ValueError(
@@ -316,19 +319,21 @@ class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
         max_question_len=None,
         handle_impossible_answer=None,
     ):
-        for name, value in (
-            ("top_k", top_k),
-            ("doc_stride", doc_stride),
-            ("max_answer_len", max_answer_len),
-            ("max_seq_len", max_seq_len),
-            ("max_question_len", max_question_len),
+        for name, value, unit in (
+            ("top_k", top_k, "answers"),
+            ("doc_stride", doc_stride, "words"),
+            ("max_answer_len", max_answer_len, "words"),
+            ("max_seq_len", max_seq_len, "words"),
+            ("max_question_len", max_question_len, "words"),
         ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < (name != "doc_stride")
             ):
                 raise ValueError(
-                    f"{name} must be an int of at least {int(name != 'doc_stride')} (words), got {value!r}"
+                    f"{name} must be an int of at least {int(name != 'doc_stride')} ({unit}), got {value!r}"
                 )
+        if handle_impossible_answer is not None and not isinstance(handle_impossible_answer, bool):
+            raise ValueError(f"handle_impossible_answer must be True or False, got {handle_impossible_answer!r:.50}")
         preprocess = {
             k: v
             for k, v in (
@@ -351,7 +356,8 @@ class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
 
     def __call__(self, *args, **kwargs):
         """`qa(question=..., context=...)` (strs, or lists of the same length), `qa({"question": ..., "context":
-        ...})` or `qa([dict, ...])`; a list of one example answers as that example alone, as transformers 4 did."""
+        ...})` or `qa([dict, ...])`; a list of one example answers as that example alone, as transformers 4 did, and
+        an empty list with none ([])."""
         if not args and "question" in kwargs and "context" in kwargs:
             question, context = kwargs.pop("question"), kwargs.pop("context")
             if isinstance(question, str) != isinstance(context, str) or (
@@ -370,8 +376,8 @@ class ElmoQuestionAnsweringPipeline(ElmoCharIdsMixin, ChunkPipeline):
                 'question answering takes question=..., context=..., or {"question": ..., "context": '
                 "...} (or a list of them)"
             )
-        if isinstance(inputs, (list, tuple)) and len(inputs) == 1:
-            inputs = inputs[0]
+        if isinstance(inputs, (list, tuple)) and len(inputs) <= 1:
+            return super().__call__(inputs[0], **kwargs) if inputs else []  # (no example: no answer)
         return super().__call__(inputs, **kwargs)
 
     def preprocess(self, example, max_seq_len=384, doc_stride=128, max_question_len=64):

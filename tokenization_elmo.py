@@ -131,7 +131,7 @@ class ElmoTokenizer(PreTrainedTokenizer):
     Text pairs (`tokenizer(text, text_pair)`) are two sequences, never joined: ELMo's vectors are those of each
     sentence on its own, so the second sentence comes as `pair_input_ids` and `pair_attention_mask` beside the first's
     `input_ids` and `attention_mask` (what `ElmoForSequenceClassification` and `ElmoForQuestionAnswering` read);
-    truncation and padding apply to each of the two.
+    truncation and padding apply to each of the two (`truncation="only_first"` or `"only_second"`: to that one).
     """
 
     vocab_files_names = VOCABULARY_FILES
@@ -409,8 +409,15 @@ class ElmoTokenizer(PreTrainedTokenizer):
             sentences, windows_of = self.windows(sentences, max_length, stride)
             is_batched = True
         elif truncate:
-            sentences = self.truncated(sentences, max_length)
-            pairs = None if pairs is None else self.truncated(pairs, max_length)
+            if truncation_strategy == TruncationStrategy.ONLY_SECOND and pairs is None:
+                raise ValueError(
+                    "truncation='only_second' truncates the second sentences of text pairs, and no text_pair was "
+                    "given: pass truncation=True"
+                )
+            if truncation_strategy != TruncationStrategy.ONLY_SECOND:
+                sentences = self.truncated(sentences, max_length)
+            if pairs is not None and truncation_strategy != TruncationStrategy.ONLY_FIRST:
+                pairs = self.truncated(pairs, max_length)
         encoded = {"input_ids": [self.basic.rows(words).tolist() for words in sentences]}
         if pairs is not None:
             encoded["pair_input_ids"] = [self.basic.rows(words).tolist() for words in pairs]
@@ -476,6 +483,12 @@ class ElmoTokenizer(PreTrainedTokenizer):
         if isinstance(encoded_inputs, (list, tuple)):
             if len(encoded_inputs) == 0:
                 raise ValueError("empty batch: nothing to pad")
+            for i, example in enumerate(encoded_inputs):
+                if set(example.keys()) != set(encoded_inputs[0].keys()):
+                    raise ValueError(
+                        f"encoding {i} has the keys {sorted(example.keys())}, encoding 0 "
+                        f"{sorted(encoded_inputs[0].keys())}: a batch is all text pairs or all single sentences"
+                    )
             encoded_inputs = {k: [example[k] for example in encoded_inputs] for k in encoded_inputs[0].keys()}
         encoded = dict(encoded_inputs)
         if "input_ids" not in encoded:

@@ -43,6 +43,16 @@ class OutputExistsError(OutputError):
     overwrite=True"."""
 
 
+class SettingDiffersError(DataError):
+    """An embed run asked to resume one (in OUTPUT.partial/, the value) whose run.json records another value of a
+    setting: `setting` (run.json's name for it), the `recorded` value and the `given` one, from which a command words
+    the refusal in its own options."""
+
+    def __init__(self, message, folder, setting, recorded, given):
+        super().__init__(message, folder)
+        self.setting, self.recorded, self.given = setting, recorded, given
+
+
 class UnfinishedRunError(OutputError):
     """An embed run that stopped (or found one that had) with its finished lines kept in OUTPUT.partial/ (the
     value): the message says how to continue it ("rerun with resume=True")."""

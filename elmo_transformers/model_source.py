@@ -108,9 +108,10 @@ def load_model(
         )
     if dtype == "int8" and device not in (None, "auto") and str(device).split(":")[0] != "cpu":
         raise UserError(
-            f"int8 inference runs on the CPU, not on {device}: leave the device out, or use "
-            "dtype=torch.bfloat16 on an accelerator",
+            f"device {device}: int8 inference runs on the CPU only: leave the device out, or compute in bfloat16 "
+            "on an accelerator",
             str(device),
+            argument="device",
         )
     if device == "auto":  # an export, onnxruntime and int8 run on the CPU
         exported = source.is_export or runtime == "onnxruntime" or dtype == "int8"

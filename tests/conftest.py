@@ -58,11 +58,15 @@ def command_env(**variables):
 def process_state_kept():
     """What a command may change in the process that runs it, put back afterwards, so that the next test finds the
     process as it was: the environment, the working folder, the root logger's handlers and level (the training
-    commands' `logging.basicConfig`), torch's thread count and the signal handlers."""
+    commands' `logging.basicConfig`), torch's thread count, the signal handlers, and the random states of Python,
+    NumPy and torch (the training commands' `set_seed`; a model's new layers draw from torch's). (Warning filters
+    that a module adds when it is first imported stay, as they would after any import.)"""
+    import random
     import signal
 
     import torch
 
+    randoms = random.getstate(), np.random.get_state(), torch.get_rng_state()
     environment, folder, root = dict(os.environ), os.getcwd(), logging.getLogger()
     handlers, level = list(root.handlers), root.level
     threads = torch.get_num_threads()
@@ -84,6 +88,9 @@ def process_state_kept():
         for number, handler in signals.items():
             if signal.getsignal(number) is not handler:
                 signal.signal(number, handler)
+        random.setstate(randoms[0])
+        np.random.set_state(randoms[1])
+        torch.set_rng_state(randoms[2])
 
 
 def cli_in_process(argv):

@@ -2,6 +2,7 @@
 rules are docs/embedding-files.md's)."""
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -116,6 +117,7 @@ def main(argv=None):
     report = None
     try:
         with (
+            options_named(),
             option("--model", args.model),
             option("--dtype", args.dtype),
             option("--device", args.device),
@@ -164,6 +166,46 @@ def main(argv=None):
         print(f"\ninterrupted by {interruption(e)}{what_is_kept(partial, complete)}", file=sys.stderr)
         return exit_code(e)
     return 0
+
+
+# run.json's settings that an option gives, by its flag ("mode" is the flag itself: --all, --top, --average).
+RECORDED_FLAGS = {
+    "file_format": "--format",
+    "output_dtype": "--output-dtype",
+    "model": "--model",
+    "batch_size": "--batch-size",
+    "batch_words": "--batch-words",
+    "max_sentence_words": "--max-sentence-words",
+    "dtype": "--dtype",
+}
+
+
+def as_given(setting, value):
+    """How this command's line gives `value` of run.json's `setting`; a setting no option gives is the model's (its
+    weights, config and tokenizer: `ModelFolder.identity`) or the input's."""
+    if setting == "mode":
+        return f"--{value!s:.50}"  # (a run.json's values may be anything: each is cut short, as the library's)
+    if setting == "input_sha256":
+        return f"an INPUT whose text has SHA-256 {value!s:.200}"
+    if setting in RECORDED_FLAGS:
+        return f"{RECORDED_FLAGS[setting]} {value!s:.200}" if value is not None else f"no {RECORDED_FLAGS[setting]}"
+    return f"a model of {setting} {value!r:.200}" if value is not None else f"a model without {setting}"
+
+
+@contextlib.contextmanager
+def options_named():
+    """A resumed run refused for a setting that differs (`SettingDiffersError`) names it by this command's options
+    (--top, --batch-size 4), not by the library's arguments."""
+    from ..errors import DataError, SettingDiffersError
+
+    try:
+        yield
+    except SettingDiffersError as e:
+        raise DataError(
+            f"cannot resume {e.value}: it was started with {as_given(e.setting, e.recorded)}, now "
+            f"{as_given(e.setting, e.given)} (give the first run's options, or delete the folder to start over)",
+            e.value,
+        ) from None
 
 
 def what_is_kept(partial, complete):

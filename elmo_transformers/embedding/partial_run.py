@@ -16,7 +16,7 @@ from itertools import islice
 import filelock
 import numpy as np
 
-from ..errors import DataError, OutputError, OutputExistsError, UnfinishedRunError
+from ..errors import DataError, OutputError, OutputExistsError, SettingDiffersError, UnfinishedRunError
 from ..output_paths import (
     abandoned_work,
     check_output_apart,
@@ -28,6 +28,7 @@ from ..output_paths import (
 from .batches import LongLine
 from .hdf5_output import Hdf5Output
 from .parquet_output import ParquetOutput
+from .settings import ARGUMENTS
 
 CHECK_WAIT = 1  # seconds: longer than another process's check holds the lock, far shorter than a run
 FINISHED = "finished.json"  # in OUTPUT.partial/: every line is done; left: putting OUTPUT in place, removing the folder
@@ -216,12 +217,20 @@ class PartialRun:
                 "delete the folder to start over"
             )
         differences = settings.differences(saved)
-        if differences:
-            name, old, new = differences[0]
-            raise DataError(
-                f"cannot resume {self.folder}: it was started with {name}={old!r:.200}, now "
-                f"{name}={new!r:.200} (use the first run's settings, or delete the folder to start over)"
-            )
+        if not differences:
+            return
+        name, old, new = differences[0]
+        if name in settings.__dataclass_fields__ and name not in saved:  # (a run.json edited, or cut)
+            raise self.damaged(f"its run.json lacks {name}")
+        argument = ARGUMENTS.get(name, name)
+        raise SettingDiffersError(
+            f"cannot resume {self.folder}: it was started with {argument}={old!r:.200}, now {argument}={new!r:.200} "
+            "(use the first run's arguments, or delete the folder to start over)",
+            self.folder,
+            name,
+            old,
+            new,
+        )
 
     def damaged(self, what):
         return DataError(

@@ -10,6 +10,10 @@ from ..errors import DataError
 from .defaults import FILE_FORMATS, MAX_BATCH_WORDS, MAX_SENTENCE_WORDS, MODES, OUTPUT_DTYPES
 
 
+# The fields whose argument (of `embed_file`, `ElmoEmbedder.embed_file`) has another name.
+ARGUMENTS = {"mode": "output_format"}
+
+
 @dataclass(frozen=True)
 class EmbedSettings:
     """What a run of `embed` does, checked when made (`check`). `mode` ("all", "top", "average"; MODES) chooses the

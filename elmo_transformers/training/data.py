@@ -271,7 +271,8 @@ class DataCollatorForElmoLanguageModeling:
 def read_squad(paths):
     """SQuAD-format JSON files (`data` -> `paragraphs` -> `context`, `qas` -> `id`, `question`, `answers` with `text`
     and `answer_start`) as rows {"id", "question", "context", "answers": {"text": [...], "answer_start": [...]}}, the
-    columns of the `squad` dataset on the Hub."""
+    columns of the `squad` dataset on the Hub. A field missing or of another type is one line naming the file and
+    where in it (an article, paragraph and question by number from 0)."""
     for path in paths:
         with open(path, encoding="utf-8") as f:
             try:
@@ -281,17 +282,33 @@ def read_squad(paths):
                     f"{path}: not a SQuAD-format JSON file ({first_line(e)}): it needs a top-level "
                     '"data" list of articles with "paragraphs"'
                 ) from None
-        for article in articles:
-            for paragraph in article["paragraphs"]:
-                for qa in paragraph["qas"]:
+
+        def field(record, key, kinds, where):
+            value = record.get(key) if isinstance(record, dict) else None
+            if not isinstance(value, kinds) or isinstance(value, bool):
+                what = "missing" if not isinstance(record, dict) or key not in record else f"a {type(value).__name__}"
+                wanted = " or ".join(kind.__name__ for kind in (kinds if isinstance(kinds, tuple) else (kinds,)))
+                raise DataError(f"{path}: {where}{key} is {what}, where SQuAD's format has a {wanted}: fix the file")
+            return value
+
+        for a, article in enumerate(field({"data": articles}, "data", list, "")):
+            for p, paragraph in enumerate(field(article, "paragraphs", list, f"article {a}: ")):
+                where = f"article {a}, paragraph {p}: "
+                context = field(paragraph, "context", str, where)
+                for q, qa in enumerate(field(paragraph, "qas", list, where)):
+                    at = f"{where}question {q}: "
+                    answers = [
+                        (
+                            field(answer, "text", str, f"{at}answer {i}: "),
+                            field(answer, "answer_start", int, f"{at}answer {i}: "),
+                        )
+                        for i, answer in enumerate(field(qa, "answers", list, at))
+                    ]
                     yield {
-                        "id": str(qa["id"]),
-                        "question": qa["question"],
-                        "context": paragraph["context"],
-                        "answers": {
-                            "text": [a["text"] for a in qa["answers"]],
-                            "answer_start": [a["answer_start"] for a in qa["answers"]],
-                        },
+                        "id": str(field(qa, "id", (str, int), at)),
+                        "question": field(qa, "question", str, at),
+                        "context": context,
+                        "answers": {"text": [t for t, _ in answers], "answer_start": [s for _, s in answers]},
                     }
 
 

@@ -9,6 +9,7 @@ import string
 import logging
 
 import datasets
+from datasets.exceptions import DatasetGenerationError
 from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from modeling_elmo import ElmoForQuestionAnswering, ElmoForSequenceClassification, ElmoForTokenClassification
@@ -22,10 +23,20 @@ from .runner import check_splits, json_argument, limit_samples, model_options, r
 logger = logging.getLogger(__name__)
 
 
-def load(head_args, data_args, training_args):
+def load(head_args, data_args, training_args, unread=()):
     """(the starting ModelFolder: `head_args.model`, else `model_name_or_path` opened; its config; the data splits)
-    of the arguments, the splits checked against the do_* arguments: what both fine-tuning tasks start with. The
-    config first: a broken one is one line before the data is read."""
+    of the arguments, the splits checked against the do_* arguments: what the fine-tuning tasks start with. The
+    config first: a broken one is one line before the data is read. `unread`: (the data arguments the task does not
+    read, why): one given is refused, not ignored."""
+    for name in ("max_words", "max_answer_words"):
+        value = getattr(data_args, name)
+        if value is not None and value < 1:
+            raise DataError(f"{name} {value}: must be at least 1 (words)", value, argument=name)
+    names, why = unread or ((), "")
+    for name in names:
+        value = getattr(data_args, name)
+        if value is not None:
+            raise DataError(f"{name} {value!r}: {why}; leave it out", value, argument=name)
     settle_resume_point(training_args)
     source = head_args.model or open_model(head_args.model_name_or_path)
     with loading(source.name):
@@ -42,12 +53,17 @@ def load_data(data_args):
     if data_args.dataset_name is None and not files:
         raise DataError("no data: give train_file / validation_file / test_file or dataset_name")
     if data_args.dataset_name is None and all(is_squad_file(path) for paths in files.values() for path in paths):
-        raw = datasets.DatasetDict(
-            {
-                split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
-                for split, paths in files.items()
-            }
-        )
+        try:
+            raw = datasets.DatasetDict(
+                {
+                    split: datasets.Dataset.from_generator(read_squad, gen_kwargs={"paths": paths})
+                    for split, paths in files.items()
+                }
+            )
+        except DatasetGenerationError as e:  # datasets wraps the generator's errors: read_squad's one line
+            if isinstance(e.__cause__, DataError):
+                raise e.__cause__ from None
+            raise
     else:
         raw = load_splits(data_args.dataset_name, data_args.dataset_config_name, files)
     for split in raw:
@@ -159,7 +175,7 @@ def load_head(head_class, source, head_args, labels, default_encoder, **head_upd
     """(the head, its tokenizer) from an ElmoModel (or same-head) folder `source` (a ModelFolder), with the label
     mapping (`labels`; None for a head without classes), the ELMo-recipe settings and the head's own config fields
     (`head_updates`)."""
-    with model_options():  # a refused value (dropout=1.5, task_encoder="x"): one line
+    with model_options(head_args):  # a refused value (dropout=1.5, task_encoder="x"): one line
         if labels is not None:
             head_updates.update(
                 num_labels=len(labels),
@@ -178,7 +194,31 @@ def load_head(head_class, source, head_args, labels, default_encoder, **head_upd
             ),
         )
         source.elmo_config(**updates)  # refused here, naming the argument
+    check_head_shape(source, head_class, updates)
     return load_model(source, head_class, config=updates)
+
+
+def check_head_shape(source, head_class, updates):
+    """Refuse to train a head of `head_class` further (`source` is one) with `updates` that reshape its layers: its
+    weights would not fit them. A task encoder's size counts where either side is a BiLSTM; a pair encoder's where
+    both have one (a single-sentence head grows a new one)."""
+    saved = source.elmo_config()
+    if head_class.__name__ not in (saved.architectures or []):
+        return
+    for name in ("task_encoder", "task_encoder_dim", "pair_encoder_dim"):
+        given, trained = updates.get(name), getattr(saved, name)
+        if name == "task_encoder_dim" and "lstm" not in (updates["task_encoder"], saved.task_encoder):
+            continue
+        if name == "pair_encoder_dim" and None in (given, trained):
+            continue
+        if given != trained:
+            raise DataError(
+                f"{name} {given!r}: {source.name} is an {head_class.__name__} trained with {trained!r} there, the "
+                f"shape of its weights: give {trained!r} to train it further, or start from the model it was "
+                "trained from",
+                given,
+                argument=name,
+            )
 
 
 def tokenize_splits(raw, encode, training_args):
@@ -231,7 +271,8 @@ def token_metrics(labels):
 def token_classification(head_args, data_args, training_args):
     """Fine-tune a token-classification head (`finetune token-classification`) on a model folder
     (`head_args.model_name_or_path`; `head_args.model` where it is open already); returns the Trainer."""
-    source, config, raw = load(head_args, data_args, training_args)
+    unread = ("text_pair_column",), "token classification reads one sentence an example"
+    source, config, raw = load(head_args, data_args, training_args, unread)
     words_column = data_args.text_column or "tokens"
     require_column(raw, words_column, "text_column")
     tags_column = data_args.label_column or ("tags" if "tags" in next(iter(raw.values())).column_names else "ner_tags")
@@ -287,6 +328,15 @@ def sequence_classification(head_args, data_args, training_args):
     )
 
     def encode(batch, indices, split):
+        for argument, column in (("text_column", text_column), ("text_pair_column", pair_column)):
+            for index, text in zip(indices, batch[column] if column is not None else ()):
+                if not isinstance(text, str):
+                    raise DataError(
+                        f"{argument} {column!r}: {split} example {index} holds {text!r:.50}, not a text: give every "
+                        "example one, an empty string for none",
+                        column,
+                        argument=argument,
+                    )
         pairs = None if pair_column is None else batch[pair_column]
         encoded = tokenizer(
             batch[text_column], pairs, truncation=data_args.max_words is not None, max_length=data_args.max_words
@@ -346,6 +396,29 @@ def best_spans(start_logits, end_logits, lengths, max_answer_words):
     return best
 
 
+def check_answers_kept(splits, max_words):
+    """The train split's answers within the words a context keeps (`max_words`, None: all): none is refused where
+    `max_words` cut them all (the run would learn nothing, its loss 0), some missing are counted in a warning (they
+    are not learned from)."""
+    if "train" not in splits:
+        return
+    starts = splits["train"]["start_positions"]
+    cut = sum(start < 0 or (max_words is not None and start >= max_words) for start in starts)
+    if cut == len(starts) and max_words is not None:
+        raise DataError(
+            f"max_words {max_words}: no train example's answer lies within its context's first {max_words} words, so "
+            "there is nothing to learn from: raise it, or leave it out",
+            max_words,
+            argument="max_words",
+        )
+    if cut:
+        kept = f" kept (the first {max_words})" if max_words is not None else ""
+        logger.warning(
+            f"{cut:,} of {len(starts):,} train examples have no answer within their context's words{kept}: they are "
+            "not learned from"
+        )
+
+
 def question_answering(head_args, data_args, training_args):
     """Fine-tune an extractive question-answering head (`finetune question-answering`, `ElmoForQuestionAnswering`)
     on a model folder, from SQuAD-format JSON files or a dataset with `question`, `context` and `answers` columns
@@ -353,9 +426,15 @@ def question_answering(head_args, data_args, training_args):
     first answer; a context longer than `max_words` keeps its first words (an answer past them is not learned
     from). Metrics: SQuAD's exact match and F1 (the best over the gold answers) of the best span of at most
     `data_args.max_answer_words` words."""
-    source, config, raw = load(head_args, data_args, training_args)
-    for column in ("question", "context", "answers"):
-        require_column(raw, column, "dataset_name")
+    unread = ("text_column", "text_pair_column", "label_column"), "question answering reads SQuAD's columns"
+    source, config, raw = load(head_args, data_args, training_args, unread)
+    columns = next(iter(raw.values())).column_names
+    missing = [column for column in ("question", "context", "answers") if column not in columns]
+    if missing:
+        raise DataError(
+            f"the data has no {', '.join(map(repr, missing))} column (its columns: {columns}): question answering "
+            "reads SQuAD-format JSON files, or data with SQuAD's question, context and answers columns"
+        )
     model, tokenizer = load_head(ElmoForQuestionAnswering, source, head_args, None, default_encoder="lstm")
     truncate = data_args.max_words is not None
 
@@ -364,15 +443,26 @@ def question_answering(head_args, data_args, training_args):
         words = [w[: data_args.max_words] if truncate else w for w, _ in contexts]
         encoded = tokenizer([tokenizer.split_words(q) for q in batch["question"]], words, is_split_into_words=True)
         encoded["start_positions"], encoded["end_positions"] = [], []
-        for index, (_, spans), answers in zip(indices, contexts, batch["answers"]):
+        for index, (_, spans), answers, context in zip(indices, contexts, batch["answers"], batch["context"]):
             if not answers["text"]:
-                raise DataError(f"{split} example {index}: no answer (SQuAD v1.1's questions have at least one)")
-            first, last = answer_words(spans, answers["answer_start"][0], answers["text"][0])
+                raise DataError(
+                    f"{split} example {index}: no answer (SQuAD 2.0's unanswerable questions, is_impossible): the "
+                    "head learns answerable questions, as SQuAD v1.1's; leave such questions out of the data"
+                )
+            start, text = answers["answer_start"][0], answers["text"][0]
+            if context[start : start + len(text)] != text or start < 0:
+                raise DataError(
+                    f"{split} example {index}: its answer {text!r:.60} is not at its answer_start {start} in the "
+                    f"context (which reads {context[max(start, 0) : max(start, 0) + len(text)]!r:.60} there): fix "
+                    "answer_start, the character offset of the answer's first character"
+                )
+            first, last = answer_words(spans, start, text)
             encoded["start_positions"].append(first)
             encoded["end_positions"].append(last)
         return encoded
 
     splits = tokenize_splits(raw, encode, training_args)
+    check_answers_kept(splits, data_args.max_words)
     compute_metrics = None
     if "validation" in raw:
         validation = raw["validation"]

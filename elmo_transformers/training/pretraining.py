@@ -290,7 +290,7 @@ def pretrain(model_args, data_args, training_args):
     tokenizer, keep_softmax = load_tokenizer(
         model_args, data_args, training_args, windows.get("train"), start, start_tokenizer, resumed
     )
-    with model_options():
+    with model_options(model_args):
         model = build_language_model(model_args, tokenizer.vocab_size, keep_softmax, start)
     if model_args.add_words and training_args.resume_from_checkpoint:
         logger.info("add_words: resuming, the vocabulary and softmax are the checkpoint's (with the words added then)")

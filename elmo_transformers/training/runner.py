@@ -4,9 +4,11 @@ model's arguments, and the train / evaluate / predict steps with their metrics p
 ({train,eval,test}_results.json)."""
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
+import re
 
 from huggingface_hub.errors import StrictDataclassError
 from transformers import Trainer
@@ -30,16 +32,26 @@ def json_argument(value, argument, example):
         ) from None
 
 
+# The field a configuration's refusal names first: "ElmoConfig.dropout must be ..." (options_elmo's rules) or
+# "Field 'task_encoder' expected ..." (huggingface_hub's @strict types), then what it says of the value.
+REFUSED_FIELD = re.compile(r"(?:ElmoConfig\.(\w+)|Field '(\w+)') (.*)")
+
+
 @contextlib.contextmanager
-def model_options():
-    """Around building the model from the arguments: a value the configuration refuses (`lstm_dim=0`,
-    `dropout=1.5`) is one line naming the field, not a traceback."""
+def model_options(arguments):
+    """Around building the model from `arguments` (a dataclass of arguments.py): a value the configuration refuses
+    (`lstm_dim=0`, `dropout=1.5`) is one line, not a traceback, about the argument of the field's name where
+    `arguments` has one (a command names its flag: --dropout), else naming the field."""
     try:
         yield
     except UserError:
         raise
     except (ValueError, StrictDataclassError) as e:  # StrictDataclassError: a value ElmoConfig refuses
-        raise UserError(f"{first_line(e)} (set by the argument of that name)") from None
+        refused = REFUSED_FIELD.fullmatch(first_line(e))
+        name = refused and (refused[1] or refused[2])
+        if name in {f.name for f in dataclasses.fields(arguments)}:
+            raise UserError(f"{name} {refused[3]}", argument=name) from None
+        raise UserError(f"the model's configuration refuses it: {first_line(e)}") from None
 
 
 def limit_samples(splits, max_train_samples=None, max_eval_samples=None):

@@ -172,6 +172,10 @@ def test_a_device_torch_cannot_use_is_one_line(text, tiny_model_dir, lm_dir, tmp
     one_line(*run(["perplexity", text, "--model", lm_dir, "--device", "banana"], capsys), "--device banana")
     if not torch.cuda.is_available():  # a CPU-only torch, as on the test machines
         assert one_line(*run([*embed, "--device", "cuda"], capsys)).startswith("error: --device cuda: not usable here")
+    assert one_line(*run([*embed, "--device", "meta", "--dtype", "int8"], capsys)) == (
+        "error: --device meta: int8 inference runs on the CPU only: leave the device out, or compute in bfloat16 on "
+        "an accelerator"  # (it read "--device int8 inference runs ..., or use dtype=torch.bfloat16")
+    )
     assert not (tmp_path / "out.hdf5").exists()
 
 
@@ -470,3 +474,37 @@ def test_each_script_runs_its_command(script, capsys, monkeypatch):
         runpy.run_path(str(path), run_name="__main__")
     assert exited.value.code == 0
     assert f"usage: elmo-transformers {command} " in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_command_run_in_process_leaves_the_process_as_it_was(tiny_model_dir, tmp_path, capsys):
+    """`cli_in_process` (run_cli, run) puts back what a command changes in the test process, so that no test's
+    outcome depends on the one before it: a fine-tuning run sets up logging, seeds Python, NumPy and torch
+    (`set_seed`) and draws new layers."""
+    import logging
+    import random
+    import signal
+
+    import numpy as np
+    from conftest import cli_in_process
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"text": "a good film .", "label": "pos"}\n{"text": "a bad film .", "label": "neg"}\n')
+
+    def state():
+        return (
+            random.getstate(),
+            np.random.get_state()[1].tolist(),
+            torch.get_rng_state().tolist(),
+            dict(os.environ),
+            os.getcwd(),
+            list(logging.getLogger().handlers),
+            torch.get_num_threads(),
+            signal.getsignal(signal.SIGINT),
+        )
+
+    before = state()
+    argv = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--train-file", data]
+    argv += ["--output-dir", tmp_path / "out", "--do-train", "--max-steps", "1", "--report-to", "none"]
+    assert cli_in_process(argv)[0] == 0
+    capsys.readouterr()
+    assert state() == before

@@ -131,14 +131,21 @@ def test_the_training_functions_name_arguments_and_the_commands_name_flags(text,
 
 def test_model_options_the_configuration_refuses_are_one_line(text, tiny_model_dir, tmp_path, capsys):
     """A value ElmoConfig refuses, a JSON option that is not JSON, and options Trainer refuses together are one line
-    naming the field or option, in pretrain and finetune alike."""
+    naming the option (a refused field by the flag that set it, never ElmoConfig's name for it), in pretrain and
+    finetune alike."""
     pretrain = ["pretrain", "--train-file", text, "--do-train", "--max-steps", "1", "--report-to", "none"]
-    one_line(*run([*pretrain, "--output-dir", tmp_path / "a", "--lstm-dim", "0"], capsys), "ElmoConfig.lstm_dim")
+    one_line(
+        *run([*pretrain, "--output-dir", tmp_path / "a", "--lstm-dim", "0"], capsys),
+        "error: --lstm-dim must be an integer from 1 to",
+    )
     one_line(
         *run([*pretrain, "--output-dir", tmp_path / "b", "--filters", "[[1, 4]"], capsys),
         "--filters '[[1, 4]' is not JSON",
     )
-    one_line(*run([*pretrain, "--output-dir", tmp_path / "c", "--lm-dropout", "1.5"], capsys), "ElmoConfig.lm_dropout")
+    one_line(
+        *run([*pretrain, "--output-dir", tmp_path / "c", "--lm-dropout", "1.5"], capsys),
+        "error: --lm-dropout must be in [0, 1), got 1.5",
+    )
     one_line(
         *run(
             [
@@ -170,7 +177,15 @@ def test_model_options_the_configuration_refuses_are_one_line(text, tiny_model_d
         "--report-to",
         "none",
     ]
-    one_line(*run([*finetune, "--output-dir", tmp_path / "e", "--dropout", "1.5"], capsys), "dropout", "1.5")
+    for flag, value, message in [
+        ("--dropout", "1.5", "must be in [0, 1), got 1.5"),  # (refused by the config, not by torch's Dropout)
+        ("--mix-l2-lambda", "-1", "must be a non-negative finite number, got -1"),  # (once trained silently)
+        ("--task-encoder", "gru", "expected one of ('linear', 'lstm'), got gru"),
+        ("--pair-encoder-dim", "0", "must be an integer from 1 to"),
+    ]:
+        pair = ["--text-pair-column", "text"] if flag == "--pair-encoder-dim" else []
+        err = run([*finetune, *pair, "--output-dir", tmp_path / "e", flag, value], capsys)
+        assert one_line(*err, message).startswith(f"error: {flag} {message}")
     one_line(
         *run([*finetune, "--output-dir", tmp_path / "f", "--scalar-mix-parameters", "x"], capsys),
         "--scalar-mix-parameters 'x' is not JSON",
@@ -193,7 +208,10 @@ def test_training_data_the_commands_cannot_use_is_one_line(tiny_model_dir, tmp_p
     cases = [
         ('{"text": "a b", "label": 1}\n{"text": "c d", "label": "pos"}\n', "mix types (int, str)"),
         ('{"txt": "a b", "label": "x"}\n', "--text-column 'text': no such column in the data"),
-        ('{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n', "sentence 0 is None"),
+        (
+            '{"text": null, "label": "x"}\n{"text": "a", "label": "y"}\n',
+            "--text-column 'text': train example 0 holds None",
+        ),
         ('{"text": "a b", "label": [1]}\n', "a label must be one string or number"),
     ]
     for n, (rows, fragment) in enumerate(cases):

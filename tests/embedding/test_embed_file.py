@@ -105,7 +105,7 @@ def test_refuses_to_overwrite_or_to_mix_runs(tmp_path, tiny_model_dir):
     with pytest.raises(UnfinishedRunError) as refused:
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top"])
     assert "pass --resume to continue it" in one_line(refused.value)  # the command's wording
-    with pytest.raises(UserError, match="started with file_format=None, now file_format=.hdf5."):
+    with pytest.raises(UserError, match="its run.json lacks file_format, so what it computed is unknown"):
         main([str(tmp_path / "input.txt"), str(output) + "2", "--model", str(tiny_model_dir), "--top", "--resume"])
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
     with pytest.raises(UserError, match=r"latin1.txt: not UTF-8 text \(byte 0xe9\)"):
@@ -284,12 +284,40 @@ def interrupted_run(monkeypatch, tmp_path, model_dir, *flags):
     return args
 
 
+def test_a_refused_resume_names_the_setting_as_the_caller_gave_it(tmp_path, tiny_model_dir, monkeypatch):
+    """The command names the setting that differs by its options (--top, no --batch-size), the Python API by its
+    arguments (`output_format`, not run.json's `mode`)."""
+    from elmo_transformers import ElmoEmbedder
+    from elmo_transformers.errors import SettingDiffersError
+
+    args = interrupted_run(monkeypatch, tmp_path, tiny_model_dir, "--top")
+    folder = tmp_path / "out.hdf5.partial"
+    for changed, words in [
+        (["--all" if a == "--top" else a for a in args], "--top, now --all"),
+        (args[:-2], "--batch-size 2, now no --batch-size"),
+        ([*args, "--output-dtype", "float16"], "--output-dtype float32, now --output-dtype float16"),
+    ]:
+        assert one_line_error([*changed, "--resume"]) == (
+            f"error: cannot resume {folder}: it was started with {words} (give the first run's options, or delete "
+            "the folder to start over)"
+        )
+    with pytest.raises(SettingDiffersError, match="started with output_format='top', now output_format='all'"):
+        ElmoEmbedder(str(tiny_model_dir)).embed_file(args[0], args[1], "all", 2, resume=True)
+    run_json = folder / "run.json"
+    recorded = run_json.read_text()
+    for key in ("mode", "batch_size", "input_sha256"):  # a run.json's value of a million characters: cut short
+        run_json.write_text(json.dumps({**json.loads(recorded), key: "x" * 10**6}))
+        assert len(one_line_error([*args, "--resume"])) < 600
+    run_json.write_text(recorded)
+    assert main([*args, "--resume"]) == 0
+
+
 @pytest.mark.slow
 def test_resume_refuses_another_batch_size_or_window(tmp_path, tiny_model_dir, monkeypatch):
     args = interrupted_run(monkeypatch, tmp_path, tiny_model_dir, "--all")
-    with pytest.raises(UserError, match="started with batch_size=2, now batch_size=3"):
+    with pytest.raises(UserError, match="started with --batch-size 2, now --batch-size 3"):
         main([*args, "--resume", "--batch-size", "3"])
-    with pytest.raises(UserError, match="started with max_sentence_words=1000, now max_sentence_words=5"):
+    with pytest.raises(UserError, match="started with --max-sentence-words 1000, now --max-sentence-words 5"):
         main([*args, "--resume", "--max-sentence-words", "5"])
     assert main([*args, "--resume"]) == 0
 
@@ -304,7 +332,7 @@ def test_resume_refuses_other_weights_at_the_same_path(tmp_path, tiny, tiny_mode
     with torch.no_grad():
         next(changed.parameters()).add_(0.01)
     changed.save_pretrained(model_dir)
-    with pytest.raises(UserError, match="started with weights_sha256="):
+    with pytest.raises(UserError, match="started with a model of weights_sha256 '"):
         main([*args, "--resume"])
     assert (tmp_path / "out.hdf5.partial").is_dir() and not (tmp_path / "out.hdf5").exists()
 
@@ -729,7 +757,7 @@ def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model
     as other weights_sha256)."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top")
-    with pytest.raises(UserError, match=r"started with dtype='float32', now dtype='bfloat16'"):
+    with pytest.raises(UserError, match="started with --dtype float32, now --dtype bfloat16"):
         main([*args, "--resume", "--dtype", "bfloat16"])
     config_file = model_dir / "config.json"
     config = json.loads(config_file.read_text())
@@ -738,8 +766,8 @@ def test_resume_refuses_a_changed_config_or_dtype_naming_it(tmp_path, tiny_model
         message = one_line_error([*args, "--resume"])
         assert message == (
             f"error: cannot resume {tmp_path / 'out.hdf5.partial'}: it was started with "
-            f"config.{key}={config[key]!r}, now config.{key}={value!r} (use the first run's settings, "
-            "or delete the folder to start over)"
+            f"a model of config.{key} {config[key]!r}, now a model of config.{key} {value!r} (give the first "
+            "run's options, or delete the folder to start over)"
         )
     config_file.write_text(json.dumps({**config, "dropout": 0.1}))  # only training reads it: the vectors are the same
     assert main([*args, "--resume"]) == 0
@@ -909,12 +937,15 @@ def test_resume_refuses_another_output_dtype_or_tokenizer(tmp_path, tiny_model_d
     model's identity): either changed is refused by name."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     args = interrupted_run(monkeypatch, tmp_path, model_dir, "--top", "--output-dtype", "float16")
-    with pytest.raises(UserError, match="started with output_dtype='float16', now output_dtype='float32'"):
+    with pytest.raises(UserError, match="started with --output-dtype float16, now --output-dtype float32"):
         main([*args, "--resume", "--output-dtype", "float32"])
     settings = model_dir / "tokenizer_config.json"
     saved = settings.read_text()
     settings.write_text(json.dumps({**json.loads(saved), "do_lower_case": True}))
-    with pytest.raises(UserError, match="started with tokenizer.do_lower_case=False, now tokenizer.do_lower_case=True"):
+    with pytest.raises(
+        UserError,
+        match="started with a model of tokenizer.do_lower_case False, now a model of tokenizer.do_lower_case True",
+    ):
         main([*args, "--resume", "--output-dtype", "float16"])
     settings.write_text(saved)
     assert main([*args, "--resume", "--output-dtype", "float16"]) == 0

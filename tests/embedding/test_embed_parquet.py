@@ -95,7 +95,7 @@ def test_two_processes_write_their_own_parquet_files_and_resume_any_run(tmp_path
     assert main(args) == 130
     monkeypatch.undo()
     assert len(list((tmp_path / "vectors.partial" / "data").glob("*.parquet"))) == 2 and not output.exists()
-    with pytest.raises(UserError, match="started with file_format='parquet', now file_format='hdf5'"):
+    with pytest.raises(UserError, match="started with --format parquet, now --format hdf5"):
         main([*args[:-2], "--resume"])
     torchrun = [
         sys.executable,

@@ -192,7 +192,8 @@ def test_resume_refuses_a_changed_segmenter_either_way(tmp_path, tiny_model_dir,
     args = interrupted(monkeypatch, tmp_path, model_dir)
     config_file.write_text(json.dumps({**config, "segmenter": then}))
     with pytest.raises(
-        UserError, match=f"started with tokenizer.segmenter='{first}', now tokenizer.segmenter='{then}'"
+        UserError,
+        match=f"started with a model of tokenizer.segmenter '{first}', now a model of tokenizer.segmenter '{then}'",
     ):
         main([*args, "--resume"])
 
@@ -203,7 +204,9 @@ def test_resume_refuses_a_setting_the_first_run_recorded_and_this_one_lacks(tmp_
     settings = json.loads(run_json.read_text())
     settings["tokenizer"]["lowercase"] = True  # a rule a later version would record
     run_json.write_text(json.dumps(settings))
-    with pytest.raises(UserError, match="started with tokenizer.lowercase=True, now tokenizer.lowercase=None"):
+    with pytest.raises(
+        UserError, match="started with a model of tokenizer.lowercase True, now a model without tokenizer.lowercase"
+    ):
         main([*args, "--resume"])
 
 

@@ -351,8 +351,8 @@ def test_resuming_with_another_model_at_the_same_path_is_refused(exported_tiny, 
     source.write_text("".join(" ".join(["w"] * n) + "\n" for n in range(1, 7)), encoding="utf-8")
     args = [str(source), str(tmp_path / "out.hdf5"), "--model", str(model), "--top", "--batch-size", "2"]
     for first, then, differs in [
-        (exported_tiny, tiny_model_dir, "weights_sha256="),
-        (tiny_model_dir, exported_tiny, "runtime=None, now runtime='onnxruntime'"),
+        (exported_tiny, tiny_model_dir, "a model of weights_sha256 '"),
+        (tiny_model_dir, exported_tiny, "a model without runtime, now a model of runtime 'onnxruntime'"),
     ]:
         shutil.rmtree(model)
         shutil.copytree(first, model)

@@ -124,3 +124,17 @@ def test_finetune_takes_a_text_pair_column(tiny_model_dir, tmp_path, capsys):
         *run([*base, "--text-pair-column", "nosuch", "--output-dir", tmp_path / "out2"], capsys),
         "--text-pair-column 'nosuch': no such column in the data",
     )
+
+
+def test_an_example_without_a_text_is_named_by_its_column(tiny_model_dir, tmp_path, capsys):
+    """A pair whose second text is null or a number: one line naming the option of its column and the example (it
+    said "the text column cannot be tokenized" of either column)."""
+    rows = [{"premise": "a b", "hypothesis": "c", "label": "x"}, {"premise": "d", "hypothesis": "e", "label": "y"}]
+    base = ["finetune", "sequence-classification", "--model-name-or-path", tiny_model_dir, "--text-column", "premise"]
+    base += ["--text-pair-column", "hypothesis", "--do-train", "--max-steps", "1", "--report-to", "none"]
+    for column, value, message in [
+        ("hypothesis", None, "--text-pair-column 'hypothesis': train example 1 holds None, not a text"),
+        ("premise", 5, "--text-column 'premise': train example 1 holds 5, not a text"),
+    ]:
+        data = write_jsonl(tmp_path / f"{column}.jsonl", [rows[0], {**rows[1], column: value}])
+        one_line(*run([*base, "--train-file", data, "--output-dir", tmp_path / column], capsys), message)

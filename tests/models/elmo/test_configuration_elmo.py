@@ -93,11 +93,20 @@ def test_types_and_ranges_are_checked_on_assignment():
         ("lstm_dim", 10**12, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 1000000000000"),
         ("lstm_dim", 0, "ElmoConfig.lstm_dim must be an integer from 1 to 65,536, got 0"),
         ("num_hidden_layers", 65, "ElmoConfig.n_layers must be an integer from 1 to 64, got 65"),
+        ("dropout", 1.5, "ElmoConfig.dropout must be in [0, 1), got 1.5"),
+        ("mix_l2_lambda", -1, "ElmoConfig.mix_l2_lambda must be a non-negative finite number, got -1"),
+        (
+            "cell_clip",
+            float("inf"),
+            "ElmoConfig.cell_clip must be a positive finite number or None (no clipping), got inf",
+        ),
     ]:
         with pytest.raises(ValueError) as refused:
             setattr(config, field, value)
         assert str(refused.value) == message
-    assert (config.lstm_dim, config.n_layers) == (12, 2)  # unchanged
+    assert (config.lstm_dim, config.n_layers, config.dropout, config.mix_l2_lambda) == (12, 2, 0.5, 0.0)  # unchanged
+    with pytest.raises(ValueError, match=r"ElmoConfig.mix_l2_lambda must be a non-negative"):  # kwargs are assignments
+        ElmoConfig.from_dict(config.to_dict(), mix_l2_lambda=-0.5)
     config.num_hidden_layers = 3
     assert config.n_layers == 3 and "num_hidden_layers" not in config.to_dict()
 

@@ -99,10 +99,16 @@ def test_single_sentences_are_unchanged_and_a_single_head_refuses_pairs(pair_hea
     single = ElmoForSequenceClassification.from_pretrained(tiny_heads_dir / "sequence").eval()
     assert single.pair_encoder is None and not any("pair" in name for name in single.state_dict())
     pairs = tokenizer(["a b c", "d"], ["e", "f g"], padding=True, return_tensors="pt")
-    with pytest.raises(ValueError, match="this head reads single sentences: load it with pair_encoder_dim=128"):
+    with pytest.raises(
+        ValueError,
+        match=r"this head reads single sentences \(it has no pair encoder\): text pairs need a head trained with",
+    ):
         single(**pairs)
     with pytest.raises(ValueError, match="pair_attention_mask was given without pair_input_ids"):
         model(**batch, pair_attention_mask=pairs["pair_attention_mask"])
+    three = tokenizer(["a", "b", "c"], ["d", "e", "f"], return_tensors="pt")
+    with pytest.raises(ValueError, match=r"pair_input_ids holds 3 second sentences for 2 first ones \(input_ids\)"):
+        model(**batch, pair_input_ids=three["pair_input_ids"], pair_attention_mask=three["pair_attention_mask"])
     with torch.no_grad():  # a pair head reads a single sentence as the single head does: the mean, the classifier
         out = model(**batch, output_hidden_states=True)
         vectors = model.elmo(**batch).last_hidden_state
@@ -140,5 +146,7 @@ def test_text_classification_pipeline_takes_text_pairs(pair_head, batch_size):
     alone = classifier(inputs[0])  # one dict: one result, its labels' scores
     assert [r["label"] for r in alone] == [r["label"] for r in got[0]]
     assert_close_to_reference([r["score"] for r in alone], [r["score"] for r in got[0]], what="one pair")
+    stock = classifier(PAIRS[0][0], text_pair=PAIRS[0][1])  # the stock way to give a pair: the pair, not the text
+    assert_close_to_reference([r["score"] for r in stock[0]], [r["score"] for r in alone], what="text_pair=")
     with pytest.raises(ValueError, match='a text pair as {"text": str, "text_pair": str}'):
         classifier({"text": "a", "pair": "b"})

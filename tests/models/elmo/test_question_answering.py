@@ -85,8 +85,16 @@ def test_span_logits_and_loss_over_the_context_words(qa_head, tiny):
     start_loss = F.cross_entropy(out.start_logits, starts)
     end_loss = sum(F.cross_entropy(out.end_logits[i : i + 1, : lengths[i]], ends[i : i + 1]) for i in (0, 1)) / 2
     assert_close_to_reference(out.loss, (start_loss + end_loss) / 2, what="loss")
+    with torch.no_grad():  # no answer within its context's words: nothing to learn from, a loss of 0 (not NaN)
+        nothing = model(**batch, start_positions=torch.tensor([9, -1, 1]), end_positions=torch.tensor([9, 9, 1]))
+    assert nothing.loss.item() == 0.0
     with pytest.raises(ValueError, match="needs the context as pair_input_ids"):
         model(input_ids=batch["input_ids"])
+    with pytest.raises(ValueError, match="pair_input_ids holds 2 second sentences for 3 first ones"):
+        model(input_ids=batch["input_ids"], pair_input_ids=batch["pair_input_ids"][:2])
+    for positions in ({"start_positions": starts}, {"end_positions": ends}):  # a loss of half the answer: none
+        with pytest.raises(ValueError, match="start_positions and end_positions go together"):
+            model(**batch, **positions)
 
 
 def test_auto_class_and_remote_code_load_the_head(qa_head):
@@ -173,3 +181,34 @@ def test_push_carries_the_question_answering_head(qa_head, tmp_path, caplog):
     card = ModelCard.load(tmp_path / "stage" / "README.md")
     assert card.data.pipeline_tag == "question-answering" and "## Labels" not in card.text
     assert "AutoModelForQuestionAnswering.from_pretrained" in card.text
+
+
+def test_a_question_without_words_is_read_as_in_a_batch(qa_head):
+    """An empty or white-space question is a question of no words: alone it gives the logits it gets beside a
+    question with words (the attention flow over no word), and the pipeline answers it."""
+    model, tokenizer, folder = qa_head
+    context = "He sat on the bank of the river ."
+    with torch.no_grad():
+        alone = model(**tokenizer([" \t"], [context], return_tensors="pt"))
+        batch = model(**tokenizer(["", "Who sat ?"], [context, context], padding=True, return_tensors="pt"))
+    assert_close_to_reference(alone.start_logits[0], batch.start_logits[0], what="start logits")
+    assert_close_to_reference(alone.end_logits[0], batch.end_logits[0], what="end logits")
+    qa = pipeline("question-answering", model=str(folder), pipeline_class=ElmoQuestionAnsweringPipeline)
+    for question in ("", "   "):
+        answer = qa(question=question, context=context)
+        assert answer["answer"] and answer["answer"] == context[answer["start"] : answer["end"]]
+
+
+def test_the_pipeline_refuses_arguments_it_cannot_honour_and_answers_no_example_with_none(qa_head):
+    """A `handle_impossible_answer` that is not a bool ("no" would add the empty answer) and counts below their
+    least are refused, each naming its unit; no example (an empty list, or two empty lists) gives no answer."""
+    _, _, folder = qa_head
+    qa = pipeline("question-answering", model=str(folder), pipeline_class=ElmoQuestionAnsweringPipeline)
+    example = EXAMPLES[0]
+    with pytest.raises(ValueError, match="handle_impossible_answer must be True or False, got 'no'"):
+        qa(example, handle_impossible_answer="no")
+    with pytest.raises(ValueError, match=r"top_k must be an int of at least 1 \(answers\), got 0"):
+        qa(example, top_k=0)
+    with pytest.raises(ValueError, match=r"max_seq_len must be an int of at least 1 \(words\), got -1"):
+        qa(example, max_seq_len=-1)
+    assert qa([]) == [] and qa(question=[], context=[]) == []

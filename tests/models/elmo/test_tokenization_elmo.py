@@ -368,3 +368,17 @@ def test_text_pairs_are_two_sequences(tok):
     assert collated["input_ids"].shape == (2, 2, 50) and collated["pair_input_ids"].shape == (2, 2, 50)
     assert collated["attention_mask"].tolist() == [[1, 1], [1, 0]]
     assert collated["pair_attention_mask"].tolist() == [[1, 0], [1, 1]]
+    for truncation, lengths in [
+        (True, (2, 2)),
+        ("longest_first", (2, 2)),
+        ("only_first", (2, 4)),
+        ("only_second", (3, 2)),
+    ]:
+        cut = tok("a b c", "d e f g", truncation=truncation, max_length=2)
+        assert (len(cut["input_ids"]), len(cut["pair_input_ids"])) == lengths, truncation
+    with pytest.raises(ValueError, match="truncation='only_second' truncates the second sentences of text pairs"):
+        tok("a b c", truncation="only_second", max_length=2)
+    with pytest.raises(ValueError, match="encoding 1 has the keys .* a batch is all text pairs or all single"):
+        tok.pad([tok("a b", "c"), tok("d")])  # (the second's keys are fewer)
+    with pytest.raises(ValueError, match="encoding 1 has the keys .* a batch is all text pairs or all single"):
+        tok.pad([tok("d"), tok("a b", "c")])  # (its pair was dropped, silently)

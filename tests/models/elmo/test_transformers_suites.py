@@ -186,7 +186,10 @@ def inapplicable(reason):
 
 # Why a tokenizer test cannot apply, in one line each.
 LEFT_PADDING = "left padding: the biLM reads each sentence from position 0, so ElmoTokenizer pads on the right only"
-PAIRS = "text pairs and token types: ELMo encodes one sentence at a time"
+PAIRS = (
+    "a text pair as one sequence with token types: ElmoTokenizer gives the second sentence apart, as pair_input_ids, "
+    "since ELMo reads each sentence alone, and has no token types"
+)
 WORD_IDS = (
     "input_ids as one id per word: ELMo's hold a row of char ids per word (the word vocabulary gives only the "
     "LM's targets), and a padded word is an all-zero row, not pad_token_id"
