@@ -37,6 +37,8 @@ try:  # loaded as remote code, the modules are one package
         float_linear,
         gates_block_steps,
         inplace_lstm_cell,
+        int8_gemms,
+        int8_kernel,
         lstm_step,
         onednn_runs,
         scan_lstm,
@@ -58,6 +60,8 @@ except ImportError:  # installed with pip, they are top-level modules
         float_linear,
         gates_block_steps,
         inplace_lstm_cell,
+        int8_gemms,
+        int8_kernel,
         lstm_step,
         onednn_runs,
         scan_lstm,
@@ -235,9 +239,10 @@ class ElmoLstmLayer(nn.Module):
         # chosen once (config.float_kernel); `quantize_lstm_int8` puts int8 ones in their place
         self.gemms = float_gemms(self, float_kernel(config.float_kernel))
 
-    def quantize_lstm_int8(self):
-        """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
-        self.gemms = Int8Gemms.from_layer(self)
+    def quantize_lstm_int8(self, kernel="auto"):
+        """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones,
+        for the int8 `kernel` (`kernels_elmo.int8_kernel`)."""
+        self.gemms = int8_gemms(self, int8_kernel(kernel))
         del self.input_weight, self.state_weight, self.bias, self.projection_weight
 
     def forward(self, inputs, batch_sizes, state=None):
@@ -409,12 +414,13 @@ class ElmoScalarMix(nn.Module):
         return (layer - mean) / torch.sqrt(variance + 1e-13)
 
 
-def quantize_lstm_int8(model):
+def quantize_lstm_int8(model, kernel="auto"):
     """Int8 inference on CPU: the biLM's LSTM GEMMs (input, state and projection; most of its arithmetic) of every
-    layer of `model` run on int8 weights, which replace the float ones (`kernels_elmo.Int8Gemms`)."""
+    layer of `model` run on int8 weights, which replace the float ones (`kernels_elmo.Int8Gemms`), through the int8
+    `kernel` ("auto": the rule of `kernels_elmo.best_int8_kernel`)."""
     for module in model.modules():
         if isinstance(module, ElmoLstmLayer):
-            module.quantize_lstm_int8()
+            module.quantize_lstm_int8(kernel)
 
 
 class ElmoModelMixin:

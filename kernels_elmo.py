@@ -19,6 +19,7 @@ Nothing here is compiled at run time, so no result depends on a compile cache or
 import contextlib
 import functools
 import logging
+import os
 import platform
 import warnings
 import weakref
@@ -299,9 +300,115 @@ def int8_linear(x, packed):
     return torch.ops.quantized.linear_dynamic(x, packed, True)
 
 
+# ----- int8 GEMMs through oneDNN: AMX's int8 tiles ----------------------------------------------------------------
+
+
+@functools.cache
+def onednn_int8_error():
+    """Why oneDNN's int8 linear on prepacked weights (`torch.ops.onednn.qlinear_pointwise`) cannot run here, or None
+    when it can."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"oneDNN's int8 linear is used on x86-64 CPUs only, this is {platform.machine()}"
+    if not all(hasattr(torch.ops.onednn, op) for op in ("qlinear_prepack", "qlinear_pointwise")):
+        return "this PyTorch build has no oneDNN int8 linear (torch.ops.onednn.qlinear_pointwise)"
+    if not torch.backends.mkldnn.is_available():
+        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    return None
+
+
+def cpu_has(feature):
+    """Whether this CPU has `feature` as torch's cpuinfo names it ("amx_int8", "avx512_vnni", ...)."""
+    capability = getattr(torch._C._cpu, "_get_cpu_capability", dict)()
+    return bool(capability.get(feature))
+
+
+def onednn_may_use_amx():
+    """Whether oneDNN may run AMX here: `ONEDNN_MAX_CPU_ISA` (or `DNNL_MAX_CPU_ISA`) caps the instruction sets it
+    dispatches to, as the fidelity tests do to run the older kernel sets on a newer CPU."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+    return cap in ("ALL", "DEFAULT", "") or "AMX" in cap
+
+
+@functools.cache
+def best_int8_kernel():
+    """The rule behind `ElmoInt8Config(kernel="auto")`: oneDNN's int8 linear where the CPU has AMX's int8 tiles and
+    oneDNN may use them, torch's dynamic quantized linear ("quantized": fbgemm on x86, at most VNNI; qnnpack on ARM)
+    elsewhere: with AMX, oneDNN's int8 GEMMs of the LSTM's shapes ran well ahead of fbgemm's (docs/speed.md); without
+    it, oneDNN's int8 has not been measured against fbgemm."""
+    return "onednn" if onednn_int8_error() is None and cpu_has("amx_int8") and onednn_may_use_amx() else "quantized"
+
+
+def int8_kernel(requested):
+    """The kernel that runs `requested` (`ElmoInt8Config.kernel`, one of INT8_KERNELS): "auto" is
+    `best_int8_kernel()`. "onednn" where it cannot run gives way to "quantized", with a warning."""
+    if requested == "auto":
+        return best_int8_kernel()
+    if requested == "onednn" and onednn_int8_error() is not None:
+        warn_once(
+            f"onednn int8: {onednn_int8_error()}",
+            f"ElmoInt8Config(kernel='onednn') cannot run here ({onednn_int8_error()}): torch's dynamic quantized "
+            "linear ('quantized') runs instead; set kernel='auto' to choose the fastest kernel that runs",
+            logger,
+        )
+        return "quantized"
+    return requested
+
+
+INT8_KERNELS = ("auto", "quantized", "onednn")
+
+
+def pack_onednn_int8(weight, bias=None):
+    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for oneDNN's int8 linear on this
+    CPU (AMX tiles where it has them), with its scales and the float `bias` the GEMM adds."""
+    weight = weight.detach().float().contiguous()
+    scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+    quantized = torch.round(weight / scale[:, None]).to(torch.int8)
+    return SimpleNamespace(
+        weight=torch.ops.onednn.qlinear_prepack(quantized, None),
+        scale=scale,
+        zero_point=torch.zeros(len(scale), dtype=torch.int32),
+        bias=None if bias is None else bias.detach().float().contiguous(),
+    )
+
+
+@functools.cache
+def activation_levels():
+    """The largest int8 value of an activation: 127 where oneDNN runs AMX (its int8 tiles sum products in 32 bits),
+    63 elsewhere, where its AVX2/AVX-512 kernels without VNNI can saturate 16-bit sums of full 8-bit products (as
+    `int8_linear`'s `reduce_range`)."""
+    return 127 if cpu_has("amx_int8") and onednn_may_use_amx() else 63
+
+
+def quantize_activations(x):
+    """float32 `x` as contiguous int8 with one symmetric scale for the call (a tensor, so nothing waits for its
+    value)."""
+    scale = x.abs().amax().clamp_(min=torch.finfo(torch.float32).tiny).div_(activation_levels())
+    return torch.div(x, scale).round_().to(torch.int8).contiguous(), scale
+
+
+def onednn_int8_linear(x, packed, add_to=None):
+    """`F.linear` through oneDNN's int8 linear on `packed` (`pack_onednn_int8`), `x` quantized per call; float32 out.
+    With `add_to` (float32 rows of the output's shape, contiguous), the product is summed into it in place by the
+    GEMM (oneDNN's sum post-op) and it is returned."""
+    quantized, scale = quantize_activations(x)
+    zero = torch.zeros((), dtype=torch.int32)
+    if add_to is None:
+        return torch.ops.onednn.qlinear_pointwise.tensor(
+            quantized, scale, zero, packed.weight, packed.scale, packed.zero_point, packed.bias,
+            1.0, 0, torch.float32, "none", [], "",
+        )  # fmt: skip
+    return torch.ops.onednn.qlinear_pointwise.binary_tensor(
+        quantized, scale, zero, packed.weight, packed.scale, packed.zero_point, add_to, packed.bias,
+        1.0, 0, torch.float32, 1.0, 0, "sum", 1.0, "none", [], "",
+    )  # fmt: skip
+
+
 class Int8Gemms:
     """The layer's three GEMMs on int8 weights, one prepacked weight per direction; float32 in and out. Built from
-    the float weights by `Int8Gemms.from_layer`; holds no float copy of them."""
+    the float weights by `Int8Gemms.from_layer`; holds no float copy of them. This class runs torch's dynamic
+    quantized linear (`kernel="quantized"`), `OneDnnInt8Gemms` oneDNN's (`"onednn"`): `int8_gemms` picks."""
+
+    pack = staticmethod(pack_int8)
 
     def __init__(self, input_weights, state_weights, projection_weights):
         self.input_weights, self.state_weights = input_weights, state_weights
@@ -314,7 +421,7 @@ class Int8Gemms:
     @classmethod
     def from_layer(cls, layer):
         with quantized_tensors_quiet():
-            return cls(*pack_weights(pack_int8, layer))
+            return cls(*pack_weights(cls.pack, layer))
 
     @staticmethod
     def _check(x):
@@ -339,6 +446,34 @@ class Int8Gemms:
 
     def project(self, cell_output):
         return torch.stack([int8_linear(cell_output[d], self.projection_weights[d]) for d in range(2)])
+
+
+class OneDnnInt8Gemms(Int8Gemms):
+    """`Int8Gemms` through oneDNN's int8 linear (`onednn_int8_linear`): AMX's int8 tiles on CPUs that have them,
+    full 8-bit activations with one symmetric scale per call. The input gates are kept time-major per direction, so
+    that each step's state GEMM sums its product into its step's rows in place (oneDNN's sum post-op)."""
+
+    pack = staticmethod(pack_onednn_int8)
+
+    def input_gates(self, x):
+        """Per direction and time-major, [steps, n, 4H] each."""
+        self._check(x)
+        return [onednn_int8_linear(x[d].transpose(0, 1), self.input_weights[d]) for d in range(2)]
+
+    def gates(self, input_gates, step, h):
+        n = h.shape[1]
+        return torch.stack(
+            [onednn_int8_linear(h[d], self.state_weights[d], add_to=input_gates[d][step, :n]) for d in range(2)]
+        )
+
+    def project(self, cell_output):
+        return torch.stack([onednn_int8_linear(cell_output[d], self.projection_weights[d]) for d in range(2)])
+
+
+def int8_gemms(layer, kernel):
+    """The int8 GEMMs of `layer` for `kernel` ("quantized" or "onednn", see `int8_kernel`), packed from its float
+    weights."""
+    return (OneDnnInt8Gemms if kernel == "onednn" else Int8Gemms).from_layer(layer)
 
 
 # ----- The in-place cell -------------------------------------------------------------------------------------------
