@@ -303,19 +303,6 @@ def int8_linear(x, packed):
 # ----- int8 GEMMs through oneDNN: AMX's int8 tiles ----------------------------------------------------------------
 
 
-@functools.cache
-def onednn_int8_error():
-    """Why oneDNN's int8 linear on prepacked weights (`torch.ops.onednn.qlinear_pointwise`) cannot run here, or None
-    when it can."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return f"oneDNN's int8 linear is used on x86-64 CPUs only, this is {platform.machine()}"
-    if not all(hasattr(torch.ops.onednn, op) for op in ("qlinear_prepack", "qlinear_pointwise")):
-        return "this PyTorch build has no oneDNN int8 linear (torch.ops.onednn.qlinear_pointwise)"
-    if not torch.backends.mkldnn.is_available():
-        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
-    return None
-
-
 def cpu_has(feature):
     """Whether this CPU has `feature` as torch's cpuinfo names it ("amx_int8", "avx512_vnni", ...)."""
     capability = getattr(torch._C._cpu, "_get_cpu_capability", dict)()
@@ -330,12 +317,30 @@ def onednn_may_use_amx():
 
 
 @functools.cache
+def onednn_int8_error():
+    """Why oneDNN's int8 linear on prepacked weights (`torch.ops.onednn.qlinear_pointwise`) does not run here, or
+    None when it does. It is used on AMX's int8 tiles only: oneDNN's other int8 kernels (AVX2, AVX-512 without VNNI)
+    can saturate 16-bit sums of full 8-bit products, and fbgemm's were not measured against them."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"oneDNN's int8 linear is used on x86-64 CPUs only, this is {platform.machine()}"
+    if not all(hasattr(torch.ops.onednn, op) for op in ("qlinear_prepack", "qlinear_pointwise")):
+        return "this PyTorch build has no oneDNN int8 linear (torch.ops.onednn.qlinear_pointwise)"
+    if not torch.backends.mkldnn.is_available():
+        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    if not cpu_has("amx_int8"):
+        return "this CPU has no AMX int8 (amx_int8), which oneDNN's int8 linear is used on"
+    if not onednn_may_use_amx():
+        return "ONEDNN_MAX_CPU_ISA keeps oneDNN from AMX, which its int8 linear is used on"
+    return None
+
+
+@functools.cache
 def best_int8_kernel():
-    """The rule behind `ElmoInt8Config(kernel="auto")`: oneDNN's int8 linear where the CPU has AMX's int8 tiles and
-    oneDNN may use them, torch's dynamic quantized linear ("quantized": fbgemm on x86, at most VNNI; qnnpack on ARM)
-    elsewhere: with AMX, oneDNN's int8 GEMMs of the LSTM's shapes ran well ahead of fbgemm's (docs/speed.md); without
-    it, oneDNN's int8 has not been measured against fbgemm."""
-    return "onednn" if onednn_int8_error() is None and cpu_has("amx_int8") and onednn_may_use_amx() else "quantized"
+    """The rule behind `ElmoInt8Config(kernel="auto")`: oneDNN's int8 linear where it runs (a CPU with AMX int8 that
+    oneDNN may use, see `onednn_int8_error`), torch's dynamic quantized linear ("quantized": fbgemm on x86, at most
+    VNNI; qnnpack on ARM) elsewhere. With AMX, oneDNN's int8 GEMMs of the LSTM's shapes ran well ahead of fbgemm's
+    (docs/speed.md)."""
+    return "onednn" if onednn_int8_error() is None else "quantized"
 
 
 def int8_kernel(requested):
@@ -371,18 +376,10 @@ def pack_onednn_int8(weight, bias=None):
     )
 
 
-@functools.cache
-def activation_levels():
-    """The largest int8 value of an activation: 127 where oneDNN runs AMX (its int8 tiles sum products in 32 bits),
-    63 elsewhere, where its AVX2/AVX-512 kernels without VNNI can saturate 16-bit sums of full 8-bit products (as
-    `int8_linear`'s `reduce_range`)."""
-    return 127 if cpu_has("amx_int8") and onednn_may_use_amx() else 63
-
-
 def quantize_activations(x):
     """float32 `x` as contiguous int8 with one symmetric scale for the call (a tensor, so nothing waits for its
-    value)."""
-    scale = x.abs().amax().clamp_(min=torch.finfo(torch.float32).tiny).div_(activation_levels())
+    value): full 8 bits, which AMX's int8 tiles sum in 32 bits."""
+    scale = x.abs().amax().clamp_(min=torch.finfo(torch.float32).tiny).div_(127)
     return torch.div(x, scale).round_().to(torch.int8).contiguous(), scale
 
 
