@@ -30,6 +30,7 @@ try:  # loaded as remote code, the modules are one package
         word_to_char_ids,
     )
     from .kernels_elmo import (
+        Bf16Linear,
         Int8Gemms,
         export_gemms,
         float_gemms,
@@ -53,6 +54,7 @@ except ImportError:  # installed with pip, they are top-level modules
         word_to_char_ids,
     )
     from kernels_elmo import (
+        Bf16Linear,
         Int8Gemms,
         export_gemms,
         float_gemms,
@@ -167,6 +169,13 @@ class ElmoCharacterEncoder(nn.Module):
             self.word_embedding = nn.Embedding(config.word_vocab_size + 1, config.word_embedding_dim, padding_idx=0)
         char_features = config.n_filters if char_cnn else 0
         self.projection = ElmoLinear(config.word_embedding_dim + char_features, config.projection_dim, self.linear)
+
+    def use_linear(self, linear):
+        """Run every GEMM of the char CNN (convolutions, highway, projection) through `linear` (`F.linear`'s
+        signature): how int8 on AMX runs them in bf16 (`kernels_elmo.Bf16Linear`)."""
+        self.linear = self.projection.linear = linear
+        for highway in self.highways:
+            highway.linear = linear
 
     def check_ids(self, input_ids):
         """Refuse ids outside the embedding tables (0 = no word), naming the range."""
@@ -417,10 +426,14 @@ class ElmoScalarMix(nn.Module):
 def quantize_lstm_int8(model, kernel="auto"):
     """Int8 inference on CPU: the biLM's LSTM GEMMs (input, state and projection; most of its arithmetic) of every
     layer of `model` run on int8 weights, which replace the float ones (`kernels_elmo.Int8Gemms`), through the int8
-    `kernel` ("auto": the rule of `kernels_elmo.best_int8_kernel`)."""
+    `kernel` ("auto": the rule of `kernels_elmo.best_int8_kernel`). Where that is oneDNN's (AMX), the float32 char CNN
+    runs its GEMMs in bf16 (`kernels_elmo.Bf16Linear`), which the same CPU runs several times faster."""
+    kernel = int8_kernel(kernel)
     for module in model.modules():
         if isinstance(module, ElmoLstmLayer):
             module.quantize_lstm_int8(kernel)
+        if isinstance(module, ElmoCharacterEncoder) and kernel == "onednn":  # AMX: bf16 tiles for the char CNN too
+            module.use_linear(Bf16Linear())
 
 
 class ElmoModelMixin:

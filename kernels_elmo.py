@@ -451,20 +451,57 @@ class OneDnnInt8Gemms(Int8Gemms):
     that each step's state GEMM sums its product into its step's rows in place (oneDNN's sum post-op)."""
 
     pack = staticmethod(pack_onednn_int8)
+    input_rows = 256  # rows of one input-to-gates call: oneDNN's AMX int8 linear slows down several times past it
 
     def input_gates(self, x):
-        """Per direction and time-major, [steps, n, 4H] each."""
+        """Per direction, each step's [n, 4H] rows (views of calls of at most `input_rows` rows, time-major)."""
         self._check(x)
-        return [onednn_int8_linear(x[d].transpose(0, 1), self.input_weights[d]) for d in range(2)]
+        n, steps = x.shape[1], x.shape[2]
+        chunk = max(1, self.input_rows // max(n, 1))  # steps a call
+        return [
+            [
+                step_gates
+                for t in range(0, steps, chunk)
+                for step_gates in onednn_int8_linear(x[d, :, t : t + chunk].transpose(0, 1), self.input_weights[d])
+            ]
+            for d in range(2)
+        ]
 
     def gates(self, input_gates, step, h):
         n = h.shape[1]
         return torch.stack(
-            [onednn_int8_linear(h[d], self.state_weights[d], add_to=input_gates[d][step, :n]) for d in range(2)]
+            [onednn_int8_linear(h[d], self.state_weights[d], add_to=input_gates[d][step][:n]) for d in range(2)]
         )
 
     def project(self, cell_output):
         return torch.stack([onednn_int8_linear(cell_output[d], self.projection_weights[d]) for d in range(2)])
+
+
+class Bf16Linear:
+    """`F.linear` with float32 in and out, computed in bf16 (torch's bf16 matmul, which runs oneDNN): the char CNN's
+    GEMMs under int8 where the int8 kernel is oneDNN's (AMX, whose bf16 tiles run them several times faster than
+    float32; in float32 the char CNN would take about as long as the int8 LSTM). The same arithmetic with or without
+    autograd; an int8 model never trains, so no gradient reaches the weights through their bf16 copies. The bf16 copy
+    of a parameter is made at first use and again whenever it changes (another tensor, or changed in place); other
+    weights (the convolutions', reshaped per call) are cast per call; nothing is saved."""
+
+    def __init__(self):
+        self._copies = {}  # id(parameter) -> (weak reference, in-place version, bf16 copy)
+
+    def _bf16(self, weight):
+        if not isinstance(weight, torch.nn.Parameter):
+            return weight.detach().to(torch.bfloat16)
+        cached = self._copies.get(id(weight))
+        if cached is None or cached[0]() is not weight or cached[1] != weight._version:
+            cached = (weakref.ref(weight), weight._version, weight.detach().to(torch.bfloat16).contiguous())
+            self._copies[id(weight)] = cached
+        return cached[2]
+
+    def __call__(self, x, weight, bias=None):
+        if x.dtype != torch.float32:  # a model cast to another dtype: its own (the int8 LSTM then says what to do)
+            return F.linear(x, weight, bias)
+        bias = None if bias is None else bias.detach().to(torch.bfloat16)
+        return F.linear(x.to(torch.bfloat16), self._bf16(weight), bias).float()
 
 
 def int8_gemms(layer, kernel):
