@@ -362,18 +362,31 @@ def int8_kernel(requested):
 INT8_KERNELS = ("auto", "quantized", "onednn")
 
 
+class OneDnnInt8Weight:
+    """One int8 weight [out, in] for oneDNN's int8 linear: the int8 values with one symmetric scale per output row,
+    the float bias the GEMM adds, and the same values prepacked in oneDNN's layout for this CPU (AMX tiles), made
+    here and again after a copy or unpickling (oneDNN's opaque tensors have no storage to copy), so that nothing made
+    on one CPU is used on another."""
+
+    def __init__(self, int8, scale, bias):
+        self.int8, self.scale, self.bias = int8, scale, bias
+        self.zero_point = torch.zeros(len(scale), dtype=torch.int32)
+        self.packed = torch.ops.onednn.qlinear_prepack(int8, None)
+
+    def __getstate__(self):
+        return {"int8": self.int8, "scale": self.scale, "bias": self.bias}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+
 def pack_onednn_int8(weight, bias=None):
-    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for oneDNN's int8 linear on this
-    CPU (AMX tiles where it has them), with its scales and the float `bias` the GEMM adds."""
+    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for oneDNN's int8 linear, with
+    the float `bias` the GEMM adds."""
     weight = weight.detach().float().contiguous()
     scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
-    quantized = torch.round(weight / scale[:, None]).to(torch.int8)
-    return SimpleNamespace(
-        weight=torch.ops.onednn.qlinear_prepack(quantized, None),
-        scale=scale,
-        zero_point=torch.zeros(len(scale), dtype=torch.int32),
-        bias=None if bias is None else bias.detach().float().contiguous(),
-    )
+    int8 = torch.round(weight / scale[:, None]).to(torch.int8)
+    return OneDnnInt8Weight(int8, scale, None if bias is None else bias.detach().float().contiguous())
 
 
 def quantize_activations(x):
@@ -391,11 +404,11 @@ def onednn_int8_linear(x, packed, add_to=None):
     zero = torch.zeros((), dtype=torch.int32)
     if add_to is None:
         return torch.ops.onednn.qlinear_pointwise.tensor(
-            quantized, scale, zero, packed.weight, packed.scale, packed.zero_point, packed.bias,
+            quantized, scale, zero, packed.packed, packed.scale, packed.zero_point, packed.bias,
             1.0, 0, torch.float32, "none", [], "",
         )  # fmt: skip
     return torch.ops.onednn.qlinear_pointwise.binary_tensor(
-        quantized, scale, zero, packed.weight, packed.scale, packed.zero_point, add_to, packed.bias,
+        quantized, scale, zero, packed.packed, packed.scale, packed.zero_point, add_to, packed.bias,
         1.0, 0, torch.float32, 1.0, 0, "sum", 1.0, "none", [], "",
     )  # fmt: skip
 
@@ -487,6 +500,10 @@ class Bf16Linear:
 
     def __init__(self):
         self._copies = {}  # id(parameter) -> (weak reference, in-place version, bf16 copy)
+
+    def __getstate__(self):
+        """Copies and pickles leave the bf16 copies out (they are made again at first use)."""
+        return {"_copies": {}}
 
     def _bf16(self, weight):
         if not isinstance(weight, torch.nn.Parameter):

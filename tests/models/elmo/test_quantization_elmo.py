@@ -127,6 +127,22 @@ def test_onednn_int8_where_it_cannot_run_warns_and_runs_quantized(tiny_model_dir
         ElmoInt8Config(kernel="fbgemm")
 
 
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")  # torch's own pickling of fbgemm's packed weights
+@pytest.mark.parametrize("kernel", runnable_int8_kernels())
+def test_int8_model_copies_and_pickles(tiny_model_dir, tiny, kernel):
+    """copy.deepcopy and pickle of an int8 model (a worker process, a server's copy): the copy gives the same numbers
+    (oneDNN's prepacked weights are made again from the int8 values, not copied)."""
+    import copy
+    import pickle
+
+    _, tokenizer = tiny
+    enc = encode(tokenizer, [WORDS, WORDS[:4]])
+    model = load_int8(tiny_model_dir, kernel)
+    want = hidden_states(model, enc)
+    for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert torch.equal(hidden_states(copied, enc), want)
+
+
 def test_int8_replaces_the_float_lstm_weights(tiny_model_dir, tiny):
     """The int8 weights replace the float LSTM weights (memory): only the char CNN and scalar mixes keep floats."""
     model, _ = tiny
