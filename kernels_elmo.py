@@ -515,10 +515,14 @@ class Bf16Linear:
         return cached[2]
 
     def __call__(self, x, weight, bias=None):
-        if x.dtype != torch.float32:  # a model cast to another dtype: its own (the int8 LSTM then says what to do)
+        if weight.dtype != torch.float32:  # a model cast to another dtype: its own (the int8 LSTM then says what to do)
             return F.linear(x, weight, bias)
         bias = None if bias is None else bias.detach().to(torch.bfloat16)
-        return F.linear(x.to(torch.bfloat16), self._bf16(weight), bias).float()
+        out = F.linear(x.to(torch.bfloat16), self._bf16(weight), bias)
+        # A convolution's scores (its weight is reshaped per call, not a parameter) stay bf16: the max over positions
+        # picks the same values, and casting all [words, positions, filters] of them back would cost more than the
+        # GEMM saves. The highway and the projection return float32.
+        return out.float() if isinstance(weight, torch.nn.Parameter) else out
 
 
 def int8_gemms(layer, kernel):
