@@ -1,11 +1,12 @@
 """How the biLM's LSTM layers run fast on a CPU, kept apart from the model so that bilm_elmo.py reads as the paper.
 
 - The GEMMs of one layer (input-to-gates, state-to-gates, projection) for both directions at once: batched float
-  matmuls (`FloatGemms`), oneDNN's linear on prepacked float weights (`OneDnnGemms`), or torch's dynamic int8
-  linear on prepacked weights (`Int8Gemms`, made by `bilm_elmo`'s `quantize_lstm_int8`, which then drops the float
-  weights it replaces). Which float kernel runs is `config.float_kernel`, "auto" by default: the rule of
-  `best_float_kernel`, resolved once per process (`float_kernel`); the char CNN's GEMMs follow the same choice
-  (`float_linear`).
+  matmuls (`FloatGemms`), oneDNN's linear on prepacked float weights (`OneDnnGemms`), or int8 linear on prepacked
+  weights (made by `bilm_elmo`'s `quantize_lstm_int8`, which then drops the float weights it replaces): torch's
+  dynamic quantized linear (`Int8Gemms`) or, on CPUs with AMX int8, oneDNN's (`OneDnnInt8Gemms`, with the char CNN's
+  GEMMs in bf16, `Bf16Linear`): `ElmoInt8Config.kernel`, "auto" by default, the rule of `best_int8_kernel`. Which
+  float kernel runs is `config.float_kernel`, "auto" by default: the rule of `best_float_kernel`, resolved once per
+  process (`float_kernel`); the char CNN's GEMMs follow the same choice (`float_linear`).
 - The input-to-gates products for a block of time steps at once (`config.lstm_gates_block_elements`).
 - An in-place LSTM cell for inference (`inplace_lstm_cell`): a handful of element-wise torch kernels on the gate
   tensor the state GEMM has just written, no compiler. It gives the numbers of `bilm_elmo.lstm_cell`.
@@ -491,9 +492,10 @@ class OneDnnInt8Gemms(Int8Gemms):
 
 
 class Bf16Linear:
-    """`F.linear` with float32 in and out, computed in bf16 (torch's bf16 matmul, which runs oneDNN): the char CNN's
-    GEMMs under int8 where the int8 kernel is oneDNN's (AMX, whose bf16 tiles run them several times faster than
-    float32; in float32 the char CNN would take about as long as the int8 LSTM). The same arithmetic with or without
+    """`F.linear` computed in bf16 (torch's bf16 matmul, which runs oneDNN) on float32 weights, float32 out but for a
+    convolution's scores (below): the char CNN's GEMMs under int8 where the int8 kernel is oneDNN's (AMX, whose bf16
+    tiles run them several times faster than float32; in float32 the char CNN took about as long as the int8 LSTM,
+    and the LSTM's input stays float32). The same arithmetic with or without
     autograd; an int8 model never trains, so no gradient reaches the weights through their bf16 copies. The bf16 copy
     of a parameter is made at first use and again whenever it changes (another tensor, or changed in place); other
     weights (the convolutions', reshaped per call) are cast per call; nothing is saved."""
