@@ -30,6 +30,7 @@ try:  # loaded as remote code, the modules are one package
         word_to_char_ids,
     )
     from .kernels_elmo import (
+        Bf16Linear,
         Int8Gemms,
         export_gemms,
         float_gemms,
@@ -37,6 +38,8 @@ try:  # loaded as remote code, the modules are one package
         float_linear,
         gates_block_steps,
         inplace_lstm_cell,
+        int8_gemms,
+        int8_kernel,
         lstm_step,
         onednn_runs,
         scan_lstm,
@@ -51,6 +54,7 @@ except ImportError:  # installed with pip, they are top-level modules
         word_to_char_ids,
     )
     from kernels_elmo import (
+        Bf16Linear,
         Int8Gemms,
         export_gemms,
         float_gemms,
@@ -58,6 +62,8 @@ except ImportError:  # installed with pip, they are top-level modules
         float_linear,
         gates_block_steps,
         inplace_lstm_cell,
+        int8_gemms,
+        int8_kernel,
         lstm_step,
         onednn_runs,
         scan_lstm,
@@ -164,6 +170,13 @@ class ElmoCharacterEncoder(nn.Module):
         char_features = config.n_filters if char_cnn else 0
         self.projection = ElmoLinear(config.word_embedding_dim + char_features, config.projection_dim, self.linear)
 
+    def use_linear(self, linear):
+        """Run every GEMM of the char CNN (convolutions, highway, projection) through `linear` (`F.linear`'s
+        signature): how int8 on AMX runs them in bf16 (`kernels_elmo.Bf16Linear`)."""
+        self.linear = self.projection.linear = linear
+        for highway in self.highways:
+            highway.linear = linear
+
     def check_ids(self, input_ids):
         """Refuse ids outside the embedding tables (0 = no word), naming the range."""
         tables = []
@@ -235,9 +248,10 @@ class ElmoLstmLayer(nn.Module):
         # chosen once (config.float_kernel); `quantize_lstm_int8` puts int8 ones in their place
         self.gemms = float_gemms(self, float_kernel(config.float_kernel))
 
-    def quantize_lstm_int8(self):
-        """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones."""
-        self.gemms = Int8Gemms.from_layer(self)
+    def quantize_lstm_int8(self, kernel="auto"):
+        """Replace the float GEMM weights (input, state, projection, and the bias the input GEMM adds) by int8 ones,
+        for the int8 `kernel` (`kernels_elmo.int8_kernel`)."""
+        self.gemms = int8_gemms(self, int8_kernel(kernel))
         del self.input_weight, self.state_weight, self.bias, self.projection_weight
 
     def forward(self, inputs, batch_sizes, state=None):
@@ -409,12 +423,17 @@ class ElmoScalarMix(nn.Module):
         return (layer - mean) / torch.sqrt(variance + 1e-13)
 
 
-def quantize_lstm_int8(model):
+def quantize_lstm_int8(model, kernel="auto"):
     """Int8 inference on CPU: the biLM's LSTM GEMMs (input, state and projection; most of its arithmetic) of every
-    layer of `model` run on int8 weights, which replace the float ones (`kernels_elmo.Int8Gemms`)."""
+    layer of `model` run on int8 weights, which replace the float ones (`kernels_elmo.Int8Gemms`), through the int8
+    `kernel` ("auto": the rule of `kernels_elmo.best_int8_kernel`). Where that is oneDNN's (AMX), the float32 char CNN
+    runs its GEMMs in bf16 (`kernels_elmo.Bf16Linear`), which the same CPU runs several times faster."""
+    kernel = int8_kernel(kernel)
     for module in model.modules():
         if isinstance(module, ElmoLstmLayer):
-            module.quantize_lstm_int8()
+            module.quantize_lstm_int8(kernel)
+        if isinstance(module, ElmoCharacterEncoder) and kernel == "onednn":  # AMX: bf16 tiles for the char CNN too
+            module.use_linear(Bf16Linear())
 
 
 class ElmoModelMixin:

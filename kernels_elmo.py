@@ -1,11 +1,12 @@
 """How the biLM's LSTM layers run fast on a CPU, kept apart from the model so that bilm_elmo.py reads as the paper.
 
 - The GEMMs of one layer (input-to-gates, state-to-gates, projection) for both directions at once: batched float
-  matmuls (`FloatGemms`), oneDNN's linear on prepacked float weights (`OneDnnGemms`), or torch's dynamic int8
-  linear on prepacked weights (`Int8Gemms`, made by `bilm_elmo`'s `quantize_lstm_int8`, which then drops the float
-  weights it replaces). Which float kernel runs is `config.float_kernel`, "auto" by default: the rule of
-  `best_float_kernel`, resolved once per process (`float_kernel`); the char CNN's GEMMs follow the same choice
-  (`float_linear`).
+  matmuls (`FloatGemms`), oneDNN's linear on prepacked float weights (`OneDnnGemms`), or int8 linear on prepacked
+  weights (made by `bilm_elmo`'s `quantize_lstm_int8`, which then drops the float weights it replaces): torch's
+  dynamic quantized linear (`Int8Gemms`) or, on CPUs with AMX int8, oneDNN's (`OneDnnInt8Gemms`, with the char CNN's
+  GEMMs in bf16, `Bf16Linear`): `ElmoInt8Config.kernel`, "auto" by default, the rule of `best_int8_kernel`. Which
+  float kernel runs is `config.float_kernel`, "auto" by default: the rule of `best_float_kernel`, resolved once per
+  process (`float_kernel`); the char CNN's GEMMs follow the same choice (`float_linear`).
 - The input-to-gates products for a block of time steps at once (`config.lstm_gates_block_elements`).
 - An in-place LSTM cell for inference (`inplace_lstm_cell`): a handful of element-wise torch kernels on the gate
   tensor the state GEMM has just written, no compiler. It gives the numbers of `bilm_elmo.lstm_cell`.
@@ -19,6 +20,7 @@ Nothing here is compiled at run time, so no result depends on a compile cache or
 import contextlib
 import functools
 import logging
+import os
 import platform
 import warnings
 import weakref
@@ -299,9 +301,125 @@ def int8_linear(x, packed):
     return torch.ops.quantized.linear_dynamic(x, packed, True)
 
 
+# ----- int8 GEMMs through oneDNN: AMX's int8 tiles ----------------------------------------------------------------
+
+
+def cpu_has(feature):
+    """Whether this CPU has `feature` as torch's cpuinfo names it ("amx_int8", "avx512_vnni", ...)."""
+    capability = getattr(torch._C._cpu, "_get_cpu_capability", dict)()
+    return bool(capability.get(feature))
+
+
+def onednn_may_use_amx():
+    """Whether oneDNN may run AMX here: `ONEDNN_MAX_CPU_ISA` (or `DNNL_MAX_CPU_ISA`) caps the instruction sets it
+    dispatches to, as the fidelity tests do to run the older kernel sets on a newer CPU."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "ALL")).upper()
+    return cap in ("ALL", "DEFAULT", "") or "AMX" in cap
+
+
+@functools.cache
+def onednn_int8_error():
+    """Why oneDNN's int8 linear on prepacked weights (`torch.ops.onednn.qlinear_pointwise`) does not run here, or
+    None when it does. It is used on AMX's int8 tiles only: oneDNN's other int8 kernels (AVX2, AVX-512 without VNNI)
+    can saturate 16-bit sums of full 8-bit products, and fbgemm's were not measured against them."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"oneDNN's int8 linear is used on x86-64 CPUs only, this is {platform.machine()}"
+    if not all(hasattr(torch.ops.onednn, op) for op in ("qlinear_prepack", "qlinear_pointwise")):
+        return "this PyTorch build has no oneDNN int8 linear (torch.ops.onednn.qlinear_pointwise)"
+    if not torch.backends.mkldnn.is_available():
+        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    if not cpu_has("amx_int8"):
+        return "this CPU has no AMX int8 (amx_int8), which oneDNN's int8 linear is used on"
+    if not onednn_may_use_amx():
+        return "ONEDNN_MAX_CPU_ISA keeps oneDNN from AMX, which its int8 linear is used on"
+    return None
+
+
+@functools.cache
+def best_int8_kernel():
+    """The rule behind `ElmoInt8Config(kernel="auto")`: oneDNN's int8 linear where it runs (a CPU with AMX int8 that
+    oneDNN may use, see `onednn_int8_error`), torch's dynamic quantized linear ("quantized": fbgemm on x86, at most
+    VNNI; qnnpack on ARM) elsewhere. With AMX, oneDNN's int8 GEMMs of the LSTM's shapes ran well ahead of fbgemm's
+    (docs/speed.md)."""
+    return "onednn" if onednn_int8_error() is None else "quantized"
+
+
+def int8_kernel(requested):
+    """The kernel that runs `requested` (`ElmoInt8Config.kernel`, one of INT8_KERNELS): "auto" is
+    `best_int8_kernel()`. "onednn" where it cannot run gives way to "quantized", with a warning."""
+    if requested == "auto":
+        return best_int8_kernel()
+    if requested == "onednn" and onednn_int8_error() is not None:
+        warn_once(
+            f"onednn int8: {onednn_int8_error()}",
+            f"ElmoInt8Config(kernel='onednn') cannot run here ({onednn_int8_error()}): torch's dynamic quantized "
+            "linear ('quantized') runs instead; set kernel='auto' to choose the fastest kernel that runs",
+            logger,
+        )
+        return "quantized"
+    return requested
+
+
+INT8_KERNELS = ("auto", "quantized", "onednn")
+
+
+class OneDnnInt8Weight:
+    """One int8 weight [out, in] for oneDNN's int8 linear: the int8 values with one symmetric scale per output row,
+    the float bias the GEMM adds, and the same values prepacked in oneDNN's layout for this CPU (AMX tiles), made
+    here and again after a copy or unpickling (oneDNN's opaque tensors have no storage to copy), so that nothing made
+    on one CPU is used on another."""
+
+    def __init__(self, int8, scale, bias):
+        self.int8, self.scale, self.bias = int8, scale, bias
+        self.zero_point = torch.zeros(len(scale), dtype=torch.int32)
+        self.packed = torch.ops.onednn.qlinear_prepack(int8, None)
+
+    def __getstate__(self):
+        return {"int8": self.int8, "scale": self.scale, "bias": self.bias}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+
+def pack_onednn_int8(weight, bias=None):
+    """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for oneDNN's int8 linear, with
+    the float `bias` the GEMM adds."""
+    weight = weight.detach().float().contiguous()
+    scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+    int8 = torch.round(weight / scale[:, None]).to(torch.int8)
+    return OneDnnInt8Weight(int8, scale, None if bias is None else bias.detach().float().contiguous())
+
+
+def quantize_activations(x):
+    """float32 `x` as contiguous int8 with one symmetric scale for the call (a tensor, so nothing waits for its
+    value): full 8 bits, which AMX's int8 tiles sum in 32 bits."""
+    scale = x.abs().amax().clamp_(min=torch.finfo(torch.float32).tiny).div_(127)
+    return torch.div(x, scale).round_().to(torch.int8).contiguous(), scale
+
+
+def onednn_int8_linear(x, packed, add_to=None):
+    """`F.linear` through oneDNN's int8 linear on `packed` (`pack_onednn_int8`), `x` quantized per call; float32 out.
+    With `add_to` (float32 rows of the output's shape, contiguous), the product is summed into it in place by the
+    GEMM (oneDNN's sum post-op) and it is returned."""
+    quantized, scale = quantize_activations(x)
+    zero = torch.zeros((), dtype=torch.int32)
+    if add_to is None:
+        return torch.ops.onednn.qlinear_pointwise.tensor(
+            quantized, scale, zero, packed.packed, packed.scale, packed.zero_point, packed.bias,
+            1.0, 0, torch.float32, "none", [], "",
+        )  # fmt: skip
+    return torch.ops.onednn.qlinear_pointwise.binary_tensor(
+        quantized, scale, zero, packed.packed, packed.scale, packed.zero_point, add_to, packed.bias,
+        1.0, 0, torch.float32, 1.0, 0, "sum", 1.0, "none", [], "",
+    )  # fmt: skip
+
+
 class Int8Gemms:
     """The layer's three GEMMs on int8 weights, one prepacked weight per direction; float32 in and out. Built from
-    the float weights by `Int8Gemms.from_layer`; holds no float copy of them."""
+    the float weights by `Int8Gemms.from_layer`; holds no float copy of them. This class runs torch's dynamic
+    quantized linear (`kernel="quantized"`), `OneDnnInt8Gemms` oneDNN's (`"onednn"`): `int8_gemms` picks."""
+
+    pack = staticmethod(pack_int8)
 
     def __init__(self, input_weights, state_weights, projection_weights):
         self.input_weights, self.state_weights = input_weights, state_weights
@@ -314,7 +432,7 @@ class Int8Gemms:
     @classmethod
     def from_layer(cls, layer):
         with quantized_tensors_quiet():
-            return cls(*pack_weights(pack_int8, layer))
+            return cls(*pack_weights(cls.pack, layer))
 
     @staticmethod
     def _check(x):
@@ -339,6 +457,80 @@ class Int8Gemms:
 
     def project(self, cell_output):
         return torch.stack([int8_linear(cell_output[d], self.projection_weights[d]) for d in range(2)])
+
+
+class OneDnnInt8Gemms(Int8Gemms):
+    """`Int8Gemms` through oneDNN's int8 linear (`onednn_int8_linear`): AMX's int8 tiles on CPUs that have them,
+    full 8-bit activations with one symmetric scale per call. The input gates are kept time-major per direction, so
+    that each step's state GEMM sums its product into its step's rows in place (oneDNN's sum post-op)."""
+
+    pack = staticmethod(pack_onednn_int8)
+    input_rows = 256  # rows of one input-to-gates call: oneDNN's AMX int8 linear slows down several times past it
+
+    def input_gates(self, x):
+        """Per direction, each step's [n, 4H] rows (views of calls of at most `input_rows` rows, time-major)."""
+        self._check(x)
+        n, steps = x.shape[1], x.shape[2]
+        chunk = max(1, self.input_rows // max(n, 1))  # steps a call
+        return [
+            [
+                step_gates
+                for t in range(0, steps, chunk)
+                for step_gates in onednn_int8_linear(x[d, :, t : t + chunk].transpose(0, 1), self.input_weights[d])
+            ]
+            for d in range(2)
+        ]
+
+    def gates(self, input_gates, step, h):
+        n = h.shape[1]
+        return torch.stack(
+            [onednn_int8_linear(h[d], self.state_weights[d], add_to=input_gates[d][step][:n]) for d in range(2)]
+        )
+
+    def project(self, cell_output):
+        return torch.stack([onednn_int8_linear(cell_output[d], self.projection_weights[d]) for d in range(2)])
+
+
+class Bf16Linear:
+    """`F.linear` computed in bf16 (torch's bf16 matmul, which runs oneDNN) on float32 weights, float32 out but for a
+    convolution's scores (below): the char CNN's GEMMs under int8 where the int8 kernel is oneDNN's (AMX, whose bf16
+    tiles run them several times faster than float32; in float32 the char CNN took about as long as the int8 LSTM,
+    and the LSTM's input stays float32). The same arithmetic with or without
+    autograd; an int8 model never trains, so no gradient reaches the weights through their bf16 copies. The bf16 copy
+    of a parameter is made at first use and again whenever it changes (another tensor, or changed in place); other
+    weights (the convolutions', reshaped per call) are cast per call; nothing is saved."""
+
+    def __init__(self):
+        self._copies = {}  # id(parameter) -> (weak reference, in-place version, bf16 copy)
+
+    def __getstate__(self):
+        """Copies and pickles leave the bf16 copies out (they are made again at first use)."""
+        return {"_copies": {}}
+
+    def _bf16(self, weight):
+        if not isinstance(weight, torch.nn.Parameter):
+            return weight.detach().to(torch.bfloat16)
+        cached = self._copies.get(id(weight))
+        if cached is None or cached[0]() is not weight or cached[1] != weight._version:
+            cached = (weakref.ref(weight), weight._version, weight.detach().to(torch.bfloat16).contiguous())
+            self._copies[id(weight)] = cached
+        return cached[2]
+
+    def __call__(self, x, weight, bias=None):
+        if weight.dtype != torch.float32:  # a model cast to another dtype: its own (the int8 LSTM then says what to do)
+            return F.linear(x, weight, bias)
+        bias = None if bias is None else bias.detach().to(torch.bfloat16)
+        out = F.linear(x.to(torch.bfloat16), self._bf16(weight), bias)
+        # A convolution's scores (its weight is reshaped per call, not a parameter) stay bf16: the max over positions
+        # picks the same values, and casting all [words, positions, filters] of them back would cost more than the
+        # GEMM saves. The highway and the projection return float32.
+        return out.float() if isinstance(weight, torch.nn.Parameter) else out
+
+
+def int8_gemms(layer, kernel):
+    """The int8 GEMMs of `layer` for `kernel` ("quantized" or "onednn", see `int8_kernel`), packed from its float
+    weights."""
+    return (OneDnnInt8Gemms if kernel == "onednn" else Int8Gemms).from_layer(layer)
 
 
 # ----- The in-place cell -------------------------------------------------------------------------------------------

@@ -88,10 +88,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         for module in self.frozen_modules():
             module.requires_grad_(False)
 
-    def quantize_lstm_int8(self):
+    def quantize_lstm_int8(self, kernel="auto"):
         """Int8 inference on CPU (`bilm_elmo.quantize_lstm_int8`), called by the int8 quantizer (`from_pretrained(...,
         quantization_config=ElmoInt8Config())`, see quantization_elmo.py)."""
-        quantize_lstm_int8(self)
+        quantize_lstm_int8(self, kernel)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):

@@ -22,9 +22,9 @@ from transformers.utils import logging
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
 try:  # loaded as remote code, the modules are one package
-    from .kernels_elmo import int8_engine_error
+    from .kernels_elmo import INT8_KERNELS, int8_engine_error
 except ImportError:  # installed with pip, they are top-level modules
-    from kernels_elmo import int8_engine_error
+    from kernels_elmo import INT8_KERNELS, int8_engine_error
 
 logger = logging.get_logger(__name__)
 
@@ -32,10 +32,20 @@ QUANT_METHOD = "elmo_int8"
 
 
 class ElmoInt8Config(QuantizationConfigMixin):
-    """int8 weights for the biLM's LSTM GEMMs (see the module docstring). No options."""
+    """int8 weights for the biLM's LSTM GEMMs (see the module docstring).
 
-    def __init__(self, **kwargs):
+    Args:
+        kernel (`str`, defaults to `"auto"`): a performance setting: which int8 GEMMs run. `"quantized"`: torch's
+            dynamic quantized linear (fbgemm on x86, qnnpack on ARM); `"onednn"`: oneDNN's int8 linear (AMX's int8
+            tiles where the CPU has them); `"auto"`: the rule of `kernels_elmo.best_int8_kernel` (oneDNN where the
+            CPU has AMX int8, torch's quantized linear elsewhere).
+    """
+
+    def __init__(self, kernel="auto", **kwargs):
+        if kernel not in INT8_KERNELS:
+            raise ValueError(f"ElmoInt8Config: kernel must be one of {INT8_KERNELS}, got {kernel!r}")
         self.quant_method = QUANT_METHOD
+        self.kernel = kernel
 
 
 class ElmoInt8Quantizer(HfQuantizer):
@@ -62,7 +72,7 @@ class ElmoInt8Quantizer(HfQuantizer):
         return torch.float32
 
     def _process_model_after_weight_loading(self, model, **kwargs):
-        model.quantize_lstm_int8()
+        model.quantize_lstm_int8(self.quantization_config.kernel)
         return model
 
     def is_serializable(self, **kwargs):

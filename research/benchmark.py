@@ -87,7 +87,8 @@ SIZES = {
 }
 # word vocabulary of the benchmark sentences and of the LM head's softmax
 LM_VOCAB = 10_000
-DTYPES = ("fp32", "bf16", "int8", "ort-fp32", "ort-int8", "fp32-aten", "bf16-aten")  # how ours runs; see load_model
+# how ours runs; see load_model
+DTYPES = ("fp32", "bf16", "int8", "ort-fp32", "ort-int8", "fp32-aten", "bf16-aten", "int8-quantized", "int8-onednn")
 ONNX_DTYPES = {"ort-fp32": "float32", "ort-int8": "int8"}  # the exported folders' (`export onnx --dtype`)
 
 
@@ -218,14 +219,27 @@ def bilm_flops(config, words, distinct_words, n_sentences):
 
 def gemm_gflops(dtype, size=2048, repeats=5):
     """GFLOP/s of one large square GEMM (median): about the best this machine does in `dtype` ("fp32", "bf16": the
-    float kernel "auto" picks here; "fp32-aten", "bf16-aten": torch's matmul; "int8": torch's dynamic int8 linear
-    with prepacked weights, as int8 mode runs it)."""
-    from kernels_elmo import float_kernel, float_linear, int8_linear, pack_int8
+    float kernel "auto" picks here; "fp32-aten", "bf16-aten": torch's matmul; "int8": the int8 kernel "auto" picks
+    here, "int8-quantized" torch's dynamic int8 linear, "int8-onednn" oneDNN's int8 linear, each with prepacked
+    weights and the activations quantized per call, as int8 mode runs them)."""
+    from kernels_elmo import (
+        float_kernel,
+        float_linear,
+        int8_kernel,
+        int8_linear,
+        onednn_int8_linear,
+        pack_int8,
+        pack_onednn_int8,
+    )
 
     a, b = torch.randn(size, size), torch.randn(size, size)
-    if dtype == "int8":
-        packed = pack_int8(b)
-        run = lambda: int8_linear(a, packed)  # noqa: E731
+    if dtype.startswith("int8"):
+        if int8_kernel(dtype.removeprefix("int8").removeprefix("-") or "auto") == "onednn":
+            packed = pack_onednn_int8(b)
+            run = lambda: onednn_int8_linear(a, packed)  # noqa: E731
+        else:
+            packed = pack_int8(b)
+            run = lambda: int8_linear(a, packed)  # noqa: E731
     else:
         a, b = (a.bfloat16(), b.bfloat16()) if dtype.startswith("bf16") else (a, b)
         linear = float_linear("aten" if dtype.endswith("-aten") else float_kernel("auto"))
@@ -352,6 +366,7 @@ def export_model(model_dir, dtype):
 def load_model(model_dir, dtype):
     """ElmoModel in eval mode as `dtype` ("fp32", "bf16" or "int8") runs it; "fp32-aten" / "bf16-aten": the same
     with `float_kernel="aten"` (torch's own matmuls, what ran before the float kernel was chosen per CPU);
+    "int8-quantized" / "int8-onednn": int8 with `ElmoInt8Config(kernel=...)` instead of the kernel "auto" picks;
     "ort-fp32" / "ort-int8": the graph `export onnx` makes, run by onnxruntime as `embed` runs it (as many threads as
     torch)."""
     from elmo_transformers.runtime.onnx import OnnxElmoModel
@@ -360,8 +375,9 @@ def load_model(model_dir, dtype):
 
     if dtype.startswith("ort-"):
         return OnnxElmoModel(exported_model_dir(model_dir, ONNX_DTYPES[dtype]))
-    if dtype == "int8":
-        return ElmoModel.from_pretrained(model_dir, quantization_config=ElmoInt8Config()).eval()
+    if dtype.startswith("int8"):
+        kernel = dtype.removeprefix("int8").removeprefix("-") or "auto"
+        return ElmoModel.from_pretrained(model_dir, quantization_config=ElmoInt8Config(kernel=kernel)).eval()
     kernel = "aten" if dtype.endswith("-aten") else "auto"
     return ElmoModel.from_pretrained(
         model_dir, dtype=torch.bfloat16 if dtype.startswith("bf16") else torch.float32, float_kernel=kernel
@@ -539,8 +555,12 @@ def step_gemm_ms(batch_size, config, repeats=5):
     return {name: median_seconds(run, repeats) * 1e3 for name, run in runs.items()}
 
 
-def random_lstm_layer(config, int8):
-    """One biLM layer of `config` with random weights (seed 0), int8-quantized when asked: the step profiles' layer."""
+STEP_PROFILE_KINDS = ("fp32", "bf16", "int8-quantized", "int8-onednn")  # int8-*: ElmoInt8Config(kernel=...)
+
+
+def random_lstm_layer(config, kind):
+    """One biLM layer of `config` with random weights (seed 0) as `kind` (one of STEP_PROFILE_KINDS) runs it: the
+    step profiles' layer."""
     from modeling_elmo import ElmoLstmLayer
 
     torch.manual_seed(0)
@@ -548,24 +568,43 @@ def random_lstm_layer(config, int8):
     for weight in (layer.input_weight, layer.state_weight, layer.projection_weight):
         torch.nn.init.normal_(weight, std=0.02)
     torch.nn.init.zeros_(layer.bias)
-    if int8:
-        layer.quantize_lstm_int8()
-    return layer
+    if kind.startswith("int8-"):
+        layer.quantize_lstm_int8(kind.removeprefix("int8-"))
+    return layer.to(torch.bfloat16) if kind == "bf16" else layer
 
 
-def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
-    """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size`, the
-    pieces run alone with the step's real shapes, and the whole step as `ElmoLstmLayer` runs it (a `steps`-step
-    input, divided by `steps`; the input-to-gates GEMM of the block included): where a step's time goes."""
+def step_profile_work(batch_size, config, kind):
+    """What each piece of `step_profile_ms` does, as (GFLOP, None) for a GEMM and (None, MB moved) for element-wise
+    work: the figures its limit is measured against (the 2048^3 GEMM rate; for element-wise work, the rate of the
+    gates copy, a plain copy of the step's gates, in cache as the step has them)."""
+    n, P, H = batch_size, config.projection_dim, config.lstm_dim
+    mb = lambda floats: floats * 4 / 1e6  # noqa: E731 (the cell runs in float32 in every dtype)
+    return {
+        "input GEMM (per step)": (2 * 2 * n * P * 4 * H / 1e9, None),
+        "state GEMMs + input gates": (2 * 2 * n * P * 4 * H / 1e9, None),
+        # the activations read and write the gates in place, c is read and written, tanh(c) * o written
+        "cell": (None, mb(2 * n * (2 * 4 * H + 2 * H + 2 * H))),
+        "  (gates copy, not in a step)": (None, mb(2 * 2 * n * 4 * H) / (2 if kind == "bf16" else 1)),
+        "projection GEMMs": (2 * 2 * n * H * P / 1e9, None),
+    }
+
+
+def step_profile_ms(batch_size, config, kind, steps=20, repeats=5):
+    """Median ms of each piece of one recurrence step of one biLM layer (both directions) at `batch_size` as `kind`
+    (one of STEP_PROFILE_KINDS) runs it, the pieces run alone with the step's real shapes, and the whole step as
+    `ElmoLstmLayer` runs it (a `steps`-step input, divided by `steps`; the input-to-gates GEMM of the block
+    included): where a step's time goes."""
     with torch.no_grad():
-        from kernels_elmo import FloatGemms, Int8Gemms, PackedGemms, inplace_lstm_cell
+        from kernels_elmo import FloatGemms, Int8Gemms, OneDnnInt8Gemms, PackedGemms, inplace_lstm_cell
 
-        layer = random_lstm_layer(config, int8)
+        layer = random_lstm_layer(config, kind)
         gemms = layer.gemms.for_call(True)  # the GEMMs of an inference call (oneDNN's, prepacked, where they run)
         n, P, H = batch_size, config.projection_dim, config.lstm_dim
-        x, h, c = torch.randn(2, n, steps, P), torch.randn(2, n, P) * 0.1, torch.randn(2, n, H) * 0.1
+        dtype = torch.bfloat16 if kind == "bf16" else torch.float32
+        x, h = torch.randn(2, n, steps, P).to(dtype), (torch.randn(2, n, P) * 0.1).to(dtype)
+        c = torch.randn(2, n, H) * 0.1
         input_gates = gemms.input_gates(x)
-        gates, cell_output = gemms.gates(input_gates, 0, h), torch.randn(2, n, H) * 0.1
+        gates, cell_output = gemms.gates(input_gates, 0, h), (torch.randn(2, n, H) * 0.1).to(dtype)
         pieces = {
             "input GEMM (per step)": lambda: gemms.input_gates(x),
             "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
@@ -577,7 +616,8 @@ def step_profile_ms(batch_size, config, int8, steps=20, repeats=5):
         times = {name: median_seconds(run, repeats) * 1e3 for name, run in pieces.items()}
         times["input GEMM (per step)"] /= steps
         times["whole step (measured)"] = median_seconds(lambda: layer(x, [n] * steps), repeats) * 1e3 / steps
-        assert isinstance(gemms, Int8Gemms if int8 else (FloatGemms, PackedGemms))
+        kernels = {"int8-quantized": (Int8Gemms,), "int8-onednn": (OneDnnInt8Gemms,)}
+        assert type(gemms) in kernels.get(kind, (FloatGemms, PackedGemms)), type(gemms)
         return times
 
 
@@ -723,7 +763,8 @@ def allennlp_embed_file_worker(args):
 
 
 def model_alone_worker(args):
-    """The model alone on the job's own batches (`embed`'s default word budget, its length order), as `embed` loads
+    """The model alone on the job's own batches (`embed`'s default word budget or `--corpus-batch-size` /
+    `--corpus-batch-words`, its length order), as `embed` loads
     it (`--dtype` fp32 / bf16 / int8, or ort-*: the exported folder): every batch encoded first, then the device step
     (`ElmoEmbedder.layers`, all layers, back on the host) timed batch by batch; prints the words/s."""
     from elmo_transformers import ElmoEmbedder
@@ -732,7 +773,7 @@ def model_alone_worker(args):
     from elmo_transformers.embedding.inputs import count_words, line_words
 
     model = converted_model_dir(args.size, args.cache)
-    names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+    names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8", "int8-quantized": "int8"}
     embedder = (
         ElmoEmbedder(exported_model_dir(model, ONNX_DTYPES[args.dtype]))
         if args.dtype in ONNX_DTYPES
@@ -740,7 +781,8 @@ def model_alone_worker(args):
     )
     lines = Path(args.corpus).read_text(encoding="utf-8").splitlines()
     counts = [count_words(line, embedder.tokenizer) for line in lines]
-    plan = Plan(collections.Counter(c for c in counts if c <= 1000), None, 1000, default_batch_words(embedder))
+    batch_words = args.corpus_batch_words or default_batch_words(embedder)
+    plan = Plan(collections.Counter(c for c in counts if c <= 1000), args.corpus_batch_size, 1000, batch_words)
     batches = [
         (unit, embedder.pinned(embedder.encode([list(line_words(text, embedder.tokenizer)) for text in unit.texts])))
         for unit in plan.units(zip(range(len(lines)), lines, counts), AssertionError)
@@ -777,9 +819,11 @@ def timed_process(command, env=None):
 
 def corpus_benchmark(args, out_dir):
     """The whole-process corpus comparison (see the module docstring); prints a table."""
+    if "int8-onednn" in args.dtypes:
+        sys.exit("--corpus-sentences: embed runs int8-onednn where the int8 rule picks it (AMX int8): pass int8")
     corpus, words, n = corpus_file(args, out_dir)
     model = converted_model_dir(args.size, args.cache)
-    names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}
+    names = {"fp32": "float32", "bf16": "bfloat16", "int8": "int8", "int8-quantized": "int8"}
     pythons = {f"allennlp{i}": python for i, python in enumerate(args.allennlp_python)}
     outputs = {name: out_dir / f"corpus-{name}.hdf5" for name in [*pythons, *args.dtypes]}
     runs = {
@@ -802,6 +846,12 @@ def corpus_benchmark(args, out_dir):
         ]
         for name, python in pythons.items()
     }
+    batching = []  # the job's batches, which the model-alone runs take too
+    if args.corpus_batch_size:
+        batching += ["--corpus-batch-size", str(args.corpus_batch_size)]
+    if args.corpus_batch_words:
+        batching += ["--corpus-batch-words", str(args.corpus_batch_words)]
+    embed_batching = [flag.replace("--corpus-", "--") for flag in batching]
     for dtype in args.dtypes:  # ort-*: the exported folder as --model, in its own dtype
         how = (
             ["--model", exported_model_dir(model, ONNX_DTYPES[dtype])]
@@ -818,6 +868,7 @@ def corpus_benchmark(args, out_dir):
             "--all",
             "--overwrite",
             *how,
+            *embed_batching,
             *shlex.split(args.embed_flags),
         ]
         if args.parquet:  # the same run writing Parquet, beside the HDF5 one: what the folder of files costs
@@ -832,6 +883,10 @@ def corpus_benchmark(args, out_dir):
     ours_env = dict(env)
     if args.embed_default_threads:  # the command picks its threads itself (runtime.threads.free_cpus)
         del ours_env["OMP_NUM_THREADS"]
+    envs = {name: env if name in pythons else ours_env for name in runs}
+    for name in runs:  # `embed` runs int8 through the kernel of the rule: capping oneDNN below AMX makes it fbgemm's
+        if name.startswith("int8-quantized"):
+            envs[name] = dict(ours_env, ONEDNN_MAX_CPU_ISA="AVX512_CORE_VNNI")
     timings = {name: [] for name in runs}
     alone_runs = {
         dtype: [
@@ -850,6 +905,7 @@ def corpus_benchmark(args, out_dir):
             str(corpus),
             "--device",
             args.device,
+            *batching,
         ]
         for dtype in args.dtypes
     }  # the model alone on the same batches, in the same environment
@@ -859,9 +915,9 @@ def corpus_benchmark(args, out_dir):
     try:
         for _ in range(args.repeats):  # alternating, so that every command sees the same load
             for name, command in runs.items():
-                timings[name].append(timed_process(command, env if name in pythons else ours_env))
+                timings[name].append(timed_process(command, envs[name]))
                 if name in alone_runs:  # right after its job, so that both see the machine as it was
-                    done = subprocess.run(alone_runs[name], capture_output=True, text=True, env=ours_env, check=True)
+                    done = subprocess.run(alone_runs[name], capture_output=True, text=True, env=envs[name], check=True)
                     rates[name].append(json.loads(done.stdout.strip().splitlines()[-1])["words_per_s"])
     finally:
         for process in busy:
@@ -872,7 +928,8 @@ def corpus_benchmark(args, out_dir):
     print(
         f"\nCorpus: {n} OANC {args.corpus_split} sentences ({words} words, 5-120 a sentence) to HDF5 with all "
         f"layers, whole process, median of {args.repeats}, {cpu_name()}, {os.cpu_count()} CPUs, "
-        f"{args.background_load} busy processes beside each run:"
+        f"{args.background_load} busy processes beside each run, batches: "
+        f"{' '.join(embed_batching) or 'embed default'}:"
     )
     base = [name for name in runs if name.startswith("allennlp")]
     print(
@@ -925,7 +982,7 @@ def main():
         "--dtypes",
         nargs="+",
         choices=DTYPES,
-        default=list(DTYPES),
+        default=list(DTYPES[:7]),
         help="how our model runs (fp32 is always included: the baseline and the references use it)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per configuration (median reported)")
@@ -968,9 +1025,17 @@ def main():
     parser.add_argument(
         "--step-profile",
         action="store_true",
-        help="also time each piece of one recurrence step (fp32 and int8) at each batch size",
+        help="also time each piece of one recurrence step (--step-profile-dtypes) at each batch size, and its limit",
     )
     parser.add_argument("--step-profile-batches", type=int, nargs="+", default=[1, 32])
+    parser.add_argument(
+        "--step-profile-dtypes",
+        nargs="+",
+        choices=STEP_PROFILE_KINDS,
+        default=list(STEP_PROFILE_KINDS),
+        help="the dtypes of --step-profile (int8-quantized: torch's dynamic quantized linear, fbgemm on x86; "
+        "int8-onednn: oneDNN's int8 linear, AMX where the CPU has it; each where it runs)",
+    )
     parser.add_argument(
         "--corpus-sentences",
         type=int,
@@ -982,6 +1047,16 @@ def main():
         default="",
         help="more flags for every `embed` run of the corpus job, e.g. '--batch-size 64', "
         "'--device cuda', '--format parquet'",
+    )
+    parser.add_argument(
+        "--corpus-batch-size",
+        type=int,
+        help="corpus mode: lines a batch (embed --batch-size), in the job and in the model alone",
+    )
+    parser.add_argument(
+        "--corpus-batch-words",
+        type=int,
+        help="corpus mode: the word budget of a batch (embed --batch-words), in the job and in the model alone",
     )
     parser.add_argument(
         "--parquet",
@@ -1113,7 +1188,7 @@ def main():
         print(
             "\nCeiling: a 2048^3 GEMM runs at "
             + ", ".join(f"{peak[d]:.0f} GFLOP/s in {d}" for d in ours)
-            + " here (int8: torch's dynamic int8 linear); the fast path's arithmetic at that rate would give "
+            + " here (int8: the int8 kernel the rule picks here); the fast path's arithmetic at that rate would give "
             "at most:"
         )
         print("| batch | GFLOP per batch | " + " | ".join(f"{d} ceiling tok/s" for d in ours) + " |")
@@ -1136,18 +1211,34 @@ def main():
             print(f"| {batch_size} | " + " | ".join(f"{row[n]:.2f}" for n in names) + " |", flush=True)
     if args.step_profile:
         from configuration_elmo import ElmoConfig
+        from kernels_elmo import onednn_bf16, onednn_int8_error
 
         config = ElmoConfig.from_pretrained(converted_model_dir(args.size, args.cache))
+        kinds = [k for k in args.step_profile_dtypes if k != "int8-onednn" or onednn_int8_error() is None]
+        kinds = [k for k in kinds if k != "bf16" or onednn_bf16()]  # emulated bf16 is no fast path to profile
         print(f"\nOne recurrence step of one biLM layer, both directions, {args.threads} threads, median ms:")
-        rows = {
-            (b, kind): step_profile_ms(b, config, kind == "int8")
-            for b in args.step_profile_batches
-            for kind in ("fp32", "int8")
-        }
+        rows = {(b, kind): step_profile_ms(b, config, kind) for b in args.step_profile_batches for kind in kinds}
         names = list(next(iter(rows.values())))
         print("| batch | dtype | " + " | ".join(names) + " |\n" + "|---" * (2 + len(names)) + "|")
         for (b, kind), row in rows.items():
             print(f"| {b} | {kind} | " + " | ".join(f"{row[name]:.3f}" for name in names) + " |", flush=True)
+        peak = {kind: gemm_gflops(kind) for kind in kinds}
+        print(
+            "\nThe limit of each piece: GEMMs in GFLOP/s (% of this dtype's 2048^3 GEMM rate: "
+            + ", ".join(f"{kind} {peak[kind]:.0f}" for kind in kinds)
+            + "), element-wise work in GB/s moved (% of the gates copy's GB/s, the same batch and dtype):"
+        )
+        work_names = list(step_profile_work(1, config, "fp32"))
+        print("| batch | dtype | " + " | ".join(work_names) + " |\n" + "|---" * (2 + len(work_names)) + "|")
+        for (b, kind), row in rows.items():
+            work = step_profile_work(b, config, kind)
+            rates = {name: (gflop or mb / 1e3) / (row[name] / 1e3) for name, (gflop, mb) in work.items()}
+            copy = rates["  (gates copy, not in a step)"]
+            cells = [
+                f"{rates[name]:.0f} ({rates[name] / (peak[kind] if gflop is not None else copy):.0%})"
+                for name, (gflop, _) in work.items()
+            ]
+            print(f"| {b} | {kind} | " + " | ".join(cells) + " |", flush=True)
     if args.corpus_sentences:
         corpus_benchmark(args, out_dir)
     if args.quality_model and str(args.quality_model) not in ("", "."):

@@ -1,13 +1,17 @@
 """int8 inference (`quantization_config=ElmoInt8Config()`, quantization_elmo.py): close to float32 by the int8 rule
-(cosine median >= 0.999, 1st percentile >= 0.99 on the default model), inference only, float32 only, never a silent
-float path, not saved."""
+(cosine median >= 0.999, 1st percentile >= 0.99 on the default model) with every int8 kernel this CPU runs
+(`ElmoInt8Config.kernel`: torch's quantized linear, oneDNN's; "auto" picks by the documented rule), inference only,
+float32 only, never a silent float path, not saved."""
+
+import platform
 
 import pytest
 import torch
 from conftest import SENTENCES, SHIPPED, load_fixture
 from tolerance import assert_close_to_reference
 
-from kernels_elmo import Int8Gemms
+import kernels_elmo
+from kernels_elmo import Int8Gemms, OneDnnInt8Gemms, best_int8_kernel, int8_kernel, onednn_int8_error
 
 WORDS = "the cat sat on the mat and the dog sat on the cat".split()
 
@@ -26,18 +30,29 @@ def layer_cosines(out, ref, mask):
     return torch.nn.functional.cosine_similarity(out[:, mask], ref[:, mask], dim=-1)
 
 
-def load_int8(folder, **kwargs):
+def load_int8(folder, kernel="auto", **kwargs):
     from modeling_elmo import ElmoModel
     from quantization_elmo import ElmoInt8Config
 
-    return ElmoModel.from_pretrained(folder, quantization_config=ElmoInt8Config(), **kwargs).eval()
+    return ElmoModel.from_pretrained(folder, quantization_config=ElmoInt8Config(kernel=kernel), **kwargs).eval()
 
 
-def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
+def runnable_int8_kernels():
+    """The int8 kernels this process can run ("auto" aside): what the quality tests check."""
+    return ["quantized"] + (["onednn"] if onednn_int8_error() is None else [])
+
+
+GEMMS = {"quantized": Int8Gemms, "onednn": OneDnnInt8Gemms}
+
+
+@pytest.mark.fidelity  # .ci/run reruns it under the other CPU kernel sets (where oneDNN's int8 gives way to fbgemm's)
+@pytest.mark.parametrize("kernel", runnable_int8_kernels())
+def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny, kernel):
     model, tokenizer = tiny
     sentences, _, _ = load_fixture("allennlp-tiny")
     enc = encode(tokenizer, sentences)
-    int8 = load_int8(tiny_model_dir)
+    int8 = load_int8(tiny_model_dir, kernel)
+    assert all(type(layer.gemms) is GEMMS[kernel] for layer in int8.bilm.layers)
     out = hidden_states(int8, enc)
     assert out.dtype == torch.float32
     cos = layer_cosines(out, hidden_states(model, enc), enc["attention_mask"].bool())
@@ -47,15 +62,16 @@ def test_int8_stays_close_to_fp32_on_fixture(tiny_model_dir, tiny):
     assert not torch.equal(out, hidden_states(model, enc)), "int8 mode did not change the GEMMs"
 
 
-def test_int8_stays_close_to_fp32_on_the_default_model():
-    """The shipped model's ELMo vectors on real sentences (median cosine >= 0.999 in every layer)."""
+@pytest.mark.parametrize("kernel", runnable_int8_kernels())
+def test_int8_stays_close_to_fp32_on_the_default_model(kernel):
+    """The shipped model's ELMo vectors on real sentences (median cosine >= 0.999 in every layer), each kernel."""
     from modeling_elmo import ElmoModel
     from tokenization_elmo import ElmoTokenizer
 
     folder = SHIPPED
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     fp32 = ElmoModel.from_pretrained(folder, dtype=torch.float32).eval()
-    int8 = load_int8(folder)
+    int8 = load_int8(folder, kernel)
     sentences = [
         "Sir Walter Elliot , of Kellynch Hall , in Somersetshire , was a man who , for his own amusement , never "
         "took up any book but the Baronetage .".split(),
@@ -66,6 +82,65 @@ def test_int8_stays_close_to_fp32_on_the_default_model():
     cos = layer_cosines(hidden_states(int8, enc), hidden_states(fp32, enc), enc["attention_mask"].bool())
     assert (cos.median(dim=1).values >= 0.999).all(), cos.median(dim=1).values
     assert cos.min() >= 0.99, cos.min(dim=1).values
+
+
+@pytest.mark.parametrize("amx_int8", [True, False])
+@pytest.mark.parametrize("onednn_cap", [None, "AVX512_CORE_AMX", "AVX512_CORE_VNNI", "AVX2"])
+def test_auto_picks_onednn_int8_only_where_it_runs_amx(monkeypatch, amx_int8, onednn_cap):
+    """The rule behind kernel="auto": oneDNN's int8 where this torch has it, the CPU has AMX int8 and oneDNN may use
+    it (ONEDNN_MAX_CPU_ISA, as the CI's older kernel sets set it); torch's quantized linear everywhere else."""
+    monkeypatch.setattr(kernels_elmo, "cpu_has", lambda feature: amx_int8 if feature == "amx_int8" else False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    if onednn_cap is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_cap)
+    onednn_int8_error.cache_clear(), best_int8_kernel.cache_clear()
+    try:
+        amx = amx_int8 and onednn_cap in (None, "AVX512_CORE_AMX")
+        if not amx:
+            assert "AMX" in onednn_int8_error()
+        assert best_int8_kernel() == int8_kernel("auto") == ("onednn" if onednn_int8_error() is None else "quantized")
+        assert int8_kernel("onednn") == int8_kernel("auto")
+        if amx and platform.machine().lower() in ("x86_64", "amd64") and hasattr(torch.ops, "onednn"):
+            assert best_int8_kernel() == "onednn"
+    finally:
+        onednn_int8_error.cache_clear(), best_int8_kernel.cache_clear()
+
+
+def test_onednn_int8_where_it_cannot_run_warns_and_runs_quantized(tiny_model_dir, tiny, monkeypatch, caplog):
+    """kernel="onednn" where oneDNN's int8 linear does not run (no AMX int8, an ARM machine, a torch without it):
+    torch's quantized linear, with one warning naming why and what to set; an unknown kernel is refused when the
+    config is made."""
+    from quantization_elmo import ElmoInt8Config
+
+    monkeypatch.setattr(kernels_elmo, "onednn_int8_error", lambda: "no oneDNN int8 (test)")
+    with caplog.at_level("WARNING"):
+        model = load_int8(tiny_model_dir, "onednn")
+    assert all(type(layer.gemms) is Int8Gemms for layer in model.bilm.layers)
+    assert any(
+        "ElmoInt8Config(kernel='onednn') cannot run here (no oneDNN int8 (test)): torch's dynamic quantized linear "
+        "('quantized') runs instead; set kernel='auto'" in record.getMessage()
+        for record in caplog.records
+    ), [record.getMessage() for record in caplog.records]
+    with pytest.raises(ValueError, match=r"kernel must be one of \('auto', 'quantized', 'onednn'\), got 'fbgemm'"):
+        ElmoInt8Config(kernel="fbgemm")
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")  # torch's own pickling of fbgemm's packed weights
+@pytest.mark.parametrize("kernel", runnable_int8_kernels())
+def test_int8_model_copies_and_pickles(tiny_model_dir, tiny, kernel):
+    """copy.deepcopy and pickle of an int8 model (a worker process, a server's copy): the copy gives the same numbers
+    (oneDNN's prepacked weights are made again from the int8 values, not copied)."""
+    import copy
+    import pickle
+
+    _, tokenizer = tiny
+    enc = encode(tokenizer, [WORDS, WORDS[:4]])
+    model = load_int8(tiny_model_dir, kernel)
+    want = hidden_states(model, enc)
+    for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert torch.equal(hidden_states(copied, enc), want)
 
 
 def test_int8_replaces_the_float_lstm_weights(tiny_model_dir, tiny):
