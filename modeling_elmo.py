@@ -459,10 +459,12 @@ def masked_softmax(scores, mask):
 
 class ElmoPairEncoder(nn.Module):
     """ESIM's (Chen et al., 2017) relation of two sentences' vectors, kept small: soft alignment (each word attends
-    to the other sentence's words by dot product), the enhanced features `[a; ã; a - ã; a * ã]`, a ReLU projection
-    and a BiLSTM of `config.pair_encoder_dim` per direction (composition), mean and max pooling of both sentences,
-    and ESIM's tanh hidden layer, of `output_size` (the width the head's classifier reads). With
-    `config.pair_alignment` False, ã is zero: each sentence is composed alone (the baseline of the alignment)."""
+    to the other sentence's words by dot product, scaled by 1/sqrt(width) as in a Transformer: unscaled, ELMo
+    vectors' products run to the hundreds and the softmax is a hard argmax that passes no gradient), the enhanced
+    features `[a; ã; a - ã; a * ã]`, a ReLU projection and a BiLSTM of `config.pair_encoder_dim` per direction
+    (composition), mean and max pooling of both sentences, and ESIM's tanh hidden layer, of `output_size` (the width
+    the head's classifier reads). With `config.pair_alignment` False, ã is zero: each sentence is composed alone (the
+    baseline of the alignment)."""
 
     def __init__(self, config, input_size):
         super().__init__()
@@ -475,7 +477,7 @@ class ElmoPairEncoder(nn.Module):
 
     def forward(self, a, a_mask, b, b_mask):
         if self.alignment:
-            scores = a @ b.transpose(1, 2)  # [B, words of a, words of b]
+            scores = a @ b.transpose(1, 2) / a.shape[-1] ** 0.5  # [B, words of a, words of b]
             a_aligned = masked_softmax(scores, b_mask.unsqueeze(1)) @ b
             b_aligned = masked_softmax(scores.transpose(1, 2), a_mask.unsqueeze(1)) @ a
         else:

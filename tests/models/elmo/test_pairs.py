@@ -2,6 +2,8 @@
 alignment computed as its paper writes it, single sentences unchanged, and the text-classification pipeline on
 `{"text", "text_pair"}` at batch sizes 1 and 8 giving what the head gives."""
 
+import math
+
 import pytest
 import torch
 from tolerance import assert_close_to_reference
@@ -57,12 +59,12 @@ def test_each_sentence_gets_the_elmo_vectors_it_gets_alone(pair_head, tiny):
 
 def esim_by_hand(encoder, a, b):
     """ESIM's equations (Chen et al. 2017, eqs. 11-16 and the pooling of eqs. 18-21) for one pair without padding,
-    written word by word."""
+    written word by word, with the attention scores scaled by 1/sqrt(width) as a Transformer's."""
     rows = []
     for x, y in ((a, b), (b, a)):
         aligned = []
         for i in range(len(x)):
-            e = torch.stack([x[i] @ y[j] for j in range(len(y))])
+            e = torch.stack([x[i] @ y[j] for j in range(len(y))]) / math.sqrt(len(x[i]))
             aligned.append(
                 sum(w * y[j] for j, w in enumerate(torch.softmax(e, 0))) if len(y) else torch.zeros_like(x[i])
             )
