@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 62 on an idle Intel Xeon with AMX (2 cores, nothing else running), from the repository root:
+# The AMX speed session on an idle Intel Xeon with AMX (2 cores, nothing else running), from the repository root:
 #   bash research/amx_session.sh
 # writes research/results/amx-*.txt: the step profile (float32, bf16, int8 through torch's quantized linear and
 # through oneDNN's), the model alone at batch 32 and larger batches (every runtime and dtype), and the whole
 # 6,000-sentence file job of every runtime beside AllenNLP's (once), each model-alone run right after its job, at
 # embed's default word budget, at 32 lines a batch, and (the fastest runtimes) at twice the default budget.
-# About an hour on the idle machine, by issue 62's figures: step profile 2 min, model alone 10 min (the first run also
+# About an hour on the idle machine: step profile 2 min, model alone 10 min (the first run also
 # writes the random Original weights and exports the two ONNX folders into research/cache), the job beside AllenNLP
 # 21 min (AllenNLP 6 of them), at 32 lines a batch 15 min, at 8,192 words 9 min.
 # Env: PYTHON (the project's Python, default .venv/bin/python, else python3), ALLENNLP_PYTHON (AllenNLP 2.10.1's, made by
