@@ -40,16 +40,21 @@ logger = logging.getLogger(__name__)
 # ----- Which float kernel: chosen once per process -------------------------------------------------------------------
 
 
-@functools.cache
-def onednn_error():
-    """Why oneDNN's linear on prepacked weights cannot run here, or None when it can."""
+def onednn_op_error(what, namespace, ops):
+    """Why oneDNN's `what` (the `ops` of `torch.ops.<namespace>`, the first named) cannot run here, or None."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        return f"oneDNN's float linear is used on x86-64 CPUs only, this is {platform.machine()}"
-    if not all(hasattr(torch.ops.mkldnn, op) for op in ("_linear_pointwise", "_reorder_linear_weight")):
-        return "this PyTorch build has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)"
+        return f"oneDNN's {what} is used on x86-64 CPUs only, this is {platform.machine()}"
+    if not all(hasattr(getattr(torch.ops, namespace), op) for op in ops):
+        return f"this PyTorch build has no oneDNN {what} (torch.ops.{namespace}.{ops[0]})"
     if not torch.backends.mkldnn.is_available():
         return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
     return None
+
+
+@functools.cache
+def onednn_error():
+    """Why oneDNN's linear on prepacked weights cannot run here, or None when it can."""
+    return onednn_op_error("float linear", "mkldnn", ("_linear_pointwise", "_reorder_linear_weight"))
 
 
 @functools.cache
@@ -322,12 +327,9 @@ def onednn_int8_error():
     """Why oneDNN's int8 linear on prepacked weights (`torch.ops.onednn.qlinear_pointwise`) does not run here, or
     None when it does. It is used on AMX's int8 tiles only: oneDNN's other int8 kernels (AVX2, AVX-512 without VNNI)
     can saturate 16-bit sums of full 8-bit products, and fbgemm's were not measured against them."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return f"oneDNN's int8 linear is used on x86-64 CPUs only, this is {platform.machine()}"
-    if not all(hasattr(torch.ops.onednn, op) for op in ("qlinear_prepack", "qlinear_pointwise")):
-        return "this PyTorch build has no oneDNN int8 linear (torch.ops.onednn.qlinear_pointwise)"
-    if not torch.backends.mkldnn.is_available():
-        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    error = onednn_op_error("int8 linear", "onednn", ("qlinear_pointwise", "qlinear_prepack"))
+    if error is not None:
+        return error
     if not cpu_has("amx_int8"):
         return "this CPU has no AMX int8 (amx_int8), which oneDNN's int8 linear is used on"
     if not onednn_may_use_amx():
