@@ -399,21 +399,35 @@ def quantize_activations(x):
     return torch.div(x, scale).round_().to(torch.int8).contiguous(), scale
 
 
+ONEDNN_INT8_ROWS = 256  # rows of one call of oneDNN's AMX int8 linear: it slows down several times past them
+
+
 def onednn_int8_linear(x, packed, add_to=None):
-    """`F.linear` through oneDNN's int8 linear on `packed` (`pack_onednn_int8`), `x` quantized per call; float32 out.
-    With `add_to` (float32 rows of the output's shape, contiguous), the product is summed into it in place by the
-    GEMM (oneDNN's sum post-op) and it is returned."""
+    """`F.linear` through oneDNN's int8 linear on `packed` (`pack_onednn_int8`), `x` quantized once (one scale) and
+    multiplied in calls of at most `ONEDNN_INT8_ROWS` rows; float32 out. With `add_to` (float32 rows of the output's
+    shape, contiguous), the product is summed into it in place by the GEMM (oneDNN's sum post-op) and it is
+    returned."""
     quantized, scale = quantize_activations(x)
+    rows = quantized.view(-1, quantized.shape[-1])
+    sums = None if add_to is None else add_to.view(-1, add_to.shape[-1])
     zero = torch.zeros((), dtype=torch.int32)
-    if add_to is None:
-        return torch.ops.onednn.qlinear_pointwise.tensor(
-            quantized, scale, zero, packed.packed, packed.scale, packed.zero_point, packed.bias,
-            1.0, 0, torch.float32, "none", [], "",
-        )  # fmt: skip
-    return torch.ops.onednn.qlinear_pointwise.binary_tensor(
-        quantized, scale, zero, packed.packed, packed.scale, packed.zero_point, add_to, packed.bias,
-        1.0, 0, torch.float32, 1.0, 0, "sum", 1.0, "none", [], "",
-    )  # fmt: skip
+    products = []
+    for start in range(0, len(rows), ONEDNN_INT8_ROWS):
+        part = rows[start : start + ONEDNN_INT8_ROWS]
+        if sums is None:
+            products.append(torch.ops.onednn.qlinear_pointwise.tensor(
+                part, scale, zero, packed.packed, packed.scale, packed.zero_point, packed.bias,
+                1.0, 0, torch.float32, "none", [], "",
+            ))  # fmt: skip
+        else:
+            torch.ops.onednn.qlinear_pointwise.binary_tensor(
+                part, scale, zero, packed.packed, packed.scale, packed.zero_point,
+                sums[start : start + ONEDNN_INT8_ROWS], packed.bias, 1.0, 0, torch.float32, 1.0, 0, "sum", 1.0,
+                "none", [], "",
+            )  # fmt: skip
+    if add_to is not None:
+        return add_to
+    return (products[0] if len(products) == 1 else torch.cat(products)).view(*x.shape[:-1], -1)
 
 
 class Int8Gemms:
@@ -464,16 +478,16 @@ class Int8Gemms:
 class OneDnnInt8Gemms(Int8Gemms):
     """`Int8Gemms` through oneDNN's int8 linear (`onednn_int8_linear`): AMX's int8 tiles on CPUs that have them,
     full 8-bit activations with one symmetric scale per call. The input gates are kept time-major per direction, so
-    that each step's state GEMM sums its product into its step's rows in place (oneDNN's sum post-op)."""
+    that each step's state GEMM sums its product into its step's rows in place (oneDNN's sum post-op); the two
+    directions' gates stay apart (`gates`), as the cell takes them."""
 
     pack = staticmethod(pack_onednn_int8)
-    input_rows = 256  # rows of one input-to-gates call: oneDNN's AMX int8 linear slows down several times past it
 
     def input_gates(self, x):
-        """Per direction, each step's [n, 4H] rows (views of calls of at most `input_rows` rows, time-major)."""
+        """Per direction, each step's [n, 4H] rows (views of calls of about `ONEDNN_INT8_ROWS` rows, time-major)."""
         self._check(x)
         n, steps = x.shape[1], x.shape[2]
-        chunk = max(1, self.input_rows // max(n, 1))  # steps a call
+        chunk = max(1, ONEDNN_INT8_ROWS // max(n, 1))  # steps a call
         return [
             [
                 step_gates
@@ -484,10 +498,10 @@ class OneDnnInt8Gemms(Int8Gemms):
         ]
 
     def gates(self, input_gates, step, h):
+        """A list of each direction's gates [n, 4H]: its step's input gates with the state GEMM summed into them in
+        place. Stacking the two would copy them; `inplace_lstm_cell` takes them apart."""
         n = h.shape[1]
-        return torch.stack(
-            [onednn_int8_linear(h[d], self.state_weights[d], add_to=input_gates[d][step][:n]) for d in range(2)]
-        )
+        return [onednn_int8_linear(h[d], self.state_weights[d], add_to=input_gates[d][step][:n]) for d in range(2)]
 
     def project(self, cell_output):
         return torch.stack([onednn_int8_linear(cell_output[d], self.projection_weights[d]) for d in range(2)])
@@ -541,17 +555,26 @@ def int8_gemms(layer, kernel):
 def inplace_lstm_cell(gates, c, cell_clip):
     """`bilm_elmo.lstm_cell` for inference: the activations overwrite the gate pre-activations [2, n, 4H] (which
     are in the GEMMs' dtype, made float32 first when they are not), so the step costs a few element-wise passes
-    and two new tensors (c and the cell output). No autograd (in-place updates)."""
+    and two new tensors (c and the cell output). `gates` may also be a list of the two directions' [n, 4H] (oneDNN
+    int8's, see `OneDnnInt8Gemms.gates`); the cell output is then such a list too. No autograd (in-place updates)."""
+    new_c = torch.empty_like(c)
+    if isinstance(gates, list):
+        return new_c, [_inplace_cell(g, c[d], cell_clip, new_c[d]) for d, g in enumerate(gates)]
+    return new_c, _inplace_cell(gates, c, cell_clip, new_c)
+
+
+def _inplace_cell(gates, c, cell_clip, new_c):
+    """The cell on gates [..., 4H] and c [..., H]: writes the new c into `new_c`, returns the cell output."""
     output_dtype = gates.dtype
-    gates = gates.to(c.dtype).unflatten(-1, (4, -1))  # [2, n, 4, H]: i, f, g, o
+    gates = gates.to(c.dtype).unflatten(-1, (4, -1))  # [..., 4, H]: i, f, g, o
     gates[..., :2, :].sigmoid_()
     gates[..., 3, :].sigmoid_()
     i, f, g, o = gates.unbind(-2)
     g.tanh_()
-    c = torch.mul(f, c).addcmul_(i, g)
+    torch.mul(f, c, out=new_c).addcmul_(i, g)
     if cell_clip is not None:
-        c.clamp_(-cell_clip, cell_clip)
-    return c, torch.tanh(c).mul_(o).to(output_dtype)
+        new_c.clamp_(-cell_clip, cell_clip)
+    return torch.tanh(new_c).mul_(o).to(output_dtype)
 
 
 def gates_block_steps(config, batch):

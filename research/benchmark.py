@@ -608,8 +608,8 @@ def step_profile_ms(batch_size, config, kind, steps=20, repeats=5):
         pieces = {
             "input GEMM (per step)": lambda: gemms.input_gates(x),
             "state GEMMs + input gates": lambda: gemms.gates(input_gates, 0, h),
-            "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
-            "  (gates copy, not in a step)": lambda: gates.clone(),
+            "cell": lambda: inplace_lstm_cell(copy_gates(gates), c, config.cell_clip),
+            "  (gates copy, not in a step)": lambda: copy_gates(gates),
             "projection GEMMs": lambda: gemms.project(cell_output),
             "projection clip": lambda: h.clamp(-3, 3),
         }
@@ -619,6 +619,11 @@ def step_profile_ms(batch_size, config, kind, steps=20, repeats=5):
         kernels = {"int8-quantized": (Int8Gemms,), "int8-onednn": (OneDnnInt8Gemms,)}
         assert type(gemms) in kernels.get(kind, (FloatGemms, PackedGemms)), type(gemms)
         return times
+
+
+def copy_gates(gates):
+    """A copy of a step's gates: [2, n, 4H], or oneDNN int8's list of each direction's [n, 4H]."""
+    return [g.clone() for g in gates] if isinstance(gates, list) else gates.clone()
 
 
 def median_seconds(fn, repeats, warmups=1):

@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from configuration_elmo import ElmoConfig  # noqa: E402
-from benchmark import random_lstm_layer  # noqa: E402  (research/ is this script's folder)
+from benchmark import copy_gates, random_lstm_layer  # noqa: E402  (research/ is this script's folder)
 from kernels_elmo import inplace_lstm_cell  # noqa: E402
 
 FLUSH = torch.ones(128 * 2**20 // 4)  # larger than the last-level cache
@@ -47,7 +47,7 @@ def profile(int8, batch, steps=20):
     pieces = {
         "input GEMM share": lambda: gemms.input_gates(x),
         "state GEMMs": lambda: gemms.gates(input_gates, 0, h),
-        "cell": lambda: inplace_lstm_cell(gates.clone(), c, config.cell_clip),
+        "cell": lambda: inplace_lstm_cell(copy_gates(gates), c, config.cell_clip),
         "projection GEMMs": lambda: gemms.project(cell_output),
     }
     rows = {}

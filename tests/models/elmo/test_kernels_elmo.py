@@ -255,6 +255,12 @@ def test_inplace_cell_gives_the_papers_numbers(dtype, cell_clip):
         assert_close_to_reference(got_out, expected_out, what="cell output")
     else:  # one bf16 rounding of the same float32 value
         torch.testing.assert_close(got_out, expected_out, atol=0, rtol=2**-8)
+    # oneDNN int8's form: each direction's gates apart (a list), the cell output a list too
+    got_c, got_out = inplace_lstm_cell([gates[d, :3].clone() for d in range(2)], c, cell_clip)
+    assert isinstance(got_out, list) and len(got_out) == 2
+    assert_close_to_reference(got_c, expected_c, what="cell state, directions apart")
+    if dtype == torch.float32:
+        assert_close_to_reference(torch.stack(got_out), expected_out, what="cell output, directions apart")
 
 
 # -- every CPU kernel set, one shared compile cache -------------------------------------------------------------------
