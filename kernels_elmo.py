@@ -386,9 +386,9 @@ class OneDnnInt8Weight:
 def pack_onednn_int8(weight, bias=None):
     """`weight` [out, in] as int8 with one symmetric scale per output row, prepacked for oneDNN's int8 linear, with
     the float `bias` the GEMM adds."""
-    weight = weight.detach().float().contiguous()
+    weight = weight.detach().to(torch.float32, memory_format=torch.contiguous_format, copy=True)  # ours to change
     scale = (weight.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
-    int8 = torch.round(weight / scale[:, None]).to(torch.int8)
+    int8 = weight.div_(scale[:, None]).round_().to(torch.int8)
     return OneDnnInt8Weight(int8, scale, None if bias is None else bias.detach().float().contiguous())
 
 

@@ -145,11 +145,12 @@ def test_weights_of_a_non_float_dtype_are_refused_by_name(tiny_model_dir, tmp_pa
                 load_model(path, model_class)
 
 
-def test_nan_weights_are_refused_by_name(tiny_model_dir, tmp_path):
-    """NaN weights gave all-NaN vectors and no word (docs/troubleshooting.md)."""
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_nan_weights_are_refused_by_name(tiny_model_dir, tmp_path, value):
+    """NaN (or infinite) weights gave all-NaN vectors and no word (docs/troubleshooting.md)."""
 
     def edit(weights):
-        weights[WEIGHT][0, 0, 0] = float("nan")
+        weights[WEIGHT][0, 1, 2] = value
         return weights
 
     folder = saved_weights(tiny_model_dir, tmp_path / "nan", edit)
