@@ -399,7 +399,7 @@ def quantize_activations(x):
     return torch.div(x, scale).round_().to(torch.int8).contiguous(), scale
 
 
-ONEDNN_INT8_ROWS = 256  # rows of one call of oneDNN's AMX int8 linear: it slows down several times past them
+ONEDNN_INT8_ROWS = 256  # rows of one call of oneDNN's AMX int8 linear, which slowed down past them (docs/speed.md)
 
 
 def onednn_int8_linear(x, packed, add_to=None):
