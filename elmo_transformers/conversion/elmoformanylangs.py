@@ -22,6 +22,7 @@ from modeling_elmo import ElmoModel
 from tokenization_elmo import ElmoTokenizer
 
 from ..errors import ConversionError, first_line
+from ..model_folder import finite
 from .output import mismatch_error
 
 # The model configs shipped inside the elmoformanylangs package (configs/), used by all released models. Both files
@@ -153,9 +154,7 @@ def check_tensors(state, expected, path):
     ]
     problems += [f"unexpected {name} {tuple(state[name].shape)}" for name in state if name not in expected]
     problems += [
-        f"{name} holds NaN or infinite values"
-        for name in expected
-        if name in state and not state[name].isfinite().all()
+        f"{name} holds NaN or infinite values" for name in expected if name in state and not finite(state[name])
     ]
     if problems:
         raise mismatch_error(path, problems)

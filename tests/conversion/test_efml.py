@@ -245,6 +245,15 @@ def test_overwrite_replaces_an_earlier_conversion(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "out"]
 
 
+def with_nan_weight(model):
+    """encoder.pkl with one NaN in its first float tensor."""
+    state = torch.load(model / "encoder.pkl", weights_only=True)
+    name = next(name for name, tensor in state.items() if tensor.is_floating_point())
+    state[name].view(-1)[1] = float("nan")
+    torch.save(state, model / "encoder.pkl")
+    return name
+
+
 @pytest.mark.parametrize(
     "damage, fragment",
     [
@@ -267,6 +276,7 @@ def test_overwrite_replaces_an_earlier_conversion(tmp_path):
             ),
             "only the 'cnn'",
         ),
+        (with_nan_weight, "holds NaN or infinite values"),
     ],
 )
 def test_broken_model_folders_are_named(tmp_path, damage, fragment):
