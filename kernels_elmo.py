@@ -400,20 +400,28 @@ def quantize_activations(x):
 
 
 ONEDNN_INT8_ROWS = 256  # rows of one call of oneDNN's AMX int8 linear, which slowed down past them (docs/speed.md)
+# A call of fewer rows is padded with zero rows to this many: at some weight shapes (the default model's projection,
+# 1,024 -> 128) one or two rows took milliseconds, the time growing with the weight's size (docs/speed.md).
+ONEDNN_INT8_MIN_ROWS = 4
 
 
 def onednn_int8_linear(x, packed, add_to=None):
     """`F.linear` through oneDNN's int8 linear on `packed` (`pack_onednn_int8`), `x` quantized once (one scale) and
-    multiplied in calls of at most `ONEDNN_INT8_ROWS` rows; float32 out. With `add_to` (float32 rows of the output's
-    shape, contiguous), the product is summed into it in place by the GEMM (oneDNN's sum post-op) and it is
-    returned."""
+    multiplied in calls of `ONEDNN_INT8_MIN_ROWS` to `ONEDNN_INT8_ROWS` rows, as even as can be; float32 out. With
+    `add_to` (float32 rows of the output's shape, contiguous), the product is summed into it in place by the GEMM
+    (oneDNN's sum post-op) and it is returned."""
     quantized, scale = quantize_activations(x)
     rows = quantized.view(-1, quantized.shape[-1])
+    n = len(rows)
     sums = None if add_to is None else add_to.view(-1, add_to.shape[-1])
+    if n < ONEDNN_INT8_MIN_ROWS:  # zero rows padded on, their products dropped
+        rows = F.pad(rows, (0, 0, 0, ONEDNN_INT8_MIN_ROWS - n))
+        sums = None if sums is None else F.pad(sums, (0, 0, 0, ONEDNN_INT8_MIN_ROWS - n))
+    size = -(-len(rows) // -(-len(rows) // ONEDNN_INT8_ROWS))  # rows a call: no call is left a few rows
     zero = torch.zeros((), dtype=torch.int32)
     products = []
-    for start in range(0, len(rows), ONEDNN_INT8_ROWS):
-        part = rows[start : start + ONEDNN_INT8_ROWS]
+    for start in range(0, len(rows), size):
+        part = rows[start : start + size]
         if sums is None:
             products.append(torch.ops.onednn.qlinear_pointwise.tensor(
                 part, scale, zero, packed.packed, packed.scale, packed.zero_point, packed.bias,
@@ -422,12 +430,13 @@ def onednn_int8_linear(x, packed, add_to=None):
         else:
             torch.ops.onednn.qlinear_pointwise.binary_tensor(
                 part, scale, zero, packed.packed, packed.scale, packed.zero_point,
-                sums[start : start + ONEDNN_INT8_ROWS], packed.bias, 1.0, 0, torch.float32, 1.0, 0, "sum", 1.0,
-                "none", [], "",
+                sums[start : start + size], packed.bias, 1.0, 0, torch.float32, 1.0, 0, "sum", 1.0, "none", [], "",
             )  # fmt: skip
     if add_to is not None:
+        if n < ONEDNN_INT8_MIN_ROWS:
+            add_to.view(-1, add_to.shape[-1]).copy_(sums[:n])
         return add_to
-    return (products[0] if len(products) == 1 else torch.cat(products)).view(*x.shape[:-1], -1)
+    return (products[0] if len(products) == 1 else torch.cat(products))[:n].view(*x.shape[:-1], -1)
 
 
 class Int8Gemms:

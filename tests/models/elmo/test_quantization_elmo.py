@@ -128,12 +128,13 @@ def test_onednn_int8_where_it_cannot_run_warns_and_runs_quantized(tiny_model_dir
 
 
 @pytest.mark.skipif(onednn_int8_error() is not None, reason="oneDNN's int8 linear does not run on this CPU")
-@pytest.mark.parametrize("shape", [(600, 64), (3, 200, 64), (5, 64)])
+@pytest.mark.parametrize("shape", [(600, 64), (3, 200, 64), (257, 64), (5, 64), (1, 64), (2, 64), (1, 1, 64)])
 def test_onednn_int8_linear_is_the_int8_product_at_any_rows(shape):
     """oneDNN's int8 linear, in calls of at most ONEDNN_INT8_ROWS rows (600 rows: three calls; 3 x 200: calls across
-    the leading dims), against the int8 product done by hand in float64: activations with one symmetric scale,
-    weights with one per output row, int32 sums; alone and summed into a tensor in place."""
-    from kernels_elmo import ONEDNN_INT8_ROWS, onednn_int8_linear, pack_onednn_int8
+    the leading dims; 257: two, neither of a few rows) and at least ONEDNN_INT8_MIN_ROWS (one or two rows: padded),
+    against the int8 product done by hand in float64: activations with one symmetric scale, weights with one per
+    output row, int32 sums; alone and summed into a tensor in place."""
+    from kernels_elmo import onednn_int8_linear, pack_onednn_int8
 
     generator = torch.Generator().manual_seed(0)
     x, weight = torch.randn(*shape, generator=generator), torch.randn(48, 64, generator=generator)
@@ -141,7 +142,6 @@ def test_onednn_int8_linear_is_the_int8_product_at_any_rows(shape):
     x_scale, w_scale = x.abs().max().double() / 127, weight.abs().amax(dim=1).double() / 127
     x_int8, w_int8 = torch.round(x.double() / x_scale), torch.round(weight.double() / w_scale[:, None])
     product = (x_int8 @ w_int8.T) * x_scale * w_scale + bias.double()
-    assert (x.numel() // 64 > ONEDNN_INT8_ROWS) == (len(shape) == 3 or shape[0] > 100)  # more than one call
     packed = pack_onednn_int8(weight, bias)
     torch.testing.assert_close(onednn_int8_linear(x, packed).double(), product, rtol=1e-5, atol=1e-4)
     summed = before.clone()
