@@ -493,7 +493,8 @@ class OneDnnInt8Gemms(Int8Gemms):
     pack = staticmethod(pack_onednn_int8)
 
     def input_gates(self, x):
-        """Per direction, each step's [n, 4H] rows (views of calls of about `ONEDNN_INT8_ROWS` rows, time-major)."""
+        """Per direction, each step's [n, 4H] rows (views of calls of about `ONEDNN_INT8_ROWS` rows, time-major).
+        The calls hold whole steps: one call of the block, cut into even parts by `onednn_int8_linear`, ran slower."""
         self._check(x)
         n, steps = x.shape[1], x.shape[2]
         chunk = max(1, ONEDNN_INT8_ROWS // max(n, 1))  # steps a call
